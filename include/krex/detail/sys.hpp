@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// The one seam through which krex makes the system calls whose failures a
+// user can cause (cgroup files, affinity, futex, signals). Tests replace an
+// entry to inject EACCES, ENOENT, EINTR, ... and check that every error path
+// produces a clear krex::error; production code never touches the table.
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+namespace krex::detail {
+
+struct sys_table {
+  int (*open)(const char* path, int flags, mode_t mode);
+  ssize_t (*read)(int fd, void* buf, size_t n);
+  ssize_t (*write)(int fd, const void* buf, size_t n);
+  int (*close)(int fd);
+  int (*mkdir)(const char* path, mode_t mode);
+  int (*rmdir)(const char* path);
+  int (*sched_setaffinity)(pid_t pid, size_t size, const cpu_set_t* set);
+  int (*sched_getaffinity)(pid_t pid, size_t size, cpu_set_t* set);
+  int (*kill)(pid_t pid, int sig);
+  /// futex(2) FUTEX_WAIT (non-private: the word lives in shared memory).
+  long (*futex_wait)(const void* word, std::uint32_t expected, const timespec* rel_timeout);
+  /// futex(2) FUTEX_WAKE (non-private).
+  long (*futex_wake)(const void* word, int count);
+};
+
+namespace sys_impl {
+inline int open(const char* p, int f, mode_t m) { return ::open(p, f | O_CLOEXEC, m); }
+inline ssize_t read(int fd, void* b, size_t n) { return ::read(fd, b, n); }
+inline ssize_t write(int fd, const void* b, size_t n) { return ::write(fd, b, n); }
+inline int close(int fd) { return ::close(fd); }
+inline int mkdir(const char* p, mode_t m) { return ::mkdir(p, m); }
+inline int rmdir(const char* p) { return ::rmdir(p); }
+inline int setaff(pid_t pid, size_t size, const cpu_set_t* s) { return ::sched_setaffinity(pid, size, s); }
+inline int getaff(pid_t pid, size_t size, cpu_set_t* s) { return ::sched_getaffinity(pid, size, s); }
+inline int kill(pid_t pid, int sig) { return ::kill(pid, sig); }
+inline long futex_wait(const void* w, std::uint32_t expected, const timespec* t) {
+  return ::syscall(SYS_futex, w, FUTEX_WAIT, expected, t, nullptr, 0);
+}
+inline long futex_wake(const void* w, int count) {
+  return ::syscall(SYS_futex, w, FUTEX_WAKE, count, nullptr, nullptr, 0);
+}
+}  // namespace sys_impl
+
+/// The table in use. Tests may swap entries (see tests/sys_override.hpp).
+inline sys_table& sys() noexcept {
+  static sys_table table{sys_impl::open,  sys_impl::read,   sys_impl::write,      sys_impl::close,
+                         sys_impl::mkdir, sys_impl::rmdir,  sys_impl::setaff,     sys_impl::getaff,
+                         sys_impl::kill,  sys_impl::futex_wait, sys_impl::futex_wake};
+  return table;
+}
+
+}  // namespace krex::detail

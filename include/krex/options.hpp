@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <krex/error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace krex {
+
+/// How siblings' process trees are frozen during a region (step 3).
+enum class freeze_method {
+  automatic,  ///< the strongest method that works here: cgroup_v2, cgroup_v1, signal
+  cgroup_v2,  ///< `cgroup.freeze` in each sibling's leaf cgroup
+  cgroup_v1,  ///< `freezer.state` in each sibling's leaf of the v1 freezer hierarchy
+  signal,     ///< SIGSTOP / SIGCONT to each sibling's process group
+  none,       ///< no freezing: gate and drain only
+};
+
+/// Which siblings a region freezes.
+enum class freeze_scope {
+  all,     ///< every sibling of the device (the KREX paper's choice)
+  active,  ///< only siblings that submitted device work since their last drain
+};
+
+/// Who may attach to the node's segment (its security domain).
+enum class segment_access {
+  user,   ///< this user only: segment per uid, mode 0600
+  group,  ///< this user's primary group: segment per gid, mode 0660
+};
+
+inline const char* to_string(freeze_method m) noexcept {
+  switch (m) {
+    case freeze_method::automatic: return "auto";
+    case freeze_method::cgroup_v2: return "cgroup2";
+    case freeze_method::cgroup_v1: return "cgroup1";
+    case freeze_method::signal: return "signal";
+    case freeze_method::none: return "none";
+  }
+  return "?";
+}
+inline const char* to_string(freeze_scope s) noexcept {
+  return s == freeze_scope::all ? "all" : "active";
+}
+inline const char* to_string(segment_access a) noexcept {
+  return a == segment_access::user ? "user" : "group";
+}
+
+namespace detail {
+[[noreturn]] inline void bad_option(const std::string& name, const std::string& value,
+                                    const std::string& accepted) {
+  throw error(step::options, "invalid value '" + value + "' for " + name,
+              0, "accepted: " + accepted);
+}
+
+inline freeze_method parse_freeze_method(const std::string& name, const std::string& v) {
+  if (v == "auto") return freeze_method::automatic;
+  if (v == "cgroup2") return freeze_method::cgroup_v2;
+  if (v == "cgroup1") return freeze_method::cgroup_v1;
+  if (v == "signal") return freeze_method::signal;
+  if (v == "none") return freeze_method::none;
+  bad_option(name, v, "auto, cgroup2, cgroup1, signal, none");
+}
+inline freeze_scope parse_freeze_scope(const std::string& name, const std::string& v) {
+  if (v == "all") return freeze_scope::all;
+  if (v == "active") return freeze_scope::active;
+  bad_option(name, v, "all, active");
+}
+inline segment_access parse_access(const std::string& name, const std::string& v) {
+  if (v == "user") return segment_access::user;
+  if (v == "group") return segment_access::group;
+  bad_option(name, v, "user, group");
+}
+inline bool parse_bool(const std::string& name, const std::string& v) {
+  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "off" || v == "no") return false;
+  bad_option(name, v, "1, 0, true, false, on, off, yes, no");
+}
+inline long long parse_int(const std::string& name, const std::string& v, long long lo,
+                           long long hi, const char* accepted) {
+  if (v.empty()) bad_option(name, v, accepted);
+  errno = 0;
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (errno != 0 || end == v.c_str() || *end != '\0' || x < lo || x > hi)
+    bad_option(name, v, accepted);
+  return x;
+}
+inline bool valid_segment_name(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '-' || c == '_' || c == '.'))
+      return false;
+  return true;
+}
+}  // namespace detail
+
+/// Configuration of one tenant. Setters validate at once and throw
+/// krex::error (step::options) naming the option and the accepted values.
+/// `KREX_*` environment variables override what the code set; they are read
+/// by `with_env()`, which the tenant calls when it joins.
+///
+/// | setter              | environment               | default |
+/// |---------------------|---------------------------|---------|
+/// | device              | KREX_DEVICE               | 0       |
+/// | segment             | KREX_SEGMENT              | "krex"  |
+/// | access              | KREX_SEGMENT_ACCESS       | user    |
+/// | gate_park           | KREX_GATE_PARK_MS         | 20 ms   |
+/// | drain_deadline      | KREX_DRAIN_DEADLINE_MS    | 10 s    |
+/// | lock_wait           | KREX_LOCK_WAIT_MS         | 600 s   |
+/// | lease               | KREX_LEASE_MS             | 600 s   |
+/// | allow_contended     | KREX_ALLOW_CONTENDED      | false   |
+/// | freeze              | KREX_FREEZE               | auto    |
+/// | scope               | KREX_FREEZE_SCOPE         | all     |
+/// | freeze_deadline     | KREX_FREEZE_DEADLINE_MS   | 2 s     |
+/// | cgroup_root         | KREX_CGROUP_ROOT          | derived |
+/// | pin                 | KREX_PIN                  | true    |
+/// | reserved_cores      | KREX_RESERVED_CORES       | 1       |
+/// | confine             | KREX_CONFINE              | true    |
+/// | host_devices        | KREX_HOST_DEVICES         | 1       |
+class options {
+ public:
+  using ms = std::chrono::milliseconds;
+  static constexpr int max_devices = 16;
+
+  /// The device (GPU ordinal; for the host backend, a virtual device).
+  options& device(int d) {
+    if (d < 0 || d >= max_devices)
+      detail::bad_option("device", std::to_string(d), "0.." + std::to_string(max_devices - 1));
+    m_device = d;
+    return *this;
+  }
+  int device() const noexcept { return m_device; }
+
+  /// Base name of the node segment; the full name adds the layout version
+  /// and the security domain. Letters, digits, '-', '_', '.'; 1..64 chars.
+  options& segment(const std::string& name) {
+    if (!detail::valid_segment_name(name))
+      detail::bad_option("segment", name, "1..64 of [A-Za-z0-9._-]");
+    m_segment = name;
+    return *this;
+  }
+  const std::string& segment() const noexcept { return m_segment; }
+
+  options& access(segment_access a) noexcept {
+    m_access = a;
+    return *this;
+  }
+  segment_access access() const noexcept { return m_access; }
+
+  /// How long a parked submitter sleeps before re-checking the holder's liveness.
+  options& gate_park(ms t) { return set_ms("gate_park", m_gate_park, t, 1); }
+  ms gate_park() const noexcept { return m_gate_park; }
+
+  /// How long a region waits for siblings to drain (and for their in-flight submissions).
+  options& drain_deadline(ms t) { return set_ms("drain_deadline", m_drain_deadline, t, 1); }
+  ms drain_deadline() const noexcept { return m_drain_deadline; }
+
+  /// How long a region waits for the per-device region lock.
+  options& lock_wait(ms t) { return set_ms("lock_wait", m_lock_wait, t, 0); }
+  ms lock_wait() const noexcept { return m_lock_wait; }
+
+  /// How long a region may be held before its lease expires.
+  options& lease(ms t) { return set_ms("lease", m_lease, t, 1); }
+  ms lease() const noexcept { return m_lease; }
+
+  /// If true, a drain deadline expiry proceeds with the region flagged
+  /// contended in its report instead of throwing.
+  options& allow_contended(bool b) noexcept {
+    m_allow_contended = b;
+    return *this;
+  }
+  bool allow_contended() const noexcept { return m_allow_contended; }
+
+  options& freeze(freeze_method m) noexcept {
+    m_freeze = m;
+    return *this;
+  }
+  freeze_method freeze() const noexcept { return m_freeze; }
+
+  options& scope(freeze_scope s) noexcept {
+    m_scope = s;
+    return *this;
+  }
+  freeze_scope scope() const noexcept { return m_scope; }
+
+  options& freeze_deadline(ms t) { return set_ms("freeze_deadline", m_freeze_deadline, t, 1); }
+  ms freeze_deadline() const noexcept { return m_freeze_deadline; }
+
+  /// The krex cgroup root (absolute path inside a cgroup mount, or a path
+  /// relative to the cgroup hierarchy). Empty: derived at join.
+  options& cgroup_root(const std::string& p) {
+    if (!p.empty() && p.front() != '/')
+      detail::bad_option("cgroup_root", p, "an absolute path, or empty to derive one");
+    if (p.find("/../") != std::string::npos || p.size() >= 3 && p.compare(p.size() - 3, 3, "/..") == 0)
+      detail::bad_option("cgroup_root", p, "a path without '..' components");
+    m_cgroup_root = p;
+    return *this;
+  }
+  const std::string& cgroup_root() const noexcept { return m_cgroup_root; }
+
+  /// Pin the measuring thread to its device's reserved cores in a region.
+  options& pin(bool b) noexcept {
+    m_pin = b;
+    return *this;
+  }
+  bool pin() const noexcept { return m_pin; }
+
+  /// Physical cores reserved for measuring per device slice (with their SMT siblings).
+  options& reserved_cores(int n) {
+    if (n < 1 || n > 64) detail::bad_option("reserved_cores", std::to_string(n), "1..64");
+    m_reserved_cores = n;
+    return *this;
+  }
+  int reserved_cores() const noexcept { return m_reserved_cores; }
+
+  /// Keep tenant threads off all reserved cores outside regions.
+  options& confine(bool b) noexcept {
+    m_confine = b;
+    return *this;
+  }
+  bool confine() const noexcept { return m_confine; }
+
+  /// Number of virtual devices of the host backend on this node.
+  options& host_devices(int n) {
+    if (n < 1 || n > max_devices)
+      detail::bad_option("host_devices", std::to_string(n), "1.." + std::to_string(max_devices));
+    m_host_devices = n;
+    return *this;
+  }
+  int host_devices() const noexcept { return m_host_devices; }
+
+  /// A copy with every set `KREX_*` variable applied (see the table above).
+  /// Throws krex::error naming the variable for an unparsable value.
+  options with_env() const {
+    options o = *this;
+    const auto env = [](const char* n) -> const char* { return std::getenv(n); };
+    if (const char* v = env("KREX_DEVICE"))
+      o.device(static_cast<int>(detail::parse_int("KREX_DEVICE", v, 0, max_devices - 1,
+                                                  "an integer 0..15")));
+    if (const char* v = env("KREX_SEGMENT")) {
+      if (!detail::valid_segment_name(v))
+        detail::bad_option("KREX_SEGMENT", v, "1..64 of [A-Za-z0-9._-]");
+      o.m_segment = v;
+    }
+    if (const char* v = env("KREX_SEGMENT_ACCESS"))
+      o.m_access = detail::parse_access("KREX_SEGMENT_ACCESS", v);
+    env_ms(o.m_gate_park, "KREX_GATE_PARK_MS", 1);
+    env_ms(o.m_drain_deadline, "KREX_DRAIN_DEADLINE_MS", 1);
+    env_ms(o.m_lock_wait, "KREX_LOCK_WAIT_MS", 0);
+    env_ms(o.m_lease, "KREX_LEASE_MS", 1);
+    if (const char* v = env("KREX_ALLOW_CONTENDED"))
+      o.m_allow_contended = detail::parse_bool("KREX_ALLOW_CONTENDED", v);
+    if (const char* v = env("KREX_FREEZE"))
+      o.m_freeze = detail::parse_freeze_method("KREX_FREEZE", v);
+    if (const char* v = env("KREX_FREEZE_SCOPE"))
+      o.m_scope = detail::parse_freeze_scope("KREX_FREEZE_SCOPE", v);
+    env_ms(o.m_freeze_deadline, "KREX_FREEZE_DEADLINE_MS", 1);
+    if (const char* v = env("KREX_CGROUP_ROOT")) {
+      try {
+        o.cgroup_root(v);
+      } catch (const error&) {
+        detail::bad_option("KREX_CGROUP_ROOT", v, "an absolute path without '..' components");
+      }
+    }
+    if (const char* v = env("KREX_PIN")) o.m_pin = detail::parse_bool("KREX_PIN", v);
+    if (const char* v = env("KREX_RESERVED_CORES"))
+      o.m_reserved_cores =
+          static_cast<int>(detail::parse_int("KREX_RESERVED_CORES", v, 1, 64, "an integer 1..64"));
+    if (const char* v = env("KREX_CONFINE")) o.m_confine = detail::parse_bool("KREX_CONFINE", v);
+    if (const char* v = env("KREX_HOST_DEVICES"))
+      o.m_host_devices = static_cast<int>(
+          detail::parse_int("KREX_HOST_DEVICES", v, 1, max_devices, "an integer 1..16"));
+    return o;
+  }
+
+ private:
+  options& set_ms(const char* name, ms& field, ms t, long long min) {
+    if (t.count() < min)
+      detail::bad_option(name, std::to_string(t.count()) + " ms",
+                         "a duration of at least " + std::to_string(min) + " ms");
+    field = t;
+    return *this;
+  }
+  static void env_ms(ms& field, const char* var, long long min) {
+    if (const char* v = std::getenv(var))
+      field = ms(detail::parse_int(var, v, min, 86'400'000LL,
+                                   min == 0 ? "milliseconds 0..86400000"
+                                            : "milliseconds 1..86400000"));
+  }
+
+  int m_device = 0;
+  std::string m_segment = "krex";
+  segment_access m_access = segment_access::user;
+  ms m_gate_park{20};
+  ms m_drain_deadline{10'000};
+  ms m_lock_wait{600'000};
+  ms m_lease{600'000};
+  bool m_allow_contended = false;
+  freeze_method m_freeze = freeze_method::automatic;
+  freeze_scope m_scope = freeze_scope::all;
+  ms m_freeze_deadline{2'000};
+  std::string m_cgroup_root;
+  bool m_pin = true;
+  int m_reserved_cores = 1;
+  bool m_confine = true;
+  int m_host_devices = 1;
+};
+
+}  // namespace krex
