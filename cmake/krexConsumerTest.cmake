@@ -1,0 +1,52 @@
+# cmake -P driver for the consumer tests (see cmake/krexConsumerTests.cmake).
+#   KREX_STEP=install       cmake --install KREX_BINARY_DIR into a fresh KREX_PREFIX
+#   KREX_STEP=find_package  configure, build and run tests/consumer against KREX_PREFIX
+#   KREX_STEP=subdirectory  configure, build and run tests/consumer with
+#                           add_subdirectory(KREX_SOURCE_DIR)
+cmake_minimum_required(VERSION 3.20)
+
+function(krex_run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " cmd "${ARGN}")
+    message(FATAL_ERROR "failed (${rc}): ${cmd}")
+  endif()
+endfunction()
+
+if(NOT KREX_CONFIG)
+  set(KREX_CONFIG Release)
+endif()
+
+if(KREX_STEP STREQUAL "install")
+  file(REMOVE_RECURSE "${KREX_PREFIX}")
+  krex_run(${CMAKE_COMMAND} --install "${KREX_BINARY_DIR}" --prefix "${KREX_PREFIX}"
+           --config "${KREX_CONFIG}")
+  return()
+endif()
+
+set(args -S "${KREX_SOURCE_DIR}/tests/consumer" -G "${KREX_GENERATOR}"
+         -DCMAKE_BUILD_TYPE=${KREX_CONFIG} "-DCMAKE_CXX_COMPILER=${KREX_CXX_COMPILER}")
+if(KREX_MAKE_PROGRAM)
+  list(APPEND args "-DCMAKE_MAKE_PROGRAM=${KREX_MAKE_PROGRAM}")
+endif()
+if(KREX_BOOST_DIR)
+  # The Boost this build found, not whatever the consumer would find first.
+  list(APPEND args "-DBoost_DIR=${KREX_BOOST_DIR}")
+endif()
+
+if(KREX_STEP STREQUAL "find_package")
+  set(bin "${KREX_BINARY_DIR}/consumer/find_package")
+  # Only the install prefix may provide krex: no package registry, no build tree.
+  list(APPEND args -DKREX_CONSUMER_MODE=find_package "-DCMAKE_PREFIX_PATH=${KREX_PREFIX}"
+       "-DKREX_EXPECT_PREFIX=${KREX_PREFIX}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+elseif(KREX_STEP STREQUAL "subdirectory")
+  set(bin "${KREX_BINARY_DIR}/consumer/subdirectory")
+  list(APPEND args -DKREX_CONSUMER_MODE=subdirectory "-DKREX_SOURCE_DIR=${KREX_SOURCE_DIR}")
+else()
+  message(FATAL_ERROR "KREX_STEP must be install, find_package or subdirectory, not '${KREX_STEP}'")
+endif()
+
+file(REMOVE_RECURSE "${bin}")
+krex_run(${CMAKE_COMMAND} ${args} -B "${bin}")
+krex_run(${CMAKE_COMMAND} --build "${bin}" --config "${KREX_CONFIG}")
+krex_run("${bin}/bin/krex_consumer")
