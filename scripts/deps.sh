@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what krex's build and tests need, via apt-get (Debian 12, Ubuntu 24.04).
+# A no-op when everything is present; otherwise needs root (or prints the
+# sudo command to run and exits 1).
+set -euo pipefail
+
+packages=(cmake g++ make libboost-dev libgtest-dev libgmock-dev libbenchmark-dev)
+
+if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  echo "deps.sh: this is not a Debian/Ubuntu system; install by hand: CMake >= 3.21," \
+       "a C++17 compiler, Boost >= 1.71 (headers), GoogleTest, Google Benchmark" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps.sh: missing packages: ${missing[*]}" >&2
+  echo "run: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configure (preset "default": Release, build/), build, and run every test.
+# Exits with ctest's status. Extra arguments go to ctest (e.g. -L unit, -R gate).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh
+cmake --preset default
+cmake --build build -j"$(nproc)"
+status=0
+ctest --test-dir build --output-on-failure "$@" || status=$?
+exit "$status"
