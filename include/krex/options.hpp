@@ -195,7 +195,8 @@ class options {
   options& cgroup_root(const std::string& p) {
     if (!p.empty() && p.front() != '/')
       detail::bad_option("cgroup_root", p, "an absolute path, or empty to derive one");
-    if (p.find("/../") != std::string::npos || p.size() >= 3 && p.compare(p.size() - 3, 3, "/..") == 0)
+    if (p.find("/../") != std::string::npos ||
+        (p.size() >= 3 && p.compare(p.size() - 3, 3, "/..") == 0))
       detail::bad_option("cgroup_root", p, "a path without '..' components");
     m_cgroup_root = p;
     return *this;

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// The node segment's layout. Everything here is shared between processes of
+// possibly different builds, so: only lock-free, address-free std::atomic
+// (never a pointer, never a path), fixed sizes, and a header that a process
+// of another layout refuses to attach to. Bump `layout_version` on any change.
+
+#include <atomic>
+#include <cstdint>
+
+namespace krex::detail {
+
+inline constexpr std::uint64_t segment_magic = 0x6b7265782e6e6f64ULL;  // "krex.nod"
+inline constexpr std::uint32_t layout_version = 1;
+inline constexpr std::uint32_t max_tenants = 256;
+inline constexpr std::uint32_t max_devices = 16;
+
+/// `tenant_slot::ticket` values that are not tickets.
+inline constexpr std::uint64_t no_ticket = ~0ULL;
+inline constexpr std::uint64_t taking_ticket = ~0ULL - 1;
+
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+static_assert(std::atomic<std::int32_t>::is_always_lock_free);
+
+/// Tenant slot states.
+enum : std::uint32_t { slot_free = 0, slot_claiming = 1, slot_active = 2, slot_reaping = 3 };
+
+/// Region phases (device_state::phase), for status and fault handling.
+enum : std::uint32_t {
+  phase_idle = 0,
+  phase_locked = 1,
+  phase_gated = 2,
+  phase_draining = 3,
+  phase_freezing = 4,
+  phase_frozen = 5,
+  phase_pinned = 6,
+  phase_body = 7,
+  phase_exiting = 8,
+};
+
+/// One tenant (one `krex::tenant` object of one process). Written by its
+/// owner, read by siblings; cleared by whoever reaps a dead owner.
+struct alignas(64) tenant_slot {
+  std::atomic<std::int32_t> owner;        ///< owner pid; 0 = free
+  std::atomic<std::uint32_t> state;       ///< slot_* above
+  std::atomic<std::uint64_t> start_time;  ///< owner's /proc start time (pid reuse check)
+  std::atomic<std::uint32_t> device;      ///< index into node_state::devices
+  std::atomic<std::int32_t> pgid;         ///< owner's process group (signal freezing)
+  std::atomic<std::uint64_t> heartbeat_ns;
+  std::atomic<std::uint64_t> joined_ns;
+
+  // Written by every submission of the owner: a line of its own.
+  alignas(64) std::atomic<std::uint32_t> in_submit;
+  std::atomic<std::uint32_t> dirty;  ///< submitted since the last drain
+  std::atomic<std::uint64_t> submits;
+
+  alignas(64) std::atomic<std::uint32_t> in_submit_waiters;
+  std::atomic<std::uint32_t> ack_epoch;  ///< last gate epoch this tenant drained for
+  std::atomic<std::uint32_t> drain_failed;  ///< backend sync failed in the last drain
+  std::atomic<std::uint32_t> frozen;        ///< frozen by the current holder
+  std::atomic<std::uint64_t> ticket;        ///< region-lock ticket, no_ticket, taking_ticket
+  std::atomic<std::uint64_t> drains;        ///< drains this tenant performed
+  std::atomic<std::uint64_t> syncs;         ///< drains that touched the backend
+};
+
+/// Per device: the gate, the FIFO region lock, the lease, counters.
+struct alignas(64) device_state {
+  std::atomic<std::uint64_t> key;  ///< node-wide device identity; 0 = unused
+
+  // Step 1. Odd epoch = raised. The futex word parked submitters and agents sleep on.
+  alignas(64) std::atomic<std::uint32_t> gate;
+  std::atomic<std::uint32_t> holder;  ///< slot index + 1 of the gate holder; 0 = none
+  std::atomic<std::uint32_t> phase;
+
+  // Ticket lock: regions are granted in arrival order.
+  alignas(64) std::atomic<std::uint32_t> next_ticket;
+  alignas(64) std::atomic<std::uint32_t> now_serving;  ///< futex word for lock waiters
+  alignas(64) std::atomic<std::uint32_t> acks;         ///< bumped by each drain ack (futex)
+
+  // The lease of the current region holder.
+  alignas(64) std::atomic<std::int32_t> lease_pid;
+  std::atomic<std::uint32_t> lease_slot;  ///< slot + 1
+  std::atomic<std::uint64_t> lease_start_time;
+  std::atomic<std::uint64_t> lease_acquired_ns;
+  std::atomic<std::uint64_t> lease_deadline_ns;
+
+  // Counters (relaxed).
+  alignas(64) std::atomic<std::uint64_t> regions;
+  std::atomic<std::uint64_t> region_ns;
+  std::atomic<std::uint64_t> lock_wait_ns;
+  std::atomic<std::uint64_t> gate_parks;
+  std::atomic<std::uint64_t> drains;
+  std::atomic<std::uint64_t> drain_ns;
+  std::atomic<std::uint64_t> freezes;
+  std::atomic<std::uint64_t> freeze_ns;
+  std::atomic<std::uint64_t> contended;
+  std::atomic<std::uint64_t> recoveries;
+};
+
+/// The node segment's one object.
+struct node_state {
+  // Header: checked before anything else is touched.
+  std::atomic<std::uint64_t> magic;
+  std::atomic<std::uint32_t> layout;
+  std::atomic<std::uint32_t> boost_version;
+  std::atomic<std::uint32_t> n_devices;
+  std::atomic<std::uint32_t> n_tenants;
+  std::atomic<std::uint64_t> size;  ///< sizeof(node_state) of the creator
+
+  /// Hash of the krex cgroup root the first tenant recorded (0 = none yet), and its method.
+  std::atomic<std::uint64_t> cgroup_root_hash;
+  std::atomic<std::uint32_t> freeze_method;
+  std::atomic<std::uint32_t> reserved;
+
+  device_state devices[max_devices];
+  tenant_slot tenants[max_tenants];
+};
+
+}  // namespace krex::detail

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Claiming, checking and reaping tenant slots, and the `member` view a
+// tenant's protocol code works through.
+
+#include <krex/detail/futex.hpp>
+#include <krex/detail/layout.hpp>
+#include <krex/detail/proc.hpp>
+#include <krex/error.hpp>
+#include <krex/options.hpp>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+
+namespace krex::detail {
+
+/// What the protocol code of one tenant needs: its node, device and slot.
+struct member {
+  node_state* node = nullptr;
+  device_state* dev = nullptr;
+  tenant_slot* slot = nullptr;
+  std::uint32_t index = 0;   ///< slot index
+  std::uint32_t device = 0;  ///< device index in the segment
+  options opts;
+
+  tenant_slot& slot_at(std::uint32_t i) const noexcept { return node->tenants[i]; }
+};
+
+/// A slot that belongs to a live process. Claiming slots (start time not yet
+/// written) count as alive while their pid exists.
+inline bool slot_alive(const tenant_slot& s) noexcept {
+  const std::int32_t pid = s.owner.load();
+  if (pid <= 0) return false;
+  return alive(pid, s.start_time.load());
+}
+
+/// Frees the slot of a dead owner: its in_submit is discarded, its ticket
+/// dropped. Only one reaper wins (CAS on the owner). Returns true if this call reaped it.
+inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid) noexcept {
+  tenant_slot& s = n.tenants[i];
+  std::int32_t expected = dead_pid;
+  if (!s.owner.compare_exchange_strong(expected, -dead_pid)) return false;
+  s.state.store(slot_reaping);
+  s.in_submit.store(0);
+  s.dirty.store(0);
+  s.ticket.store(no_ticket);
+  s.frozen.store(0);
+  s.start_time.store(0);
+  s.state.store(slot_free);
+  s.owner.store(0);
+  // Anyone waiting for this slot's in_submit or ack re-checks.
+  futex_wake_all(s.in_submit);
+  if (s.device.load() < max_devices) futex_wake_all(n.devices[s.device.load()].acks);
+  return true;
+}
+
+/// Reaps slot i if its owner is dead. Returns true if the slot is (now) not a live tenant.
+inline bool reap_if_dead(node_state& n, std::uint32_t i) noexcept {
+  tenant_slot& s = n.tenants[i];
+  const std::int32_t pid = s.owner.load();
+  if (pid == 0) return true;
+  if (pid < 0) return true;  // being reaped
+  if (slot_alive(s)) return false;
+  reap_slot(n, i, pid);
+  return true;
+}
+
+/// Claims a free slot for this process on device `device`. Reaps dead slots on the way.
+inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
+  const std::int32_t me = static_cast<std::int32_t>(::getpid());
+  const std::uint64_t start = self_start_time();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::uint32_t i = 0; i < max_tenants; ++i) {
+      tenant_slot& s = n.tenants[i];
+      std::int32_t expected = 0;
+      if (s.owner.load() != 0) {
+        if (pass == 0) continue;
+        reap_if_dead(n, i);
+        continue;
+      }
+      if (!s.owner.compare_exchange_strong(expected, me)) continue;
+      s.state.store(slot_claiming);
+      s.start_time.store(start);
+      s.device.store(device);
+      s.pgid.store(static_cast<std::int32_t>(::getpgrp()));
+      s.in_submit.store(0);
+      s.in_submit_waiters.store(0);
+      s.dirty.store(0);
+      s.submits.store(0);
+      s.ack_epoch.store(0);
+      s.drain_failed.store(0);
+      s.frozen.store(0);
+      s.ticket.store(no_ticket);
+      s.drains.store(0);
+      s.syncs.store(0);
+      s.joined_ns.store(now_ns());
+      s.heartbeat_ns.store(now_ns());
+      s.state.store(slot_active);
+      return i;
+    }
+  }
+  throw error(step::join,
+              "no free tenant slot: " + std::to_string(max_tenants) +
+                  " tenants are already joined to this node's segment",
+              0, "wait for some to leave, or run `krexctl status` to see who holds them");
+}
+
+/// Finds (or claims) the segment's index for the device with node-wide identity `key`.
+inline std::uint32_t device_index(node_state& n, std::uint64_t key, const std::string& name) {
+  for (std::uint32_t i = 0; i < max_devices; ++i) {
+    std::uint64_t k = n.devices[i].key.load();
+    if (k == key) return i;
+    if (k == 0) {
+      if (n.devices[i].key.compare_exchange_strong(k, key)) return i;
+      if (k == key) return i;
+    }
+  }
+  throw error(step::join, "the node segment already tracks " + std::to_string(max_devices) +
+                              " devices and has no entry for " + name,
+              0, "remove stale segments with `krexctl clean`");
+}
+
+}  // namespace krex::detail

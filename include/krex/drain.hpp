@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Step 2: drain. Each tenant runs one agent thread. When the gate's epoch
+// changes to a raised one held by a sibling, the agent waits for its own
+// in-flight submissions (in_submit == 0), synchronizes its process's device
+// work only if it submitted anything since its last drain (a tenant that only
+// computes on the CPU acks at once and never touches the backend), and stores
+// the epoch in ack_epoch. The holder waits for every sibling's ack, with a
+// deadline.
+
+#include <krex/detail/futex.hpp>
+#include <krex/detail/slots.hpp>
+#include <krex/gate.hpp>
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+namespace krex::detail {
+
+/// A sibling as the region holder saw it when the gate rose.
+struct sibling {
+  std::uint32_t slot;
+  std::int32_t pid;
+  bool acked = false;
+  bool gone = false;  ///< left or died during the region's entry
+};
+
+/// Agent side: handles gate word `g` once. Returns true if it acked `g`.
+template <class Backend>
+bool agent_drain(member& m, Backend& backend, std::uint32_t g,
+                 const std::atomic<bool>& stop) noexcept {
+  tenant_slot& s = *m.slot;
+  if (!gate_raised(g) || m.dev->holder.load() == m.index + 1 || s.ack_epoch.load() == g)
+    return false;
+  // Submissions already past the gate finish first; new ones park.
+  while (!wait_in_submit_zero(s, now_ns() + 20'000'000)) {
+    if (stop.load() || m.dev->gate.load() != g) return false;
+  }
+  if (s.dirty.exchange(0) != 0) {
+    try {
+      backend.sync();
+      s.syncs.fetch_add(1, std::memory_order_relaxed);
+      s.drain_failed.store(0);
+    } catch (...) {
+      // No ack: the holder's drain deadline reports this sibling as undrained.
+      s.dirty.store(1);
+      s.drain_failed.store(1);
+      return false;
+    }
+  }
+  s.drains.fetch_add(1, std::memory_order_relaxed);
+  s.ack_epoch.store(g);
+  m.dev->acks.fetch_add(1);
+  futex_wake_all(m.dev->acks);
+  return true;
+}
+
+/// Holder side: the live siblings on the holder's device.
+inline std::vector<sibling> snapshot_siblings(member& m) {
+  std::vector<sibling> out;
+  for (std::uint32_t i = 0; i < max_tenants; ++i) {
+    if (i == m.index) continue;
+    tenant_slot& s = m.slot_at(i);
+    const std::int32_t pid = s.owner.load();
+    if (pid <= 0 || s.device.load() != m.device) continue;
+    if (reap_if_dead(*m.node, i)) continue;
+    out.push_back(sibling{i, pid});
+  }
+  return out;
+}
+
+inline bool sibling_gone(member& m, const sibling& sb) noexcept {
+  tenant_slot& s = m.slot_at(sb.slot);
+  if (s.owner.load() != sb.pid) return true;
+  return reap_if_dead(*m.node, sb.slot);
+}
+
+/// Holder side, gate step: waits until every sibling's in_submit is 0.
+/// Returns false if the deadline passed first (the laggards are left un-acked).
+inline bool wait_submissions(member& m, std::vector<sibling>& sibs, std::uint64_t deadline_ns) {
+  bool all = true;
+  for (sibling& sb : sibs) {
+    if (sb.gone) continue;
+    if (wait_in_submit_zero(m.slot_at(sb.slot), deadline_ns)) continue;
+    if (sibling_gone(m, sb)) {
+      sb.gone = true;
+      continue;
+    }
+    all = false;
+  }
+  return all;
+}
+
+/// Holder side, drain step: waits until every sibling acked `epoch`. Returns
+/// false if the deadline passed first; `acked` tells who did.
+inline bool wait_drained(member& m, std::vector<sibling>& sibs, std::uint32_t epoch,
+                         std::uint64_t deadline_ns) {
+  for (;;) {
+    const std::uint32_t a = m.dev->acks.load();
+    bool all = true;
+    for (sibling& sb : sibs) {
+      if (sb.gone || sb.acked) continue;
+      if (m.slot_at(sb.slot).ack_epoch.load() == epoch) {
+        sb.acked = true;
+        continue;
+      }
+      all = false;
+    }
+    if (all) return true;
+    if (now_ns() >= deadline_ns) {
+      for (sibling& sb : sibs)
+        if (!sb.acked && !sb.gone && sibling_gone(m, sb)) sb.gone = true;
+      for (const sibling& sb : sibs)
+        if (!sb.acked && !sb.gone) return false;
+      return true;
+    }
+    futex_wait(m.dev->acks, a, deadline_ns, 10'000'000);
+    // Slow acks: check that the laggards are alive (a dead one never acks).
+    for (sibling& sb : sibs)
+      if (!sb.acked && !sb.gone && m.slot_at(sb.slot).ack_epoch.load() != epoch &&
+          now_ns() + 1'000'000 < deadline_ns && m.dev->acks.load() == a && sibling_gone(m, sb))
+        sb.gone = true;
+  }
+}
+
+}  // namespace krex::detail

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Step 1: the submission gate.
+//
+// Submitter: in_submit.fetch_add(1), then load the gate. If a sibling holds
+// it, undo the increment and park on the gate word (bounded; on timeout the
+// holder's liveness is re-checked). Holder: raise the gate with a new epoch,
+// then wait until every sibling's in_submit is 0. With seq_cst on both sides
+// (a Dekker pair: store gate / load in_submit against store in_submit / load
+// gate) a submission either completes before the drain looks, or never
+// reaches the device.
+
+#include <krex/detail/futex.hpp>
+#include <krex/detail/slots.hpp>
+#include <krex/error.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <utility>
+
+namespace krex {
+namespace detail {
+
+inline bool gate_raised(std::uint32_t g) noexcept { return (g & 1U) != 0; }
+
+/// Submissions of this thread that are open (nested guards pass at once: the
+/// outer one already counts in in_submit, and parking it would deadlock the drain).
+inline thread_local int submit_depth = 0;
+
+/// If the gate `g` is held by a dead tenant, lower it (one CAS, so only one
+/// recoverer wins) and reap the holder's slot. Returns true if it recovered.
+inline bool recover_dead_gate_holder(member& m, std::uint32_t g) noexcept {
+  const std::uint32_t h = m.dev->holder.load();
+  if (h == 0 || h > max_tenants) {
+    // Raised with no holder recorded: the holder died between its two stores,
+    // or the state is corrupt. Only lower it if the lease holder is dead too.
+    const std::int32_t lp = m.dev->lease_pid.load();
+    if (lp > 0 && alive(lp, m.dev->lease_start_time.load())) return false;
+  } else {
+    tenant_slot& hs = m.slot_at(h - 1);
+    if (slot_alive(hs)) return false;
+    reap_slot(*m.node, h - 1, hs.owner.load());
+  }
+  std::uint32_t expected = g;
+  if (!m.dev->gate.compare_exchange_strong(expected, g + 1)) return false;
+  m.dev->holder.store(0);
+  m.dev->recoveries.fetch_add(1, std::memory_order_relaxed);
+  futex_wake_all(m.dev->gate);
+  return true;
+}
+
+/// Opens a submission: returns once this tenant may put work on the device.
+inline void submit_enter(member& m) noexcept {
+  if (submit_depth++ > 0) return;
+  tenant_slot& s = *m.slot;
+  const std::uint64_t park_ns = static_cast<std::uint64_t>(m.opts.gate_park().count()) * 1'000'000;
+  for (;;) {
+    s.in_submit.fetch_add(1);
+    const std::uint32_t g = m.dev->gate.load();
+    if (!gate_raised(g) || m.dev->holder.load() == m.index + 1) {
+      if (s.dirty.load(std::memory_order_relaxed) == 0) s.dirty.store(1);
+      return;
+    }
+    if (s.in_submit.fetch_sub(1) == 1 && s.in_submit_waiters.load() != 0)
+      futex_wake_all(s.in_submit);
+    m.dev->gate_parks.fetch_add(1, std::memory_order_relaxed);
+    // Park until the gate word changes; wake up every park_ns to check that
+    // the holder is still alive (a dead holder must not gate us forever).
+    while (m.dev->gate.load() == g) {
+      futex_wait(m.dev->gate, g, now_ns() + park_ns, park_ns);
+      if (m.dev->gate.load() == g) recover_dead_gate_holder(m, g);
+    }
+  }
+}
+
+/// Closes a submission opened by submit_enter.
+inline void submit_exit(member& m) noexcept {
+  if (--submit_depth > 0) return;
+  tenant_slot& s = *m.slot;
+  s.submits.fetch_add(1, std::memory_order_relaxed);
+  if (s.in_submit.fetch_sub(1) == 1 && s.in_submit_waiters.load() != 0)
+    futex_wake_all(s.in_submit);
+}
+
+/// Waits until slot `s`'s in_submit is 0 or `deadline_ns` passes. Returns true on 0.
+inline bool wait_in_submit_zero(tenant_slot& s, std::uint64_t deadline_ns) noexcept {
+  if (s.in_submit.load() == 0) return true;
+  s.in_submit_waiters.fetch_add(1);
+  bool ok = false;
+  for (;;) {
+    const std::uint32_t v = s.in_submit.load();
+    if (v == 0) {
+      ok = true;
+      break;
+    }
+    if (now_ns() >= deadline_ns || !slot_alive(s)) break;
+    futex_wait(s.in_submit, v, deadline_ns, 10'000'000);
+  }
+  s.in_submit_waiters.fetch_sub(1);
+  return ok;
+}
+
+/// Raises the gate for the region holder `m`. Returns the new (odd) epoch and
+/// whether a raised gate of a dead previous holder was taken over.
+inline std::pair<std::uint32_t, bool> raise_gate(member& m) noexcept {
+  m.dev->holder.store(m.index + 1);
+  std::uint32_t g = m.dev->gate.load();
+  for (;;) {
+    const std::uint32_t next = gate_raised(g) ? g + 2 : g + 1;
+    if (m.dev->gate.compare_exchange_weak(g, next)) {
+      futex_wake_all(m.dev->gate);  // agents start draining
+      return {next, gate_raised(g)};
+    }
+  }
+}
+
+/// Lowers the gate raised with `epoch`. False if it was no longer ours (a
+/// recoverer lowered it: our lease was taken away).
+inline bool lower_gate(member& m, std::uint32_t epoch) noexcept {
+  std::uint32_t expected = epoch;
+  const bool ours = m.dev->gate.compare_exchange_strong(expected, epoch + 1);
+  if (ours) {
+    std::uint32_t h = m.index + 1;
+    m.dev->holder.compare_exchange_strong(h, 0);
+  }
+  futex_wake_all(m.dev->gate);
+  return ours;
+}
+
+}  // namespace detail
+
+/// RAII submission gate (step 1): while a guard lives, the tenant may put work
+/// on its device; if a sibling holds a region, the constructor parks until it
+/// ends. Nested guards on one thread pass at once. Costs two atomic RMWs and a
+/// load when no region is held.
+///
+///     { krex::submit_guard g{t}; launch(...); }
+template <class Tenant>
+class basic_submit_guard {
+ public:
+  explicit basic_submit_guard(Tenant& t) noexcept : m_member(&t.detail_member()) {
+    detail::submit_enter(*m_member);
+  }
+  ~basic_submit_guard() { detail::submit_exit(*m_member); }
+  basic_submit_guard(const basic_submit_guard&) = delete;
+  basic_submit_guard& operator=(const basic_submit_guard&) = delete;
+
+ private:
+  detail::member* m_member;
+};
+
+}  // namespace krex

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// The contract: a harness marks its timed loop, completely, as a region.
+//
+//     krex::tenant t{krex::options{}.device(0)};
+//     { krex::region r{t};   // lock -> gate -> drain -> freeze -> pin
+//       ... warm-up + timed loop ...
+//     }                      // unpin -> thaw -> lower gate -> release
+//
+// Every step taken is undone, in reverse, even when a later step throws.
+
+#include <krex/detail/proc.hpp>
+#include <krex/drain.hpp>
+#include <krex/error.hpp>
+#include <krex/gate.hpp>
+#include <krex/options.hpp>
+#include <krex/region_lock.hpp>
+#include <krex/report.hpp>
+#include <krex/tenant.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace krex {
+
+template <class Backend>
+class basic_region {
+ public:
+  /// Enters a region on `t`'s device: waits for the FIFO region lock, raises
+  /// the gate, waits for siblings' in-flight submissions, drains them.
+  /// Throws krex::error (step::lock, step::drain, ...) with everything it
+  /// had done undone.
+  explicit basic_region(basic_tenant<Backend>& t) : m_tenant(&t), m_member(&t.detail_member()) {
+    if (!t.joined())
+      throw error(step::lock, "region on a tenant that has left the node", 0,
+                  "construct a new krex::tenant");
+    try {
+      enter();
+    } catch (...) {
+      unwind();
+      throw;
+    }
+    m_body_start = detail::now_ns();
+  }
+
+  /// Ends the region (noexcept); a lost lease is recorded in report().
+  ~basic_region() {
+    if (m_stage != stage::none) finish();
+  }
+
+  basic_region(const basic_region&) = delete;
+  basic_region& operator=(const basic_region&) = delete;
+
+  /// Ends the region now. Throws krex::error(step::release) if the lock had
+  /// been taken away before the region ended (its lease expired): the body's
+  /// timings were not protected to the end.
+  void exit() {
+    if (m_stage == stage::none) return;
+    finish();
+    if (m_report.lease_lost)
+      throw error(step::release,
+                  "the region's lease expired before it ended: the device was handed on, so the "
+                  "body ran (partly) unprotected",
+                  0, "discard this measurement; raise lease / KREX_LEASE_MS if the body is long");
+  }
+
+  /// What the region did (see region_report).
+  const region_report& report() const noexcept { return m_report; }
+
+ private:
+  enum class stage { none, locked, gated };
+
+  void enter() {
+    detail::member& m = *m_member;
+    m_report.scope = m.opts.scope();
+    std::uint64_t t0 = detail::now_ns();
+    m_ticket = detail::acquire_region_lock(m);
+    m_stage = stage::locked;
+    m_report.ticket = m_ticket;
+    m.dev->phase.store(detail::phase_locked);
+    std::uint64_t t1 = detail::now_ns();
+    m_report.lock_ns = t1 - t0;
+
+    // Step 1: gate.
+    const auto [epoch, took_over] = detail::raise_gate(m);
+    m_epoch = epoch;
+    m_stage = stage::gated;
+    m_report.epoch = epoch;
+    m_report.took_over_gate = took_over;
+    m_report.gated = true;
+    m.dev->phase.store(detail::phase_gated);
+    const std::uint64_t drain_deadline = t1 + static_cast<std::uint64_t>(m.opts.drain_deadline().count()) * 1'000'000;
+    std::vector<detail::sibling> sibs = detail::snapshot_siblings(m);
+    m_report.siblings_seen = static_cast<std::uint32_t>(sibs.size());
+    bool ok = detail::wait_submissions(m, sibs, drain_deadline);
+    std::uint64_t t2 = detail::now_ns();
+    m_report.gate_ns = t2 - t1;
+
+    // Step 2: drain.
+    m.dev->phase.store(detail::phase_draining);
+    ok = detail::wait_drained(m, sibs, epoch, drain_deadline) && ok;
+    std::uint64_t t3 = detail::now_ns();
+    m_report.drain_ns = t3 - t2;
+    for (const auto& sb : sibs) {
+      if (sb.gone) ++m_report.siblings_gone;
+      else if (sb.acked) ++m_report.siblings_drained;
+      else m_report.undrained_pids.push_back(sb.pid);
+    }
+    m.dev->drains.fetch_add(1, std::memory_order_relaxed);
+    m.dev->drain_ns.fetch_add(t3 - t2, std::memory_order_relaxed);
+    if (!ok && !m_report.undrained_pids.empty()) {
+      if (!m.opts.allow_contended()) {
+        std::string pids;
+        for (int p : m_report.undrained_pids) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
+        throw error(step::drain,
+                    std::to_string(m_report.undrained_pids.size()) + " sibling(s) (pid " + pids +
+                        ") did not drain within " +
+                        std::to_string(m.opts.drain_deadline().count()) + " ms",
+                    0,
+                    "a sibling is stuck in a submission or a persistent kernel; raise "
+                    "drain_deadline / KREX_DRAIN_DEADLINE_MS, or allow_contended(true) / "
+                    "KREX_ALLOW_CONTENDED=1 to proceed with the region flagged contended");
+      }
+      m_report.contended = true;
+      m.dev->contended.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      m_report.drained = true;
+    }
+    // Steps 3 and 4 (freeze, pin) are not taken yet: the report says so.
+    m.dev->phase.store(detail::phase_body);
+  }
+
+  void unwind() noexcept {
+    detail::member& m = *m_member;
+    if (m_stage == stage::gated) {
+      m.dev->phase.store(detail::phase_exiting);
+      if (!detail::lower_gate(m, m_epoch)) m_report.lease_lost = true;
+      m_stage = stage::locked;
+    }
+    if (m_stage == stage::locked) {
+      m.dev->phase.store(detail::phase_idle);
+      if (!detail::release_region_lock(m, m_ticket)) m_report.lease_lost = true;
+      m_stage = stage::none;
+    }
+  }
+
+  void finish() noexcept {
+    const std::uint64_t t0 = detail::now_ns();
+    m_report.body_ns = t0 - m_body_start;
+    unwind();
+    m_report.exit_ns = detail::now_ns() - t0;
+    detail::member& m = *m_member;
+    m.dev->regions.fetch_add(1, std::memory_order_relaxed);
+    m.dev->region_ns.fetch_add(m_report.body_ns, std::memory_order_relaxed);
+  }
+
+  basic_tenant<Backend>* m_tenant;
+  detail::member* m_member;
+  stage m_stage = stage::none;
+  std::uint32_t m_ticket = 0;
+  std::uint32_t m_epoch = 0;
+  std::uint64_t m_body_start = 0;
+  region_report m_report;
+};
+
+/// The build's default backend (host, or CUDA / HIP when built with them).
+using tenant = basic_tenant<default_backend>;
+using region = basic_region<default_backend>;
+using submit_guard = basic_submit_guard<tenant>;
+
+}  // namespace krex

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <krex/options.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace krex {
+
+/// What a region did to protect its body, so a harness can record how each
+/// number was obtained. Filled as the region enters; the exit fields when it ends.
+struct region_report {
+  std::uint32_t epoch = 0;   ///< the gate epoch of this region (odd)
+  std::uint32_t ticket = 0;  ///< its place in the device's FIFO
+  std::uint32_t siblings_seen = 0;     ///< live siblings on the device when the gate rose
+  std::uint32_t siblings_drained = 0;  ///< siblings that acked the drain
+  std::uint32_t siblings_gone = 0;     ///< siblings that left or died while being drained
+  std::vector<int> undrained_pids;     ///< siblings that missed the drain deadline (contended)
+  std::vector<int> frozen_pids;        ///< siblings frozen for the body
+
+  std::uint64_t lock_ns = 0;    ///< waiting for the region lock
+  std::uint64_t gate_ns = 0;    ///< raising the gate, waiting for in-flight submissions
+  std::uint64_t drain_ns = 0;   ///< waiting for siblings' drain acks
+  std::uint64_t freeze_ns = 0;  ///< freezing siblings
+  std::uint64_t pin_ns = 0;     ///< pinning the measuring thread
+  std::uint64_t body_ns = 0;    ///< from entry complete to exit start
+  std::uint64_t exit_ns = 0;    ///< unpin + thaw + lower gate + release
+
+  bool gated = false;      ///< step 1 reached
+  bool drained = false;    ///< step 2 completed for every sibling
+  bool contended = false;  ///< a sibling missed the drain deadline and allow_contended let the region proceed
+  bool frozen = false;     ///< step 3: siblings frozen (or there were none to freeze)
+  bool pinned = false;     ///< step 4: measuring thread pinned to reserved cores
+  bool took_over_gate = false;  ///< a dead holder's raised gate was taken over
+  bool lease_lost = false;      ///< the lock was taken away before exit (lease expired)
+
+  freeze_method freeze = freeze_method::none;  ///< method used ("none" if not frozen)
+  freeze_scope scope = freeze_scope::all;
+  std::vector<int> pinned_cpus;
+
+  /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+pin", "gate+drain(contended)", "none".
+  std::string level() const {
+    if (!gated) return "none";
+    std::string s = "gate";
+    if (drained) s += "+drain";
+    else if (contended) s += "+drain(contended)";
+    if (frozen && freeze != freeze_method::none) s += std::string("+freeze(") + to_string(freeze) + ")";
+    if (pinned) s += "+pin";
+    return s;
+  }
+};
+
+}  // namespace krex

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <krex/backend/default.hpp>
+#include <krex/detail/segment.hpp>
+#include <krex/detail/slots.hpp>
+#include <krex/drain.hpp>
+#include <krex/error.hpp>
+#include <krex/gate.hpp>
+#include <krex/options.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+namespace krex {
+
+/// One process's membership of the node for one device: a slot in the node
+/// segment and an agent thread that drains this process's device work when a
+/// sibling starts a region. Usable from any thread of its process; neither
+/// copyable nor movable (guards and regions refer to it).
+///
+/// Joining throws krex::error: bad options or KREX_* values (step::options),
+/// a device out of range, a segment that cannot be opened or has another
+/// layout (step::segment), no free slot (step::join).
+template <class Backend>
+class basic_tenant {
+ public:
+  using backend_type = Backend;
+
+  explicit basic_tenant(const options& o = options{})
+      : basic_tenant(o.with_env(), resolved_tag{}) {}
+
+  ~basic_tenant() { leave(); }
+  basic_tenant(const basic_tenant&) = delete;
+  basic_tenant& operator=(const basic_tenant&) = delete;
+
+  /// Leaves the node: stops the agent, frees the slot. Idempotent. Guards
+  /// taken after leave() pass ungated; regions and submit() throw.
+  void leave() noexcept {
+    if (!m_joined) return;
+    m_joined = false;
+    m_stop.store(true);
+    detail::futex_wake_all(m_member.dev->gate);
+    if (m_agent.joinable()) m_agent.join();
+    detail::tenant_slot& s = *m_member.slot;
+    s.in_submit.store(0);
+    s.ticket.store(detail::no_ticket);
+    s.start_time.store(0);
+    s.state.store(detail::slot_free);
+    std::int32_t me = s.owner.load();
+    s.owner.compare_exchange_strong(me, 0);
+    detail::futex_wake_all(m_member.dev->acks);
+    // From here on, guards of this object work against a private, never-raised gate.
+    m_member.node = nullptr;
+    m_member.dev = &m_detached_dev;
+    m_member.slot = &m_detached_slot;
+  }
+
+  bool joined() const noexcept { return m_joined; }
+
+  /// Runs `fn` inside a submit_guard: parks while a sibling holds a region.
+  template <class F>
+  decltype(auto) submit(F&& fn) {
+    if (!m_joined)
+      throw error(step::gate, "submit() on a tenant that has left the node", 0,
+                  "construct a new krex::tenant to submit again");
+    basic_submit_guard<basic_tenant> g{*this};
+    return std::forward<F>(fn)();
+  }
+
+  /// The device ordinal (as the backend numbers it) this tenant joined for.
+  int device() const noexcept { return m_member.opts.device(); }
+  /// This tenant's slot in the node segment.
+  std::uint32_t slot() const noexcept { return m_member.index; }
+  /// The options in force (code settings with KREX_* overrides applied).
+  const options& opts() const noexcept { return m_member.opts; }
+  Backend& backend() noexcept { return m_backend; }
+  /// Full name of the node segment (in /dev/shm).
+  const std::string& segment_name() const noexcept { return m_segment->name(); }
+  /// Drains this tenant's agent performed, and how many of them touched the backend.
+  std::uint64_t drains() const noexcept { return m_member.slot->drains.load(); }
+  std::uint64_t syncs() const noexcept { return m_member.slot->syncs.load(); }
+  /// Submissions that passed the gate.
+  std::uint64_t submits() const noexcept { return m_member.slot->submits.load(); }
+
+  /// Not part of the API: the shared-state view used by guards and regions.
+  detail::member& detail_member() noexcept { return m_member; }
+
+ private:
+  struct resolved_tag {};
+
+  basic_tenant(const options& o, resolved_tag) : m_backend(o) {
+    m_member.opts = o;
+    const int count = m_backend.device_count();
+    if (o.device() >= count)
+      throw error(step::options,
+                  "device " + std::to_string(o.device()) + " is out of range: the " +
+                      Backend::name + " backend has " + std::to_string(count) + " device(s)",
+                  0, "use a device in 0.." + std::to_string(count - 1) + " (KREX_DEVICE)");
+    m_segment = std::make_unique<detail::segment>(o);
+    detail::node_state& n = m_segment->node();
+    m_member.node = &n;
+    m_member.device = detail::device_index(n, m_backend.device_key(o.device()),
+                                           m_backend.device_name(o.device()));
+    m_member.dev = &n.devices[m_member.device];
+    m_member.index = detail::claim_slot(n, m_member.device);
+    m_member.slot = &n.tenants[m_member.index];
+    m_joined = true;
+    try {
+      m_agent = std::thread([this] { agent_loop(); });
+    } catch (const std::exception& e) {
+      leave();
+      throw error(step::join, std::string("cannot start the agent thread: ") + e.what());
+    }
+  }
+
+  void agent_loop() noexcept {
+    m_backend.bind(m_member.opts.device());
+    detail::member& m = m_member;
+    std::uint32_t g = m.dev->gate.load();
+    while (!m_stop.load()) {
+      m.slot->heartbeat_ns.store(detail::now_ns(), std::memory_order_relaxed);
+      detail::agent_drain(m, m_backend, g, m_stop);
+      detail::futex_wait(m.dev->gate, g, detail::now_ns() + 100'000'000, 100'000'000);
+      g = m.dev->gate.load();
+    }
+  }
+
+  Backend m_backend;
+  std::unique_ptr<detail::segment> m_segment;
+  detail::member m_member;
+  std::thread m_agent;
+  std::atomic<bool> m_stop{false};
+  bool m_joined = false;
+  detail::device_state m_detached_dev{};
+  detail::tenant_slot m_detached_slot{};
+};
+
+}  // namespace krex
