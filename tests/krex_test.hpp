@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Common pieces of the protocol tests: per-test segments that are removed at
+// the end, and options that keep the protocol steps under test in isolation.
+
+#include <krex/detail/segment.hpp>
+#include <krex/options.hpp>
+
+#include "proc_util.hpp"
+
+#include <chrono>
+#include <string>
+
+namespace krex_test {
+
+/// A segment name unique to this test run; the segment is removed at scope end.
+class scoped_segment {
+ public:
+  scoped_segment() : m_name(unique_name("t")) { remove(); }
+  ~scoped_segment() { remove(); }
+  scoped_segment(const scoped_segment&) = delete;
+  scoped_segment& operator=(const scoped_segment&) = delete;
+  const std::string& name() const noexcept { return m_name; }
+  /// Options for the gate/drain/lock tests: no freezing, no pinning, bounded waits.
+  krex::options opts() const {
+    using namespace std::chrono_literals;
+    return krex::options{}
+        .segment(m_name)
+        .freeze(krex::freeze_method::none)
+        .pin(false)
+        .confine(false)
+        .lock_wait(60s)
+        .drain_deadline(10s)
+        .gate_park(20ms);
+  }
+  void remove() const { krex::detail::segment::remove(krex::options{}.segment(m_name)); }
+
+ private:
+  std::string m_name;
+};
+
+inline std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+/// Busy-waits about `ns` nanoseconds (a CPU "kernel").
+inline void spin_for(std::uint64_t ns) {
+  const std::uint64_t end = now_ns() + ns;
+  while (now_ns() < end) {
+  }
+}
+
+}  // namespace krex_test
