@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -39,7 +39,8 @@ struct fake_sysfs {
   ~fake_sysfs() { std::system(("rm -rf '" + root + "'").c_str()); }
   void write(const std::string& rel, const std::string& text) const {
     const std::string path = root + "/" + rel;
-    for (auto i = path.find('/', root.size() + 1); i != std::string::npos; i = path.find('/', i + 1))
+    for (auto i = path.find('/', root.size() + 1); i != std::string::npos;
+         i = path.find('/', i + 1))
       ::mkdir(path.substr(0, i).c_str(), 0755);
     std::ofstream(path) << text << "\n";
   }
@@ -75,7 +76,8 @@ void check_slices(const kd::topology& topo, const std::vector<kd::slice>& s, int
   std::multiset<int> seen;
   for (const auto& sl : s) {
     seen.insert(sl.cpus.begin(), sl.cpus.end());
-    EXPECT_TRUE(std::includes(sl.cpus.begin(), sl.cpus.end(), sl.reserved.begin(), sl.reserved.end()));
+    EXPECT_TRUE(
+        std::includes(sl.cpus.begin(), sl.cpus.end(), sl.reserved.begin(), sl.reserved.end()));
     std::set<int> cores, rcores;
     for (int c : sl.cpus) cores.insert(core_of.at(c));
     for (int c : sl.reserved) rcores.insert(core_of.at(c));
@@ -269,8 +271,10 @@ TEST(pin, injected_eperm_is_reported_with_errno) {
   const cpus_t before = kd::current_affinity();
   auto& slot = kd::sys().sched_setaffinity;
   {
-    seam_swap<decltype(kd::sys().sched_setaffinity)> s(
-        slot, [](pid_t, size_t, const cpu_set_t*) { errno = EPERM; return -1; });
+    seam_swap<decltype(kd::sys().sched_setaffinity)> s(slot, [](pid_t, size_t, const cpu_set_t*) {
+      errno = EPERM;
+      return -1;
+    });
     try {
       kd::pin_guard g({allowed.front()});
       FAIL() << "pin_guard ignored EPERM";
@@ -287,8 +291,11 @@ TEST(pin, injected_eperm_is_reported_with_errno) {
     }
   }
   {
-    seam_swap<decltype(kd::sys().sched_getaffinity)> s(
-        kd::sys().sched_getaffinity, [](pid_t, size_t, cpu_set_t*) { errno = EPERM; return -1; });
+    seam_swap<decltype(kd::sys().sched_getaffinity)> s(kd::sys().sched_getaffinity,
+                                                       [](pid_t, size_t, cpu_set_t*) {
+                                                         errno = EPERM;
+                                                         return -1;
+                                                       });
     try {
       kd::current_affinity();
       FAIL() << "current_affinity ignored EPERM";

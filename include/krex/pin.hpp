@@ -35,7 +35,7 @@ struct slice {
 
 namespace pin_impl {
 struct core {
-  int id;                 // cpu_info::core
+  int id;  // cpu_info::core
   int node;
   std::vector<int> cpus;  // allowed SMT siblings, sorted
 };
@@ -204,7 +204,7 @@ inline std::vector<int> current_affinity() { return thread_affinity(0); }
 /// fails (with its errno); threads already moved are then moved back.
 inline std::vector<int> confine_process(const std::vector<int>& cpus) {
   pin_impl::check_allowed(cpus, "confine_process");
-  const std::vector<int> previous = current_affinity();
+  std::vector<int> previous = current_affinity();
   const cpu_mask target = cpu_mask::of(cpus);
   std::vector<std::pair<pid_t, std::vector<int>>> moved;  // to undo a partial confinement
   std::set<pid_t> done;
@@ -259,9 +259,10 @@ class pin_guard {
     // Arm before acting: the previous mask is recorded, so a failure below
     // leaves nothing to undo and success is always undone by the destructor.
     if (const int err = pin_impl::set_affinity(m_tid, cpu_mask::of(m_pinned)))
-      throw error(step::pin, "cannot pin thread " + std::to_string(m_tid) + " to CPUs " +
-                                 format_cpulist(m_pinned),
-                  err, "disable pinning with KREX_PIN=0");
+      throw error(
+          step::pin,
+          "cannot pin thread " + std::to_string(m_tid) + " to CPUs " + format_cpulist(m_pinned),
+          err, "disable pinning with KREX_PIN=0");
   }
   ~pin_guard() { pin_impl::set_affinity(m_tid, m_restore); }
   pin_guard(const pin_guard&) = delete;

@@ -11,8 +11,8 @@
 #include <dirent.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cctype>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,10 +29,11 @@ inline constexpr int max_cpu = 65535;
 /// Throws krex::error(step::pin) on anything else, quoting the input.
 inline std::vector<int> parse_cpulist(const std::string& s) {
   const auto bad = [&](const char* why) -> error {
-    return error(step::pin, "bad cpulist '" + s + "': " + why, 0,
-                 "expected comma-separated CPUs or ranges, e.g. 0-3,8,10-11");
+    return {step::pin, "bad cpulist '" + s + "': " + why, 0,
+            "expected comma-separated CPUs or ranges, e.g. 0-3,8,10-11"};
   };
-  std::size_t b = 0, e = s.size();
+  std::size_t b = 0;
+  std::size_t e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
   while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
   std::vector<int> out;
@@ -136,7 +137,8 @@ inline std::vector<int> numbered_entries(const std::string& dir, const std::stri
   std::vector<int> out;
   DIR* d = ::opendir(dir.c_str());
   if (!d) return out;
-  while (const dirent* ent = ::readdir(d)) {
+  // readdir is safe on a DIR* no other thread uses.
+  while (const dirent* ent = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe)
     const std::string name = ent->d_name;
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string tail = name.substr(prefix.size());
@@ -180,7 +182,9 @@ class cpu_mask {
     return out;
   }
   cpu_set_t* get() noexcept { return reinterpret_cast<cpu_set_t*>(m_words.data()); }
-  const cpu_set_t* get() const noexcept { return reinterpret_cast<const cpu_set_t*>(m_words.data()); }
+  const cpu_set_t* get() const noexcept {
+    return reinterpret_cast<const cpu_set_t*>(m_words.data());
+  }
   std::size_t size() const noexcept { return m_words.size() * sizeof(std::uint64_t); }
 
  private:
@@ -243,7 +247,9 @@ struct topology {
 
     // Physical cores are (package, core_id) pairs over all present CPUs, not
     // only allowed ones, so every process names a core the same way.
-    struct raw { int cpu, core_id, package; };
+    struct raw {
+      int cpu, core_id, package;
+    };
     std::vector<raw> raws;
     std::map<std::pair<int, int>, int> first_cpu;  // (package, core_id) -> lowest CPU
     for (int c : present) {
@@ -258,7 +264,8 @@ struct topology {
     topology topo;
     for (int c : allow) {
       cpu_info info{c, c, 0, 0};
-      const auto r = std::find_if(raws.begin(), raws.end(), [c](const raw& x) { return x.cpu == c; });
+      const auto r =
+          std::find_if(raws.begin(), raws.end(), [c](const raw& x) { return x.cpu == c; });
       if (r != raws.end()) {
         info.package = r->package;
         if (r->core_id >= 0) info.core = first_cpu.at({r->package, r->core_id});
