@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Step 3 of the protocol: freezing the siblings' process trees while a region
+// runs. This is the façade; the methods live side by side in detail/:
+// freeze_cgroup_v2.hpp, freeze_cgroup_v1.hpp, freeze_signal.hpp, freeze_none.hpp.
+// Each tenant lives in its own leaf `<root>/t<slot>`; the region holder builds
+// its siblings' leaves from its own root and their slot numbers and never
+// opens any other path.
+
+#include <krex/detail/cgroup.hpp>
+#include <krex/detail/freeze_cgroup_v1.hpp>
+#include <krex/detail/freeze_cgroup_v2.hpp>
+#include <krex/detail/freeze_none.hpp>
+#include <krex/detail/freeze_signal.hpp>
+#include <krex/error.hpp>
+#include <krex/options.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace krex::detail {
+
+class freezer {
+ public:
+  struct target {
+    std::uint32_t slot;
+    pid_t pid;
+  };
+
+  /// Resolves the method and the krex cgroup root. `requested`: options.freeze();
+  /// `root_option`: options.cgroup_root() ("" = derive: a `krex` child of this
+  /// process's cgroup, or the enclosing krex root). `automatic` takes the first
+  /// of cgroup_v2, cgroup_v1, signal that works here, creating the root if it
+  /// is missing; notes() says why stronger ones were passed over. Throws
+  /// krex::error(step::freeze) when an explicit method cannot work, naming the
+  /// path and what to do.
+  static freezer open(freeze_method requested, const std::string& root_option) {
+    if (requested == freeze_method::none || requested == freeze_method::signal)
+      return freezer(requested, {}, {});
+    const cgroup::self_view view = cgroup::self_view::read();
+    std::string notes;
+    for (freeze_method m : {freeze_method::cgroup_v2, freeze_method::cgroup_v1}) {
+      if (requested != freeze_method::automatic && requested != m) continue;
+      const attempt a = m == freeze_method::cgroup_v2 ? resolve<freeze_cgroup_v2>(root_option, view)
+                                                      : resolve<freeze_cgroup_v1>(root_option, view);
+      if (a.err == 0) return freezer(m, a.root, notes);
+      if (requested == m) cgroup::fail(a.what, a.path, a.err, a.hint);
+      notes += std::string(to_string(m)) + ": " + a.what + " " + a.path +
+               (a.err > 0 ? std::string(": ") + std::strerror(a.err) : std::string()) + "; ";
+    }
+    return freezer(freeze_method::signal, {}, notes);
+  }
+
+  /// The method in use; never `automatic`.
+  freeze_method method() const noexcept { return m_method; }
+  /// Absolute filesystem path of the krex root; "" for signal and none.
+  const std::string& root() const noexcept { return m_root; }
+  /// Why `automatic` passed over stronger methods ("" if it did not).
+  const std::string& notes() const noexcept { return m_notes; }
+  /// The last failure of a noexcept operation (leave, thaw); "" if none.
+  const std::string& last_error() const noexcept { return m_last_error; }
+  /// The leaf of `slot`: root + "/t" + slot.
+  std::string leaf(std::uint32_t slot) const { return m_root + "/t" + std::to_string(slot); }
+
+  /// Tenant side, at join: creates leaf t<slot> and moves this process (all
+  /// its threads; children forked later follow) into it, remembering where it
+  /// was. A stale leaf without live processes is thawed and recreated; one
+  /// with live processes makes this throw. No-op for signal and none.
+  void enter(std::uint32_t slot) {
+    if (m_method == freeze_method::cgroup_v2) return enter_as<freeze_cgroup_v2>(slot);
+    if (m_method == freeze_method::cgroup_v1) return enter_as<freeze_cgroup_v1>(slot);
+  }
+
+  /// Tenant side, at leave: moves this process back, thaws and removes the
+  /// leaf. Best effort; a failure is kept in last_error(). Children still in
+  /// the leaf keep it from being removed.
+  void leave(std::uint32_t slot) noexcept {
+    if (m_method == freeze_method::cgroup_v2) return leave_as<freeze_cgroup_v2>(slot);
+    if (m_method == freeze_method::cgroup_v1) return leave_as<freeze_cgroup_v1>(slot);
+  }
+
+  /// Holder side: starts freezing every sibling, then waits for all of them
+  /// to report frozen by `deadline`. On a failed write or a missed deadline
+  /// it thaws everything it froze and throws krex::error(step::freeze).
+  void freeze(const std::vector<target>& siblings, std::chrono::steady_clock::time_point deadline) {
+    if (m_method == freeze_method::none) return;
+    std::vector<target> started;
+    std::vector<pid_t> signal_to;  // signal method: where each SIGSTOP went
+    const auto give_up = [&](const std::string& what, const std::string& path, int err,
+                           const std::string& hint) {
+      thaw(started);
+      cgroup::fail(what, path, err, hint);
+    };
+    for (const target& s : siblings) {
+      if (s.pid == ::getpid() || (m_entered && s.slot == m_slot))
+        give_up("refusing to freeze the caller's own slot", leaf_or_pid(s), EDEADLK,
+              "the region holder must not be in its sibling list");
+      int e;
+      if (m_method == freeze_method::signal) {
+        if (s.pid <= 0) give_up("invalid sibling pid for", leaf_or_pid(s), EINVAL, {});
+        signal_to.push_back(freeze_signal::target_of(s.pid));
+        e = freeze_signal::send(signal_to.back(), SIGSTOP);
+        if (e == ESRCH) e = 0;  // gone: nothing left to run
+      } else {
+        e = request(s.slot, true);
+      }
+      if (e) give_up("cannot freeze sibling slot " + std::to_string(s.slot) + " at", leaf_or_pid(s), e,
+                   e == ENOENT ? "the sibling has no leaf under this process's root: all tenants "
+                                 "must use the same KREX_CGROUP_ROOT"
+                               : kHint);
+      started.push_back(s);
+    }
+    std::vector<bool> done(siblings.size(), false);
+    cgroup::backoff wait;
+    for (;;) {
+      bool all = true;
+      for (size_t i = 0; i < siblings.size(); ++i) {
+        if (done[i]) continue;
+        bool ok = false;
+        const int e = m_method == freeze_method::signal
+                          ? freeze_signal::is_stopped(signal_to[i], ok)
+                          : frozen(siblings[i].slot, ok);
+        if (e) give_up("cannot read the freeze state of", status_path(siblings[i]), e, kHint);
+        done[i] = ok;
+        all = all && ok;
+      }
+      if (all) return;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::string late;
+        for (size_t i = 0; i < siblings.size(); ++i)
+          if (!done[i]) late += (late.empty() ? "" : ", ") + status_path(siblings[i]);
+        give_up("siblings not frozen by the deadline (thawed again):", late, ETIMEDOUT,
+              "a task in uninterruptible sleep (a driver call, I/O) cannot freeze; drain must "
+              "finish first, or raise KREX_FREEZE_DEADLINE_MS");
+      }
+      wait.pause();
+    }
+  }
+
+  /// Thaws these siblings: tries every one, returns false if any thaw failed
+  /// (the failure is kept in last_error()). A sibling whose leaf or process is
+  /// already gone counts as thawed.
+  bool thaw(const std::vector<target>& siblings) noexcept {
+    bool ok = true;
+    for (const target& s : siblings) {
+      int e = 0;
+      try {
+        if (m_method == freeze_method::signal) {
+          if (s.pid > 0) e = freeze_signal::send(freeze_signal::target_of(s.pid), SIGCONT);
+          if (e == ESRCH) e = 0;
+        } else if (m_method != freeze_method::none) {
+          e = request(s.slot, false);
+          if (e == ENOENT) e = 0;
+        }
+        if (e) note_error("cannot thaw " + leaf_or_pid(s), e);
+      } catch (...) {
+        e = ENOMEM;
+      }
+      ok = ok && e == 0;
+    }
+    return ok;
+  }
+
+ private:
+  static constexpr const char* kHint =
+      "run as root, set KREX_CGROUP_ROOT to a writable delegated cgroup (systemd-run --user "
+      "-p Delegate=yes), or choose KREX_FREEZE=signal";
+
+  struct attempt {
+    int err = 0;
+    std::string root, what, path, hint;
+  };
+
+  freezer(freeze_method m, std::string root, std::string notes)
+      : m_method(m), m_root(std::move(root)), m_notes(std::move(notes)) {}
+
+  template <class M>
+  static attempt resolve(const std::string& root_option, const cgroup::self_view& view) {
+    attempt a;
+    a.hint = kHint;
+    const auto no = [&](int err, std::string what, std::string path) {
+      a.err = err;
+      a.what = std::move(what);
+      a.path = std::move(path);
+      return a;
+    };
+    if (view.err) return no(view.err, "cannot read", view.failed);
+    const char* name = M::v2 ? "cgroup v2 hierarchy" : "cgroup v1 freezer hierarchy";
+    const cgroup::location here = view.locate(M::v2);
+    if (!here.m) return no(ENOENT, std::string("no ") + name + " is mounted:", "/proc/self/mountinfo");
+    if (here.own.empty())
+      return no(ENOENT, std::string("this process's cgroup is not visible in the ") + name + " at",
+                here.m->point);
+    if (root_option.empty()) {
+      a.root = cgroup::derive_root(here.own);
+    } else {
+      a.root = root_option;
+      while (a.root.size() > 1 && a.root.back() == '/') a.root.pop_back();
+      int err = 0;
+      const long magic = cgroup::fs_magic(a.root, err);
+      if (magic != M::magic || (!M::v2 && a.root.compare(0, here.m->point.size() + 1,
+                                                          here.m->point + "/") != 0)) {
+        a.hint = std::string("KREX_CGROUP_ROOT must lie in the ") + name + " (mounted at " +
+                 here.m->point + "), or choose the KREX_FREEZE method that matches the root";
+        return no(err ? err : EINVAL,
+                  std::string("KREX_CGROUP_ROOT is not in the ") + name + " that KREX_FREEZE=" +
+                      to_string(M::method) + " needs:",
+                  a.root);
+      }
+    }
+    if (const int e = cgroup::make_dir(a.root))
+      return no(e, "cannot create the krex cgroup root (KREX_CGROUP_ROOT)", a.root);
+    std::string failed;
+    if (const int e = M::probe(a.root, failed))
+      return no(e, "cannot use the krex cgroup root (KREX_CGROUP_ROOT)", failed);
+    // Moving back at leave needs write access to this process's cgroup.
+    if (const int e = cgroup::probe_open(here.own + "/cgroup.procs", O_WRONLY))
+      return no(e, "cannot move processes out of this process's cgroup", here.own + "/cgroup.procs");
+    return a;
+  }
+
+  template <class M>
+  void enter_as(std::uint32_t slot) {
+    const std::string l = leaf(slot);
+    if (const int e = cgroup::make_dir(m_root))
+      cgroup::fail("cannot create the krex cgroup root (KREX_CGROUP_ROOT)", m_root, e, kHint);
+    if (sys().mkdir(l.c_str(), 0755) != 0) {
+      if (errno != EEXIST) cgroup::fail("cannot create the tenant leaf", l, errno, kHint);
+      bool busy = false;
+      if (const int e = M::is_busy(l, busy)) cgroup::fail("cannot inspect the stale leaf", l, e, kHint);
+      if (busy)
+        cgroup::fail("the leaf of slot " + std::to_string(slot) + " still has live processes:", l,
+                     EBUSY, "another tenant holds this slot, or a crashed run left processes "
+                            "there: kill them (krexctl clean) and join again");
+      // Left by a crashed run: thaw it, so nothing that enters it stays frozen.
+      if (const int e = M::request(l, false)) cgroup::fail("cannot thaw the stale leaf", l, e, kHint);
+      if (sys().rmdir(l.c_str()) != 0 || sys().mkdir(l.c_str(), 0755) != 0)
+        cgroup::fail("cannot recreate the stale leaf", l, errno,
+                     "it may hold child cgroups: remove them (krexctl clean)");
+    }
+    const std::string origin = cgroup::self_view::read().locate(M::v2).own;
+    int e = origin.empty() ? ENOENT : 0;
+    if (!e) e = cgroup::write_file(l + "/cgroup.procs", std::to_string(::getpid()));
+    if (e) {
+      sys().rmdir(l.c_str());
+      cgroup::fail("cannot move this process into its leaf", l + "/cgroup.procs", e, kHint);
+    }
+    m_origin = origin;
+    m_slot = slot;
+    m_entered = true;
+  }
+
+  template <class M>
+  void leave_as(std::uint32_t slot) noexcept {
+    try {
+      const std::string l = leaf(slot);
+      if (m_entered && m_slot == slot) {
+        if (const int e = cgroup::write_file(m_origin + "/cgroup.procs", std::to_string(::getpid())))
+          note_error("cannot move this process back to " + m_origin, e);
+        m_entered = false;
+      }
+      if (const int e = M::request(l, false); e && e != ENOENT) note_error("cannot thaw " + l, e);
+      if (sys().rmdir(l.c_str()) != 0 && errno != ENOENT)
+        note_error("cannot remove " + l + " (children still in it?)", errno);
+    } catch (...) {
+      // Only allocation can throw here; there is nothing left to record it with.
+    }
+  }
+
+  int request(std::uint32_t slot, bool frozen) const {
+    return m_method == freeze_method::cgroup_v2 ? freeze_cgroup_v2::request(leaf(slot), frozen)
+                                                : freeze_cgroup_v1::request(leaf(slot), frozen);
+  }
+  int frozen(std::uint32_t slot, bool& ok) const {
+    return m_method == freeze_method::cgroup_v2 ? freeze_cgroup_v2::is_frozen(leaf(slot), ok)
+                                                : freeze_cgroup_v1::is_frozen(leaf(slot), ok);
+  }
+  std::string leaf_or_pid(const target& s) const {
+    if (m_method == freeze_method::signal) return "pid " + std::to_string(s.pid);
+    return leaf(s.slot);
+  }
+  std::string status_path(const target& s) const {
+    if (m_method == freeze_method::signal) return "/proc/" + std::to_string(s.pid) + "/stat";
+    return leaf(s.slot) + "/" +
+           (m_method == freeze_method::cgroup_v2 ? freeze_cgroup_v2::status : freeze_cgroup_v1::status);
+  }
+  void note_error(const std::string& what, int err) {
+    m_last_error = what + ": " + std::strerror(err);
+  }
+
+  freeze_method m_method;
+  std::string m_root;
+  std::string m_notes;
+  std::string m_last_error;
+  std::string m_origin;  // filesystem path of the cgroup this process left at enter
+  std::uint32_t m_slot = 0;
+  bool m_entered = false;
+};
+
+}  // namespace krex::detail
