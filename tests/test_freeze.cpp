@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: Apache-2.0
+// Step 3 (freeze) against real cgroups and real processes: one conformance
+// suite run for every method this machine allows, plus injected failures.
+
+#include <krex/freeze.hpp>
+
+#include <gtest/gtest.h>
+
+#include "proc_util.hpp"
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+using krex::freeze_method;
+using krex::detail::freezer;
+namespace cg = krex::detail::cgroup;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+bool is_cgroup(freeze_method m) {
+  return m == freeze_method::cgroup_v2 || m == freeze_method::cgroup_v1;
+}
+
+// This process's cgroup in the hierarchy that method `m` uses ("" if absent).
+std::string own_cgroup(freeze_method m) {
+  return cg::self_view::read().locate(m == freeze_method::cgroup_v2).own;
+}
+
+std::string read_text(const std::string& path) {
+  std::string s;
+  return cg::read_file(path, s) == 0 ? s : "<unreadable>";
+}
+
+std::string control_of(freeze_method m) {
+  return m == freeze_method::cgroup_v2 ? "/cgroup.freeze" : "/freezer.state";
+}
+
+// --- failure injection through the sys() seam --------------------------------
+// Plain functions (the table holds function pointers), steered by globals.
+std::string g_prefix;        // inject only for paths that start with this
+std::string g_fake_suffix;   // read-only opens of paths ending so get g_fake_file
+std::string g_fake_file;
+int g_calls = 0;
+
+bool starts(const char* p, const std::string& pre) { return std::string(p).rfind(pre, 0) == 0; }
+bool ends(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+int mkdir_eacces(const char* p, mode_t m) {
+  if (starts(p, g_prefix)) return errno = EACCES, -1;
+  return ::mkdir(p, m);
+}
+int open_eacces(const char* p, int f, mode_t m) {
+  if (starts(p, g_prefix)) return errno = EACCES, -1;
+  return krex::detail::sys_impl::open(p, f, m);
+}
+int open_fake(const char* p, int f, mode_t m) {
+  if ((f & O_ACCMODE) == O_RDONLY && ends(p, g_fake_suffix))
+    return krex::detail::sys_impl::open(g_fake_file.c_str(), O_RDONLY, 0);
+  return krex::detail::sys_impl::open(p, f, m);
+}
+ssize_t write_eio(int, const void*, size_t) { return ++g_calls, errno = EIO, -1; }
+int kill_eperm(pid_t, int) { return ++g_calls, errno = EPERM, -1; }
+
+// --- the fixture: a unique root per test, everything torn down ---------------
+class freeze_test : public ::testing::TestWithParam<freeze_method> {
+ protected:
+  void SetUp() override {
+    m_saved = krex::detail::sys();
+    m = GetParam();
+    if (is_cgroup(m)) {
+      if (::geteuid() != 0) GTEST_SKIP() << "cgroup freezer tests need root";
+      const std::string base = own_cgroup(m);
+      if (base.empty()) GTEST_SKIP() << krex::to_string(m) << " hierarchy is not mounted here";
+      root = base + "/" + krex_test::unique_name("krex-test");
+    }
+    krex_test::become_subreaper();  // grandchildren come back to us to be reaped
+  }
+
+  void TearDown() override {
+    krex::detail::sys() = m_saved;
+    if (!root.empty())
+      for (std::uint32_t s = 0; s < 16; ++s) {  // thaw first: a v1-frozen task cannot die
+        const std::string l = root + "/t" + std::to_string(s);
+        if (::access(l.c_str(), F_OK) != 0) continue;
+        cg::write_file(l + control_of(m), m == freeze_method::cgroup_v2 ? "0" : "THAWED");
+        for (const std::string& pid : cg::split(read_text(l + "/cgroup.procs"), '\n'))
+          if (!pid.empty() && pid[0] != '<') ::kill(std::atoi(pid.c_str()), SIGKILL);
+      }
+    for (auto& p : mem->pid)
+      if (const int pid = p.load(); pid > 0) krex_test::kill_and_reap(pid);
+    kids.clear();
+    krex_test::reap_orphans();
+    if (root.empty()) return;
+    krex_test::wait_until([&] {
+      krex_test::reap_orphans();
+      for (std::uint32_t s = 0; s < 16; ++s) ::rmdir((root + "/t" + std::to_string(s)).c_str());
+      return ::rmdir(root.c_str()) == 0 || errno == ENOENT;
+    }, 3000ms);
+    EXPECT_NE(::access(root.c_str(), F_OK), 0) << "test root left behind: " << root;
+  }
+
+  // A tenant in slot `slot`: enters its leaf, forks a grandchild, and both
+  // count in shared memory forever. Counters 2*slot and 2*slot+1.
+  pid_t start_tenant(std::uint32_t slot) {
+    const int before = mem->ready.load();
+    kids.push_back(krex_test::spawn([this, slot] {
+      if (m == freeze_method::signal) ::setpgid(0, 0);  // a group of its own to stop
+      freezer f = freezer::open(m, root);
+      f.enter(slot);
+      const pid_t g = ::fork();
+      if (g == 0)
+        for (;;) mem->value[2 * slot + 1]++;
+      mem->pid[2 * slot + 1] = g;
+      mem->ready++;
+      for (;;) mem->value[2 * slot]++;
+      return 0;
+    }));
+    EXPECT_TRUE(krex_test::wait_until([&] { return mem->ready.load() > before; }, 5000ms));
+    mem->pid[2 * slot] = kids.back().pid();
+    return kids.back().pid();
+  }
+
+  std::pair<std::uint64_t, std::uint64_t> sample(std::uint32_t slot) const {
+    return {mem->value[2 * slot].load(), mem->value[2 * slot + 1].load()};
+  }
+  bool both_move(std::uint32_t slot) const {
+    const auto a = sample(slot);
+    return krex_test::wait_until([&] {
+      const auto b = sample(slot);
+      return b.first > a.first && b.second > a.second;
+    }, 3000ms);
+  }
+  // Holder side: the test process never enters a leaf itself.
+  freezer holder() { return freezer::open(m, root); }
+
+  freeze_method m{};
+  std::string root;
+  krex_test::shared<krex_test::counters> mem;
+  std::vector<krex_test::child> kids;
+  krex::detail::sys_table m_saved{};
+};
+
+std::string method_name(const ::testing::TestParamInfo<freeze_method>& i) {
+  return i.param == freeze_method::cgroup_v2 ? "cgroup_v2"
+         : i.param == freeze_method::cgroup_v1 ? "cgroup_v1" : "signal";
+}
+
+INSTANTIATE_TEST_SUITE_P(methods, freeze_test,
+                         ::testing::Values(freeze_method::cgroup_v2, freeze_method::cgroup_v1,
+                                           freeze_method::signal),
+                         method_name);
+
+TEST_P(freeze_test, open_resolves_method_and_root) {
+  const freezer h = holder();
+  EXPECT_EQ(h.method(), m);
+  EXPECT_EQ(h.root(), root);
+  if (is_cgroup(m)) {
+    EXPECT_EQ(h.leaf(7), root + "/t7");
+  }
+}
+
+TEST_P(freeze_test, freezes_child_and_grandchild_then_thaws) {
+  freezer h = holder();
+  const pid_t pid = start_tenant(3);
+  ASSERT_TRUE(both_move(3)) << "tenant never ran";
+  h.freeze({{3, pid}}, clock_type::now() + 2s);
+  const auto a = sample(3);
+  std::this_thread::sleep_for(200ms);
+  const auto b = sample(3);
+  EXPECT_EQ(a, b) << "a counter moved while frozen";
+  if (is_cgroup(m)) {
+    EXPECT_EQ(read_text(h.leaf(3) + control_of(m)),
+              m == freeze_method::cgroup_v2 ? "1\n" : "FROZEN\n");
+  }
+  EXPECT_TRUE(h.thaw({{3, pid}})) << h.last_error();
+  EXPECT_TRUE(both_move(3)) << "a counter did not move after thaw";
+}
+
+TEST_P(freeze_test, freezes_several_siblings_with_one_deadline) {
+  freezer h = holder();
+  const pid_t p1 = start_tenant(1), p2 = start_tenant(2);
+  h.freeze({{1, p1}, {2, p2}}, clock_type::now() + 2s);
+  const auto a1 = sample(1), a2 = sample(2);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(a1, sample(1));
+  EXPECT_EQ(a2, sample(2));
+  EXPECT_TRUE(h.thaw({{1, p1}, {2, p2}}));
+  EXPECT_TRUE(both_move(1));
+  EXPECT_TRUE(both_move(2));
+}
+
+TEST_P(freeze_test, missed_deadline_throws_and_leaves_nothing_frozen) {
+  freezer h = holder();
+  const pid_t pid = start_tenant(4);
+  // The freeze state never reports completion.
+  g_fake_file = "/tmp/" + krex_test::unique_name("krex-fake");
+  // signal: every process of the tenant's group seems to keep running.
+  const std::string fake = m == freeze_method::cgroup_v2   ? "populated 1\nfrozen 0\n"
+                           : m == freeze_method::cgroup_v1 ? "FREEZING\n"
+                                                           : "9 (a) R 1 " + std::to_string(pid) + " 0\n";
+  FILE* out = std::fopen(g_fake_file.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  std::fputs(fake.c_str(), out);
+  std::fclose(out);
+  g_fake_suffix = m == freeze_method::cgroup_v2   ? "/cgroup.events"
+                  : m == freeze_method::cgroup_v1 ? "/freezer.state"
+                                                  : "/stat";
+  krex::detail::sys().open = open_fake;
+  const auto t0 = clock_type::now();
+  try {
+    h.freeze({{4, pid}}, t0 + 100ms);
+    ADD_FAILURE() << "freeze did not throw";
+  } catch (const krex::error& e) {
+    EXPECT_EQ(e.where(), krex::step::freeze);
+    EXPECT_EQ(e.code(), ETIMEDOUT);
+    EXPECT_NE(std::string(e.what()).find("KREX_FREEZE_DEADLINE_MS"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(clock_type::now() - t0, 1s);
+  krex::detail::sys() = m_saved;
+  std::remove(g_fake_file.c_str());
+  if (is_cgroup(m)) {
+    EXPECT_EQ(read_text(h.leaf(4) + control_of(m)),
+              m == freeze_method::cgroup_v2 ? "0\n" : "THAWED\n");
+  }
+  EXPECT_TRUE(both_move(4)) << "left frozen after a failed freeze";
+}
+
+TEST_P(freeze_test, failed_write_thaws_what_it_froze) {
+  if (!is_cgroup(m)) GTEST_SKIP() << "a missing leaf only exists for cgroup methods";
+  freezer h = holder();
+  const pid_t pid = start_tenant(5);
+  // Slot 6 has no leaf: the freeze of slot 5 must be undone.
+  try {
+    h.freeze({{5, pid}, {6, pid + 100000}}, clock_type::now() + 2s);
+    ADD_FAILURE() << "freeze did not throw";
+  } catch (const krex::error& e) {
+    EXPECT_EQ(e.code(), ENOENT);
+    EXPECT_NE(std::string(e.what()).find(h.leaf(6)), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(both_move(5));
+}
+
+TEST_P(freeze_test, thaw_tries_every_sibling_and_reports_failure) {
+  freezer h = holder();
+  const pid_t p1 = start_tenant(1), p2 = start_tenant(2);
+  g_calls = 0;
+  if (m == freeze_method::signal) krex::detail::sys().kill = kill_eperm;
+  else krex::detail::sys().write = write_eio;
+  EXPECT_FALSE(h.thaw({{1, p1}, {2, p2}}));
+  EXPECT_EQ(g_calls, 2);
+  EXPECT_FALSE(h.last_error().empty());
+}
+
+TEST_P(freeze_test, leave_moves_back_and_removes_leaf) {
+  if (!is_cgroup(m)) GTEST_SKIP() << "signal and none have no leaf";
+  holder();  // creates the root
+  auto kid = krex_test::spawn([this] {
+    const std::string before = own_cgroup(m);
+    freezer f = freezer::open(m, root);
+    f.enter(5);
+    if (own_cgroup(m) != f.leaf(5)) return 2;
+    f.leave(5);
+    if (own_cgroup(m) != before) return 3;
+    if (::access(f.leaf(5).c_str(), F_OK) == 0) return 4;
+    return f.last_error().empty() ? 0 : 5;
+  });
+  EXPECT_EQ(krex_test::exit_code(kid.wait(5000ms)), 0);
+}
+
+TEST_P(freeze_test, stale_empty_leaf_is_thawed_and_recreated) {
+  if (!is_cgroup(m)) GTEST_SKIP() << "signal and none have no leaf";
+  freezer h = holder();
+  ASSERT_EQ(::mkdir(h.leaf(7).c_str(), 0755), 0);
+  ASSERT_EQ(cg::write_file(h.leaf(7) + control_of(m), m == freeze_method::cgroup_v2 ? "1" : "FROZEN"), 0);
+  auto kid = krex_test::spawn([this] {
+    freezer f = freezer::open(m, root);
+    f.enter(7);  // would stop here for good if the stale leaf stayed frozen
+    f.leave(7);
+    return 0;
+  });
+  EXPECT_EQ(krex_test::exit_code(kid.wait(5000ms)), 0);
+}
+
+TEST_P(freeze_test, leaf_with_live_processes_is_refused) {
+  if (!is_cgroup(m)) GTEST_SKIP() << "signal and none have no leaf";
+  freezer h = holder();
+  start_tenant(8);
+  try {
+    h.enter(8);
+    h.leave(8);
+    ADD_FAILURE() << "entered a busy leaf";
+  } catch (const krex::error& e) {
+    EXPECT_EQ(e.code(), EBUSY);
+    EXPECT_NE(std::string(e.what()).find(h.leaf(8)), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(both_move(8));
+}
+
+TEST_P(freeze_test, explicit_method_with_unwritable_root_throws) {
+  if (!is_cgroup(m)) GTEST_SKIP() << "signal needs no root";
+  g_prefix = root;
+  krex::detail::sys().mkdir = mkdir_eacces;
+  try {
+    holder();
+    ADD_FAILURE() << "open did not throw";
+  } catch (const krex::error& e) {
+    EXPECT_EQ(e.where(), krex::step::freeze);
+    EXPECT_EQ(e.code(), EACCES);
+    const std::string w = e.what();
+    EXPECT_NE(w.find(root), std::string::npos) << w;
+    EXPECT_NE(w.find("KREX_CGROUP_ROOT"), std::string::npos) << w;
+    EXPECT_NE(w.find("KREX_FREEZE=signal"), std::string::npos) << w;
+  }
+}
+
+TEST_P(freeze_test, automatic_with_uncreatable_root_falls_back_to_signal) {
+  if (!is_cgroup(m)) GTEST_SKIP() << "signal needs no root";
+  const freezer f = freezer::open(freeze_method::automatic, root + "/missing/krex");
+  EXPECT_EQ(f.method(), freeze_method::signal);
+  EXPECT_EQ(f.root(), "");
+  EXPECT_NE(f.notes().find(root + "/missing/krex"), std::string::npos) << f.notes();
+}
+
+TEST(freeze_open, automatic_skips_unwritable_v2) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  const std::string v2 = own_cgroup(freeze_method::cgroup_v2);
+  if (v2.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
+  const auto saved = krex::detail::sys();
+  g_prefix = v2 + "/";
+  krex::detail::sys().mkdir = mkdir_eacces;
+  krex::detail::sys().open = open_eacces;
+  const std::string v1 = own_cgroup(freeze_method::cgroup_v1);
+  const bool had_v1_root = !v1.empty() && ::access((v1 + "/krex").c_str(), F_OK) == 0;
+  const freezer f = freezer::open(freeze_method::automatic, "");
+  krex::detail::sys() = saved;
+  EXPECT_EQ(f.method(), v1.empty() ? freeze_method::signal : freeze_method::cgroup_v1);
+  EXPECT_NE(f.notes().find("cgroup2"), std::string::npos) << f.notes();
+  if (!v1.empty()) {
+    EXPECT_EQ(f.root(), v1 + "/krex");
+  }
+  if (!v1.empty() && !had_v1_root) ::rmdir((v1 + "/krex").c_str());
+}
+
+TEST(freeze_open, method_and_root_must_agree) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  const std::string v2 = own_cgroup(freeze_method::cgroup_v2);
+  const std::string v1 = own_cgroup(freeze_method::cgroup_v1);
+  if (v2.empty() || v1.empty()) GTEST_SKIP() << "needs both a v2 and a v1 freezer hierarchy";
+  const std::string r = v2 + "/" + krex_test::unique_name("krex-test");
+  try {
+    freezer::open(freeze_method::cgroup_v1, r);
+    ADD_FAILURE() << "open did not throw";
+  } catch (const krex::error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find(r), std::string::npos) << w;
+    EXPECT_NE(w.find("cgroup v1 freezer hierarchy"), std::string::npos) << w;
+  }
+  EXPECT_NE(::access(r.c_str(), F_OK), 0) << "created a root it then refused";
+  EXPECT_THROW(freezer::open(freeze_method::cgroup_v2, "/tmp/krex-not-a-cgroup"), krex::error);
+}
+
+TEST(freeze_open, none_and_signal_need_nothing) {
+  freezer f = freezer::open(freeze_method::none, "/ignored");
+  EXPECT_EQ(f.method(), freeze_method::none);
+  EXPECT_EQ(f.root(), "");
+  f.enter(1);
+  f.freeze({{1, 1}}, clock_type::now());
+  EXPECT_TRUE(f.thaw({{1, 1}}));
+  f.leave(1);
+  EXPECT_EQ(freezer::open(freeze_method::signal, "").method(), freeze_method::signal);
+}
+
+TEST(freeze_open, refuses_to_freeze_itself) {
+  freezer f = freezer::open(freeze_method::signal, "");
+  EXPECT_THROW(f.freeze({{0, ::getpid()}}, clock_type::now() + 1s), krex::error);
+}
+
+// --- pure parsing and derivation ---------------------------------------------
+TEST(cgroup_paths, parses_mountinfo_and_proc_cgroup) {
+  const auto ms = cg::parse_mountinfo(
+      "30 22 0:27 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+      "36 30 0:33 / /sys/fs/cgroup/freezer rw,relatime shared:9 - cgroup cgroup rw,freezer\n"
+      "40 30 0:37 /docker/ab /sys/fs/cgroup/my\\040dir rw - cgroup2 cgroup2 rw\n");
+  ASSERT_EQ(ms.size(), 2u);
+  EXPECT_FALSE(ms[0].v2);
+  EXPECT_TRUE(ms[1].v2);
+  EXPECT_EQ(ms[1].point, "/sys/fs/cgroup/my dir");
+  EXPECT_EQ(cg::find_mount(ms, false), &ms[0]);
+  EXPECT_EQ(cg::to_fs_path(ms[1], "/docker/ab/x"), "/sys/fs/cgroup/my dir/x");
+  EXPECT_EQ(cg::to_fs_path(ms[1], "/docker/ab"), "/sys/fs/cgroup/my dir");
+  EXPECT_EQ(cg::to_fs_path(ms[1], "/docker/abc"), "");
+  EXPECT_EQ(cg::to_fs_path(ms[0], "/"), "/sys/fs/cgroup/freezer");
+  EXPECT_EQ(cg::to_fs_path(ms[0], "/../x"), "");
+  const auto cs = cg::parse_proc_cgroup("6:freezer:/a\n4:memory:/m/n\n0::/u/v\n");
+  EXPECT_EQ(cg::find_membership(cs, true)->path, "/u/v");
+  EXPECT_EQ(cg::find_membership(cs, false)->path, "/a");
+}
+
+TEST(cgroup_paths, derives_root) {
+  EXPECT_EQ(cg::derive_root("/sys/fs/cgroup"), "/sys/fs/cgroup/krex");
+  EXPECT_EQ(cg::derive_root("/sys/fs/cgroup/a.scope"), "/sys/fs/cgroup/a.scope/krex");
+  EXPECT_EQ(cg::derive_root("/sys/fs/cgroup/job/krex/t12"), "/sys/fs/cgroup/job/krex");
+  EXPECT_EQ(cg::derive_root("/sys/fs/cgroup/job/other/t12"), "/sys/fs/cgroup/job/other/t12/krex");
+  EXPECT_EQ(cg::derive_root("/sys/fs/cgroup/krex/tx"), "/sys/fs/cgroup/krex/tx/krex");
+}
+
+}  // namespace
