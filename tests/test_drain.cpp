@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: Apache-2.0
+// Drain details with a backend whose sync is slow and counted: the dirty flag,
+// drain deadlines, contended regions, lock timeouts and a dead holder.
+
+#include <krex/region.hpp>
+
+#include <gtest/gtest.h>
+
+#include "krex_test.hpp"
+
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+using namespace std::chrono_literals;
+using krex_test::child;
+using krex_test::scoped_segment;
+using krex_test::shared;
+
+namespace {
+
+struct sync_log {
+  std::atomic<int> syncs;
+  std::atomic<int> ready;
+  std::atomic<int> stop;
+  std::atomic<int> busy;
+  std::atomic<int> go;
+  std::atomic<std::uint64_t> progress;
+};
+
+// Set in each process before its tenant joins (children inherit the pointer).
+sync_log* g_log = nullptr;
+
+/// The host backend, but sync() takes 300 ms and is counted in shared memory.
+struct slow_sync_backend : krex::backend::host {
+  using host::host;
+  void sync() {
+    std::this_thread::sleep_for(300ms);
+    g_log->syncs.fetch_add(1);
+  }
+};
+using slow_tenant = krex::basic_tenant<slow_sync_backend>;
+using slow_region = krex::basic_region<slow_sync_backend>;
+
+}  // namespace
+
+// A sibling that only computes on the CPU (never submitted) acks at once and
+// never touches its backend; one that submitted syncs exactly once.
+TEST(Drain, CpuOnlySiblingAcksWithoutSync) {
+  scoped_segment seg;
+  shared<sync_log> log;
+  g_log = &*log;
+  // Both children are forked before this process starts any thread.
+  child cpu_only = krex_test::spawn([&] {
+    slow_tenant t{seg.opts()};
+    log->ready.fetch_add(1);
+    while (log->stop.load() == 0) log->progress.fetch_add(1);  // "compiling"
+    return 0;
+  });
+  child submitter = krex_test::spawn([&] {
+    slow_tenant t2{seg.opts()};
+    log->ready.fetch_add(1);
+    while (log->go.load() == 0) std::this_thread::sleep_for(1ms);
+    t2.submit([] {});
+    log->ready.fetch_add(1);
+    while (log->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return log->ready.load() == 2; }, 30s));
+  slow_tenant t{seg.opts()};
+  {
+    slow_region r{t};
+    EXPECT_EQ(r.report().siblings_seen, 2U);
+    EXPECT_EQ(r.report().siblings_drained, 2U);
+    EXPECT_LT(r.report().drain_ns, 300'000'000U) << "a sibling that submitted nothing synced";
+  }
+  EXPECT_EQ(log->syncs.load(), 0);
+  log->go.store(1);
+  ASSERT_TRUE(krex_test::wait_until([&] { return log->ready.load() == 3; }, 30s));
+  {
+    slow_region r{t};
+    EXPECT_EQ(r.report().siblings_drained, 2U);
+    EXPECT_GE(r.report().drain_ns, 300'000'000U) << "the drain did not wait for the sync";
+  }
+  EXPECT_EQ(log->syncs.load(), 1);
+  {
+    slow_region r{t};  // nothing submitted since: no second sync
+  }
+  EXPECT_EQ(log->syncs.load(), 1);
+  log->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(cpu_only.wait(30s)), 0);
+  EXPECT_EQ(krex_test::exit_code(submitter.wait(30s)), 0);
+}
+
+// A sibling stuck in a submission past the drain deadline fails the region
+// clearly, or with allow_contended makes it proceed flagged. Either way the
+// gate is lowered and the lock released afterwards.
+TEST(Drain, DeadlineFailsOrFlagsContended) {
+  scoped_segment seg;
+  shared<sync_log> log;
+  g_log = &*log;
+  child stuck = krex_test::spawn([&] {
+    krex::tenant t{seg.opts()};
+    t.submit([&] {
+      log->busy.store(1);
+      while (log->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    });
+    while (log->go.load() == 0) std::this_thread::sleep_for(1ms);
+    t.submit([&] { log->progress.fetch_add(1); });  // must pass: no gate left raised
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return log->busy.load() == 1; }, 30s));
+  krex::tenant strict{seg.opts().drain_deadline(100ms)};
+  try {
+    krex::region r{strict};
+    FAIL() << "region did not fail";
+  } catch (const krex::error& e) {
+    EXPECT_EQ(e.where(), krex::step::drain);
+    const std::string what = e.what();
+    EXPECT_NE(what.find(std::to_string(stuck.pid())), std::string::npos) << what;
+    EXPECT_NE(what.find("KREX_DRAIN_DEADLINE_MS"), std::string::npos) << what;
+  }
+  EXPECT_EQ(strict.detail_member().dev->gate.load() % 2, 0U) << "gate left raised";
+  strict.leave();
+  krex::tenant lenient{seg.opts().drain_deadline(100ms).allow_contended(true)};
+  {
+    krex::region r{lenient};
+    EXPECT_TRUE(r.report().contended);
+    EXPECT_FALSE(r.report().drained);
+    ASSERT_EQ(r.report().undrained_pids.size(), 1U);
+    EXPECT_EQ(r.report().undrained_pids[0], stuck.pid());
+    EXPECT_EQ(r.report().level(), "gate+drain(contended)");
+  }
+  log->stop.store(1);
+  log->go.store(1);
+  EXPECT_EQ(krex_test::exit_code(stuck.wait(30s)), 0);
+  EXPECT_EQ(log->progress.load(), 1U);
+}
+
+// Waiting longer than lock_wait for the region lock throws; the abandoned
+// ticket does not block the queue afterwards.
+TEST(Drain, LockWaitTimesOutAndQueueMovesOn) {
+  scoped_segment seg;
+  shared<sync_log> log;
+  child holder = krex_test::spawn([&] {
+    krex::tenant t{seg.opts()};
+    krex::region r{t};
+    log->busy.store(1);
+    while (log->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return log->busy.load() == 1; }, 30s));
+  krex::tenant impatient{seg.opts().lock_wait(100ms)};
+  try {
+    krex::region r{impatient};
+    FAIL() << "region lock did not time out";
+  } catch (const krex::error& e) {
+    EXPECT_EQ(e.where(), krex::step::lock);
+    EXPECT_NE(std::string(e.what()).find(std::to_string(holder.pid())), std::string::npos)
+        << e.what();
+  }
+  log->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(holder.wait(30s)), 0);
+  krex::tenant next{seg.opts().lock_wait(5s)};
+  krex::region r{next};  // must not wait behind the abandoned ticket
+  EXPECT_LT(r.report().lock_ns, 1'000'000'000U);
+}
+
+// A holder killed inside its region: parked submitters recover the gate and
+// the next region is granted (the dead ticket is skipped).
+TEST(Drain, DeadHolderIsRecovered) {
+  scoped_segment seg;
+  shared<sync_log> log;
+  child holder = krex_test::spawn([&] {
+    krex::tenant t{seg.opts()};
+    krex::region r{t};
+    log->busy.store(1);
+    for (;;) std::this_thread::sleep_for(1s);
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return log->busy.load() == 1; }, 30s));
+  ::kill(holder.pid(), SIGKILL);
+  (void)holder.wait(5s);
+  krex::tenant t{seg.opts().lock_wait(5s)};
+  t.submit([&] { log->progress.fetch_add(1); });  // parks, then finds the holder dead
+  EXPECT_EQ(log->progress.load(), 1U);
+  krex::region r{t};
+  EXPECT_TRUE(r.report().drained);
+  EXPECT_GE(t.detail_member().dev->recoveries.load(), 1U);
+}

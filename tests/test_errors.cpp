@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: Apache-2.0
+// Every error a user can cause with options, environment values or a foreign
+// segment: a clear krex::error, and nothing left behind.
+
+#include <krex/region.hpp>
+
+#include <gtest/gtest.h>
+
+#include "krex_test.hpp"
+
+#include <boost/interprocess/managed_shared_memory.hpp>
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <utility>
+
+using namespace std::chrono_literals;
+using krex_test::scoped_segment;
+
+namespace {
+
+// Runs f, expects a krex::error of step s whose message contains every needle.
+void expect_error(const std::function<void()>& f, krex::step s,
+                  std::initializer_list<std::string> needles) {
+  try {
+    f();
+    ADD_FAILURE() << "no krex::error thrown";
+  } catch (const krex::error& e) {
+    EXPECT_EQ(e.where(), s) << e.what();
+    for (const auto& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+          << "'" << n << "' missing from: " << e.what();
+  }
+}
+
+/// Sets an environment variable for the scope of the object.
+class scoped_env {
+ public:
+  scoped_env(const char* name, const char* value) : m_name(name) { ::setenv(name, value, 1); }
+  ~scoped_env() { ::unsetenv(m_name); }
+
+ private:
+  const char* m_name;
+};
+
+bool shm_exists(const std::string& name) {
+  struct stat st {};
+  return ::stat(("/dev/shm/" + name).c_str(), &st) == 0;
+}
+
+}  // namespace
+
+TEST(Errors, InvalidOptionValues) {
+  using krex::options;
+  const auto opt = krex::step::options;
+  expect_error([] { options{}.device(-1); }, opt, {"device", "0..15"});
+  expect_error([] { options{}.device(16); }, opt, {"device", "0..15"});
+  expect_error([] { options{}.segment(""); }, opt, {"segment"});
+  expect_error([] { options{}.segment("a/b"); }, opt, {"segment", "[A-Za-z0-9._-]"});
+  expect_error([] { options{}.segment(std::string(65, 'x')); }, opt, {"segment"});
+  expect_error([] { options{}.gate_park(0ms); }, opt, {"gate_park", "at least 1 ms"});
+  expect_error([] { options{}.drain_deadline(-5ms); }, opt, {"drain_deadline", "-5 ms"});
+  expect_error([] { options{}.lock_wait(-1ms); }, opt, {"lock_wait"});
+  expect_error([] { options{}.lease(0ms); }, opt, {"lease"});
+  expect_error([] { options{}.freeze_deadline(0ms); }, opt, {"freeze_deadline"});
+  expect_error([] { options{}.cgroup_root("relative/path"); }, opt, {"cgroup_root", "absolute"});
+  expect_error([] { options{}.cgroup_root("/sys/fs/cgroup/../etc"); }, opt, {"'..'"});
+  expect_error([] { options{}.reserved_cores(0); }, opt, {"reserved_cores", "1..64"});
+  expect_error([] { options{}.host_devices(17); }, opt, {"host_devices"});
+  // Valid values are accepted.
+  EXPECT_NO_THROW(options{}.device(15).segment("a.b-c_1").lock_wait(0ms).reserved_cores(2));
+}
+
+TEST(Errors, InvalidEnvironmentValues) {
+  const auto opt = krex::step::options;
+  const std::pair<const char*, const char*> cases[] = {
+      {"KREX_DEVICE", "x"},           {"KREX_DEVICE", "99"},
+      {"KREX_DEVICE", "-1"},          {"KREX_DEVICE", "1.5"},
+      {"KREX_SEGMENT", "bad name"},   {"KREX_SEGMENT_ACCESS", "world"},
+      {"KREX_GATE_PARK_MS", "0"},     {"KREX_DRAIN_DEADLINE_MS", "soon"},
+      {"KREX_LOCK_WAIT_MS", "-3"},    {"KREX_LEASE_MS", ""},
+      {"KREX_ALLOW_CONTENDED", "maybe"}, {"KREX_FREEZE", "cgroup3"},
+      {"KREX_FREEZE_SCOPE", "some"},  {"KREX_FREEZE_DEADLINE_MS", "1e3"},
+      {"KREX_CGROUP_ROOT", "rel"},    {"KREX_PIN", "2"},
+      {"KREX_RESERVED_CORES", "100"}, {"KREX_CONFINE", "yes please"},
+      {"KREX_HOST_DEVICES", "0"},
+  };
+  for (const auto& [name, value] : cases) {
+    SCOPED_TRACE(std::string(name) + "=" + value);
+    scoped_env env(name, value);
+    expect_error([] { (void)krex::options{}.with_env(); }, opt, {name, "accepted:"});
+  }
+  // Good values are applied over the code's settings.
+  scoped_env d("KREX_DEVICE", "3");
+  scoped_env f("KREX_FREEZE", "signal");
+  scoped_env l("KREX_LOCK_WAIT_MS", "250");
+  const krex::options o = krex::options{}.device(1).with_env();
+  EXPECT_EQ(o.device(), 3);
+  EXPECT_EQ(o.freeze(), krex::freeze_method::signal);
+  EXPECT_EQ(o.lock_wait(), 250ms);
+}
+
+// A bad environment value or a device out of range stops the join before any
+// shared state is touched: no segment created, no slot claimed.
+TEST(Errors, FailedJoinLeavesNothingBehind) {
+  scoped_segment seg;
+  const std::string full = krex::detail::segment_name(seg.opts());
+  {
+    scoped_env env("KREX_DRAIN_DEADLINE_MS", "-1");
+    expect_error([&] { krex::tenant t{seg.opts()}; }, krex::step::options,
+                 {"KREX_DRAIN_DEADLINE_MS"});
+  }
+  EXPECT_FALSE(shm_exists(full));
+  expect_error([&] { krex::tenant t{seg.opts().device(3)}; }, krex::step::options,
+               {"device 3", "1 device", "KREX_DEVICE"});
+  EXPECT_FALSE(shm_exists(full));
+  // With a live segment, a failed join claims no slot.
+  krex::tenant ok{seg.opts()};
+  {
+    scoped_env env("KREX_DEVICE", "7");
+    expect_error([&] { krex::tenant t{seg.opts()}; }, krex::step::options, {"device 7"});
+  }
+  int owned = 0;
+  for (const auto& s : ok.detail_member().node->tenants) owned += s.owner.load() != 0;
+  EXPECT_EQ(owned, 1);
+}
+
+// A segment of another layout version under our name is refused with a clear
+// message and left untouched.
+TEST(Errors, ForeignLayoutIsRefused) {
+  namespace bip = boost::interprocess;
+  scoped_segment seg;
+  const std::string full = krex::detail::segment_name(seg.opts());
+  {
+    bip::managed_shared_memory shm(bip::create_only, full.c_str(), 256 * 1024);
+    auto* h = shm.construct<krex::detail::segment_header>(krex::detail::header_object_name)();
+    h->layout.store(krex::detail::layout_version + 1);
+  }
+  expect_error([&] { krex::tenant t{seg.opts()}; }, krex::step::segment,
+               {"layout version " + std::to_string(krex::detail::layout_version + 1),
+                "this build of krex uses " + std::to_string(krex::detail::layout_version),
+                "/dev/shm/" + full});
+  bip::managed_shared_memory shm(bip::open_only, full.c_str());
+  auto found = shm.find<krex::detail::segment_header>(krex::detail::header_object_name);
+  ASSERT_NE(found.first, nullptr);
+  EXPECT_EQ(found.first->layout.load(), krex::detail::layout_version + 1);
+  EXPECT_EQ(shm.find<krex::detail::node_object>(krex::detail::node_object_name).first, nullptr)
+      << "the refused segment was modified";
+}
+
+TEST(Errors, ForeignBoostVersionIsRefused) {
+  namespace bip = boost::interprocess;
+  scoped_segment seg;
+  const std::string full = krex::detail::segment_name(seg.opts());
+  {
+    bip::managed_shared_memory shm(bip::create_only, full.c_str(), 256 * 1024);
+    auto* h = shm.construct<krex::detail::segment_header>(krex::detail::header_object_name)();
+    h->boost_version.store(108300);
+  }
+  expect_error([&] { krex::tenant t{seg.opts()}; }, krex::step::segment,
+               {"Boost 108300", "one Boost version"});
+}
+
+TEST(Errors, SegmentNameCarriesLayoutAndDomain) {
+  const std::string n = krex::detail::segment_name(krex::options{}.segment("fleet"));
+  EXPECT_NE(n.find("-L" + std::to_string(krex::detail::layout_version) + "-"), std::string::npos);
+  EXPECT_NE(n.find("-u" + std::to_string(::getuid()) + "-"), std::string::npos);
+  const std::string g = krex::detail::segment_name(
+      krex::options{}.segment("fleet").access(krex::segment_access::group));
+  EXPECT_NE(g.find("-g" + std::to_string(::getgid()) + "-"), std::string::npos);
+}
+
+TEST(Errors, SegmentIsPrivateToItsDomain) {
+  scoped_segment seg;
+  krex::tenant t{seg.opts()};
+  struct stat st {};
+  ASSERT_EQ(::stat(("/dev/shm/" + t.segment_name()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600U);
+}
