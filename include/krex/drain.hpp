@@ -54,8 +54,10 @@ bool agent_drain(member& m, Backend& backend, std::uint32_t g,
   }
   s.drains.fetch_add(1, std::memory_order_relaxed);
   s.ack_epoch.store(g);
-  m.dev->acks.fetch_add(1);
-  futex_wake_all(m.dev->acks);
+  // Wake the holder only when the acks it waits for may be complete.
+  const std::uint32_t acks = m.dev->acks.fetch_add(1) + 1;
+  if (static_cast<std::int32_t>(acks - m.dev->ack_wake_at.load()) >= 0)
+    futex_wake_all(m.dev->acks);
   return true;
 }
 
@@ -67,7 +69,8 @@ inline std::vector<sibling> snapshot_siblings(member& m) {
     tenant_slot& s = m.slot_at(i);
     const std::int32_t pid = s.owner.load();
     if (pid <= 0 || s.device.load() != m.device) continue;
-    if (reap_if_dead(*m.node, i)) continue;
+    // Liveness is checked only for siblings that are slow to drain: reading
+    // /proc for every sibling on every region would dominate the region's cost.
     out.push_back(sibling{i, pid});
   }
   return out;
@@ -101,16 +104,19 @@ inline bool wait_drained(member& m, std::vector<sibling>& sibs, std::uint32_t ep
                          std::uint64_t deadline_ns) {
   for (;;) {
     const std::uint32_t a = m.dev->acks.load();
-    bool all = true;
+    std::uint32_t pending = 0;
     for (sibling& sb : sibs) {
       if (sb.gone || sb.acked) continue;
       if (m.slot_at(sb.slot).ack_epoch.load() == epoch) {
         sb.acked = true;
         continue;
       }
-      all = false;
+      ++pending;
     }
-    if (all) return true;
+    if (pending == 0) return true;
+    // An ack between our count and this store changes `acks`, so the futex
+    // wait below returns at once; a stale target only wakes us early.
+    m.dev->ack_wake_at.store(a + pending);
     if (now_ns() >= deadline_ns) {
       for (sibling& sb : sibs)
         if (!sb.acked && !sb.gone && sibling_gone(m, sb)) sb.gone = true;

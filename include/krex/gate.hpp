@@ -47,6 +47,8 @@ inline bool recover_dead_gate_holder(member& m, std::uint32_t g) noexcept {
   m.dev->holder.store(0);
   m.dev->recoveries.fetch_add(1, std::memory_order_relaxed);
   futex_wake_all(m.dev->gate);
+  m.dev->agent_bell.fetch_add(1);
+  futex_wake_all(m.dev->agent_bell);
   return true;
 }
 
@@ -109,7 +111,8 @@ inline std::pair<std::uint32_t, bool> raise_gate(member& m) noexcept {
   for (;;) {
     const std::uint32_t next = gate_raised(g) ? g + 2 : g + 1;
     if (m.dev->gate.compare_exchange_weak(g, next)) {
-      futex_wake_all(m.dev->gate);  // agents start draining
+      m.dev->agent_bell.fetch_add(1);
+      futex_wake_all(m.dev->agent_bell);  // agents start draining
       return {next, gate_raised(g)};
     }
   }

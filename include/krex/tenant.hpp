@@ -45,7 +45,8 @@ class basic_tenant {
     if (!m_joined) return;
     m_joined = false;
     m_stop.store(true);
-    detail::futex_wake_all(m_member.dev->gate);
+    m_member.dev->agent_bell.fetch_add(1);
+    detail::futex_wake_all(m_member.dev->agent_bell);
     if (m_agent.joinable()) m_agent.join();
     detail::tenant_slot& s = *m_member.slot;
     s.in_submit.store(0);
@@ -122,12 +123,13 @@ class basic_tenant {
   void agent_loop() noexcept {
     m_backend.bind(m_member.opts.device());
     detail::member& m = m_member;
-    std::uint32_t g = m.dev->gate.load();
     while (!m_stop.load()) {
+      // Read the bell before the gate: a raise after this read changes the
+      // bell, so the wait below returns at once instead of missing it.
+      const std::uint32_t bell = m.dev->agent_bell.load();
       m.slot->heartbeat_ns.store(detail::now_ns(), std::memory_order_relaxed);
-      detail::agent_drain(m, m_backend, g, m_stop);
-      detail::futex_wait(m.dev->gate, g, detail::now_ns() + 100'000'000, 100'000'000);
-      g = m.dev->gate.load();
+      detail::agent_drain(m, m_backend, m.dev->gate.load(), m_stop);
+      detail::futex_wait(m.dev->agent_bell, bell, detail::now_ns() + 100'000'000, 100'000'000);
     }
   }
 

@@ -57,7 +57,7 @@ struct alignas(64) tenant_slot {
   std::atomic<std::uint64_t> submits;
 
   alignas(64) std::atomic<std::uint32_t> in_submit_waiters;
-  std::atomic<std::uint32_t> ack_epoch;  ///< last gate epoch this tenant drained for
+  std::atomic<std::uint32_t> ack_epoch;     ///< last gate epoch this tenant drained for
   std::atomic<std::uint32_t> drain_failed;  ///< backend sync failed in the last drain
   std::atomic<std::uint32_t> frozen;        ///< frozen by the current holder
   std::atomic<std::uint64_t> ticket;        ///< region-lock ticket, no_ticket, taking_ticket
@@ -78,6 +78,10 @@ struct alignas(64) device_state {
   alignas(64) std::atomic<std::uint32_t> next_ticket;
   alignas(64) std::atomic<std::uint32_t> now_serving;  ///< futex word for lock waiters
   alignas(64) std::atomic<std::uint32_t> acks;         ///< bumped by each drain ack (futex)
+  std::atomic<std::uint32_t> ack_wake_at;  ///< agents wake the holder once acks reach this
+  /// Bumped when a gate rises: the futex word agents sleep on. Separate from
+  /// the gate word so lowering the gate wakes only parked submitters.
+  alignas(64) std::atomic<std::uint32_t> agent_bell;
 
   // The lease of the current region holder.
   alignas(64) std::atomic<std::int32_t> lease_pid;
