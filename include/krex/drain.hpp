@@ -40,7 +40,9 @@ bool agent_drain(member& m, Backend& backend, std::uint32_t g,
   while (!wait_in_submit_zero(s, now_ns() + 20'000'000)) {
     if (stop.load() || m.dev->gate.load() != g) return false;
   }
-  if (s.dirty.exchange(0) != 0) {
+  const bool dirty = s.dirty.exchange(0) != 0;
+  s.active.store(dirty ? 1 : 0);
+  if (dirty) {
     try {
       backend.sync();
       s.syncs.fetch_add(1, std::memory_order_relaxed);

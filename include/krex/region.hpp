@@ -19,7 +19,9 @@
 #include <krex/report.hpp>
 #include <krex/tenant.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +31,10 @@ template <class Backend>
 class basic_region {
  public:
   /// Enters a region on `t`'s device: waits for the FIFO region lock, raises
-  /// the gate, waits for siblings' in-flight submissions, drains them.
-  /// Throws krex::error (step::lock, step::drain, ...) with everything it
-  /// had done undone.
+  /// the gate, waits for siblings' in-flight submissions, drains them,
+  /// freezes their process trees and pins the calling (measuring) thread to
+  /// the device's reserved cores. Throws krex::error (step::lock, drain,
+  /// freeze, pin) with everything it had done undone.
   explicit basic_region(basic_tenant<Backend>& t) : m_tenant(&t), m_member(&t.detail_member()) {
     if (!t.joined())
       throw error(step::lock, "region on a tenant that has left the node", 0,
@@ -70,7 +73,7 @@ class basic_region {
   const region_report& report() const noexcept { return m_report; }
 
  private:
-  enum class stage { none, locked, gated };
+  enum class stage { none, locked, gated, frozen, pinned };
 
   void enter() {
     detail::member& m = *m_member;
@@ -128,12 +131,64 @@ class basic_region {
     } else {
       m_report.drained = true;
     }
-    // Steps 3 and 4 (freeze, pin) are not taken yet: the report says so.
+
+    // Step 3: freeze the drained siblings (never one that missed the drain:
+    // it may be inside a driver call, where freezing can stall).
+    detail::freezer* fz = m_tenant->detail_freezer();
+    m_report.freeze = fz ? fz->method() : freeze_method::none;
+    if (fz != nullptr && fz->method() != freeze_method::none) {
+      m.dev->phase.store(detail::phase_freezing);
+      for (const auto& sb : sibs) {
+        if (sb.gone || !sb.acked) continue;
+        if (m.opts.scope() == freeze_scope::active && m.slot_at(sb.slot).active.load() == 0)
+          continue;
+        m_frozen.push_back(detail::freezer::target{sb.slot, sb.pid});
+      }
+      fz->freeze(m_frozen, std::chrono::steady_clock::now() + m.opts.freeze_deadline());
+      m_stage = stage::frozen;
+      for (const auto& f : m_frozen) {
+        m.slot_at(f.slot).frozen.store(1);
+        m_report.frozen_pids.push_back(f.pid);
+      }
+      m_report.frozen = true;
+      m.dev->phase.store(detail::phase_frozen);
+    } else {
+      m_stage = stage::frozen;
+    }
+    std::uint64_t t4 = detail::now_ns();
+    m_report.freeze_ns = t4 - t3;
+    m.dev->freezes.fetch_add(m_frozen.empty() ? 0 : 1, std::memory_order_relaxed);
+    m.dev->freeze_ns.fetch_add(t4 - t3, std::memory_order_relaxed);
+
+    // Step 4: pin the measuring thread.
+    if (m.opts.pin() && !m_tenant->reserved_cpus().empty()) {
+      m_pin.emplace(m_tenant->reserved_cpus());
+      m_stage = stage::pinned;
+      m_report.pinned = true;
+      m_report.pinned_cpus = m_pin->pinned();
+      m.dev->phase.store(detail::phase_pinned);
+    } else {
+      m_stage = stage::pinned;
+    }
+    m_report.pin_ns = detail::now_ns() - t4;
     m.dev->phase.store(detail::phase_body);
   }
 
   void unwind() noexcept {
     detail::member& m = *m_member;
+    if (m_stage == stage::pinned) {
+      m.dev->phase.store(detail::phase_exiting);
+      m_pin.reset();
+      m_stage = stage::frozen;
+    }
+    if (m_stage == stage::frozen) {
+      if (!m_frozen.empty()) {
+        if (!m_tenant->detail_freezer()->thaw(m_frozen)) m_report.thaw_failed = true;
+        for (const auto& f : m_frozen) m.slot_at(f.slot).frozen.store(0);
+        m_frozen.clear();
+      }
+      m_stage = stage::gated;
+    }
     if (m_stage == stage::gated) {
       m.dev->phase.store(detail::phase_exiting);
       if (!detail::lower_gate(m, m_epoch)) m_report.lease_lost = true;
@@ -163,6 +218,8 @@ class basic_region {
   std::uint32_t m_epoch = 0;
   std::uint64_t m_body_start = 0;
   region_report m_report;
+  std::vector<detail::freezer::target> m_frozen;
+  std::optional<detail::pin_guard> m_pin;
 };
 
 /// The build's default backend (host, or CUDA / HIP when built with them).

@@ -35,6 +35,7 @@ struct region_report {
   bool pinned = false;     ///< step 4: measuring thread pinned to reserved cores
   bool took_over_gate = false;  ///< a dead holder's raised gate was taken over
   bool lease_lost = false;      ///< the lock was taken away before exit (lease expired)
+  bool thaw_failed = false;     ///< a sibling could not be thawed at exit (see krexctl recover)
 
   freeze_method freeze = freeze_method::none;  ///< method used ("none" if not frozen)
   freeze_scope scope = freeze_scope::all;

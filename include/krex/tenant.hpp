@@ -6,16 +6,20 @@
 #include <krex/detail/slots.hpp>
 #include <krex/drain.hpp>
 #include <krex/error.hpp>
+#include <krex/freeze.hpp>
 #include <krex/gate.hpp>
 #include <krex/options.hpp>
+#include <krex/pin.hpp>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace krex {
 
@@ -48,6 +52,15 @@ class basic_tenant {
     m_member.dev->agent_bell.fetch_add(1);
     detail::futex_wake_all(m_member.dev->agent_bell);
     if (m_agent.joinable()) m_agent.join();
+    if (m_freezer) m_freezer->leave(m_member.index);
+    if (!m_previous_mask.empty()) {
+      try {
+        detail::confine_process(m_previous_mask);
+      } catch (...) {
+        // Leaving must not throw; the process keeps the confined mask.
+      }
+      m_previous_mask.clear();
+    }
     detail::tenant_slot& s = *m_member.slot;
     s.in_submit.store(0);
     s.ticket.store(detail::no_ticket);
@@ -89,8 +102,18 @@ class basic_tenant {
   /// Submissions that passed the gate.
   std::uint64_t submits() const noexcept { return m_member.slot->submits.load(); }
 
+  /// The freeze method in use (never `automatic`) and the krex cgroup root ("" if none).
+  freeze_method freeze() const noexcept {
+    return m_freezer ? m_freezer->method() : freeze_method::none;
+  }
+  std::string cgroup_root() const { return m_freezer ? m_freezer->root() : std::string(); }
+  /// This device's measuring cores (empty when pinning is off).
+  const std::vector<int>& reserved_cpus() const noexcept { return m_reserved; }
+
   /// Not part of the API: the shared-state view used by guards and regions.
   detail::member& detail_member() noexcept { return m_member; }
+  /// Not part of the API: the freezer regions use for siblings.
+  detail::freezer* detail_freezer() noexcept { return m_freezer ? &*m_freezer : nullptr; }
 
  private:
   struct resolved_tag {};
@@ -113,11 +136,32 @@ class basic_tenant {
     m_member.slot = &n.tenants[m_member.index];
     m_joined = true;
     try {
+      isolate(count);
       m_agent = std::thread([this] { agent_loop(); });
+    } catch (const error&) {
+      leave();
+      throw;
     } catch (const std::exception& e) {
       leave();
       throw error(step::join, std::string("cannot start the agent thread: ") + e.what());
     }
+  }
+
+  // Steps 3 and 4, tenant side: join the freeze domain (own leaf cgroup) and
+  // keep off every device's reserved cores.
+  void isolate(int device_count) {
+    const options& o = m_member.opts;
+    m_freezer.emplace(detail::freezer::open(o.freeze(), o.cgroup_root()));
+    detail::check_freeze_domain(*m_member.node, m_member.index, m_freezer->method(),
+                                m_freezer->root());
+    m_freezer->enter(m_member.index);
+    if (!o.pin() && !o.confine()) return;
+    std::vector<std::vector<int>> local;
+    for (int d = 0; d < device_count; ++d) local.push_back(m_backend.local_cpus(d));
+    const std::vector<detail::slice> slices =
+        detail::split(detail::topology::read(), device_count, o.reserved_cores(), local);
+    if (o.pin()) m_reserved = slices[static_cast<std::size_t>(o.device())].reserved;
+    if (o.confine()) m_previous_mask = detail::confine_process(detail::unreserved(slices));
   }
 
   void agent_loop() noexcept {
@@ -139,6 +183,9 @@ class basic_tenant {
   std::thread m_agent;
   std::atomic<bool> m_stop{false};
   bool m_joined = false;
+  std::optional<detail::freezer> m_freezer;
+  std::vector<int> m_reserved;
+  std::vector<int> m_previous_mask;
   detail::device_state m_detached_dev{};
   detail::tenant_slot m_detached_slot{};
 };

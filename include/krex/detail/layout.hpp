@@ -60,6 +60,7 @@ struct alignas(64) tenant_slot {
   std::atomic<std::uint32_t> ack_epoch;     ///< last gate epoch this tenant drained for
   std::atomic<std::uint32_t> drain_failed;  ///< backend sync failed in the last drain
   std::atomic<std::uint32_t> frozen;        ///< frozen by the current holder
+  std::atomic<std::uint32_t> active;  ///< its last drain had device work to sync (freeze scope `active`)
   std::atomic<std::uint64_t> ticket;        ///< region-lock ticket, no_ticket, taking_ticket
   std::atomic<std::uint64_t> drains;        ///< drains this tenant performed
   std::atomic<std::uint64_t> syncs;         ///< drains that touched the backend
@@ -113,10 +114,13 @@ struct node_state {
   std::atomic<std::uint32_t> n_tenants;
   std::atomic<std::uint64_t> size;  ///< sizeof(node_state) of the creator
 
-  /// Hash of the krex cgroup root the first tenant recorded (0 = none yet), and its method.
+  /// Hash of the freeze method and krex cgroup root the first tenant
+  /// recorded (0 = none yet). The text is for messages only: no path is ever
+  /// read from the segment and opened.
   std::atomic<std::uint64_t> cgroup_root_hash;
   std::atomic<std::uint32_t> freeze_method;
   std::atomic<std::uint32_t> reserved;
+  std::atomic<std::uint64_t> cgroup_root_text[32];
 
   device_state devices[max_devices];
   tenant_slot tenants[max_tenants];

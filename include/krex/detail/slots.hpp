@@ -93,6 +93,7 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
       s.ack_epoch.store(0);
       s.drain_failed.store(0);
       s.frozen.store(0);
+      s.active.store(0);
       s.ticket.store(no_ticket);
       s.drains.store(0);
       s.syncs.store(0);
@@ -121,6 +122,68 @@ inline std::uint32_t device_index(node_state& n, std::uint64_t key, const std::s
   throw error(step::join, "the node segment already tracks " + std::to_string(max_devices) +
                               " devices and has no entry for " + name,
               0, "remove stale segments with `krexctl clean`");
+}
+
+/// FNV-1a of the freeze method and the cgroup root: what every tenant of a
+/// segment must agree on (the holder freezes siblings by its own root).
+inline std::uint64_t freeze_domain_hash(freeze_method m, const std::string& root) noexcept {
+  std::uint64_t h = 1469598103934665603ULL;
+  const std::string key = std::string(to_string(m)) + ":" + root;
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ULL;
+  return h == 0 ? 1 : h;
+}
+
+inline void store_text(std::atomic<std::uint64_t> (&out)[32], const std::string& s) noexcept {
+  for (std::size_t w = 0; w < 32; ++w) {
+    std::uint64_t v = 0;
+    for (std::size_t b = 0; b < 8; ++b) {
+      const std::size_t i = w * 8 + b;
+      if (i < s.size() && i < 255) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(s[i])) << (8 * b);
+    }
+    out[w].store(v, std::memory_order_relaxed);
+  }
+}
+
+inline std::string load_text(const std::atomic<std::uint64_t> (&in)[32]) {
+  std::string s;
+  for (std::size_t w = 0; w < 32; ++w) {
+    const std::uint64_t v = in[w].load(std::memory_order_relaxed);
+    for (std::size_t b = 0; b < 8; ++b) {
+      const char c = static_cast<char>((v >> (8 * b)) & 0xff);
+      if (c == '\0') return s;
+      s += (c >= 32 && c < 127) ? c : '?';  // display only
+    }
+  }
+  return s;
+}
+
+/// Records (first tenant) or checks (every later one) the segment's freeze
+/// method and cgroup root. A segment whose only live tenant is `self` is
+/// re-recorded: a new run may choose another root. Throws krex::error(step::join).
+inline void check_freeze_domain(node_state& n, std::uint32_t self, freeze_method m,
+                                const std::string& root) {
+  const std::uint64_t h = freeze_domain_hash(m, root);
+  const std::string mine = std::string(to_string(m)) + ":" + (root.empty() ? "-" : root);
+  std::uint64_t seen = 0;
+  if (n.cgroup_root_hash.compare_exchange_strong(seen, h)) {
+    store_text(n.cgroup_root_text, mine);
+    return;
+  }
+  if (seen == h) return;
+  bool others = false;
+  for (std::uint32_t i = 0; i < max_tenants && !others; ++i)
+    if (i != self && n.tenants[i].owner.load() != 0 && !reap_if_dead(n, i)) others = true;
+  if (!others && n.cgroup_root_hash.compare_exchange_strong(seen, h)) {
+    store_text(n.cgroup_root_text, mine);
+    return;
+  }
+  throw error(step::join,
+              "this tenant's freeze method and cgroup root (" + mine +
+                  ") differ from those of the tenants already on this node (" +
+                  load_text(n.cgroup_root_text) + ")",
+              0,
+              "every tenant of a segment must use the same KREX_FREEZE and KREX_CGROUP_ROOT "
+              "(or a different KREX_SEGMENT)");
 }
 
 }  // namespace krex::detail
