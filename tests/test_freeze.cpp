@@ -2,11 +2,11 @@
 // Step 3 (freeze) against real cgroups and real processes: one conformance
 // suite run for every method this machine allows, plus injected failures.
 
+#include "proc_util.hpp"
+
 #include <krex/freeze.hpp>
 
 #include <gtest/gtest.h>
-
-#include "proc_util.hpp"
 
 #include <cstdlib>
 #include <string>
@@ -40,8 +40,8 @@ std::string control_of(freeze_method m) {
 
 // --- failure injection through the sys() seam --------------------------------
 // Plain functions (the table holds function pointers), steered by globals.
-std::string g_prefix;        // inject only for paths that start with this
-std::string g_fake_suffix;   // read-only opens of paths ending so get g_fake_file
+std::string g_prefix;       // inject only for paths that start with this
+std::string g_fake_suffix;  // read-only opens of paths ending so get g_fake_file
 std::string g_fake_file;
 int g_calls = 0;
 
@@ -70,83 +70,92 @@ class freeze_test : public ::testing::TestWithParam<freeze_method> {
  protected:
   void SetUp() override {
     m_saved = krex::detail::sys();
-    m = GetParam();
-    if (is_cgroup(m)) {
+    m_method = GetParam();
+    if (is_cgroup(m_method)) {
       if (::geteuid() != 0) GTEST_SKIP() << "cgroup freezer tests need root";
-      const std::string base = own_cgroup(m);
-      if (base.empty()) GTEST_SKIP() << krex::to_string(m) << " hierarchy is not mounted here";
-      root = base + "/" + krex_test::unique_name("krex-test");
+      const std::string base = own_cgroup(m_method);
+      if (base.empty())
+        GTEST_SKIP() << krex::to_string(m_method) << " hierarchy is not mounted here";
+      m_root = base + "/" + krex_test::unique_name("krex-test");
     }
     krex_test::become_subreaper();  // grandchildren come back to us to be reaped
   }
 
   void TearDown() override {
     krex::detail::sys() = m_saved;
-    if (!root.empty())
+    if (!m_root.empty())
       for (std::uint32_t s = 0; s < 16; ++s) {  // thaw first: a v1-frozen task cannot die
-        const std::string l = root + "/t" + std::to_string(s);
+        const std::string l = m_root + "/t" + std::to_string(s);
         if (::access(l.c_str(), F_OK) != 0) continue;
-        cg::write_file(l + control_of(m), m == freeze_method::cgroup_v2 ? "0" : "THAWED");
+        cg::write_file(l + control_of(m_method),
+                       m_method == freeze_method::cgroup_v2 ? "0" : "THAWED");
         for (const std::string& pid : cg::split(read_text(l + "/cgroup.procs"), '\n'))
           if (!pid.empty() && pid[0] != '<') ::kill(std::atoi(pid.c_str()), SIGKILL);
       }
-    for (auto& p : mem->pid)
+    for (auto& p : m_mem->pid)
       if (const int pid = p.load(); pid > 0) krex_test::kill_and_reap(pid);
-    kids.clear();
+    m_kids.clear();
     krex_test::reap_orphans();
-    if (root.empty()) return;
-    krex_test::wait_until([&] {
-      krex_test::reap_orphans();
-      for (std::uint32_t s = 0; s < 16; ++s) ::rmdir((root + "/t" + std::to_string(s)).c_str());
-      return ::rmdir(root.c_str()) == 0 || errno == ENOENT;
-    }, 3000ms);
-    EXPECT_NE(::access(root.c_str(), F_OK), 0) << "test root left behind: " << root;
+    if (m_root.empty()) return;
+    krex_test::wait_until(
+        [&] {
+          krex_test::reap_orphans();
+          for (std::uint32_t s = 0; s < 16; ++s)
+            ::rmdir((m_root + "/t" + std::to_string(s)).c_str());
+          return ::rmdir(m_root.c_str()) == 0 || errno == ENOENT;
+        },
+        3000ms);
+    EXPECT_NE(::access(m_root.c_str(), F_OK), 0) << "test root left behind: " << m_root;
   }
 
   // A tenant in slot `slot`: enters its leaf, forks a grandchild, and both
   // count in shared memory forever. Counters 2*slot and 2*slot+1.
   pid_t start_tenant(std::uint32_t slot) {
-    const int before = mem->ready.load();
-    kids.push_back(krex_test::spawn([this, slot] {
-      if (m == freeze_method::signal) ::setpgid(0, 0);  // a group of its own to stop
-      freezer f = freezer::open(m, root);
+    const int before = m_mem->ready.load();
+    m_kids.push_back(krex_test::spawn([this, slot] {
+      if (m_method == freeze_method::signal) ::setpgid(0, 0);  // a group of its own to stop
+      freezer f = freezer::open(m_method, m_root);
       f.enter(slot);
       const pid_t g = ::fork();
       if (g == 0)
-        for (;;) mem->value[2 * slot + 1]++;
-      mem->pid[2 * slot + 1] = g;
-      mem->ready++;
-      for (;;) mem->value[2 * slot]++;
+        for (;;) m_mem->value[(2 * std::size_t{slot}) + 1]++;
+      m_mem->pid[(2 * std::size_t{slot}) + 1] = g;
+      m_mem->ready++;
+      for (;;) m_mem->value[2 * std::size_t{slot}]++;
       return 0;
     }));
-    EXPECT_TRUE(krex_test::wait_until([&] { return mem->ready.load() > before; }, 5000ms));
-    mem->pid[2 * slot] = kids.back().pid();
-    return kids.back().pid();
+    EXPECT_TRUE(krex_test::wait_until([&] { return m_mem->ready.load() > before; }, 5000ms));
+    m_mem->pid[2 * std::size_t{slot}] = m_kids.back().pid();
+    return m_kids.back().pid();
   }
 
   std::pair<std::uint64_t, std::uint64_t> sample(std::uint32_t slot) const {
-    return {mem->value[2 * slot].load(), mem->value[2 * slot + 1].load()};
+    return {m_mem->value[2 * std::size_t{slot}].load(),
+            m_mem->value[(2 * std::size_t{slot}) + 1].load()};
   }
   bool both_move(std::uint32_t slot) const {
     const auto a = sample(slot);
-    return krex_test::wait_until([&] {
-      const auto b = sample(slot);
-      return b.first > a.first && b.second > a.second;
-    }, 3000ms);
+    return krex_test::wait_until(
+        [&] {
+          const auto b = sample(slot);
+          return b.first > a.first && b.second > a.second;
+        },
+        3000ms);
   }
   // Holder side: the test process never enters a leaf itself.
-  freezer holder() { return freezer::open(m, root); }
+  freezer holder() { return freezer::open(m_method, m_root); }
 
-  freeze_method m{};
-  std::string root;
-  krex_test::shared<krex_test::counters> mem;
-  std::vector<krex_test::child> kids;
+  freeze_method m_method{};
+  std::string m_root;
+  krex_test::shared<krex_test::counters> m_mem;
+  std::vector<krex_test::child> m_kids;
   krex::detail::sys_table m_saved{};
 };
 
 std::string method_name(const ::testing::TestParamInfo<freeze_method>& i) {
-  return i.param == freeze_method::cgroup_v2 ? "cgroup_v2"
-         : i.param == freeze_method::cgroup_v1 ? "cgroup_v1" : "signal";
+  return i.param == freeze_method::cgroup_v2   ? "cgroup_v2"
+         : i.param == freeze_method::cgroup_v1 ? "cgroup_v1"
+                                               : "signal";
 }
 
 INSTANTIATE_TEST_SUITE_P(methods, freeze_test,
@@ -156,10 +165,10 @@ INSTANTIATE_TEST_SUITE_P(methods, freeze_test,
 
 TEST_P(freeze_test, open_resolves_method_and_root) {
   const freezer h = holder();
-  EXPECT_EQ(h.method(), m);
-  EXPECT_EQ(h.root(), root);
-  if (is_cgroup(m)) {
-    EXPECT_EQ(h.leaf(7), root + "/t7");
+  EXPECT_EQ(h.method(), m_method);
+  EXPECT_EQ(h.root(), m_root);
+  if (is_cgroup(m_method)) {
+    EXPECT_EQ(h.leaf(7), m_root + "/t7");
   }
 }
 
@@ -172,9 +181,9 @@ TEST_P(freeze_test, freezes_child_and_grandchild_then_thaws) {
   std::this_thread::sleep_for(200ms);
   const auto b = sample(3);
   EXPECT_EQ(a, b) << "a counter moved while frozen";
-  if (is_cgroup(m)) {
-    EXPECT_EQ(read_text(h.leaf(3) + control_of(m)),
-              m == freeze_method::cgroup_v2 ? "1\n" : "FROZEN\n");
+  if (is_cgroup(m_method)) {
+    EXPECT_EQ(read_text(h.leaf(3) + control_of(m_method)),
+              m_method == freeze_method::cgroup_v2 ? "1\n" : "FROZEN\n");
   }
   EXPECT_TRUE(h.thaw({{3, pid}})) << h.last_error();
   EXPECT_TRUE(both_move(3)) << "a counter did not move after thaw";
@@ -182,9 +191,11 @@ TEST_P(freeze_test, freezes_child_and_grandchild_then_thaws) {
 
 TEST_P(freeze_test, freezes_several_siblings_with_one_deadline) {
   freezer h = holder();
-  const pid_t p1 = start_tenant(1), p2 = start_tenant(2);
+  const pid_t p1 = start_tenant(1);
+  const pid_t p2 = start_tenant(2);
   h.freeze({{1, p1}, {2, p2}}, clock_type::now() + 2s);
-  const auto a1 = sample(1), a2 = sample(2);
+  const auto a1 = sample(1);
+  const auto a2 = sample(2);
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(a1, sample(1));
   EXPECT_EQ(a2, sample(2));
@@ -199,16 +210,17 @@ TEST_P(freeze_test, missed_deadline_throws_and_leaves_nothing_frozen) {
   // The freeze state never reports completion.
   g_fake_file = "/tmp/" + krex_test::unique_name("krex-fake");
   // signal: every process of the tenant's group seems to keep running.
-  const std::string fake = m == freeze_method::cgroup_v2   ? "populated 1\nfrozen 0\n"
-                           : m == freeze_method::cgroup_v1 ? "FREEZING\n"
-                                                           : "9 (a) R 1 " + std::to_string(pid) + " 0\n";
+  const std::string fake = m_method == freeze_method::cgroup_v2 ? "populated 1\nfrozen 0\n"
+                           : m_method == freeze_method::cgroup_v1
+                               ? "FREEZING\n"
+                               : "9 (a) R 1 " + std::to_string(pid) + " 0\n";
   FILE* out = std::fopen(g_fake_file.c_str(), "w");
   ASSERT_NE(out, nullptr);
   std::fputs(fake.c_str(), out);
   std::fclose(out);
-  g_fake_suffix = m == freeze_method::cgroup_v2   ? "/cgroup.events"
-                  : m == freeze_method::cgroup_v1 ? "/freezer.state"
-                                                  : "/stat";
+  g_fake_suffix = m_method == freeze_method::cgroup_v2   ? "/cgroup.events"
+                  : m_method == freeze_method::cgroup_v1 ? "/freezer.state"
+                                                         : "/stat";
   krex::detail::sys().open = open_fake;
   const auto t0 = clock_type::now();
   try {
@@ -222,15 +234,15 @@ TEST_P(freeze_test, missed_deadline_throws_and_leaves_nothing_frozen) {
   EXPECT_LT(clock_type::now() - t0, 1s);
   krex::detail::sys() = m_saved;
   std::remove(g_fake_file.c_str());
-  if (is_cgroup(m)) {
-    EXPECT_EQ(read_text(h.leaf(4) + control_of(m)),
-              m == freeze_method::cgroup_v2 ? "0\n" : "THAWED\n");
+  if (is_cgroup(m_method)) {
+    EXPECT_EQ(read_text(h.leaf(4) + control_of(m_method)),
+              m_method == freeze_method::cgroup_v2 ? "0\n" : "THAWED\n");
   }
   EXPECT_TRUE(both_move(4)) << "left frozen after a failed freeze";
 }
 
 TEST_P(freeze_test, failed_write_thaws_what_it_froze) {
-  if (!is_cgroup(m)) GTEST_SKIP() << "a missing leaf only exists for cgroup methods";
+  if (!is_cgroup(m_method)) GTEST_SKIP() << "a missing leaf only exists for cgroup methods";
   freezer h = holder();
   const pid_t pid = start_tenant(5);
   // Slot 6 has no leaf: the freeze of slot 5 must be undone.
@@ -246,25 +258,28 @@ TEST_P(freeze_test, failed_write_thaws_what_it_froze) {
 
 TEST_P(freeze_test, thaw_tries_every_sibling_and_reports_failure) {
   freezer h = holder();
-  const pid_t p1 = start_tenant(1), p2 = start_tenant(2);
+  const pid_t p1 = start_tenant(1);
+  const pid_t p2 = start_tenant(2);
   g_calls = 0;
-  if (m == freeze_method::signal) krex::detail::sys().kill = kill_eperm;
-  else krex::detail::sys().write = write_eio;
+  if (m_method == freeze_method::signal)
+    krex::detail::sys().kill = kill_eperm;
+  else
+    krex::detail::sys().write = write_eio;
   EXPECT_FALSE(h.thaw({{1, p1}, {2, p2}}));
   EXPECT_EQ(g_calls, 2);
   EXPECT_FALSE(h.last_error().empty());
 }
 
 TEST_P(freeze_test, leave_moves_back_and_removes_leaf) {
-  if (!is_cgroup(m)) GTEST_SKIP() << "signal and none have no leaf";
+  if (!is_cgroup(m_method)) GTEST_SKIP() << "signal and none have no leaf";
   holder();  // creates the root
   auto kid = krex_test::spawn([this] {
-    const std::string before = own_cgroup(m);
-    freezer f = freezer::open(m, root);
+    const std::string before = own_cgroup(m_method);
+    freezer f = freezer::open(m_method, m_root);
     f.enter(5);
-    if (own_cgroup(m) != f.leaf(5)) return 2;
+    if (own_cgroup(m_method) != f.leaf(5)) return 2;
     f.leave(5);
-    if (own_cgroup(m) != before) return 3;
+    if (own_cgroup(m_method) != before) return 3;
     if (::access(f.leaf(5).c_str(), F_OK) == 0) return 4;
     return f.last_error().empty() ? 0 : 5;
   });
@@ -272,12 +287,14 @@ TEST_P(freeze_test, leave_moves_back_and_removes_leaf) {
 }
 
 TEST_P(freeze_test, stale_empty_leaf_is_thawed_and_recreated) {
-  if (!is_cgroup(m)) GTEST_SKIP() << "signal and none have no leaf";
+  if (!is_cgroup(m_method)) GTEST_SKIP() << "signal and none have no leaf";
   freezer h = holder();
   ASSERT_EQ(::mkdir(h.leaf(7).c_str(), 0755), 0);
-  ASSERT_EQ(cg::write_file(h.leaf(7) + control_of(m), m == freeze_method::cgroup_v2 ? "1" : "FROZEN"), 0);
+  ASSERT_EQ(cg::write_file(h.leaf(7) + control_of(m_method),
+                           m_method == freeze_method::cgroup_v2 ? "1" : "FROZEN"),
+            0);
   auto kid = krex_test::spawn([this] {
-    freezer f = freezer::open(m, root);
+    freezer f = freezer::open(m_method, m_root);
     f.enter(7);  // would stop here for good if the stale leaf stayed frozen
     f.leave(7);
     return 0;
@@ -286,7 +303,7 @@ TEST_P(freeze_test, stale_empty_leaf_is_thawed_and_recreated) {
 }
 
 TEST_P(freeze_test, leaf_with_live_processes_is_refused) {
-  if (!is_cgroup(m)) GTEST_SKIP() << "signal and none have no leaf";
+  if (!is_cgroup(m_method)) GTEST_SKIP() << "signal and none have no leaf";
   freezer h = holder();
   start_tenant(8);
   try {
@@ -301,8 +318,8 @@ TEST_P(freeze_test, leaf_with_live_processes_is_refused) {
 }
 
 TEST_P(freeze_test, explicit_method_with_unwritable_root_throws) {
-  if (!is_cgroup(m)) GTEST_SKIP() << "signal needs no root";
-  g_prefix = root;
+  if (!is_cgroup(m_method)) GTEST_SKIP() << "signal needs no root";
+  g_prefix = m_root;
   krex::detail::sys().mkdir = mkdir_eacces;
   try {
     holder();
@@ -311,18 +328,18 @@ TEST_P(freeze_test, explicit_method_with_unwritable_root_throws) {
     EXPECT_EQ(e.where(), krex::step::freeze);
     EXPECT_EQ(e.code(), EACCES);
     const std::string w = e.what();
-    EXPECT_NE(w.find(root), std::string::npos) << w;
+    EXPECT_NE(w.find(m_root), std::string::npos) << w;
     EXPECT_NE(w.find("KREX_CGROUP_ROOT"), std::string::npos) << w;
     EXPECT_NE(w.find("KREX_FREEZE=signal"), std::string::npos) << w;
   }
 }
 
 TEST_P(freeze_test, automatic_with_uncreatable_root_falls_back_to_signal) {
-  if (!is_cgroup(m)) GTEST_SKIP() << "signal needs no root";
-  const freezer f = freezer::open(freeze_method::automatic, root + "/missing/krex");
+  if (!is_cgroup(m_method)) GTEST_SKIP() << "signal needs no root";
+  const freezer f = freezer::open(freeze_method::automatic, m_root + "/missing/krex");
   EXPECT_EQ(f.method(), freeze_method::signal);
   EXPECT_EQ(f.root(), "");
-  EXPECT_NE(f.notes().find(root + "/missing/krex"), std::string::npos) << f.notes();
+  EXPECT_NE(f.notes().find(m_root + "/missing/krex"), std::string::npos) << f.notes();
 }
 
 TEST(freeze_open, automatic_skips_unwritable_v2) {
@@ -389,7 +406,7 @@ TEST(cgroup_paths, parses_mountinfo_and_proc_cgroup) {
   EXPECT_FALSE(ms[0].v2);
   EXPECT_TRUE(ms[1].v2);
   EXPECT_EQ(ms[1].point, "/sys/fs/cgroup/my dir");
-  EXPECT_EQ(cg::find_mount(ms, false), &ms[0]);
+  EXPECT_EQ(cg::find_mount(ms, false), ms.data());
   EXPECT_EQ(cg::to_fs_path(ms[1], "/docker/ab/x"), "/sys/fs/cgroup/my dir/x");
   EXPECT_EQ(cg::to_fs_path(ms[1], "/docker/ab"), "/sys/fs/cgroup/my dir");
   EXPECT_EQ(cg::to_fs_path(ms[1], "/docker/abc"), "");

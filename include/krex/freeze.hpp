@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -41,19 +42,22 @@ class freezer {
   /// path and what to do.
   static freezer open(freeze_method requested, const std::string& root_option) {
     if (requested == freeze_method::none || requested == freeze_method::signal)
-      return freezer(requested, {}, {});
+      return {requested, {}, {}};
     const cgroup::self_view view = cgroup::self_view::read();
     std::string notes;
     for (freeze_method m : {freeze_method::cgroup_v2, freeze_method::cgroup_v1}) {
       if (requested != freeze_method::automatic && requested != m) continue;
-      const attempt a = m == freeze_method::cgroup_v2 ? resolve<freeze_cgroup_v2>(root_option, view)
-                                                      : resolve<freeze_cgroup_v1>(root_option, view);
-      if (a.err == 0) return freezer(m, a.root, notes);
+      const attempt a = m == freeze_method::cgroup_v2
+                            ? resolve<freeze_cgroup_v2>(root_option, view)
+                            : resolve<freeze_cgroup_v1>(root_option, view);
+      if (a.err == 0) return {m, a.root, notes};
       if (requested == m) cgroup::fail(a.what, a.path, a.err, a.hint);
-      notes += std::string(to_string(m)) + ": " + a.what + " " + a.path +
-               (a.err > 0 ? std::string(": ") + std::strerror(a.err) : std::string()) + "; ";
+      notes +=
+          std::string(to_string(m)) + ": " + a.what + " " + a.path +
+          (a.err > 0 ? std::string(": ") + std::system_category().message(a.err) : std::string()) +
+          "; ";
     }
-    return freezer(freeze_method::signal, {}, notes);
+    return {freeze_method::signal, {}, notes};
   }
 
   /// The method in use; never `automatic`.
@@ -92,14 +96,14 @@ class freezer {
     std::vector<target> started;
     std::vector<pid_t> signal_to;  // signal method: where each SIGSTOP went
     const auto give_up = [&](const std::string& what, const std::string& path, int err,
-                           const std::string& hint) {
+                             const std::string& hint) {
       thaw(started);
       cgroup::fail(what, path, err, hint);
     };
     for (const target& s : siblings) {
       if (s.pid == ::getpid() || (m_entered && s.slot == m_slot))
         give_up("refusing to freeze the caller's own slot", leaf_or_pid(s), EDEADLK,
-              "the region holder must not be in its sibling list");
+                "the region holder must not be in its sibling list");
       int e;
       if (m_method == freeze_method::signal) {
         if (s.pid <= 0) give_up("invalid sibling pid for", leaf_or_pid(s), EINVAL, {});
@@ -109,10 +113,11 @@ class freezer {
       } else {
         e = request(s.slot, true);
       }
-      if (e) give_up("cannot freeze sibling slot " + std::to_string(s.slot) + " at", leaf_or_pid(s), e,
-                   e == ENOENT ? "the sibling has no leaf under this process's root: all tenants "
-                                 "must use the same KREX_CGROUP_ROOT"
-                               : kHint);
+      if (e)
+        give_up("cannot freeze sibling slot " + std::to_string(s.slot) + " at", leaf_or_pid(s), e,
+                e == ENOENT ? "the sibling has no leaf under this process's root: all tenants "
+                              "must use the same KREX_CGROUP_ROOT"
+                            : hint_text);
       started.push_back(s);
     }
     std::vector<bool> done(siblings.size(), false);
@@ -125,7 +130,7 @@ class freezer {
         const int e = m_method == freeze_method::signal
                           ? freeze_signal::is_stopped(signal_to[i], ok)
                           : frozen(siblings[i].slot, ok);
-        if (e) give_up("cannot read the freeze state of", status_path(siblings[i]), e, kHint);
+        if (e) give_up("cannot read the freeze state of", status_path(siblings[i]), e, hint_text);
         done[i] = ok;
         all = all && ok;
       }
@@ -135,8 +140,8 @@ class freezer {
         for (size_t i = 0; i < siblings.size(); ++i)
           if (!done[i]) late += (late.empty() ? "" : ", ") + status_path(siblings[i]);
         give_up("siblings not frozen by the deadline (thawed again):", late, ETIMEDOUT,
-              "a task in uninterruptible sleep (a driver call, I/O) cannot freeze; drain must "
-              "finish first, or raise KREX_FREEZE_DEADLINE_MS");
+                "a task in uninterruptible sleep (a driver call, I/O) cannot freeze; drain must "
+                "finish first, or raise KREX_FREEZE_DEADLINE_MS");
       }
       wait.pause();
     }
@@ -167,7 +172,7 @@ class freezer {
   }
 
  private:
-  static constexpr const char* kHint =
+  static constexpr const char* hint_text =
       "run as root, set KREX_CGROUP_ROOT to a writable delegated cgroup (systemd-run --user "
       "-p Delegate=yes), or choose KREX_FREEZE=signal";
 
@@ -182,7 +187,7 @@ class freezer {
   template <class M>
   static attempt resolve(const std::string& root_option, const cgroup::self_view& view) {
     attempt a;
-    a.hint = kHint;
+    a.hint = hint_text;
     const auto no = [&](int err, std::string what, std::string path) {
       a.err = err;
       a.what = std::move(what);
@@ -192,7 +197,8 @@ class freezer {
     if (view.err) return no(view.err, "cannot read", view.failed);
     const char* name = M::v2 ? "cgroup v2 hierarchy" : "cgroup v1 freezer hierarchy";
     const cgroup::location here = view.locate(M::v2);
-    if (!here.m) return no(ENOENT, std::string("no ") + name + " is mounted:", "/proc/self/mountinfo");
+    if (!here.m)
+      return no(ENOENT, std::string("no ") + name + " is mounted:", "/proc/self/mountinfo");
     if (here.own.empty())
       return no(ENOENT, std::string("this process's cgroup is not visible in the ") + name + " at",
                 here.m->point);
@@ -203,13 +209,13 @@ class freezer {
       while (a.root.size() > 1 && a.root.back() == '/') a.root.pop_back();
       int err = 0;
       const long magic = cgroup::fs_magic(a.root, err);
-      if (magic != M::magic || (!M::v2 && a.root.compare(0, here.m->point.size() + 1,
-                                                          here.m->point + "/") != 0)) {
+      if (magic != M::magic ||
+          (!M::v2 && a.root.compare(0, here.m->point.size() + 1, here.m->point + "/") != 0)) {
         a.hint = std::string("KREX_CGROUP_ROOT must lie in the ") + name + " (mounted at " +
                  here.m->point + "), or choose the KREX_FREEZE method that matches the root";
         return no(err ? err : EINVAL,
-                  std::string("KREX_CGROUP_ROOT is not in the ") + name + " that KREX_FREEZE=" +
-                      to_string(M::method) + " needs:",
+                  std::string("KREX_CGROUP_ROOT is not in the ") + name +
+                      " that KREX_FREEZE=" + to_string(M::method) + " needs:",
                   a.root);
       }
     }
@@ -220,7 +226,8 @@ class freezer {
       return no(e, "cannot use the krex cgroup root (KREX_CGROUP_ROOT)", failed);
     // Moving back at leave needs write access to this process's cgroup.
     if (const int e = cgroup::probe_open(here.own + "/cgroup.procs", O_WRONLY))
-      return no(e, "cannot move processes out of this process's cgroup", here.own + "/cgroup.procs");
+      return no(e, "cannot move processes out of this process's cgroup",
+                here.own + "/cgroup.procs");
     return a;
   }
 
@@ -228,17 +235,20 @@ class freezer {
   void enter_as(std::uint32_t slot) {
     const std::string l = leaf(slot);
     if (const int e = cgroup::make_dir(m_root))
-      cgroup::fail("cannot create the krex cgroup root (KREX_CGROUP_ROOT)", m_root, e, kHint);
+      cgroup::fail("cannot create the krex cgroup root (KREX_CGROUP_ROOT)", m_root, e, hint_text);
     if (sys().mkdir(l.c_str(), 0755) != 0) {
-      if (errno != EEXIST) cgroup::fail("cannot create the tenant leaf", l, errno, kHint);
+      if (errno != EEXIST) cgroup::fail("cannot create the tenant leaf", l, errno, hint_text);
       bool busy = false;
-      if (const int e = M::is_busy(l, busy)) cgroup::fail("cannot inspect the stale leaf", l, e, kHint);
+      if (const int e = M::is_busy(l, busy))
+        cgroup::fail("cannot inspect the stale leaf", l, e, hint_text);
       if (busy)
         cgroup::fail("the leaf of slot " + std::to_string(slot) + " still has live processes:", l,
-                     EBUSY, "another tenant holds this slot, or a crashed run left processes "
-                            "there: kill them (krexctl clean) and join again");
+                     EBUSY,
+                     "another tenant holds this slot, or a crashed run left processes "
+                     "there: kill them (krexctl clean) and join again");
       // Left by a crashed run: thaw it, so nothing that enters it stays frozen.
-      if (const int e = M::request(l, false)) cgroup::fail("cannot thaw the stale leaf", l, e, kHint);
+      if (const int e = M::request(l, false))
+        cgroup::fail("cannot thaw the stale leaf", l, e, hint_text);
       if (sys().rmdir(l.c_str()) != 0 || sys().mkdir(l.c_str(), 0755) != 0)
         cgroup::fail("cannot recreate the stale leaf", l, errno,
                      "it may hold child cgroups: remove them (krexctl clean)");
@@ -248,7 +258,7 @@ class freezer {
     if (!e) e = cgroup::write_file(l + "/cgroup.procs", std::to_string(::getpid()));
     if (e) {
       sys().rmdir(l.c_str());
-      cgroup::fail("cannot move this process into its leaf", l + "/cgroup.procs", e, kHint);
+      cgroup::fail("cannot move this process into its leaf", l + "/cgroup.procs", e, hint_text);
     }
     m_origin = origin;
     m_slot = slot;
@@ -260,7 +270,8 @@ class freezer {
     try {
       const std::string l = leaf(slot);
       if (m_entered && m_slot == slot) {
-        if (const int e = cgroup::write_file(m_origin + "/cgroup.procs", std::to_string(::getpid())))
+        if (const int e =
+                cgroup::write_file(m_origin + "/cgroup.procs", std::to_string(::getpid())))
           note_error("cannot move this process back to " + m_origin, e);
         m_entered = false;
       }
@@ -287,10 +298,11 @@ class freezer {
   std::string status_path(const target& s) const {
     if (m_method == freeze_method::signal) return "/proc/" + std::to_string(s.pid) + "/stat";
     return leaf(s.slot) + "/" +
-           (m_method == freeze_method::cgroup_v2 ? freeze_cgroup_v2::status : freeze_cgroup_v1::status);
+           (m_method == freeze_method::cgroup_v2 ? freeze_cgroup_v2::status
+                                                 : freeze_cgroup_v1::status);
   }
   void note_error(const std::string& what, int err) {
-    m_last_error = what + ": " + std::strerror(err);
+    m_last_error = what + ": " + std::system_category().message(err);
   }
 
   freeze_method m_method;

@@ -12,10 +12,12 @@
 #include <linux/magic.h>
 #include <sys/statfs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -72,10 +74,10 @@ inline int make_dir(const std::string& path) {
 
 /// One line of /proc/self/mountinfo that is a cgroup mount.
 struct mount {
-  std::string root;         ///< the hierarchy path mounted ("/" normally)
-  std::string point;        ///< where it is mounted
-  bool v2 = false;          ///< cgroup2 (else cgroup v1)
-  std::string super_opts;   ///< v1: the controllers, e.g. "rw,freezer"
+  std::string root;        ///< the hierarchy path mounted ("/" normally)
+  std::string point;       ///< where it is mounted
+  bool v2 = false;         ///< cgroup2 (else cgroup v1)
+  std::string super_opts;  ///< v1: the controllers, e.g. "rw,freezer"
 };
 
 /// One line of /proc/self/cgroup: "<id>:<controllers>:<path>".
@@ -143,9 +145,8 @@ inline std::vector<membership> parse_proc_cgroup(const std::string& text) {
 }
 
 inline bool has_option(const std::string& opts, const std::string& name) {
-  for (const std::string& o : split(opts, ','))
-    if (o == name) return true;
-  return false;
+  const std::vector<std::string> all = split(opts, ',');
+  return std::find(all.begin(), all.end(), name) != all.end();
 }
 
 /// The mount of the v2 hierarchy, or of the v1 hierarchy carrying `freezer`.
@@ -197,7 +198,7 @@ inline bool is_leaf_name(const std::string& p) {
 /// `own`: the enclosing krex root if `own` is ".../krex/t<N>", else own + "/krex".
 inline std::string derive_root(const std::string& own) {
   if (is_leaf_name(own)) {
-    const std::string parent = own.substr(0, own.rfind('/'));
+    std::string parent = own.substr(0, own.rfind('/'));
     const size_t s = parent.rfind('/');
     if (s != std::string::npos && parent.compare(s + 1, std::string::npos, "krex") == 0)
       return parent;

@@ -64,7 +64,8 @@ inline int is_stopped(pid_t target, bool& stopped) {
   if (!proc) return errno;
   stopped = true;
   int err = 0;
-  while (const dirent* d = ::readdir(proc)) {
+  // readdir is only unsafe on a DIR shared between threads; this one is not.
+  while (const dirent* d = ::readdir(proc)) {  // NOLINT(concurrency-mt-unsafe)
     char* end = nullptr;
     const long pid = std::strtol(d->d_name, &end, 10);
     if (pid <= 0 || *end != '\0') continue;
