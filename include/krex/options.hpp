@@ -31,6 +31,16 @@ enum class segment_access {
   group,  ///< this user's primary group: segment per gid, mode 0660
 };
 
+/// How submissions pass the gate (step 1).
+enum class gating {
+  automatic,  ///< where the backend can: every launch/copy is gated (CUDA: CUPTI); else explicit
+  explicit_,  ///< only submit_guard / submit() / launch wrappers pass the gate
+};
+
+inline const char* to_string(gating g) noexcept {
+  return g == gating::automatic ? "auto" : "explicit";
+}
+
 inline const char* to_string(freeze_method m) noexcept {
   switch (m) {
     case freeze_method::automatic: return "auto";
@@ -72,6 +82,11 @@ inline segment_access parse_access(const std::string& name, const std::string& v
   if (v == "user") return segment_access::user;
   if (v == "group") return segment_access::group;
   bad_option(name, v, "user, group");
+}
+inline gating parse_gating(const std::string& name, const std::string& v) {
+  if (v == "auto") return gating::automatic;
+  if (v == "explicit") return gating::explicit_;
+  bad_option(name, v, "auto, explicit");
 }
 inline bool parse_bool(const std::string& name, const std::string& v) {
   if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
@@ -121,6 +136,7 @@ inline bool valid_segment_name(const std::string& s) {
 /// | reserved_cores      | KREX_RESERVED_CORES       | 1       |
 /// | confine             | KREX_CONFINE              | true    |
 /// | host_devices        | KREX_HOST_DEVICES         | 1       |
+/// | gate_mode           | KREX_GATING               | auto    |
 class options {
  public:
   using ms = std::chrono::milliseconds;
@@ -190,8 +206,9 @@ class options {
   options& freeze_deadline(ms t) { return set_ms("freeze_deadline", m_freeze_deadline, t, 1); }
   ms freeze_deadline() const noexcept { return m_freeze_deadline; }
 
-  /// The krex cgroup root (absolute path inside a cgroup mount, or a path
-  /// relative to the cgroup hierarchy). Empty: derived at join.
+  /// The krex cgroup root: an absolute filesystem path inside a cgroup v2
+  /// mount or the v1 freezer mount (e.g. /sys/fs/cgroup/krex). Empty: derived
+  /// at join (a `krex` child of the process's own cgroup).
   options& cgroup_root(const std::string& p) {
     if (!p.empty() && p.front() != '/')
       detail::bad_option("cgroup_root", p, "an absolute path, or empty to derive one");
@@ -234,6 +251,13 @@ class options {
   }
   int host_devices() const noexcept { return m_host_devices; }
 
+  /// Automatic gating (CUDA: CUPTI callbacks) or explicit guards only.
+  options& gate_mode(gating g) noexcept {
+    m_gating = g;
+    return *this;
+  }
+  gating gate_mode() const noexcept { return m_gating; }
+
   /// A copy with every set `KREX_*` variable applied (see the table above).
   /// Throws krex::error naming the variable for an unparsable value.
   options with_env() const {
@@ -275,6 +299,7 @@ class options {
     if (const char* v = env("KREX_HOST_DEVICES"))
       o.m_host_devices = static_cast<int>(
           detail::parse_int("KREX_HOST_DEVICES", v, 1, max_devices, "an integer 1..16"));
+    if (const char* v = env("KREX_GATING")) o.m_gating = detail::parse_gating("KREX_GATING", v);
     return o;
   }
 
@@ -309,6 +334,7 @@ class options {
   int m_reserved_cores = 1;
   bool m_confine = true;
   int m_host_devices = 1;
+  gating m_gating = gating::automatic;
 };
 
 }  // namespace krex

@@ -78,6 +78,7 @@ class basic_region {
   void enter() {
     detail::member& m = *m_member;
     m_report.scope = m.opts.scope();
+    m_report.gating = m_tenant->gating_note();
     std::uint64_t t0 = detail::now_ns();
     m_ticket = detail::acquire_region_lock(m);
     m_stage = stage::locked;

@@ -40,6 +40,7 @@ struct region_report {
   freeze_method freeze = freeze_method::none;  ///< method used ("none" if not frozen)
   freeze_scope scope = freeze_scope::all;
   std::vector<int> pinned_cpus;
+  std::string gating = "explicit";  ///< how the holder's siblings' submissions are gated in this process
 
   /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+pin", "gate+drain(contended)", "none".
   std::string level() const {

@@ -22,6 +22,31 @@
 #include <vector>
 
 namespace krex {
+namespace detail {
+// Optional backend hooks, called when present: attach(member&) after the slot
+// is claimed (automatic gating subscribes here), detach() before it is freed,
+// gating_note() for the region report (e.g. "cupti", "explicit: profiler attached").
+template <class B>
+auto backend_attach(B& b, member& m, int) -> decltype(b.attach(m), void()) {
+  b.attach(m);
+}
+template <class B>
+void backend_attach(B&, member&, long) {}
+template <class B>
+auto backend_detach(B& b, int) noexcept -> decltype(b.detach(), void()) {
+  b.detach();
+}
+template <class B>
+void backend_detach(B&, long) noexcept {}
+template <class B>
+auto backend_gating_note(const B& b, int) -> decltype(std::string(b.gating_note())) {
+  return std::string(b.gating_note());
+}
+template <class B>
+std::string backend_gating_note(const B&, long) {
+  return "explicit";
+}
+}  // namespace detail
 
 /// One process's membership of the node for one device: a slot in the node
 /// segment and an agent thread that drains this process's device work when a
@@ -52,6 +77,8 @@ class basic_tenant {
     m_member.dev->agent_bell.fetch_add(1);
     detail::futex_wake_all(m_member.dev->agent_bell);
     if (m_agent.joinable()) m_agent.join();
+    if (m_attached) detail::backend_detach(m_backend, 0);
+    m_attached = false;
     if (m_freezer) m_freezer->leave(m_member.index);
     if (!m_previous_mask.empty()) {
       try {
@@ -107,6 +134,9 @@ class basic_tenant {
     return m_freezer ? m_freezer->method() : freeze_method::none;
   }
   std::string cgroup_root() const { return m_freezer ? m_freezer->root() : std::string(); }
+  /// How this tenant's submissions are gated: "explicit", or what the backend
+  /// reports for automatic gating (e.g. "cupti", or why it fell back).
+  std::string gating_note() const { return detail::backend_gating_note(m_backend, 0); }
   /// This device's measuring cores (empty when pinning is off).
   const std::vector<int>& reserved_cpus() const noexcept { return m_reserved; }
 
@@ -138,6 +168,8 @@ class basic_tenant {
     try {
       isolate(count);
       m_agent = std::thread([this] { agent_loop(); });
+      detail::backend_attach(m_backend, m_member, 0);
+      m_attached = true;
     } catch (const error&) {
       leave();
       throw;
@@ -183,6 +215,7 @@ class basic_tenant {
   std::thread m_agent;
   std::atomic<bool> m_stop{false};
   bool m_joined = false;
+  bool m_attached = false;
   std::optional<detail::freezer> m_freezer;
   std::vector<int> m_reserved;
   std::vector<int> m_previous_mask;
