@@ -70,7 +70,7 @@ inline std::vector<sibling> snapshot_siblings(member& m) {
     if (i == m.index) continue;
     tenant_slot& s = m.slot_at(i);
     const std::int32_t pid = s.owner.load();
-    if (pid <= 0 || s.device.load() != m.device) continue;
+    if (pid <= 0 || s.device.load() != m.device || s.state.load() == slot_leaving) continue;
     // Liveness is checked only for siblings that are slow to drain: reading
     // /proc for every sibling on every region would dominate the region's cost.
     out.push_back(sibling{i, pid});

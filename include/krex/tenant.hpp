@@ -73,6 +73,12 @@ class basic_tenant {
   void leave() noexcept {
     if (!m_joined) return;
     m_joined = false;
+    // Leave through the gate: while a sibling's region is between its drain
+    // and its freeze, this tenant must not vanish (its leaf would be gone when
+    // the holder writes it). A region raised after this point waits for our
+    // in_submit, which drops to 0 only once the slot is free.
+    detail::submit_enter(m_member);
+    m_member.slot->state.store(detail::slot_leaving);
     m_stop.store(true);
     m_member.dev->agent_bell.fetch_add(1);
     detail::futex_wake_all(m_member.dev->agent_bell);
@@ -89,12 +95,14 @@ class basic_tenant {
       m_previous_mask.clear();
     }
     detail::tenant_slot& s = *m_member.slot;
-    s.in_submit.store(0);
     s.ticket.store(detail::no_ticket);
     s.start_time.store(0);
     s.state.store(detail::slot_free);
     std::int32_t me = s.owner.load();
     s.owner.compare_exchange_strong(me, 0);
+    --detail::submit_depth;
+    s.in_submit.store(0);
+    detail::futex_wake_all(s.in_submit);
     detail::futex_wake_all(m_member.dev->acks);
     // From here on, guards of this object work against a private, never-raised gate.
     m_member.node = nullptr;

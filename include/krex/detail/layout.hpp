@@ -12,7 +12,7 @@
 namespace krex::detail {
 
 inline constexpr std::uint64_t segment_magic = 0x6b7265782e6e6f64ULL;  // "krex.nod"
-inline constexpr std::uint32_t layout_version = 1;
+inline constexpr std::uint32_t layout_version = 2;
 inline constexpr std::uint32_t max_tenants = 256;
 inline constexpr std::uint32_t max_devices = 16;
 
@@ -24,8 +24,22 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(std::atomic<std::int32_t>::is_always_lock_free);
 
+/// Flags on device_state::lease_slot (slot + 1 in the low bits): the holder
+/// is ending its region, or a recoverer took the lease away. Whoever moves
+/// lease_slot off the plain holder value by CAS owns the thaw, the gate and
+/// the lock; the other side keeps its hands off them.
+inline constexpr std::uint32_t lease_exiting = 0x8000'0000U;
+inline constexpr std::uint32_t lease_recovering = 0x4000'0000U;
+inline constexpr std::uint32_t lease_slot_mask = 0x0000'ffffU;
+
 /// Tenant slot states.
-enum : std::uint32_t { slot_free = 0, slot_claiming = 1, slot_active = 2, slot_reaping = 3 };
+enum : std::uint32_t {
+  slot_free = 0,
+  slot_claiming = 1,
+  slot_active = 2,
+  slot_reaping = 3,
+  slot_leaving = 4,  ///< passed the gate to leave: not a sibling of new regions
+};
 
 /// Region phases (device_state::phase), for status and fault handling.
 enum : std::uint32_t {
@@ -101,7 +115,9 @@ struct alignas(64) device_state {
   std::atomic<std::uint64_t> freezes;
   std::atomic<std::uint64_t> freeze_ns;
   std::atomic<std::uint64_t> contended;
-  std::atomic<std::uint64_t> recoveries;
+  std::atomic<std::uint64_t> recoveries;       ///< holders recovered (death or lease expiry)
+  std::atomic<std::uint64_t> lease_expiries;   ///< of those, lease expiries
+  std::atomic<std::uint64_t> last_recovery_ns; ///< when the last recovery finished (now_ns clock)
 };
 
 /// The node segment's one object.
@@ -121,6 +137,15 @@ struct node_state {
   std::atomic<std::uint32_t> freeze_method;
   std::atomic<std::uint32_t> reserved;
   std::atomic<std::uint64_t> cgroup_root_text[32];
+
+  /// The guardian (see krex/guardian.hpp): > 0 its pid, < 0 minus the pid
+  /// of a tenant that is starting one, 0 none.
+  std::atomic<std::int32_t> guardian_pid;
+  std::atomic<std::uint32_t> guardian_starts;  ///< guardians started on this segment
+  std::atomic<std::uint64_t> guardian_start_time;
+  std::atomic<std::uint64_t> guardian_claim_ns;    ///< when guardian_pid went negative
+  std::atomic<std::uint64_t> guardian_heartbeat_ns;
+  std::atomic<std::uint64_t> reaped;  ///< dead tenants' slots freed
 
   device_state devices[max_devices];
   tenant_slot tenants[max_tenants];
