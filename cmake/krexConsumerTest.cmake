@@ -41,7 +41,9 @@ if(KREX_STEP STREQUAL "find_package")
        "-DKREX_EXPECT_PREFIX=${KREX_PREFIX}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
 elseif(KREX_STEP STREQUAL "subdirectory")
   set(bin "${KREX_BINARY_DIR}/consumer/subdirectory")
-  list(APPEND args -DKREX_CONSUMER_MODE=subdirectory "-DKREX_SOURCE_DIR=${KREX_SOURCE_DIR}")
+  # The backends this build has on, so the subproject compiles the same headers.
+  list(APPEND args -DKREX_CONSUMER_MODE=subdirectory "-DKREX_SOURCE_DIR=${KREX_SOURCE_DIR}"
+       -DKREX_WITH_CUDA=${KREX_WITH_CUDA} -DKREX_WITH_HIP=${KREX_WITH_HIP})
 else()
   message(FATAL_ERROR "KREX_STEP must be install, find_package or subdirectory, not '${KREX_STEP}'")
 endif()

@@ -14,7 +14,9 @@ set(krex_consumer_args
   "-DKREX_GENERATOR=${CMAKE_GENERATOR}"
   -DKREX_MAKE_PROGRAM=${CMAKE_MAKE_PROGRAM}
   -DKREX_CXX_COMPILER=${CMAKE_CXX_COMPILER}
-  -DKREX_BOOST_DIR=${Boost_DIR})
+  -DKREX_BOOST_DIR=${Boost_DIR}
+  -DKREX_WITH_CUDA=${KREX_WITH_CUDA}
+  -DKREX_WITH_HIP=${KREX_WITH_HIP})
 set(krex_consumer_script "${PROJECT_SOURCE_DIR}/cmake/krexConsumerTest.cmake")
 
 add_test(NAME consumer_install
