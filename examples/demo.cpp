@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: Apache-2.0
+// krex_demo: what region-granular exclusivity buys, on the host backend.
+//
+// N synthetic benchmarking commands, each its own process like an optimizing
+// agent's: a compile-like CPU phase, a check phase, then a timed CPU "kernel"
+// (S samples). Three modes:
+//   serial      one command at a time (command-granular exclusivity)
+//   unprotected C commands at once, nothing protects the timed loop
+//   krex        C commands at once, the timed loop inside a krex::region
+//               (gate, drain, freeze siblings' cgroups, pin to reserved cores)
+// and one table: commands/min, and the timed kernel's inflation against a solo
+// run on the idle machine (median and p95 over every sample).
+//
+//   krex_demo [--commands N] [--concurrency C] [--samples S] [--kernel-ms K]
+//             [--compile-ms M] [--json FILE]
+// krex options come from KREX_* variables (e.g. KREX_FREEZE=signal).
+
+#include <krex/region.hpp>
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int max_commands = 512;
+constexpr int max_samples = 64;
+
+struct config {
+  int commands = 24;
+  int concurrency = 4;
+  int samples = 10;
+  double kernel_ms = 2.0;
+  double compile_ms = 200.0;
+  std::string json;
+};
+
+struct command_result {
+  double samples_ms[max_samples];
+  int n;
+  int ok;
+  char level[96];
+  char error[256];
+};
+
+struct board {
+  command_result cmd[max_commands];
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A CPU "kernel": a fixed amount of dependent integer work.
+std::uint64_t g_sink = 0;
+void kernel(std::uint64_t iters) {
+  std::uint64_t x = 88172645463325252ULL;
+  for (std::uint64_t i = 0; i < iters; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+  }
+  g_sink += x;
+  __asm__ volatile("" : : "r"(x) : "memory");
+}
+
+std::uint64_t calibrate(double ms) {
+  std::uint64_t iters = 1'000'000;
+  for (;;) {
+    const double t0 = now_s();
+    kernel(iters);
+    const double dt = (now_s() - t0) * 1e3;
+    if (dt > 20.0) return static_cast<std::uint64_t>(static_cast<double>(iters) * ms / dt);
+    iters *= 4;
+  }
+}
+
+enum class mode { solo, serial, unprotected, krex };
+const char* name(mode m) {
+  switch (m) {
+    case mode::solo: return "solo";
+    case mode::serial: return "serial";
+    case mode::unprotected: return "unprotected";
+    case mode::krex: return "krex";
+  }
+  return "?";
+}
+
+struct workload {
+  std::uint64_t kernel_iters;
+  std::uint64_t compile_iters;
+  std::uint64_t check_iters;
+};
+
+// One command, in its own process.
+int run_command(const config& cfg, const workload& w, mode m, const std::string& segment,
+                command_result& out) {
+  try {
+    std::unique_ptr<krex::tenant> t;
+    if (m == mode::krex) t = std::make_unique<krex::tenant>(krex::options{}.segment(segment));
+    kernel(w.compile_iters);  // "compile": runs concurrently with siblings
+    kernel(w.check_iters);    // "check correctness"
+    const auto timed_loop = [&] {
+      kernel(w.kernel_iters);  // warm-up
+      for (int s = 0; s < cfg.samples; ++s) {
+        const double t0 = now_s();
+        kernel(w.kernel_iters);
+        out.samples_ms[s] = (now_s() - t0) * 1e3;
+      }
+      out.n = cfg.samples;
+    };
+    if (t) {
+      krex::region r{*t};
+      timed_loop();
+      std::snprintf(out.level, sizeof out.level, "%s", r.report().level().c_str());
+    } else {
+      timed_loop();
+      std::snprintf(out.level, sizeof out.level, "none");
+    }
+    out.ok = 1;
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(out.error, sizeof out.error, "%s", e.what());
+    return 1;
+  }
+}
+
+struct mode_result {
+  mode m;
+  double seconds = 0;
+  int failed = 0;
+  std::vector<double> samples_ms;
+  std::string level;
+  std::string first_error;
+};
+
+mode_result run_mode(const config& cfg, const workload& w, mode m, board& b) {
+  const int n = m == mode::solo ? 1 : cfg.commands;
+  const int c = (m == mode::solo || m == mode::serial) ? 1 : cfg.concurrency;
+  const std::string segment = "demo-" + std::to_string(::getpid()) + "-" + name(m);
+  std::memset(&b, 0, sizeof b);
+  mode_result r;
+  r.m = m;
+  const double t0 = now_s();
+  int next = 0, running = 0, done = 0;
+  while (done < n) {
+    while (running < c && next < n) {
+      std::fflush(nullptr);
+      const pid_t pid = ::fork();
+      if (pid < 0) {
+        std::perror("fork");
+        std::exit(1);
+      }
+      if (pid == 0) ::_exit(run_command(cfg, w, m, segment, b.cmd[next]));
+      ++next;
+      ++running;
+    }
+    int status = 0;
+    if (::waitpid(-1, &status, 0) > 0) {
+      --running;
+      ++done;
+    }
+  }
+  r.seconds = now_s() - t0;
+  krex::detail::segment::remove(krex::options{}.segment(segment));
+  for (int i = 0; i < n; ++i) {
+    const command_result& cr = b.cmd[i];
+    if (!cr.ok) {
+      ++r.failed;
+      if (r.first_error.empty()) r.first_error = cr.error;
+      continue;
+    }
+    r.level = cr.level;
+    r.samples_ms.insert(r.samples_ms.end(), cr.samples_ms, cr.samples_ms + cr.n);
+  }
+  return r;
+}
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "krex_demo: %s\nusage: krex_demo [--commands 1..%d] [--concurrency 1..64] "
+               "[--samples 1..%d] [--kernel-ms 0.05..1000] [--compile-ms 0..10000] [--json FILE]\n",
+               why.c_str(), max_commands, max_samples);
+  std::exit(2);
+}
+
+double number(const char* flag, const char* v, double lo, double hi) {
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(x >= lo && x <= hi))
+    usage(std::string("invalid value '") + v + "' for " + flag);
+  return x;
+}
+
+config parse(int argc, char** argv) {
+  config c;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") usage("runs serial, unprotected and krex modes");
+    if (i + 1 >= argc) usage("missing value for " + a);
+    const char* v = argv[++i];
+    if (a == "--commands") c.commands = static_cast<int>(number("--commands", v, 1, max_commands));
+    else if (a == "--concurrency") c.concurrency = static_cast<int>(number("--concurrency", v, 1, 64));
+    else if (a == "--samples") c.samples = static_cast<int>(number("--samples", v, 1, max_samples));
+    else if (a == "--kernel-ms") c.kernel_ms = number("--kernel-ms", v, 0.05, 1000);
+    else if (a == "--compile-ms") c.compile_ms = number("--compile-ms", v, 0, 10000);
+    else if (a == "--json") c.json = v;
+    else usage("unknown option " + a);
+  }
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const config cfg = parse(argc, argv);
+  const std::uint64_t per_ms = calibrate(1.0);
+  const workload w{static_cast<std::uint64_t>(static_cast<double>(per_ms) * cfg.kernel_ms),
+                   static_cast<std::uint64_t>(static_cast<double>(per_ms) * cfg.compile_ms),
+                   static_cast<std::uint64_t>(static_cast<double>(per_ms) * cfg.compile_ms / 4)};
+  void* mem = ::mmap(nullptr, sizeof(board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                     -1, 0);
+  if (mem == MAP_FAILED) {
+    std::perror("mmap");
+    return 1;
+  }
+  board& b = *static_cast<board*>(mem);
+  std::printf("krex_demo: %d commands (compile %.0f ms, check %.0f ms, %d x %.2f ms timed kernel), "
+              "concurrency %d, %ld CPUs\n",
+              cfg.commands, cfg.compile_ms, cfg.compile_ms / 4, cfg.samples, cfg.kernel_ms,
+              cfg.concurrency, ::sysconf(_SC_NPROCESSORS_ONLN));
+  // The solo reference: the same kernel, alone on the idle machine, 4 commands' worth.
+  config solo_cfg = cfg;
+  solo_cfg.samples = std::min(max_samples, cfg.samples * 4);
+  const mode_result solo = run_mode(solo_cfg, w, mode::solo, b);
+  const double ref = quantile(solo.samples_ms, 0.5);
+  std::vector<mode_result> results;
+  for (mode m : {mode::serial, mode::unprotected, mode::krex}) results.push_back(run_mode(cfg, w, m, b));
+  std::printf("\nsolo kernel: median %.3f ms, p95 %.3f ms over %zu samples\n\n", ref,
+              quantile(solo.samples_ms, 0.95), solo.samples_ms.size());
+  std::printf("| mode        | C  | commands/min | vs serial | inflation median | inflation p95 | protection |\n");
+  std::printf("|-------------|----|--------------|-----------|------------------|---------------|------------|\n");
+  const double serial_rate = 60.0 * cfg.commands / results[0].seconds;
+  int rc = 0;
+  std::string json = "{\"commands\":" + std::to_string(cfg.commands) +
+                     ",\"concurrency\":" + std::to_string(cfg.concurrency) +
+                     ",\"kernel_ms\":" + std::to_string(cfg.kernel_ms) +
+                     ",\"solo_median_ms\":" + std::to_string(ref) + ",\"modes\":[";
+  for (const mode_result& r : results) {
+    const double rate = 60.0 * (cfg.commands - r.failed) / r.seconds;
+    std::vector<double> infl;
+    for (double s : r.samples_ms) infl.push_back(s / ref);
+    const double med = quantile(infl, 0.5), p95 = quantile(infl, 0.95);
+    std::printf("| %-11s | %-2d | %12.1f | %8.2fx | %15.3fx | %12.3fx | %s\n", name(r.m),
+                r.m == mode::serial ? 1 : cfg.concurrency, rate, rate / serial_rate, med, p95,
+                r.level.c_str());
+    if (r.failed) {
+      std::fprintf(stderr, "%s: %d command(s) failed; first error: %s\n", name(r.m), r.failed,
+                   r.first_error.c_str());
+      rc = 1;
+    }
+    json += std::string(&r == &results[0] ? "" : ",") + "{\"mode\":\"" + name(r.m) +
+            "\",\"seconds\":" + std::to_string(r.seconds) +
+            ",\"commands_per_min\":" + std::to_string(rate) +
+            ",\"failed\":" + std::to_string(r.failed) +
+            ",\"inflation_median\":" + std::to_string(med) +
+            ",\"inflation_p95\":" + std::to_string(p95) + ",\"protection\":\"" + r.level +
+            "\",\"samples_ms\":[";
+    for (std::size_t i = 0; i < r.samples_ms.size(); ++i)
+      json += (i ? "," : "") + std::to_string(r.samples_ms[i]);
+    json += "]}";
+  }
+  json += "]}\n";
+  if (!cfg.json.empty()) {
+    std::ofstream f(cfg.json);
+    f << json;
+    if (!f) {
+      std::fprintf(stderr, "krex_demo: cannot write %s\n", cfg.json.c_str());
+      rc = 1;
+    }
+  }
+  return rc;
+}
