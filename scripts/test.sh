@@ -7,6 +7,4 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 cmake --preset default
 cmake --build build -j"$(nproc)"
-status=0
-ctest --test-dir build --output-on-failure "$@" || status=$?
-exit "$status"
+exec ctest --test-dir build --output-on-failure "$@"
