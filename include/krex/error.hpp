@@ -3,9 +3,9 @@
 #pragma once
 
 #include <cerrno>
-#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace krex {
 
@@ -64,7 +64,7 @@ class error : public std::runtime_error {
     out += message;
     if (code > 0 && s != krex::step::backend) {
       out += ": ";
-      out += std::strerror(code);
+      out += std::system_category().message(code);  // strerror is not thread-safe
     } else if (code != 0) {
       out += " (code " + std::to_string(code) + ")";
     }

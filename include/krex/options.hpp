@@ -34,6 +34,7 @@ enum class segment_access {
 /// How submissions pass the gate (step 1).
 enum class gating {
   automatic,  ///< where the backend can: every launch/copy is gated (CUDA: CUPTI); else explicit
+  // NOLINTNEXTLINE(readability-identifier-naming): `explicit` is a keyword
   explicit_,  ///< only submit_guard / submit() / launch wrappers pass the gate
 };
 
@@ -262,7 +263,10 @@ class options {
   /// Throws krex::error naming the variable for an unparsable value.
   options with_env() const {
     options o = *this;
-    const auto env = [](const char* n) -> const char* { return std::getenv(n); };
+    // getenv races only with setenv, which a harness does not call while joining.
+    const auto env = [](const char* n) -> const char* {
+      return std::getenv(n);  // NOLINT(concurrency-mt-unsafe)
+    };
     if (const char* v = env("KREX_DEVICE"))
       o.device(static_cast<int>(detail::parse_int("KREX_DEVICE", v, 0, max_devices - 1,
                                                   "an integer 0..15")));
@@ -312,7 +316,7 @@ class options {
     return *this;
   }
   static void env_ms(ms& field, const char* var, long long min) {
-    if (const char* v = std::getenv(var))
+    if (const char* v = std::getenv(var))  // NOLINT(concurrency-mt-unsafe): see with_env()
       field = ms(detail::parse_int(var, v, min, 86'400'000LL,
                                    min == 0 ? "milliseconds 0..86400000"
                                             : "milliseconds 1..86400000"));

@@ -63,7 +63,7 @@ class segment {
     namespace bip = boost::interprocess;
     bip::permissions perm;
     perm.set_permissions(o.access() == segment_access::user ? 0600 : 0660);
-    const std::size_t size = sizeof(node_object) + sizeof(segment_header) + 64 * 1024;
+    const std::size_t size = sizeof(node_object) + sizeof(segment_header) + std::size_t{64} * 1024;
     try {
       m_shm = bip::managed_shared_memory(bip::open_or_create, m_name.c_str(), size, nullptr, perm);
     } catch (const bip::interprocess_exception& e) {
