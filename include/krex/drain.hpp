@@ -81,7 +81,7 @@ inline std::vector<sibling> snapshot_siblings(member& m) {
 inline bool sibling_gone(member& m, const sibling& sb) noexcept {
   tenant_slot& s = m.slot_at(sb.slot);
   if (s.owner.load() != sb.pid) return true;
-  return reap_if_dead(*m.node, sb.slot);
+  return reap_if_dead(*m.node, sb.slot, m.recovery);
 }
 
 /// Holder side, gate step: waits until every sibling's in_submit is 0.

@@ -12,6 +12,7 @@
 // reaches the device.
 
 #include <krex/detail/futex.hpp>
+#include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/error.hpp>
 
@@ -28,28 +29,14 @@ inline bool gate_raised(std::uint32_t g) noexcept { return (g & 1U) != 0; }
 /// outer one already counts in in_submit, and parking it would deadlock the drain).
 inline thread_local int submit_depth = 0;
 
-/// If the gate `g` is held by a dead tenant, lower it (one CAS, so only one
-/// recoverer wins) and reap the holder's slot. Returns true if it recovered.
+/// If the gate `g` is held by a dead tenant (or one past its lease), recover
+/// the device: thaw its tenants, lower the gate, move the lock on, reap the
+/// holder (detail::recover_device; one CAS decides who does it). Returns true
+/// if this call recovered it.
 inline bool recover_dead_gate_holder(member& m, std::uint32_t g) noexcept {
-  const std::uint32_t h = m.dev->holder.load();
-  if (h == 0 || h > max_tenants) {
-    // Raised with no holder recorded: the holder died between its two stores,
-    // or the state is corrupt. Only lower it if the lease holder is dead too.
-    const std::int32_t lp = m.dev->lease_pid.load();
-    if (lp > 0 && alive(lp, m.dev->lease_start_time.load())) return false;
-  } else {
-    tenant_slot& hs = m.slot_at(h - 1);
-    if (slot_alive(hs)) return false;
-    reap_slot(*m.node, h - 1, hs.owner.load());
-  }
-  std::uint32_t expected = g;
-  if (!m.dev->gate.compare_exchange_strong(expected, g + 1)) return false;
-  m.dev->holder.store(0);
-  m.dev->recoveries.fetch_add(1, std::memory_order_relaxed);
-  futex_wake_all(m.dev->gate);
-  m.dev->agent_bell.fetch_add(1);
-  futex_wake_all(m.dev->agent_bell);
-  return true;
+  if (m.node == nullptr || m.dev->gate.load() != g) return false;
+  const recovery r = recover_device(*m.node, m.device, recovery_of(m));
+  return r == recovery::holder_dead || r == recovery::lease_expired;
 }
 
 /// Opens a submission: returns once this tenant may put work on the device.

@@ -14,6 +14,7 @@
 #include <krex/drain.hpp>
 #include <krex/error.hpp>
 #include <krex/gate.hpp>
+#include <krex/guardian.hpp>
 #include <krex/options.hpp>
 #include <krex/region_lock.hpp>
 #include <krex/report.hpp>
@@ -80,10 +81,11 @@ class basic_region {
     m_report.scope = m.opts.scope();
     m_report.gating = m_tenant->gating_note();
     std::uint64_t t0 = detail::now_ns();
+    m_tenant->detail_check_guardian();
     m_ticket = detail::acquire_region_lock(m);
     m_stage = stage::locked;
     m_report.ticket = m_ticket;
-    m.dev->phase.store(detail::phase_locked);
+    detail::set_phase(*m.dev, detail::phase_locked);
     std::uint64_t t1 = detail::now_ns();
     m_report.lock_ns = t1 - t0;
 
@@ -94,7 +96,7 @@ class basic_region {
     m_report.epoch = epoch;
     m_report.took_over_gate = took_over;
     m_report.gated = true;
-    m.dev->phase.store(detail::phase_gated);
+    detail::set_phase(*m.dev, detail::phase_gated);
     const std::uint64_t drain_deadline = t1 + static_cast<std::uint64_t>(m.opts.drain_deadline().count()) * 1'000'000;
     std::vector<detail::sibling> sibs = detail::snapshot_siblings(m);
     m_report.siblings_seen = static_cast<std::uint32_t>(sibs.size());
@@ -103,7 +105,7 @@ class basic_region {
     m_report.gate_ns = t2 - t1;
 
     // Step 2: drain.
-    m.dev->phase.store(detail::phase_draining);
+    detail::set_phase(*m.dev, detail::phase_draining);
     ok = detail::wait_drained(m, sibs, epoch, drain_deadline) && ok;
     std::uint64_t t3 = detail::now_ns();
     m_report.drain_ns = t3 - t2;
@@ -138,7 +140,7 @@ class basic_region {
     detail::freezer* fz = m_tenant->detail_freezer();
     m_report.freeze = fz ? fz->method() : freeze_method::none;
     if (fz != nullptr && fz->method() != freeze_method::none) {
-      m.dev->phase.store(detail::phase_freezing);
+      detail::set_phase(*m.dev, detail::phase_freezing);
       for (const auto& sb : sibs) {
         if (sb.gone || !sb.acked) continue;
         if (m.opts.scope() == freeze_scope::active && m.slot_at(sb.slot).active.load() == 0)
@@ -152,7 +154,7 @@ class basic_region {
         m_report.frozen_pids.push_back(f.pid);
       }
       m_report.frozen = true;
-      m.dev->phase.store(detail::phase_frozen);
+      detail::set_phase(*m.dev, detail::phase_frozen);
     } else {
       m_stage = stage::frozen;
     }
@@ -167,18 +169,29 @@ class basic_region {
       m_stage = stage::pinned;
       m_report.pinned = true;
       m_report.pinned_cpus = m_pin->pinned();
-      m.dev->phase.store(detail::phase_pinned);
+      detail::set_phase(*m.dev, detail::phase_pinned);
     } else {
       m_stage = stage::pinned;
     }
     m_report.pin_ns = detail::now_ns() - t4;
-    m.dev->phase.store(detail::phase_body);
+    detail::set_phase(*m.dev, detail::phase_body);
   }
 
   void unwind() noexcept {
     detail::member& m = *m_member;
+    if (m_stage != stage::none && !detail::claim_exit(m)) {
+      // A recoverer took the lease away (it expired, or krexctl recover): it
+      // has thawed the siblings, lowered the gate and moved the lock on, and
+      // a new holder may already have frozen them again. Touch none of it.
+      m_report.lease_lost = true;
+      m_pin.reset();
+      m_frozen.clear();
+      m.slot->ticket.store(detail::no_ticket);
+      m_stage = stage::none;
+      return;
+    }
     if (m_stage == stage::pinned) {
-      m.dev->phase.store(detail::phase_exiting);
+      detail::set_phase(*m.dev, detail::phase_exiting);
       m_pin.reset();
       m_stage = stage::frozen;
     }
@@ -191,12 +204,12 @@ class basic_region {
       m_stage = stage::gated;
     }
     if (m_stage == stage::gated) {
-      m.dev->phase.store(detail::phase_exiting);
+      detail::set_phase(*m.dev, detail::phase_exiting);
       if (!detail::lower_gate(m, m_epoch)) m_report.lease_lost = true;
       m_stage = stage::locked;
     }
     if (m_stage == stage::locked) {
-      m.dev->phase.store(detail::phase_idle);
+      detail::set_phase(*m.dev, detail::phase_idle);
       if (!detail::release_region_lock(m, m_ticket)) m_report.lease_lost = true;
       m_stage = stage::none;
     }

@@ -7,6 +7,7 @@
 // start time, deadline) tells siblings and the guardian who holds the device.
 
 #include <krex/detail/futex.hpp>
+#include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/error.hpp>
 
@@ -22,13 +23,22 @@ inline void skip_abandoned_tickets(member& m) noexcept {
   for (int guard = 0; guard < 4 * static_cast<int>(max_tenants); ++guard) {
     const std::uint32_t s = m.dev->now_serving.load();
     if (s == m.dev->next_ticket.load()) return;  // nobody waiting
+    // The lease holder's ticket only moves on through recover_device, which
+    // thaws the siblings first: skipping it here could let the next holder
+    // freeze siblings that a late thaw then releases.
+    if (m.dev->lease_slot.load() != 0 && m.dev->lease_ticket.load() == s) {
+      if (m.node == nullptr) return;
+      const recovery r = recover_device(*m.node, m.device, recovery_of(m));
+      if (r == recovery::nothing || r == recovery::in_progress) return;
+      continue;
+    }
     bool owned = false;
     for (std::uint32_t i = 0; i < max_tenants && !owned; ++i) {
       tenant_slot& ts = m.slot_at(i);
       if (ts.owner.load() <= 0 || ts.device.load() != m.device) continue;
       const std::uint64_t tk = ts.ticket.load();
       if (tk != s && tk != taking_ticket) continue;
-      if (reap_if_dead(*m.node, i)) continue;
+      if (reap_if_dead(*m.node, i, m.recovery)) continue;
       owned = true;
     }
     if (owned) return;
@@ -71,30 +81,43 @@ inline std::uint32_t acquire_region_lock(member& m) {
     if (m.dev->now_serving.load() == now) skip_abandoned_tickets(m);
   }
   const std::uint64_t acquired = now_ns();
-  m.dev->lease_slot.store(m.index + 1);
+  // The lease is published by its slot word, last: a recoverer that sees it
+  // finds pid, start time, deadline and ticket already in place.
   m.dev->lease_pid.store(m.slot->owner.load());
   m.dev->lease_start_time.store(m.slot->start_time.load());
   m.dev->lease_acquired_ns.store(acquired);
   m.dev->lease_deadline_ns.store(acquired +
                                  static_cast<std::uint64_t>(m.opts.lease().count()) * 1'000'000);
+  m.dev->lease_ticket.store(t);
+  m.dev->lease_slot.store(m.index + 1);
   m.dev->lock_wait_ns.fetch_add(acquired - start, std::memory_order_relaxed);
   return t;
 }
 
-/// Releases the lock taken with ticket `t`. False if the lock had already been
-/// taken away (lease expired and a recoverer moved the queue on).
-inline bool release_region_lock(member& m, std::uint32_t t) noexcept {
+/// The region holder's claim on its own exit: moves lease_slot from its plain
+/// value to `| lease_exiting` by CAS. False if a recoverer took the lease away
+/// (expired, or forced by krexctl): then the recoverer has thawed, lowered the
+/// gate and moved the lock on, and the holder must touch none of them.
+inline bool claim_exit(member& m) noexcept {
   std::uint32_t mine = m.index + 1;
-  if (m.dev->lease_slot.load() == mine) {
+  return m.dev->lease_slot.compare_exchange_strong(mine, mine | lease_exiting);
+}
+
+/// Releases the lock taken with ticket `t` (after claim_exit succeeded).
+/// False if the lock had already been taken away.
+inline bool release_region_lock(member& m, std::uint32_t t) noexcept {
+  std::uint32_t mine = (m.index + 1) | lease_exiting;
+  bool ours = m.dev->lease_slot.load() == mine;
+  if (ours) {
     m.dev->lease_deadline_ns.store(0);
     m.dev->lease_acquired_ns.store(0);
     m.dev->lease_start_time.store(0);
     m.dev->lease_pid.store(0);
-    m.dev->lease_slot.compare_exchange_strong(mine, 0);
+    ours = m.dev->lease_slot.compare_exchange_strong(mine, 0);
   }
   m.slot->ticket.store(no_ticket);
   std::uint32_t expected = t;
-  const bool ours = m.dev->now_serving.compare_exchange_strong(expected, t + 1);
+  ours = m.dev->now_serving.compare_exchange_strong(expected, t + 1) && ours;
   futex_wake_all(m.dev->now_serving);
   skip_abandoned_tickets(m);
   return ours;

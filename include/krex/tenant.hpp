@@ -8,6 +8,7 @@
 #include <krex/error.hpp>
 #include <krex/freeze.hpp>
 #include <krex/gate.hpp>
+#include <krex/guardian.hpp>
 #include <krex/options.hpp>
 #include <krex/pin.hpp>
 
@@ -150,6 +151,14 @@ class basic_tenant {
 
   /// Not part of the API: the shared-state view used by guards and regions.
   detail::member& detail_member() noexcept { return m_member; }
+  /// Not part of the API: starts a guardian if the segment's last one died
+  /// (region entry; a heartbeat check on the fast path).
+  void detail_check_guardian() noexcept {
+    if (m_joined && m_member.node != nullptr && !detail::guardian_recently_seen(*m_member.node))
+      detail::ensure_guardian(*m_member.node, m_recovery);
+  }
+  /// Not part of the API: how this tenant (and the guardians it starts) thaws siblings.
+  const detail::recovery_config& detail_recovery() const noexcept { return m_recovery; }
   /// Not part of the API: the freezer regions use for siblings.
   detail::freezer* detail_freezer() noexcept { return m_freezer ? &*m_freezer : nullptr; }
 
@@ -178,6 +187,9 @@ class basic_tenant {
       m_agent = std::thread([this] { agent_loop(); });
       detail::backend_attach(m_backend, m_member, 0);
       m_attached = true;
+      // Last, once confined off the reserved cores (the guardian inherits
+      // this thread's CPU mask) and with the recovery config complete.
+      detail::ensure_guardian(n, m_recovery);
     } catch (const error&) {
       leave();
       throw;
@@ -194,7 +206,13 @@ class basic_tenant {
     m_freezer.emplace(detail::freezer::open(o.freeze(), o.cgroup_root()));
     detail::check_freeze_domain(*m_member.node, m_member.index, m_freezer->method(),
                                 m_freezer->root());
+    prepare_recovery();
+    m_member.recovery = &m_recovery;
     m_freezer->enter(m_member.index);
+    // A stale segment or cgroup tree of a crashed run: recover devices whose
+    // holder is gone, reap dead tenants, remove leaves nobody owns.
+    detail::recover_node(*m_member.node, m_recovery);
+    detail::clean_stale_leaves(*m_member.node, m_recovery, m_member.index);
     if (!o.pin() && !o.confine()) return;
     std::vector<std::vector<int>> local;
     for (int d = 0; d < device_count; ++d) local.push_back(m_backend.local_cpus(d));
@@ -202,6 +220,27 @@ class basic_tenant {
         detail::split(detail::topology::read(), device_count, o.reserved_cores(), local);
     if (o.pin()) m_reserved = slices[static_cast<std::size_t>(o.device())].reserved;
     if (o.confine()) m_previous_mask = detail::confine_process(detail::unreserved(slices));
+  }
+
+  // What a recoverer of this tenant thaws by: its own method and root, and
+  // the cgroup it came from (where a guardian it starts moves itself).
+  void prepare_recovery() {
+    detail::recovery_config& c = m_recovery;
+    c.method = m_freezer->method();
+    c.domain_hash = detail::freeze_domain_hash(m_freezer->method(), m_freezer->root());
+    const std::string& root = m_freezer->root();
+    if (!detail::as_safe::copy_text(c.root, sizeof c.root, root.c_str()))
+      throw error(step::freeze, "the krex cgroup root path is too long: " + root, ENAMETOOLONG,
+                  "choose a shorter KREX_CGROUP_ROOT");
+    if (c.method != freeze_method::cgroup_v2 && c.method != freeze_method::cgroup_v1) return;
+    std::string home =
+        detail::cgroup::self_view::read().locate(c.method == freeze_method::cgroup_v2).own;
+    // Never inside the root (a nested tenant's origin is a sibling's leaf):
+    // then the root's parent.
+    if (home.empty() || home == root || home.compare(0, root.size() + 1, root + "/") == 0)
+      home = root.substr(0, root.rfind('/'));
+    if (!home.empty())
+      detail::as_safe::copy_text(c.home_procs, sizeof c.home_procs, (home + "/cgroup.procs").c_str());
   }
 
   void agent_loop() noexcept {
@@ -213,6 +252,9 @@ class basic_tenant {
       const std::uint32_t bell = m.dev->agent_bell.load();
       m.slot->heartbeat_ns.store(detail::now_ns(), std::memory_order_relaxed);
       detail::agent_drain(m, m_backend, m.dev->gate.load(), m_stop);
+      // A guardian killed mid-region is replaced by any tenant still running
+      // (the holder's own agent included) within about half a second.
+      if (!detail::guardian_recently_seen(*m.node)) detail::ensure_guardian(*m.node, m_recovery);
       detail::futex_wait(m.dev->agent_bell, bell, detail::now_ns() + 100'000'000, 100'000'000);
     }
   }
@@ -225,6 +267,7 @@ class basic_tenant {
   bool m_joined = false;
   bool m_attached = false;
   std::optional<detail::freezer> m_freezer;
+  detail::recovery_config m_recovery;
   std::vector<int> m_reserved;
   std::vector<int> m_previous_mask;
   detail::device_state m_detached_dev{};

@@ -32,6 +32,14 @@ inline constexpr std::uint32_t lease_exiting = 0x8000'0000U;
 inline constexpr std::uint32_t lease_recovering = 0x4000'0000U;
 inline constexpr std::uint32_t lease_slot_mask = 0x0000'ffffU;
 
+/// Keeps what follows off the previous words' cache line. Objects in a
+/// Boost.Interprocess segment are only 16-byte aligned, so `alignas(64)` would
+/// be undefined behaviour there; 64 bytes of padding separate the hot words
+/// whatever the base address.
+struct line_pad {
+  unsigned char bytes[64];
+};
+
 /// Tenant slot states.
 enum : std::uint32_t {
   slot_free = 0,
@@ -56,7 +64,7 @@ enum : std::uint32_t {
 
 /// One tenant (one `krex::tenant` object of one process). Written by its
 /// owner, read by siblings; cleared by whoever reaps a dead owner.
-struct alignas(64) tenant_slot {
+struct tenant_slot {
   std::atomic<std::int32_t> owner;        ///< owner pid; 0 = free
   std::atomic<std::uint32_t> state;       ///< slot_* above
   std::atomic<std::uint64_t> start_time;  ///< owner's /proc start time (pid reuse check)
@@ -66,11 +74,13 @@ struct alignas(64) tenant_slot {
   std::atomic<std::uint64_t> joined_ns;
 
   // Written by every submission of the owner: a line of its own.
-  alignas(64) std::atomic<std::uint32_t> in_submit;
+  line_pad pad1;
+  std::atomic<std::uint32_t> in_submit;
   std::atomic<std::uint32_t> dirty;  ///< submitted since the last drain
   std::atomic<std::uint64_t> submits;
 
-  alignas(64) std::atomic<std::uint32_t> in_submit_waiters;
+  line_pad pad2;
+  std::atomic<std::uint32_t> in_submit_waiters;
   std::atomic<std::uint32_t> ack_epoch;     ///< last gate epoch this tenant drained for
   std::atomic<std::uint32_t> drain_failed;  ///< backend sync failed in the last drain
   std::atomic<std::uint32_t> frozen;        ///< frozen by the current holder
@@ -81,32 +91,42 @@ struct alignas(64) tenant_slot {
 };
 
 /// Per device: the gate, the FIFO region lock, the lease, counters.
-struct alignas(64) device_state {
+struct device_state {
   std::atomic<std::uint64_t> key;  ///< node-wide device identity; 0 = unused
 
   // Step 1. Odd epoch = raised. The futex word parked submitters and agents sleep on.
-  alignas(64) std::atomic<std::uint32_t> gate;
+  line_pad pad3;
+  std::atomic<std::uint32_t> gate;
   std::atomic<std::uint32_t> holder;  ///< slot index + 1 of the gate holder; 0 = none
   std::atomic<std::uint32_t> phase;
 
   // Ticket lock: regions are granted in arrival order.
-  alignas(64) std::atomic<std::uint32_t> next_ticket;
-  alignas(64) std::atomic<std::uint32_t> now_serving;  ///< futex word for lock waiters
-  alignas(64) std::atomic<std::uint32_t> acks;         ///< bumped by each drain ack (futex)
+  line_pad pad4;
+  std::atomic<std::uint32_t> next_ticket;
+  line_pad pad5;
+  std::atomic<std::uint32_t> now_serving;  ///< futex word for lock waiters
+  line_pad pad6;
+  std::atomic<std::uint32_t> acks;         ///< bumped by each drain ack (futex)
   std::atomic<std::uint32_t> ack_wake_at;  ///< agents wake the holder once acks reach this
   /// Bumped when a gate rises: the futex word agents sleep on. Separate from
   /// the gate word so lowering the gate wakes only parked submitters.
-  alignas(64) std::atomic<std::uint32_t> agent_bell;
+  line_pad pad7;
+  std::atomic<std::uint32_t> agent_bell;
 
   // The lease of the current region holder.
-  alignas(64) std::atomic<std::int32_t> lease_pid;
-  std::atomic<std::uint32_t> lease_slot;  ///< slot + 1
+  line_pad pad8;
+  std::atomic<std::int32_t> lease_pid;
+  std::atomic<std::uint32_t> lease_slot;    ///< slot + 1, | lease_exiting / lease_recovering
+  std::atomic<std::uint32_t> lease_ticket;  ///< the holder's region-lock ticket
+  std::atomic<std::uint32_t> lease_reserved;
+  std::atomic<std::uint64_t> recover_claim_ns;  ///< when a recoverer marked lease_recovering
   std::atomic<std::uint64_t> lease_start_time;
   std::atomic<std::uint64_t> lease_acquired_ns;
   std::atomic<std::uint64_t> lease_deadline_ns;
 
   // Counters (relaxed).
-  alignas(64) std::atomic<std::uint64_t> regions;
+  line_pad pad9;
+  std::atomic<std::uint64_t> regions;
   std::atomic<std::uint64_t> region_ns;
   std::atomic<std::uint64_t> lock_wait_ns;
   std::atomic<std::uint64_t> gate_parks;

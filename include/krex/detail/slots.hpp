@@ -5,6 +5,7 @@
 // tenant's protocol code works through.
 
 #include <krex/detail/futex.hpp>
+#include <krex/detail/guardian_sys.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
 #include <krex/error.hpp>
@@ -25,6 +26,9 @@ struct member {
   std::uint32_t index = 0;   ///< slot index
   std::uint32_t device = 0;  ///< device index in the segment
   options opts;
+  /// How this tenant thaws siblings when it recovers a dead holder (its own
+  /// freeze method and root). Null: recover without thawing.
+  const recovery_config* recovery = nullptr;
 
   tenant_slot& slot_at(std::uint32_t i) const noexcept { return node->tenants[i]; }
 };
@@ -38,8 +42,12 @@ inline bool slot_alive(const tenant_slot& s) noexcept {
 }
 
 /// Frees the slot of a dead owner: its in_submit is discarded, its ticket
-/// dropped. Only one reaper wins (CAS on the owner). Returns true if this call reaped it.
-inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid) noexcept {
+/// dropped, and (given the reaper's recovery config) its leaf cgroup thawed
+/// and removed while the slot is still reserved. Only one reaper wins (CAS on
+/// the owner). Returns true if this call reaped it. Async-signal-safe.
+inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid,
+                      const recovery_config* c = nullptr) noexcept {
+  if (i >= max_tenants || dead_pid <= 0) return false;
   tenant_slot& s = n.tenants[i];
   std::int32_t expected = dead_pid;
   if (!s.owner.compare_exchange_strong(expected, -dead_pid)) return false;
@@ -49,28 +57,33 @@ inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid) noe
   s.ticket.store(no_ticket);
   s.frozen.store(0);
   s.start_time.store(0);
+  if (c != nullptr) as_safe::remove_leaf(*c, i);
   s.state.store(slot_free);
   s.owner.store(0);
   // Anyone waiting for this slot's in_submit or ack re-checks.
-  futex_wake_all(s.in_submit);
-  if (s.device.load() < max_devices) futex_wake_all(n.devices[s.device.load()].acks);
+  as_safe::futex_wake_all(s.in_submit);
+  const std::uint32_t d = s.device.load();
+  if (d < max_devices) as_safe::futex_wake_all(n.devices[d].acks);
   return true;
 }
 
-/// Reaps slot i if its owner is dead. Returns true if the slot is (now) not a live tenant.
-inline bool reap_if_dead(node_state& n, std::uint32_t i) noexcept {
+/// Reaps slot i if its owner is dead (see reap_slot). Returns true if the
+/// slot is (now) not a live tenant.
+inline bool reap_if_dead(node_state& n, std::uint32_t i,
+                         const recovery_config* c = nullptr) noexcept {
+  if (i >= max_tenants) return true;
   tenant_slot& s = n.tenants[i];
   const std::int32_t pid = s.owner.load();
   if (pid == 0) return true;
   if (pid < 0) return true;  // being reaped
   if (slot_alive(s)) return false;
-  reap_slot(n, i, pid);
+  if (reap_slot(n, i, pid, c)) n.reaped.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
 /// Claims a free slot for this process on device `device`. Reaps dead slots on the way.
 inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
-  const std::int32_t me = static_cast<std::int32_t>(::getpid());
+  const auto me = static_cast<std::int32_t>(::getpid());
   const std::uint64_t start = self_start_time();
   for (int pass = 0; pass < 2; ++pass) {
     for (std::uint32_t i = 0; i < max_tenants; ++i) {
@@ -146,8 +159,8 @@ inline void store_text(std::atomic<std::uint64_t> (&out)[32], const std::string&
 
 inline std::string load_text(const std::atomic<std::uint64_t> (&in)[32]) {
   std::string s;
-  for (std::size_t w = 0; w < 32; ++w) {
-    const std::uint64_t v = in[w].load(std::memory_order_relaxed);
+  for (const auto& word : in) {
+    const std::uint64_t v = word.load(std::memory_order_relaxed);
     for (std::size_t b = 0; b < 8; ++b) {
       const char c = static_cast<char>((v >> (8 * b)) & 0xff);
       if (c == '\0') return s;

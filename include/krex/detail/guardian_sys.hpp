@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Async-signal-safe building blocks for fault recovery. The guardian runs
+// them in a process forked from a (possibly multi-threaded) tenant, where
+// nothing that may allocate or take a lock is allowed: so no std::string,
+// no stdio, no sys() table, only raw system calls on fixed buffers. Tenants
+// run the same code when they recover a dead holder themselves.
+//
+// recovery_config carries what a recoverer needs to thaw siblings: the freeze
+// method and the krex cgroup root, both from the recoverer's own
+// configuration, never from the segment. Leaf paths are built here from that
+// root and a slot number the caller bounds-checked.
+
+#include <krex/detail/layout.hpp>
+#include <krex/options.hpp>
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+
+namespace krex::detail {
+
+/// What a recoverer needs to thaw a device's tenants. Plain data: it is
+/// copied into the guardian by fork.
+struct recovery_config {
+  freeze_method method = freeze_method::none;  ///< cgroup_v2, cgroup_v1, signal or none
+  char root[1024] = {};  ///< krex cgroup root (cgroup methods), NUL-terminated
+  /// cgroup.procs file the guardian moves itself into: outside every tenant
+  /// leaf (the cgroup the forking tenant came from). Empty: do not move.
+  char home_procs[1100] = {};
+  std::uint64_t domain_hash = 0;  ///< freeze_domain_hash of method and root
+};
+
+namespace as_safe {
+
+/// A fixed buffer that strings are appended to; overflow marks it bad.
+class path_buf {
+ public:
+  path_buf& add(const char* s) noexcept {
+    while (s != nullptr && *s != '\0') put(*s++);
+    return *this;
+  }
+  path_buf& add(std::uint64_t v) noexcept {
+    char tmp[24];
+    int n = 0;
+    do {
+      tmp[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0 && n < 24);
+    while (n > 0) put(tmp[--n]);
+    return *this;
+  }
+  const char* c_str() const noexcept { return m_ok ? m_buf : nullptr; }
+  bool ok() const noexcept { return m_ok; }
+  std::size_t size() const noexcept { return m_len; }
+
+ private:
+  void put(char c) noexcept {
+    if (m_len + 1 >= sizeof m_buf) {
+      m_ok = false;
+      return;
+    }
+    m_buf[m_len++] = c;
+    m_buf[m_len] = '\0';
+  }
+  char m_buf[1200] = {};
+  std::size_t m_len = 0;
+  bool m_ok = true;
+};
+
+/// Copies `src` into `dst[n]`; false (and dst empty) if it does not fit.
+inline bool copy_text(char* dst, std::size_t n, const char* src) noexcept {
+  std::size_t i = 0;
+  for (; src[i] != '\0'; ++i) {
+    if (i + 1 >= n) {
+      dst[0] = '\0';
+      return false;
+    }
+    dst[i] = src[i];
+  }
+  dst[i] = '\0';
+  return true;
+}
+
+inline std::uint64_t now_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+struct stat_fields {
+  bool exists = false;
+  char state = '?';
+  std::uint64_t start_time = 0;
+};
+
+/// /proc/<pid>/stat: state and start time. open/read/close only.
+inline stat_fields read_stat(std::int64_t pid) noexcept {
+  stat_fields out;
+  if (pid <= 0 || pid > INT_MAX) return out;
+  path_buf p;
+  p.add("/proc/").add(static_cast<std::uint64_t>(pid)).add("/stat");
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[1024];
+  ssize_t n;
+  do n = ::read(fd, buf, sizeof buf - 1);
+  while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return out;
+  buf[n] = '\0';
+  // Fields start after the last ')': the command name may hold anything.
+  const char* close = nullptr;
+  for (const char* q = buf; *q != '\0'; ++q)
+    if (*q == ')') close = q;
+  if (close == nullptr || close[1] != ' ') return out;
+  const char* q = close + 2;
+  out.exists = true;
+  out.state = *q;
+  int field = 3;
+  while (*q != '\0' && field < 22) {
+    if (*q == ' ') ++field;
+    ++q;
+  }
+  if (field == 22)
+    while (*q >= '0' && *q <= '9') out.start_time = out.start_time * 10 + static_cast<std::uint64_t>(*q++ - '0');
+  return out;
+}
+
+/// Same rule as detail::alive: the pid runs (not a zombie) and, if a start
+/// time was recorded, it is the same process.
+inline bool alive(std::int64_t pid, std::uint64_t start_time) noexcept {
+  const stat_fields st = read_stat(pid);
+  if (!st.exists || st.state == 'Z' || st.state == 'X') return false;
+  return start_time == 0 || st.start_time == start_time;
+}
+
+/// Writes `data` to an existing file in one write(2). Returns 0 or errno.
+inline int write_file(const char* path, const char* data) noexcept {
+  if (path == nullptr) return ENAMETOOLONG;
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  std::size_t len = 0;
+  while (data[len] != '\0') ++len;
+  ssize_t n;
+  do n = ::write(fd, data, len);
+  while (n < 0 && errno == EINTR);
+  int e = n < 0 ? errno : (static_cast<std::size_t>(n) != len ? EIO : 0);
+  if (::close(fd) < 0 && e == 0) e = errno;
+  return e;
+}
+
+inline void futex_wake_all(const std::atomic<std::uint32_t>& w) noexcept {
+  ::syscall(SYS_futex, &w, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+/// `<root>/t<slot>` + `tail`, from the recoverer's own root.
+inline path_buf leaf_path(const recovery_config& c, std::uint32_t slot, const char* tail) noexcept {
+  path_buf p;
+  p.add(c.root).add("/t").add(static_cast<std::uint64_t>(slot)).add(tail);
+  return p;
+}
+
+/// Thaws tenant slot `slot` (bounded by the caller) the way `c` freezes:
+/// the leaf's freeze file, or SIGCONT to the live pid `pid` (pid + start time
+/// checked, so a reused pid is never signalled). Returns 0 or errno; a leaf
+/// or process that is gone counts as thawed.
+inline int thaw_slot(const recovery_config& c, std::uint32_t slot, std::int32_t pid,
+                     std::uint64_t start_time) noexcept {
+  if (slot >= max_tenants) return EINVAL;
+  int e = 0;
+  switch (c.method) {
+    case freeze_method::cgroup_v2:
+      e = write_file(leaf_path(c, slot, "/cgroup.freeze").c_str(), "0");
+      break;
+    case freeze_method::cgroup_v1:
+      e = write_file(leaf_path(c, slot, "/freezer.state").c_str(), "THAWED");
+      break;
+    case freeze_method::signal:
+      if (pid > 0 && alive(pid, start_time)) {
+        // The region holder stopped the sibling's group if it leads one.
+        const pid_t group = ::getpgid(pid);
+        if (group == pid && group != ::getpgrp()) ::kill(-group, SIGCONT);
+        if (::kill(pid, SIGCONT) != 0) e = errno;
+      }
+      break;
+    default:
+      break;
+  }
+  return e == ENOENT || e == ESRCH ? 0 : e;
+}
+
+/// Removes the leaf of a dead tenant (thawed first: a frozen v1 leaf keeps
+/// its dying tasks). Fails harmlessly (EBUSY) while processes remain in it.
+inline int remove_leaf(const recovery_config& c, std::uint32_t slot) noexcept {
+  if (slot >= max_tenants) return EINVAL;
+  if (c.method != freeze_method::cgroup_v2 && c.method != freeze_method::cgroup_v1) return 0;
+  thaw_slot(c, slot, 0, 0);
+  const path_buf p = leaf_path(c, slot, "");
+  if (!p.ok()) return ENAMETOOLONG;
+  if (::rmdir(p.c_str()) != 0) return errno == ENOENT ? 0 : errno;
+  return 0;
+}
+
+/// pidfd_open(2), or -1 where the kernel lacks it (then liveness is polled).
+inline int pidfd_open(std::int32_t pid) noexcept {
+#if defined(SYS_pidfd_open)
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif  // defined(SYS_pidfd_open)
+}
+
+}  // namespace as_safe
+}  // namespace krex::detail

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// The guardian: a small process the library forks on demand (no daemon for
+// the user to run). A dead region holder would leave its siblings frozen
+// forever, and nobody inside a frozen cgroup can help; the guardian lives
+// outside every tenant cgroup and watches the holders:
+//
+//   - on a holder's death (pidfd, else /proc polling with start time) or
+//     lease expiry it thaws the device's tenants, lowers the gate with a new
+//     epoch and moves the region lock on (detail::recover_device);
+//   - it reaps dead tenants (slot freed, in_submit discarded, leaf removed);
+//   - it leaves when no live tenant is left.
+//
+// A tenant starts one at join when none is alive, and again at region entry
+// if the last one died. The child is double-forked (setsid: killing the
+// tenant or its group does not kill it) and does only async-signal-safe work
+// after fork: raw system calls on the already mapped segment and on paths
+// built from the forking tenant's own freeze configuration.
+
+#include <krex/detail/guardian_recover.hpp>
+#include <krex/detail/guardian_sys.hpp>
+#include <krex/detail/layout.hpp>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+namespace krex::detail {
+
+/// How often the guardian looks at leases (pidfds wake it at once on a death).
+inline constexpr std::uint64_t guardian_poll_ns = 20'000'000ULL;
+/// How often it scans every slot for dead tenants.
+inline constexpr std::uint64_t guardian_reap_ns = 200'000'000ULL;
+/// How long it stays with no live tenant before it leaves.
+inline constexpr std::uint64_t guardian_linger_ns = 300'000'000ULL;
+/// A tenant that claimed guardian_pid and did not finish starting one within
+/// this is taken over.
+inline constexpr std::uint64_t guardian_claim_ns = 2'000'000'000ULL;
+
+/// True when the segment's guardian runs (pid + start time).
+inline bool guardian_alive(const node_state& n) noexcept {
+  const std::int32_t g = n.guardian_pid.load();
+  return g > 0 && as_safe::alive(g, n.guardian_start_time.load());
+}
+
+/// Cheap check for the region fast path: a guardian heartbeat within 0.5 s.
+inline bool guardian_recently_seen(const node_state& n) noexcept {
+  const std::uint64_t hb = n.guardian_heartbeat_ns.load(std::memory_order_relaxed);
+  return n.guardian_pid.load(std::memory_order_relaxed) > 0 &&
+         as_safe::now_ns() - hb < 500'000'000ULL;
+}
+
+namespace guardian_impl {
+
+inline bool any_live_tenant(node_state& n) noexcept {
+  for (std::uint32_t i = 0; i < max_tenants; ++i)
+    if (n.tenants[i].owner.load() > 0 && slot_alive(n.tenants[i])) return true;
+  return false;
+}
+
+inline void detach_from_tenant(const recovery_config& c) noexcept {
+  // No inherited descriptor may keep a pipe (a test runner's stdout, a
+  // harness's socket) open: close them all, stdio goes to /dev/null.
+#if defined(SYS_close_range)
+  if (::syscall(SYS_close_range, 0U, ~0U, 0U) != 0)
+#endif  // defined(SYS_close_range)
+    for (int fd = 0; fd < 4096; ++fd) ::close(fd);
+  const int null = ::open("/dev/null", O_RDWR);
+  if (null >= 0) {
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    if (null > 2) ::close(null);
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (::chdir("/") != 0) {
+  }
+  // Out of the tenant's leaf: a guardian frozen with its tenant helps nobody.
+  if (c.home_procs[0] != '\0') {
+    as_safe::path_buf pid;
+    pid.add(static_cast<std::uint64_t>(::getpid()));
+    as_safe::write_file(c.home_procs, pid.c_str());
+  }
+}
+
+/// Gives up the guardian role if no tenant is left. False if one appeared
+/// meanwhile and the role was taken back.
+inline bool retire(node_state& n, std::int32_t me) noexcept {
+  std::int32_t expected = me;
+  if (!n.guardian_pid.compare_exchange_strong(expected, 0)) return true;
+  // A tenant joining now either saw our pid (then we see it here) or sees 0
+  // and starts a new guardian.
+  if (!any_live_tenant(n)) return true;
+  expected = 0;
+  return !n.guardian_pid.compare_exchange_strong(expected, me);
+}
+
+[[noreturn]] inline void run(node_state& n, const recovery_config& c, std::int32_t claim) noexcept {
+  detach_from_tenant(c);
+  const std::int32_t me = static_cast<std::int32_t>(::getpid());
+  n.guardian_start_time.store(as_safe::read_stat(me).start_time);
+  n.guardian_heartbeat_ns.store(as_safe::now_ns());
+  std::int32_t expected = claim;
+  if (!n.guardian_pid.compare_exchange_strong(expected, me)) ::_exit(0);
+  n.guardian_starts.fetch_add(1);
+
+  int pidfd[max_devices];
+  std::int32_t watched[max_devices];
+  for (std::uint32_t d = 0; d < max_devices; ++d) {
+    pidfd[d] = -1;
+    watched[d] = 0;
+  }
+  std::uint64_t last_reap = 0;
+  std::uint64_t idle_since = 0;
+  for (;;) {
+    std::uint64_t now = as_safe::now_ns();
+    n.guardian_heartbeat_ns.store(now, std::memory_order_relaxed);
+    if (n.guardian_pid.load() != me) ::_exit(0);  // replaced (krexctl recover)
+    const std::uint64_t domain = n.cgroup_root_hash.load();
+    if (domain != 0 && domain != c.domain_hash) {
+      // A new run re-recorded the freeze domain: our root is not theirs.
+      expected = me;
+      n.guardian_pid.compare_exchange_strong(expected, 0);
+      ::_exit(0);
+    }
+    std::uint64_t wait = guardian_poll_ns;
+    pollfd fds[max_devices];
+    nfds_t nfds = 0;
+    for (std::uint32_t d = 0; d < max_devices; ++d) {
+      device_state& dev = n.devices[d];
+      if (dev.lease_slot.load() != 0 || (dev.gate.load() & 1U) != 0) recover_device(n, d, c);
+      const std::uint32_t ls = dev.lease_slot.load();
+      const std::int32_t lp = ls != 0 ? dev.lease_pid.load() : 0;
+      if (lp != watched[d]) {
+        if (pidfd[d] >= 0) ::close(pidfd[d]);
+        pidfd[d] = lp > 0 ? as_safe::pidfd_open(lp) : -1;
+        watched[d] = lp;
+      }
+      if (pidfd[d] >= 0) fds[nfds++] = pollfd{pidfd[d], POLLIN, 0};
+      const std::uint64_t deadline = ls != 0 ? dev.lease_deadline_ns.load() : 0;
+      if (deadline > now && deadline - now < wait) wait = deadline - now + 1'000'000;
+    }
+    if (now - last_reap >= guardian_reap_ns) {
+      last_reap = now;
+      reap_dead_tenants(n, c);
+      if (any_live_tenant(n)) {
+        idle_since = 0;
+      } else if (idle_since == 0) {
+        idle_since = now;
+      } else if (now - idle_since >= guardian_linger_ns) {
+        if (retire(n, me)) ::_exit(0);
+        idle_since = 0;
+      }
+    }
+    const timespec ts{static_cast<time_t>(wait / 1'000'000'000ULL),
+                      static_cast<long>(wait % 1'000'000'000ULL)};
+    ::ppoll(nfds != 0 ? fds : nullptr, nfds, &ts, nullptr);
+  }
+}
+
+}  // namespace guardian_impl
+
+/// Starts a guardian for segment `n` unless one is alive or being started.
+/// `c`: the caller's own recovery configuration (the guardian thaws by it).
+/// Returns true if this call forked one. Never throws; a failed fork leaves
+/// the next tenant action to try again.
+inline bool ensure_guardian(node_state& n, const recovery_config& c) noexcept {
+  std::int32_t g = n.guardian_pid.load();
+  if (g > 0 && as_safe::alive(g, n.guardian_start_time.load())) return false;
+  if (g < 0 && as_safe::now_ns() - n.guardian_claim_ns.load() < guardian_claim_ns &&
+      as_safe::alive(-g, 0))
+    return false;
+  const std::int32_t claim = -static_cast<std::int32_t>(::getpid());
+  n.guardian_claim_ns.store(as_safe::now_ns());
+  if (!n.guardian_pid.compare_exchange_strong(g, claim)) return false;
+  const pid_t child = ::fork();
+  if (child < 0) {
+    std::int32_t mine = claim;
+    n.guardian_pid.compare_exchange_strong(mine, 0);
+    return false;
+  }
+  if (child == 0) {
+    // Intermediate child: a new session, then the guardian as its child, so
+    // that the guardian is nobody's child in the tenant's process tree.
+    ::setsid();
+    const pid_t guardian = ::fork();
+    if (guardian != 0) ::_exit(0);
+    guardian_impl::run(n, c, claim);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return true;
+}
+
+}  // namespace krex::detail
