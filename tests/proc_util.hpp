@@ -173,7 +173,7 @@ class shared {
 
 /// A block of counters for "is it still running?" checks.
 struct counters {
-  static constexpr int size = 16;
+  static constexpr int size = 32;
   std::atomic<std::uint64_t> value[size];
   std::atomic<int> pid[size];  ///< pids the children report
   std::atomic<int> ready;      ///< children bump this once set up
