@@ -27,6 +27,7 @@ struct sibling {
   std::int32_t pid;
   bool acked = false;
   bool gone = false;  ///< left or died during the region's entry
+  bool proxied = false;  ///< acked by the holder: it had nothing to drain
 };
 
 /// Agent side: handles gate word `g` once. Returns true if it acked `g`.
@@ -40,8 +41,15 @@ bool agent_drain(member& m, Backend& backend, std::uint32_t g,
   while (!wait_in_submit_zero(s, now_ns() + 20'000'000)) {
     if (stop.load() || m.dev->gate.load() != g) return false;
   }
+  // `syncing` covers the window in which `dirty` is already taken but the
+  // work not yet synced, so the holder never proxy-acks this tenant then.
+  s.syncing.store(1);
   const bool dirty = s.dirty.exchange(0) != 0;
   s.active.store(dirty ? 1 : 0);
+  struct syncing_done {
+    tenant_slot& s;
+    ~syncing_done() { s.syncing.store(0); }
+  } done{s};
   if (dirty) {
     try {
       backend.sync();
@@ -98,6 +106,30 @@ inline bool wait_submissions(member& m, std::vector<sibling>& sibs, std::uint64_
     all = false;
   }
   return all;
+}
+
+/// Holder side, after wait_submissions: acks on behalf of every sibling with
+/// nothing to drain — no submission open (in_submit 0), none since its last
+/// drain (dirty 0) and no sync in progress. With the gate raised such a
+/// sibling cannot start one (step 1), so waking its agent would only cost a
+/// context switch per idle sibling. Returns how many siblings still need their agent.
+inline std::size_t proxy_acks(member& m, std::vector<sibling>& sibs, std::uint32_t epoch) noexcept {
+  std::size_t need = 0;
+  for (sibling& sb : sibs) {
+    if (sb.gone || sb.acked) continue;
+    tenant_slot& s = m.slot_at(sb.slot);
+    // Order matters: `dirty` before `syncing` (the agent sets syncing, then takes dirty).
+    if (s.in_submit.load() == 0 && s.dirty.load() == 0 && s.syncing.load() == 0 &&
+        s.owner.load() == sb.pid) {
+      s.active.store(0);
+      s.ack_epoch.store(epoch);
+      sb.acked = true;
+      sb.proxied = true;
+      continue;
+    }
+    ++need;
+  }
+  return need;
 }
 
 /// Holder side, drain step: waits until every sibling acked `epoch`. Returns

@@ -98,11 +98,17 @@ inline std::pair<std::uint32_t, bool> raise_gate(member& m) noexcept {
   for (;;) {
     const std::uint32_t next = gate_raised(g) ? g + 2 : g + 1;
     if (m.dev->gate.compare_exchange_weak(g, next)) {
-      m.dev->agent_bell.fetch_add(1);
-      futex_wake_all(m.dev->agent_bell);  // agents start draining
+      // Agents are woken by the drain step, and only if some sibling needs its
+      // agent (see drain.hpp: proxy_acks).
       return {next, gate_raised(g)};
     }
   }
+}
+
+/// Wakes every agent on the device to look at the gate.
+inline void ring_agents(member& m) noexcept {
+  m.dev->agent_bell.fetch_add(1);
+  futex_wake_all(m.dev->agent_bell);
 }
 
 /// Lowers the gate raised with `epoch`. False if it was no longer ours (a

@@ -106,6 +106,7 @@ class basic_region {
 
     // Step 2: drain.
     detail::set_phase(*m.dev, detail::phase_draining);
+    if (detail::proxy_acks(m, sibs, epoch) > 0) detail::ring_agents(m);
     ok = detail::wait_drained(m, sibs, epoch, drain_deadline) && ok;
     std::uint64_t t3 = detail::now_ns();
     m_report.drain_ns = t3 - t2;

@@ -181,6 +181,7 @@ class basic_tenant {
     m_member.dev = &n.devices[m_member.device];
     m_member.index = detail::claim_slot(n, m_member.device);
     m_member.slot = &n.tenants[m_member.index];
+    m_member.slot->syncing.store(0);  // a reaped slot may keep a dead agent's flag
     m_joined = true;
     try {
       isolate(count);

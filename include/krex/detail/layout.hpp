@@ -82,6 +82,7 @@ struct tenant_slot {
   line_pad pad2;
   std::atomic<std::uint32_t> in_submit_waiters;
   std::atomic<std::uint32_t> ack_epoch;     ///< last gate epoch this tenant drained for
+  std::atomic<std::uint32_t> syncing;  ///< the agent is between taking `dirty` and finishing sync()
   std::atomic<std::uint32_t> drain_failed;  ///< backend sync failed in the last drain
   std::atomic<std::uint32_t> frozen;        ///< frozen by the current holder
   std::atomic<std::uint32_t> active;  ///< its last drain had device work to sync (freeze scope `active`)
