@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// The CUDA backend (runtime API; host-compilable: no .cu needed to include it).
+//
+//   krex::basic_tenant<krex::backend::cuda> t{krex::options{}.device(0)};
+//
+// (krex::tenant is this backend when krex is built with KREX_WITH_CUDA.)
+// Devices are identified node-wide by their UUID, so processes with different
+// CUDA_VISIBLE_DEVICES agree on whose gate is whose. The agent never creates a
+// CUDA context the process did not have: bind() only records the ordinal, and
+// sync() -- called only when the tenant submitted since its last drain --
+// makes the device current on the agent thread and synchronizes it.
+// Automatic gating subscribes CUPTI in attach() (see cuda_cupti.hpp).
+
+#include <krex/backend/cuda_cupti.hpp>
+#include <krex/detail/slots.hpp>
+#include <krex/detail/topology.hpp>
+#include <krex/error.hpp>
+#include <krex/options.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace krex {
+namespace detail {
+/// Throws krex::error(step::backend) naming the CUDA error and `what` failed.
+inline void cuda_check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so later calls are not blamed
+  throw error(step::backend,
+              std::string(what) + " failed: " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e),
+              static_cast<int>(e),
+              e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver
+                  ? "check the driver and CUDA_VISIBLE_DEVICES (nvidia-smi)"
+                  : "");
+}
+}  // namespace detail
+
+namespace backend {
+
+/// CUDA runtime backend: UUID device identity, lazy per-device sync, CUPTI gating.
+class cuda {
+ public:
+  static constexpr const char* name = "cuda";
+
+  explicit cuda(const options& o) : m_mode(o.gate_mode()) {}
+  ~cuda() { detach(); }
+  cuda(const cuda&) = delete;
+  cuda& operator=(const cuda&) = delete;
+
+  /// Visible devices; 0 when there is no device or no driver.
+  int device_count() const {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
+      cudaGetLastError();
+      return 0;
+    }
+    detail::cuda_check(e, "cudaGetDeviceCount");
+    return n;
+  }
+
+  /// FNV-1a of the device UUID (never 0): the same GPU has the same key in
+  /// every process, whatever CUDA_VISIBLE_DEVICES says.
+  std::uint64_t device_key(int ordinal) const {
+    const cudaDeviceProp p = props(ordinal);
+    std::uint64_t h = 1469598103934665603ULL;
+    for (char c : p.uuid.bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    return h == 0 ? 1 : h;
+  }
+
+  /// "NVIDIA H200 [0000:19:00.0]".
+  std::string device_name(int ordinal) const {
+    return std::string(props(ordinal).name) + " [" + pci_bus_id(ordinal) + "]";
+  }
+
+  /// PCI address as "dddd:bb:dd.f".
+  std::string pci_bus_id(int ordinal) const {
+    char id[32] = {};
+    detail::cuda_check(cudaDeviceGetPCIBusId(id, sizeof id, ordinal), "cudaDeviceGetPCIBusId");
+    return id;
+  }
+
+  /// CPUs local to the device (sysfs local_cpulist of its PCI function).
+  std::vector<int> local_cpus(int ordinal) const {
+    return detail::pci_local_cpus(pci_bus_id(ordinal));
+  }
+
+  /// Agent thread start: records the device, creates nothing.
+  void bind(int ordinal) noexcept { m_ordinal = ordinal; }
+
+  /// Waits for all work this process put on the device. Makes the device
+  /// current on the calling (agent) thread first, which is why the agent
+  /// calls it only after the process submitted (the context exists then).
+  void sync() {
+    detail::cuda_check(cudaSetDevice(m_ordinal), "cudaSetDevice (drain)");
+    detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (drain)");
+  }
+
+  /// Tenant hook: subscribes CUPTI for automatic gating unless gating is explicit.
+  void attach(detail::member& m) {
+    if (m_mode == gating::explicit_) {
+      m_note = "explicit";
+      return;
+    }
+    m_note = detail::cupti::attach(m);
+    if (m_note == "cupti") m_member = &m;
+  }
+
+  /// Tenant hook: ends the CUPTI subscription (if this tenant made it).
+  void detach() noexcept {
+    if (m_member != nullptr) detail::cupti::detach(*m_member);
+    m_member = nullptr;
+  }
+
+  /// "cupti", "explicit", or "explicit: <why automatic gating is off>".
+  std::string gating_note() const { return m_note; }
+
+  /// Whether CUPTI gates this tenant's API calls.
+  bool automatic() const noexcept { return m_member != nullptr; }
+
+  /// Properties of `ordinal` (throws krex::error).
+  static cudaDeviceProp props(int ordinal) {
+    cudaDeviceProp p{};
+    detail::cuda_check(cudaGetDeviceProperties(&p, ordinal), "cudaGetDeviceProperties");
+    return p;
+  }
+
+ private:
+  gating m_mode;
+  int m_ordinal = 0;
+  detail::member* m_member = nullptr;
+  std::string m_note = "explicit";
+};
+
+}  // namespace backend
+}  // namespace krex

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Automatic gating for the CUDA backend: a CUPTI callback subscription that
+// passes every runtime and driver API call that can leave work on the device
+// (kernel launches of every flavour, graph launches, copies, memsets, event
+// records, stream memory operations, host functions, prefetches) through the
+// tenant's submission gate. Launches made by libraries the harness does not
+// control (cuBLAS, PyTorch) are gated too.
+//
+// The enter callback runs submit_enter (it parks there while a sibling holds a
+// region), the exit callback submit_exit. Both domains are enabled: a runtime
+// call parks before the runtime enters the driver, and the driver call nested
+// in it passes at once (submit_depth). Driver calls made without the runtime
+// (cuBLAS, Triton, PyTorch's driver paths) are caught by the driver domain.
+//
+// A kernel launch into a stream that is being captured does not run, so while
+// a sibling holds the gate such a launch passes ungated (checked only then:
+// outside regions the check would cost a driver call per launch).
+//
+// CUPTI allows one subscriber per process. If another tool (a profiler) holds
+// it, the tenant falls back to explicit gating and says so in gating_note().
+
+#include <krex/detail/slots.hpp>
+#include <krex/gate.hpp>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <cupti.h>  // also the generated *_params structs of both API domains
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace krex::detail::cupti {
+
+/// Per-process state of krex's one CUPTI subscription.
+struct state {
+  std::mutex mu;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  std::atomic<member*> target{nullptr};  ///< the tenant whose gate calls pass
+  std::atomic<std::uint64_t> gated{0};          ///< calls that passed the gate
+  std::atomic<std::uint64_t> capture_passes{0};  ///< captured launches let through a raised gate
+};
+
+inline state& the_state() {
+  static state s;
+  return s;
+}
+
+/// Whether an API of `domain` named `name` can leave work on the device.
+inline bool gated_api(CUpti_CallbackDomain domain, const char* name) noexcept {
+  if (name == nullptr) return false;
+  static const char* const driver[] = {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset",
+                                       "cuEventRecord", "cuStreamWriteValue",
+                                       "cuStreamWaitValue", "cuStreamBatchMemOp",
+                                       "cuMemPrefetch", "cuGraphicsMap", "cuSignalExternal",
+                                       "cuWaitExternal"};
+  static const char* const runtime[] = {"cudaLaunch", "cudaGraphLaunch", "cudaMemcpy",
+                                        "cudaMemset", "cudaEventRecord", "cudaMemPrefetch",
+                                        "cudaSignalExternal", "cudaWaitExternal"};
+  const auto match = [name](const char* const* first, const char* const* last) {
+    for (; first != last; ++first)
+      if (std::strncmp(name, *first, std::strlen(*first)) == 0) return true;
+    return false;
+  };
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return match(std::begin(driver), std::end(driver));
+  // cudaMemcpyToSymbol etc. also match "cudaMemcpy"; cudaLaunchHostFunc matches "cudaLaunch".
+  return match(std::begin(runtime), std::end(runtime));
+}
+
+/// The stream a kernel launch goes to, if `cbid` is a launch whose parameters we read.
+inline bool launch_stream(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                          const void* params, CUstream* out) noexcept {
+  if (params == nullptr) return false;
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    switch (cbid) {
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+        *out = static_cast<const cuLaunchKernel_params*>(params)->hStream;
+        return true;
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+        const CUlaunchConfig* c = static_cast<const cuLaunchKernelEx_params*>(params)->config;
+        if (c == nullptr) return false;
+        *out = c->hStream;
+        return true;
+      }
+      default: return false;
+    }
+  }
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+        *out = static_cast<const cudaLaunchKernel_v7000_params*>(params)->stream;
+        return true;
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060: {
+        const cudaLaunchConfig_t* c =
+            static_cast<const cudaLaunchKernelExC_v11060_params*>(params)->config;
+        if (c == nullptr) return false;
+        *out = c->stream;
+        return true;
+      }
+      default: return false;
+    }
+  }
+  return false;
+}
+
+// cuStreamIsCapturing, looked up through the runtime at attach time so that
+// krex links only cudart and CUPTI (not libcuda).
+using is_capturing_fn = CUresult (*)(CUstream, CUstreamCaptureStatus*);
+inline std::atomic<is_capturing_fn>& is_capturing_ptr() {
+  static std::atomic<is_capturing_fn> p{nullptr};
+  return p;
+}
+
+inline bool capturing(CUstream s) noexcept {
+  const is_capturing_fn f = is_capturing_ptr().load(std::memory_order_relaxed);
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return f != nullptr && f(s, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
+inline void CUPTIAPI on_api(void* /*userdata*/, CUpti_CallbackDomain domain,
+                            CUpti_CallbackId cbid, const void* data) {
+  const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  if (info->correlationData == nullptr) return;
+  if (info->callbackSite == CUPTI_API_ENTER) {
+    *info->correlationData = 0;
+    member* m = the_state().target.load(std::memory_order_acquire);
+    if (m == nullptr) return;
+    // Only when a sibling holds the gate: a captured launch does not run, so
+    // it need not wait (and capturing code may hold locks the region needs).
+    if (gate_raised(m->dev->gate.load()) && m->dev->holder.load() != m->index + 1 &&
+        submit_depth == 0) {
+      CUstream s = nullptr;
+      if (launch_stream(domain, cbid, info->functionParams, &s) && capturing(s)) {
+        the_state().capture_passes.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+    submit_enter(*m);
+    // The exit callback closes the submission on the member it was opened on.
+    *info->correlationData = reinterpret_cast<std::uint64_t>(m);
+  } else if (*info->correlationData != 0) {
+    submit_exit(*reinterpret_cast<member*>(*info->correlationData));
+    the_state().gated.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+inline std::string result_name(CUptiResult r) {
+  const char* s = nullptr;
+  if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || s == nullptr) return std::to_string(r);
+  return s;
+}
+
+/// Routes gated API calls of this process to `m`'s gate. Returns "cupti" on
+/// success, otherwise "explicit: <why>" (the caller stays explicitly gated).
+inline std::string attach(member& m) {
+  state& st = the_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.target.load() != nullptr)
+    return "explicit: CUPTI gating already serves another krex tenant of this process";
+  if (is_capturing_ptr().load() == nullptr) {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &f, 10000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      is_capturing_ptr().store(reinterpret_cast<is_capturing_fn>(f));
+    else
+      cudaGetLastError();  // no capture check: captured launches are gated like the rest
+  }
+  CUpti_SubscriberHandle sub = nullptr;
+  const CUptiResult r = cuptiSubscribe(&sub, &on_api, nullptr);
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+    return "explicit: CUPTI has another subscriber (a profiler)";
+  if (r != CUPTI_SUCCESS) return "explicit: CUPTI unavailable (" + result_name(r) + ")";
+  const auto enable = [&](CUpti_CallbackDomain d, int size) {
+    for (int id = 1; id < size; ++id) {
+      const char* name = nullptr;
+      if (cuptiGetCallbackName(d, static_cast<std::uint32_t>(id), &name) != CUPTI_SUCCESS)
+        continue;
+      if (gated_api(d, name)) {
+        const CUptiResult e = cuptiEnableCallback(1, sub, d, static_cast<CUpti_CallbackId>(id));
+        if (e != CUPTI_SUCCESS) return e;
+      }
+    }
+    return CUPTI_SUCCESS;
+  };
+  CUptiResult e = enable(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE);
+  if (e == CUPTI_SUCCESS) e = enable(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE);
+  if (e != CUPTI_SUCCESS) {
+    cuptiUnsubscribe(sub);
+    return "explicit: CUPTI callbacks could not be enabled (" + result_name(e) + ")";
+  }
+  st.subscriber = sub;
+  st.target.store(&m, std::memory_order_release);
+  return "cupti";
+}
+
+/// Ends the subscription made for `m` (no-op if it is not `m`'s).
+inline void detach(member& m) noexcept {
+  state& st = the_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.target.load() != &m) return;
+  st.target.store(nullptr, std::memory_order_release);
+  cuptiUnsubscribe(st.subscriber);
+  st.subscriber = nullptr;
+}
+
+}  // namespace krex::detail::cupti

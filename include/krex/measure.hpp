@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// krex::measure: a timed loop done right inside a region. Warm-up, samples,
+// and the statistics a harness reports (median, p5, p95, mean), with every
+// sample kept. The region argument is the proof that the loop is protected:
+// warm-up and (for CUDA) the L2 flush run inside it too.
+//
+//     krex::region r{t};
+//     krex::measure_result m = krex::measure(r, stream, [&] { kernel<<<g, b, 0, stream>>>(...); });
+//
+// This header has the host overload (steady_clock around each call) and, when
+// krex is built with KREX_WITH_CUDA, pulls in the CUDA overload
+// (krex/cuda/measure.hpp: device events, cold L2, optional CUDA-graph timing).
+
+#include <krex/error.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace krex {
+
+/// How krex::measure runs its loop.
+struct measure_options {
+  int warmup = 3;                             ///< warm-up calls (at least this many)
+  std::chrono::microseconds warmup_time{0};   ///< ...and keep warming up until this much time passed
+  int samples = 50;                           ///< timed samples
+  bool cold_l2 = true;                        ///< CUDA: flush L2 before each sample (outside its events)
+  std::size_t flush_bytes = 0;                ///< CUDA: flush buffer size; 0 = 2 x the device's L2
+  int graph_batch = 0;                        ///< CUDA: >0 times a graph of this many calls per sample
+                                              ///< (short kernels: no launch gaps); sample = graph / batch
+};
+
+/// Every sample (milliseconds) and their statistics.
+struct measure_result {
+  std::vector<double> samples_ms;
+  double median_ms = 0, p5_ms = 0, p95_ms = 0, mean_ms = 0, min_ms = 0, max_ms = 0;
+  std::string method;  ///< "host", "cuda-events", "cuda-events+graph"; "+cold-l2" when flushed
+};
+
+namespace detail {
+/// Quantile q in [0,1] of sorted `v`, linear interpolation between closest ranks.
+inline double quantile_sorted(const std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+/// Fills the statistics of `r` from r.samples_ms.
+inline void summarize(measure_result& r) {
+  std::vector<double> s = r.samples_ms;
+  if (s.empty()) return;
+  std::sort(s.begin(), s.end());
+  r.median_ms = quantile_sorted(s, 0.5);
+  r.p5_ms = quantile_sorted(s, 0.05);
+  r.p95_ms = quantile_sorted(s, 0.95);
+  r.mean_ms = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size());
+  r.min_ms = s.front();
+  r.max_ms = s.back();
+}
+
+inline void check_measure_options(const measure_options& o) {
+  if (o.samples < 1 || o.warmup < 0 || o.graph_batch < 0)
+    throw error(step::options, "measure_options: samples must be >= 1, warmup and graph_batch >= 0");
+}
+
+/// Calls fn(i) if it takes the sample index (rotating inputs), else fn().
+template <class F>
+void call_sample(F& fn, int i) {
+  if constexpr (std::is_invocable_v<F&, int>) fn(i);
+  else fn();
+}
+}  // namespace detail
+
+/// Host timing: `fn` runs on the calling thread; each sample is the
+/// steady_clock time of one call. `Region` is any krex region held by the caller.
+template <class Region, class F>
+measure_result measure(Region& /*held*/, F&& fn, const measure_options& o = {}) {
+  detail::check_measure_options(o);
+  using clock = std::chrono::steady_clock;
+  const auto w0 = clock::now();
+  for (int i = 0; i < o.warmup || clock::now() - w0 < o.warmup_time; ++i) detail::call_sample(fn, i);
+  measure_result r;
+  r.method = "host";
+  r.samples_ms.reserve(static_cast<std::size_t>(o.samples));
+  for (int i = 0; i < o.samples; ++i) {
+    const auto t0 = clock::now();
+    detail::call_sample(fn, i);
+    r.samples_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+  }
+  detail::summarize(r);
+  return r;
+}
+
+}  // namespace krex
+
+#if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
+#include <krex/cuda/measure.hpp>
+#endif  // KREX_WITH_CUDA

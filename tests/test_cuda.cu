@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA backend on a real GPU: device identity, no context for idle
+// tenants, the agent draining while a launcher is parked inside a CUPTI
+// callback, capture not gated, profiler fallback, cuBLAS gated, measure().
+//
+// The test process itself never touches CUDA (a process that forks after
+// initializing CUDA cannot use it in the child): every CUDA step runs in a
+// forked child, which reports through exit codes and shared memory.
+
+#include <krex/cuda/launch.hpp>
+#include <krex/measure.hpp>
+#include <krex/region.hpp>
+
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cupti.h>
+#include <gtest/gtest.h>
+
+#include "../bench/gpu/kernels.cuh"
+#include "krex_test.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+using namespace std::chrono_literals;
+using krex_test::scoped_segment;
+using krex_test::shared;
+
+namespace {
+
+// Runs `body` in a forked child; returns its exit code (-1 if killed or timed out).
+template <class F>
+int in_child(F&& body, std::chrono::milliseconds timeout = 120s) {
+  krex_test::child c = krex_test::spawn(std::forward<F>(body));
+  return krex_test::exit_code(c.wait(timeout));
+}
+
+int gpu_count() {
+  static const int n = in_child([] {
+    int c = 0;
+    if (cudaGetDeviceCount(&c) != cudaSuccess) return 0;
+    return c > 100 ? 100 : c;
+  });
+  return n < 0 ? 0 : n;
+}
+
+#define REQUIRE_GPU() \
+  if (gpu_count() == 0) GTEST_SKIP() << "no CUDA device"
+
+#define CHILD_EXPECT(cond, code)                                       \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      std::fprintf(stderr, "child check failed: %s (line %d)\n", #cond, __LINE__); \
+      return code;                                                     \
+    }                                                                  \
+  } while (0)
+
+struct board {
+  std::atomic<int> step;
+  std::atomic<int> result;
+  std::atomic<std::uint64_t> value[8];
+};
+
+}  // namespace
+
+TEST(CudaBackend, IdentityAndIdleTenantCreatesNoContext) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  shared<board> b;
+  // The idle tenant: joins (automatic gating) and is drained by a sibling's
+  // region, but never submits, so its agent must not create a context.
+  krex_test::child idle = krex_test::spawn([&] {
+    krex::tenant t{seg.opts()};
+    b->step.store(1);
+    while (b->step.load() < 2) std::this_thread::sleep_for(1ms);
+    CHILD_EXPECT(t.drains() >= 1, 10);
+    CHILD_EXPECT(t.syncs() == 0, 11);
+    // Through the runtime's entry-point lookup: the tests do not link libcuda.
+    using get_state_fn = CUresult (*)(CUdevice, unsigned*, int*);
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    CHILD_EXPECT(cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &f, 10000,
+                                                  cudaEnableDefault, &q) == cudaSuccess, 12);
+    unsigned flags = 0;
+    int active = -1;
+    CHILD_EXPECT(reinterpret_cast<get_state_fn>(f)(0, &flags, &active) == CUDA_SUCCESS, 13);
+    CHILD_EXPECT(active == 0, 14);
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->step.load() == 1; }, 60s));
+  const int holder = in_child([&] {
+    krex::backend::cuda x{krex::options{}}, y{krex::options{}};
+    CHILD_EXPECT(x.device_key(0) == y.device_key(0) && x.device_key(0) != 0, 20);
+    CHILD_EXPECT(x.device_name(0).find(" [") != std::string::npos, 21);
+    CHILD_EXPECT(x.pci_bus_id(0).size() >= 12, 22);
+    krex::tenant t{seg.opts()};
+    krex_gpu::fma_loop<<<1, 32>>>(nullptr, 10);
+    CHILD_EXPECT(cudaDeviceSynchronize() == cudaSuccess, 23);
+    krex::region r{t};
+    CHILD_EXPECT(r.report().siblings_drained == 1, 24);
+    return 0;
+  });
+  EXPECT_EQ(holder, 0);
+  b->step.store(2);
+  EXPECT_EQ(krex_test::exit_code(idle.wait(60s)), 0);
+}
+
+// The DESIGN.md claim, checked: the agent thread synchronizes the device
+// while another thread of its process is parked inside a CUPTI enter callback.
+TEST(CudaGate, AgentDrainsWhileLauncherParkedInCuptiCallback) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  const int code = in_child([&] {
+    krex::tenant a{seg.opts().drain_deadline(5s)};  // automatic: CUPTI routes to a
+    CHILD_EXPECT(a.gating_note() == "cupti", 30);
+    krex::tenant h{seg.opts().drain_deadline(5s).gate_mode(krex::gating::explicit_)};
+    int* flags = nullptr;
+    CHILD_EXPECT(cudaHostAlloc(&flags, 2 * sizeof(int), cudaHostAllocMapped) == cudaSuccess, 31);
+    volatile int* vf = flags;
+    vf[0] = vf[1] = 0;
+    int* dflags = nullptr;
+    CHILD_EXPECT(cudaHostGetDevicePointer(&dflags, flags, 0) == cudaSuccess, 32);
+    std::atomic<int> launched{0};
+    auto& gate = a.detail_member().dev->gate;
+    std::thread launcher([&] {
+      krex_gpu::spin_then_flag<<<1, 1>>>(300'000'000ULL, dflags);  // K1: 300 ms
+      launched.store(1);
+      while ((gate.load() & 1U) == 0) std::this_thread::yield();
+      krex_gpu::set_flag<<<1, 1>>>(dflags + 1, 1);  // K2: parks in the enter callback
+      launched.store(2);
+    });
+    while (launched.load() == 0) std::this_thread::yield();
+    const std::uint64_t parks0 = a.detail_member().dev->gate_parks.load();
+    {
+      krex::region r{h};  // a's agent must sync K1 while the launcher is parked
+      CHILD_EXPECT(r.report().drained, 33);
+      CHILD_EXPECT(vf[0] == 1, 34);  // K1 finished before the body
+      std::this_thread::sleep_for(50ms);
+      CHILD_EXPECT(launched.load() == 1, 35);  // K2's launch call is still parked
+      CHILD_EXPECT(vf[1] == 0, 36);
+      CHILD_EXPECT(a.detail_member().dev->gate_parks.load() > parks0, 37);
+      std::fprintf(stderr, "drain with a launcher parked in CUPTI: %.1f ms\n",
+                   r.report().drain_ns / 1e6);
+    }
+    launcher.join();
+    CHILD_EXPECT(cudaDeviceSynchronize() == cudaSuccess, 38);
+    CHILD_EXPECT(vf[1] == 1, 39);
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+}
+
+// A launch into a capturing stream does not run, so it passes a raised gate;
+// the graph launch is gated.
+TEST(CudaGate, CaptureIsNotGatedGraphLaunchIs) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  shared<board> b;
+  krex_test::child holder = krex_test::spawn([&] {
+    krex::tenant t{seg.opts()};
+    b->step.store(1);
+    while (b->step.load() < 2) std::this_thread::sleep_for(1ms);
+    {
+      krex::region r{t};
+      b->step.store(3);
+      std::this_thread::sleep_for(400ms);
+      b->value[0].store(krex_test::now_ns());
+    }
+    return 0;
+  });
+  const int code = in_child([&] {
+    krex::tenant t{seg.opts()};
+    CHILD_EXPECT(t.gating_note() == "cupti", 40);
+    cudaStream_t s;
+    CHILD_EXPECT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 41);
+    krex_gpu::fma_loop<<<1, 32, 0, s>>>(nullptr, 10);
+    CHILD_EXPECT(cudaStreamSynchronize(s) == cudaSuccess, 42);
+    while (b->step.load() < 1) std::this_thread::sleep_for(1ms);
+    b->step.store(2);
+    while (b->step.load() < 3) std::this_thread::sleep_for(1ms);
+    const std::uint64_t t0 = krex_test::now_ns();
+    CHILD_EXPECT(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, 43);
+    for (int i = 0; i < 5; ++i) krex_gpu::fma_loop<<<1, 32, 0, s>>>(nullptr, 10);
+    cudaGraph_t g;
+    CHILD_EXPECT(cudaStreamEndCapture(s, &g) == cudaSuccess, 44);
+    const std::uint64_t t1 = krex_test::now_ns();
+    CHILD_EXPECT(t1 - t0 < 200'000'000ULL, 45);  // the region lasts 400 ms
+    CHILD_EXPECT(krex::detail::cupti::the_state().capture_passes.load() >= 5, 46);
+    cudaGraphExec_t ge;
+    CHILD_EXPECT(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess, 47);
+    CHILD_EXPECT(cudaGraphLaunch(ge, s) == cudaSuccess, 48);  // parks until the region ends
+    const std::uint64_t t2 = krex_test::now_ns();
+    const std::uint64_t end = b->value[0].load();
+    CHILD_EXPECT(end != 0 && t2 >= end, 49);
+    CHILD_EXPECT(cudaStreamSynchronize(s) == cudaSuccess, 50);
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(krex_test::exit_code(holder.wait(60s)), 0);
+}
+
+TEST(CudaGate, FallsBackToExplicitWhenCuptiHasASubscriber) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  const int code = in_child([&] {
+    CUpti_SubscriberHandle other = nullptr;
+    CHILD_EXPECT(cuptiSubscribe(&other, [](void*, CUpti_CallbackDomain, CUpti_CallbackId,
+                                           const void*) {}, nullptr) == CUPTI_SUCCESS, 60);
+    krex::tenant t{seg.opts()};
+    std::fprintf(stderr, "gating note: %s\n", t.gating_note().c_str());
+    CHILD_EXPECT(t.gating_note().rfind("explicit: CUPTI has another subscriber", 0) == 0, 61);
+    krex::region r{t};
+    CHILD_EXPECT(r.report().gating == t.gating_note(), 62);
+    cuptiUnsubscribe(other);
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+}
+
+TEST(CudaGate, CublasLaunchesAreGated) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  const int code = in_child([&] {
+    krex::tenant t{seg.opts()};
+    CHILD_EXPECT(t.gating_note() == "cupti", 70);
+    cublasHandle_t h;
+    CHILD_EXPECT(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS, 71);
+    const int n = 512;
+    float* m = nullptr;
+    CHILD_EXPECT(cudaMalloc(&m, 3 * n * n * sizeof(float)) == cudaSuccess, 72);
+    CHILD_EXPECT(cudaDeviceSynchronize() == cudaSuccess, 73);
+    const std::uint64_t before = t.submits();
+    const float one = 1, zero = 0;
+    CHILD_EXPECT(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, m, n, m + n * n, n, &zero,
+                             m + 2 * n * n, n) == CUBLAS_STATUS_SUCCESS, 74);
+    CHILD_EXPECT(cudaDeviceSynchronize() == cudaSuccess, 75);
+    std::fprintf(stderr, "submissions gated by one cublasSgemm: %llu\n",
+                 (unsigned long long)(t.submits() - before));
+    CHILD_EXPECT(t.submits() > before, 76);
+    cublasDestroy(h);
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+}
+
+TEST(CudaGate, LaunchHelperPassesTheGate) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  const int code = in_child([&] {
+    krex::tenant t{seg.opts().gate_mode(krex::gating::explicit_)};
+    CHILD_EXPECT(t.gating_note() == "explicit", 80);
+    const std::uint64_t before = t.submits();
+    krex::launch(t, krex_gpu::fma_loop, dim3(1), dim3(32), 0, nullptr, nullptr, 10);
+    CHILD_EXPECT(cudaDeviceSynchronize() == cudaSuccess, 81);
+    CHILD_EXPECT(t.submits() == before + 1, 82);
+    try {
+      krex::launch(t, krex_gpu::fma_loop, dim3(1), dim3(4096), 0, nullptr, nullptr, 10);
+      return 83;  // 4096 threads per block must fail
+    } catch (const krex::error& e) {
+      std::fprintf(stderr, "bad launch: %s\n", e.what());
+      CHILD_EXPECT(e.where() == krex::step::backend && e.code() != 0, 84);
+      CHILD_EXPECT(std::string(e.what()).find("cudaLaunchKernel failed: cudaError") !=
+                       std::string::npos, 85);
+    }
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+}
+
+TEST(CudaMeasure, EventsColdL2AndGraphs) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  const int code = in_child([&] {
+    krex::tenant t{seg.opts()};
+    cudaStream_t s;
+    CHILD_EXPECT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 90);
+    unsigned long long* st = nullptr;
+    CHILD_EXPECT(cudaMalloc(&st, 16) == cudaSuccess, 91);
+    krex::region r{t};
+    krex::measure_options o;
+    o.samples = 30;
+    const auto m = krex::measure(r, s, [&] {
+      krex_gpu::stamped_spin<<<1, 32, 0, s>>>(st, st + 1, 200'000ULL);
+    }, o);
+    std::fprintf(stderr, "200 us spin: median %.4f p5 %.4f p95 %.4f ms (%s)\n", m.median_ms,
+                 m.p5_ms, m.p95_ms, m.method.c_str());
+    CHILD_EXPECT(m.samples_ms.size() == 30, 92);
+    CHILD_EXPECT(m.method == "cuda-events+cold-l2", 93);
+    CHILD_EXPECT(m.median_ms > 0.195 && m.median_ms < 0.26, 94);
+    CHILD_EXPECT(m.p5_ms <= m.median_ms && m.median_ms <= m.p95_ms, 95);
+    o.graph_batch = 20;
+    o.cold_l2 = false;
+    const auto g = krex::measure(r, s, [&] {
+      krex_gpu::stamped_spin<<<1, 32, 0, s>>>(st, st + 1, 10'000ULL);
+    }, o);
+    std::fprintf(stderr, "10 us spin in a graph of 20: median %.4f ms (%s)\n", g.median_ms,
+                 g.method.c_str());
+    CHILD_EXPECT(g.method == "cuda-events+graph", 96);
+    CHILD_EXPECT(g.median_ms > 0.0095 && g.median_ms < 0.02, 97);
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+}
