@@ -6,7 +6,11 @@
 
 #include <krex/backend/host.hpp>
 
-#if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
+#if defined(KREX_DEFAULT_BACKEND_HOST) && KREX_DEFAULT_BACKEND_HOST
+// Host-backend code in a GPU build (krex's own protocol tests, which fork
+// after joining: a process that forks after initializing CUDA cannot use it).
+namespace krex { using default_backend = backend::host; }
+#elif defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
 #include <krex/backend/cuda.hpp>
 namespace krex { using default_backend = backend::cuda; }
 #elif defined(KREX_WITH_HIP) && KREX_WITH_HIP
@@ -14,4 +18,4 @@ namespace krex { using default_backend = backend::cuda; }
 namespace krex { using default_backend = backend::hip; }
 #else
 namespace krex { using default_backend = backend::host; }
-#endif  // KREX_WITH_CUDA / KREX_WITH_HIP
+#endif  // KREX_DEFAULT_BACKEND_HOST / KREX_WITH_CUDA / KREX_WITH_HIP
