@@ -175,7 +175,8 @@ class faults : public ::testing::Test {
     const std::uint64_t before = m_b->spins.load();
     EXPECT_TRUE(krex_test::wait_until([&] { return m_b->spins.load() > before; }, 2s))
         << "spinner still stopped";
-    EXPECT_EQ(n.devices[0].gate.load() % 2, 0U) << "gate left raised";
+    EXPECT_TRUE(krex_test::wait_until([&] { return n.devices[0].gate.load() % 2 == 0; }, 2s))
+        << "gate left raised";
     EXPECT_TRUE(krex_test::wait_until(
         [&] {
           for (std::uint32_t i = 0; i < krex::detail::max_tenants; ++i)
@@ -233,4 +234,307 @@ TEST_F(faults, HolderKilledInEveryPhase) {
     all.insert(all.end(), samples.begin(), samples.end());
   }
   std::printf("[ recovery ] all phases                    %s\n", distribution(all).c_str());
+}
+
+// A tenant killed while it waits for the lock leaves an abandoned ticket: the
+// next waiter is served as soon as the holder ends.
+TEST_F(faults, WaiterKilledWhileWaitingForLock) {
+  krex::detail::segment seg{opts()};
+  spawn_spinner();
+  m_kids.push_back(krex_test::spawn([&] {  // the holder: ends its region on `go`
+    krex::tenant t{opts()};
+    m_b->ready.fetch_add(1);
+    krex::region r{t};
+    m_b->reached.store(1);
+    while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
+    m_b->pids[1].store(1);
+    return 0;
+  }));
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
+  child victim = krex_test::spawn([&] {
+    krex::tenant t{opts()};
+    krex::region r{t};  // waits behind the holder; killed there
+    return 0;
+  });
+  krex::detail::device_state& dev = seg.node().devices[0];
+  ASSERT_TRUE(krex_test::wait_until([&] { return dev.next_ticket.load() == dev.now_serving.load() + 2; }, 20s));
+  child next = krex_test::spawn([&] {
+    krex::tenant t{opts()};
+    krex::region r{t};
+    m_b->granted_ns.store(krex_test::now_ns());
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return dev.next_ticket.load() == dev.now_serving.load() + 3; }, 20s));
+  ::kill(victim.pid(), SIGKILL);
+  (void)victim.wait(5s);
+  const std::uint64_t t_release = krex_test::now_ns();
+  m_b->go.store(1);
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; }, 5s));
+  const double ms = static_cast<double>(m_b->granted_ns.load() - t_release) / 1e6;
+  std::printf("[ recovery ] waiter killed in the lock queue: next served %.1f ms after release\n", ms);
+  EXPECT_LE(ms, 200.0);
+  EXPECT_EQ(krex_test::exit_code(next.wait(10s)), 0);
+}
+
+// A lease that expires inside the body: the guardian takes the device back
+// (siblings thawed, a waiter gets a region while the old holder still runs),
+// and the old holder learns it at exit.
+TEST_F(faults, LeaseExpiryHandsTheDeviceOnAndTheHolderLearnsAtExit) {
+  krex::detail::segment seg{opts()};
+  spawn_spinner();
+  spawn_waiter();
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
+  child holder = krex_test::spawn([&] {
+    krex::tenant t{opts().lease(150ms)};
+    krex::region r{t};
+    m_b->reached.store(1);
+    // The body outlives the lease; a waiter is served meanwhile.
+    if (!krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; }, 5s)) return 2;
+    try {
+      r.exit();
+    } catch (const krex::error& e) {
+      if (e.where() != krex::step::release) return 3;
+      if (std::string(e.what()).find("lease") == std::string::npos) return 4;
+      return r.report().lease_lost ? 0 : 5;
+    }
+    return 6;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
+  m_b->go.store(1);
+  EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0);
+  EXPECT_EQ(seg.node().devices[0].lease_expiries.load(), 1U);
+  expect_clean(seg.node());
+}
+
+namespace {
+struct slow_backend : krex::backend::host {
+  using host::host;
+  void sync() { std::this_thread::sleep_for(3s); }
+};
+}  // namespace
+
+// Siblings killed mid-submit, mid-drain (inside their backend sync) and while
+// frozen: the holder's region completes within its deadline, the dead slot is
+// reaped and its leaf removed.
+TEST_F(faults, SiblingKilledMidSubmitMidDrainAndFrozen) {
+  krex::detail::segment seg{opts()};
+  krex::detail::node_state& n = seg.node();
+  for (const char* when : {"mid-submit", "mid-drain", "frozen"}) {
+    SCOPED_TRACE(when);
+    const std::string w = when;
+    m_b->ready.store(0);
+    m_b->go.store(0);
+    m_b->reached.store(0);
+    m_b->stop.store(0);
+    child victim = krex_test::spawn([&] {
+      krex::basic_tenant<slow_backend> t{opts()};
+      m_b->pids[0].store(static_cast<int>(t.slot()));
+      if (w == "mid-submit") {
+        t.submit([&] {
+          m_b->ready.fetch_add(1);
+          for (;;) ::pause();
+        });
+      }
+      t.submit([] {});  // dirty: its drain syncs (3 s)
+      m_b->ready.fetch_add(1);
+      for (;;) ::pause();
+      return 0;
+    });
+    ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+    const std::uint32_t vslot = static_cast<std::uint32_t>(m_b->pids[0].load());
+    child holder = krex_test::spawn([&] {
+      krex::tenant t{opts().drain_deadline(5s)};
+      const std::uint64_t t0 = krex_test::now_ns();
+      krex::region r{t};
+      m_b->granted_ns.store(krex_test::now_ns() - t0);
+      m_b->reached.store(1);
+      while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
+      r.exit();
+      return r.report().siblings_gone + (r.report().frozen_pids.empty() ? 10 : 20);
+    });
+    krex::detail::device_state& dev = n.devices[0];
+    const std::uint32_t want = w == "mid-submit" ? krex::detail::phase_gated
+                               : w == "mid-drain" ? krex::detail::phase_draining
+                                                  : krex::detail::phase_body;
+    ASSERT_TRUE(krex_test::wait_until([&] { return dev.phase.load() == want; }, 20s));
+    if (w == "frozen") {
+      ASSERT_TRUE(krex_test::wait_until([&] { return leaf_frozen(m_root, vslot); }, 5s));
+    }
+    std::this_thread::sleep_for(50ms);
+    ::kill(victim.pid(), SIGKILL);
+    (void)victim.wait(5s);
+    ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 6s))
+        << "the holder's region did not complete";
+    m_b->go.store(1);
+    const int code = krex_test::exit_code(holder.wait(10s));
+    if (w == "frozen") {
+      EXPECT_EQ(code, 20) << "expected the victim frozen, then gone at exit";
+    } else {
+      EXPECT_EQ(code, 11) << "expected the victim reported gone, nothing frozen";
+      EXPECT_LT(m_b->granted_ns.load(), 3'000'000'000U) << "the region waited out the sync";
+    }
+    EXPECT_TRUE(krex_test::wait_until([&] { return n.tenants[vslot].owner.load() == 0; }, 2s))
+        << "slot not reaped";
+    EXPECT_TRUE(krex_test::wait_until(
+        [&] { return ::access((m_root + "/t" + std::to_string(vslot)).c_str(), F_OK) != 0; }, 2s))
+        << "leaf of the dead sibling left behind";
+  }
+}
+
+// The guardian killed mid-region, then the holder: (a) the holder's own agent
+// restarts the guardian, which recovers the device; (b) killed together, the
+// next tenant action (a join) recovers it.
+TEST_F(faults, GuardianKilledMidRegionThenHolder) {
+  for (const bool restarted : {true, false}) {
+    SCOPED_TRACE(restarted ? "guardian restarted by the holder's agent" : "recovered by a join");
+    m_b->ready.store(0);
+    m_b->go.store(0);
+    m_b->granted_ns.store(0);
+    m_b->stop.store(0);
+    krex::detail::segment seg{opts()};
+    krex::detail::node_state& n = seg.node();
+    spawn_spinner();
+    spawn_waiter();
+    ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
+    child holder = spawn_holder(krex::detail::phase_body, opts());
+    ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
+    m_b->go.store(1);
+    const int g = n.guardian_pid.load();
+    ASSERT_GT(g, 0);
+    const std::uint32_t starts = n.guardian_starts.load();
+    ::kill(g, SIGKILL);
+    if (restarted) {
+      ASSERT_TRUE(krex_test::wait_until(
+          [&] { return n.guardian_starts.load() > starts && n.guardian_pid.load() > 0; }, 3s))
+          << "no tenant restarted the guardian";
+    }
+    const std::uint64_t t_kill = krex_test::now_ns();
+    ::kill(holder.pid(), SIGKILL);
+    (void)holder.wait(5s);
+    if (!restarted) {
+      std::this_thread::sleep_for(300ms);
+      EXPECT_EQ(m_b->granted_ns.load(), 0U) << "nobody should have been able to recover";
+      child joiner = krex_test::spawn([&] {
+        krex::tenant t{opts()};
+        return 0;
+      });
+      EXPECT_EQ(krex_test::exit_code(joiner.wait(10s)), 0);
+    }
+    ASSERT_TRUE(krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; }, 5s));
+    const double ms = static_cast<double>(m_b->granted_ns.load() - t_kill) / 1e6;
+    std::printf("[ recovery ] guardian killed, then holder (%s): %.1f ms\n",
+                restarted ? "guardian restarted" : "recovered by a join after 300 ms", ms);
+    if (restarted) {
+      EXPECT_LE(ms, 200.0);
+    }
+    expect_clean(n);
+    m_b->stop.store(1);
+    for (auto& k : m_kids) EXPECT_EQ(krex_test::exit_code(k.wait(10s)), 0);
+    m_kids.clear();
+  }
+}
+
+// A bounded randomized soak: workers join, take regions (checking in the body
+// that no other live worker is in one), submit, leave and rejoin, while the
+// parent SIGKILLs random workers (and now and then the guardian) and
+// respawns them. At the end nothing is frozen, no slot is leaked, the gate
+// is down and no exclusivity check failed.
+TEST_F(faults, RandomizedKillSoak) {
+  constexpr int workers = 6;
+  const auto soak = std::chrono::milliseconds(
+      std::getenv("KREX_SOAK_MS") != nullptr ? std::atoi(std::getenv("KREX_SOAK_MS")) : 12000);
+  krex::detail::segment seg{opts()};
+  krex::detail::node_state& n = seg.node();
+  const auto worker = [&](int idx, unsigned seed) {
+    return krex_test::spawn([&, idx, seed] {
+      std::mt19937 rng(seed);
+      const int me = static_cast<int>(::getpid());
+      while (m_b->stop.load() == 0) {
+        krex::tenant t{opts().lock_wait(5s).drain_deadline(3s)};
+        const int ops = 5 + static_cast<int>(rng() % 20);
+        for (int op = 0; op < ops && m_b->stop.load() == 0; ++op) {
+          const unsigned r = rng() % 10;
+          if (r < 5) {
+            try {
+              krex::region reg{t};
+              m_b->in_body[idx].store(me);
+              for (int j = 0; j < workers; ++j) {
+                const int other = m_b->in_body[j].load();
+                if (j != idx && other != 0 && krex::detail::alive(other, 0)) m_b->violations.fetch_add(1);
+              }
+              krex_test::spin_for(200'000 + rng() % 2'000'000);
+              m_b->in_body[idx].store(0);
+              m_b->regions.fetch_add(1);
+            } catch (const krex::error& e) {
+              m_b->in_body[idx].store(0);
+              if (m_b->region_errors.fetch_add(1) < 3) std::fprintf(stderr, "soak: %s\n", e.what());
+            }
+          } else if (r < 8) {
+            t.submit([&] { krex_test::spin_for(100'000 + rng() % 500'000); });
+          } else {
+            std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+          }
+        }
+      }
+      return 0;
+    });
+  };
+  std::vector<child> pool;
+  for (int i = 0; i < workers; ++i) pool.push_back(worker(i, 1000U + static_cast<unsigned>(i)));
+  std::mt19937 rng(42);
+  std::uint64_t kills = 0, guardian_kills = 0;
+  const auto end = std::chrono::steady_clock::now() + soak;
+  while (std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(40 + rng() % 120));
+    if (rng() % 12 == 0) {
+      const int g = n.guardian_pid.load();
+      if (g > 0) {
+        ::kill(g, SIGKILL);
+        ++guardian_kills;
+      }
+      continue;
+    }
+    const int i = static_cast<int>(rng() % workers);
+    ::kill(pool[static_cast<size_t>(i)].pid(), SIGKILL);
+    (void)pool[static_cast<size_t>(i)].wait(5s);
+    ++kills;
+    pool[static_cast<size_t>(i)] = worker(i, static_cast<unsigned>(rng()));
+    krex_test::reap_orphans();
+  }
+  m_b->stop.store(1);
+  int stuck = 0;
+  for (auto& p : pool)
+    if (krex_test::exit_code(p.wait(20s)) != 0) ++stuck;
+  pool.clear();
+  krex::detail::device_state& dev = n.devices[0];
+  // The guardian (or the last joiner) settles what the last kills left.
+  const bool settled = krex_test::wait_until(
+      [&] {
+        for (std::uint32_t i = 0; i < krex::detail::max_tenants; ++i)
+          if (n.tenants[i].owner.load() != 0) return false;
+        return dev.lease_slot.load() == 0 && dev.gate.load() % 2 == 0;
+      },
+      5s);
+  std::uint32_t leaked = 0, frozen = 0;
+  for (std::uint32_t i = 0; i < krex::detail::max_tenants; ++i) {
+    if (n.tenants[i].owner.load() != 0) ++leaked;
+    if (leaf_frozen(m_root, i)) ++frozen;
+  }
+  std::printf(
+      "[ soak     ] %lld ms, %d workers: %llu regions, %llu region errors, %llu worker kills, "
+      "%llu guardian kills, %llu recoveries, %llu slots reaped, %u guardians started, "
+      "%llu exclusivity violations, %u slots leaked, %u leaves frozen, %d workers stuck\n",
+      static_cast<long long>(soak.count()), workers,
+      static_cast<unsigned long long>(m_b->regions.load()),
+      static_cast<unsigned long long>(m_b->region_errors.load()),
+      static_cast<unsigned long long>(kills), static_cast<unsigned long long>(guardian_kills),
+      static_cast<unsigned long long>(dev.recoveries.load()),
+      static_cast<unsigned long long>(n.reaped.load()), n.guardian_starts.load(),
+      static_cast<unsigned long long>(m_b->violations.load()), leaked, frozen, stuck);
+  EXPECT_TRUE(settled);
+  EXPECT_EQ(m_b->violations.load(), 0U);
+  EXPECT_EQ(leaked, 0U);
+  EXPECT_EQ(frozen, 0U);
+  EXPECT_EQ(stuck, 0);
+  EXPECT_GT(m_b->regions.load(), 0U);
 }

@@ -37,6 +37,9 @@ namespace krex::detail {
 inline constexpr std::uint64_t guardian_poll_ns = 20'000'000ULL;
 /// How often it scans every slot for dead tenants.
 inline constexpr std::uint64_t guardian_reap_ns = 200'000'000ULL;
+/// How often it removes leaves of free slots (a reaper's rmdir fails while
+/// the dead tenant's last threads are still exiting).
+inline constexpr std::uint64_t guardian_sweep_ns = 500'000'000ULL;
 /// How long it stays with no live tenant before it leaves.
 inline constexpr std::uint64_t guardian_linger_ns = 300'000'000ULL;
 /// A tenant that claimed guardian_pid and did not finish starting one within
@@ -122,6 +125,7 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
     watched[d] = 0;
   }
   std::uint64_t last_reap = 0;
+  std::uint64_t last_sweep = 0;
   std::uint64_t idle_since = 0;
   for (;;) {
     std::uint64_t now = as_safe::now_ns();
@@ -154,6 +158,10 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
     if (now - last_reap >= guardian_reap_ns) {
       last_reap = now;
       reap_dead_tenants(n, c);
+      if (now - last_sweep >= guardian_sweep_ns) {
+        last_sweep = now;
+        clean_stale_leaves(n, c, max_tenants);
+      }
       if (any_live_tenant(n)) {
         idle_since = 0;
       } else if (idle_since == 0) {

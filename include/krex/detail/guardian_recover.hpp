@@ -151,6 +151,7 @@ inline std::uint32_t reap_dead_tenants(node_state& n, const recovery_config& c) 
   for (std::uint32_t i = 0; i < max_tenants; ++i) {
     tenant_slot& s = n.tenants[i];
     const std::int32_t pid = s.owner.load();
+    if (pid < 0) release_stale_reservation(n, i);
     if (pid <= 0 || slot_alive(s)) continue;
     bool leased = false;
     for (std::uint32_t d = 0; d < max_devices && !leased; ++d)
@@ -176,6 +177,9 @@ inline std::uint32_t clean_stale_leaves(node_state& n, const recovery_config& c,
   for (std::uint32_t i = 0; i < max_tenants; ++i) {
     if (i == self) continue;
     tenant_slot& s = n.tenants[i];
+    // Not while a region runs on the slot's last device (see reap_slot).
+    const std::uint32_t d = s.device.load();
+    if (d < max_devices && n.devices[d].lease_slot.load() != 0) continue;
     std::int32_t expected = 0;
     if (!s.owner.compare_exchange_strong(expected, me)) continue;
     const as_safe::path_buf p = as_safe::leaf_path(c, i, "");

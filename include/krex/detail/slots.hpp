@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -49,22 +50,38 @@ inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid,
                       const recovery_config* c = nullptr) noexcept {
   if (i >= max_tenants || dead_pid <= 0) return false;
   tenant_slot& s = n.tenants[i];
+  // Reserved by the reaper (owner = -reaper pid): a reaper that dies here
+  // leaves a reservation release_stale_reservation() undoes.
+  const std::int32_t me = -static_cast<std::int32_t>(::getpid());
   std::int32_t expected = dead_pid;
-  if (!s.owner.compare_exchange_strong(expected, -dead_pid)) return false;
+  if (!s.owner.compare_exchange_strong(expected, me)) return false;
   s.state.store(slot_reaping);
   s.in_submit.store(0);
   s.dirty.store(0);
   s.ticket.store(no_ticket);
   s.frozen.store(0);
   s.start_time.store(0);
-  if (c != nullptr) as_safe::remove_leaf(*c, i);
+  // The leaf goes unless a region is in progress on the slot's device: its
+  // holder may be about to freeze it (then the guardian's sweep removes it).
+  const std::uint32_t d = s.device.load();
+  if (c != nullptr && d < max_devices && n.devices[d].lease_slot.load() == 0)
+    as_safe::remove_leaf(*c, i);
   s.state.store(slot_free);
   s.owner.store(0);
   // Anyone waiting for this slot's in_submit or ack re-checks.
   as_safe::futex_wake_all(s.in_submit);
-  const std::uint32_t d = s.device.load();
   if (d < max_devices) as_safe::futex_wake_all(n.devices[d].acks);
   return true;
+}
+
+/// A slot reserved (owner < 0) by a reaper or sweeper that died meanwhile is
+/// freed. Returns true if it did that.
+inline bool release_stale_reservation(node_state& n, std::uint32_t i) noexcept {
+  if (i >= max_tenants) return false;
+  tenant_slot& s = n.tenants[i];
+  std::int32_t r = s.owner.load();
+  if (r >= 0 || r == INT32_MIN || as_safe::alive(-static_cast<std::int64_t>(r), 0)) return false;
+  return s.owner.compare_exchange_strong(r, 0);
 }
 
 /// Reaps slot i if its owner is dead (see reap_slot). Returns true if the
@@ -75,7 +92,10 @@ inline bool reap_if_dead(node_state& n, std::uint32_t i,
   tenant_slot& s = n.tenants[i];
   const std::int32_t pid = s.owner.load();
   if (pid == 0) return true;
-  if (pid < 0) return true;  // being reaped
+  if (pid < 0) {  // being reaped (or its reaper died: free it)
+    release_stale_reservation(n, i);
+    return true;
+  }
   if (slot_alive(s)) return false;
   if (reap_slot(n, i, pid, c)) n.reaped.fetch_add(1, std::memory_order_relaxed);
   return true;
