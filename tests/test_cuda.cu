@@ -7,17 +7,18 @@
 // initializing CUDA cannot use it in the child): every CUDA step runs in a
 // forked child, which reports through exit codes and shared memory.
 
+#include "../bench/gpu/kernels.cuh"
+#include "krex_test.hpp"
+
 #include <krex/cuda/launch.hpp>
 #include <krex/measure.hpp>
 #include <krex/region.hpp>
 
-#include <cublas_v2.h>
 #include <cuda.h>
 #include <cupti.h>
 #include <gtest/gtest.h>
 
-#include "../bench/gpu/kernels.cuh"
-#include "krex_test.hpp"
+#include <cublas_v2.h>
 
 #include <atomic>
 #include <chrono>
@@ -50,12 +51,12 @@ int gpu_count() {
 #define REQUIRE_GPU() \
   if (gpu_count() == 0) GTEST_SKIP() << "no CUDA device"
 
-#define CHILD_EXPECT(cond, code)                                       \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
+#define CHILD_EXPECT(cond, code)                                                   \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
       std::fprintf(stderr, "child check failed: %s (line %d)\n", #cond, __LINE__); \
-      return code;                                                     \
-    }                                                                  \
+      return code;                                                                 \
+    }                                                                              \
   } while (0)
 
 struct board {
@@ -83,7 +84,8 @@ TEST(CudaBackend, IdentityAndIdleTenantCreatesNoContext) {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult q{};
     CHILD_EXPECT(cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &f, 10000,
-                                                  cudaEnableDefault, &q) == cudaSuccess, 12);
+                                                  cudaEnableDefault, &q) == cudaSuccess,
+                 12);
     unsigned flags = 0;
     int active = -1;
     CHILD_EXPECT(reinterpret_cast<get_state_fn>(f)(0, &flags, &active) == CUDA_SUCCESS, 13);
@@ -207,8 +209,10 @@ TEST(CudaGate, FallsBackToExplicitWhenCuptiHasASubscriber) {
   scoped_segment seg;
   const int code = in_child([&] {
     CUpti_SubscriberHandle other = nullptr;
-    CHILD_EXPECT(cuptiSubscribe(&other, [](void*, CUpti_CallbackDomain, CUpti_CallbackId,
-                                           const void*) {}, nullptr) == CUPTI_SUCCESS, 60);
+    CHILD_EXPECT(cuptiSubscribe(
+                     &other, [](void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {},
+                     nullptr) == CUPTI_SUCCESS,
+                 60);
     krex::tenant t{seg.opts()};
     std::fprintf(stderr, "gating note: %s\n", t.gating_note().c_str());
     CHILD_EXPECT(t.gating_note().rfind("explicit: CUPTI has another subscriber", 0) == 0, 61);
@@ -235,7 +239,8 @@ TEST(CudaGate, CublasLaunchesAreGated) {
     const std::uint64_t before = t.submits();
     const float one = 1, zero = 0;
     CHILD_EXPECT(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, m, n, m + n * n, n, &zero,
-                             m + 2 * n * n, n) == CUBLAS_STATUS_SUCCESS, 74);
+                             m + 2 * n * n, n) == CUBLAS_STATUS_SUCCESS,
+                 74);
     CHILD_EXPECT(cudaDeviceSynchronize() == cudaSuccess, 75);
     std::fprintf(stderr, "submissions gated by one cublasSgemm: %llu\n",
                  (unsigned long long)(t.submits() - before));
@@ -262,8 +267,9 @@ TEST(CudaGate, LaunchHelperPassesTheGate) {
     } catch (const krex::error& e) {
       std::fprintf(stderr, "bad launch: %s\n", e.what());
       CHILD_EXPECT(e.where() == krex::step::backend && e.code() != 0, 84);
-      CHILD_EXPECT(std::string(e.what()).find("cudaLaunchKernel failed: cudaError") !=
-                       std::string::npos, 85);
+      CHILD_EXPECT(
+          std::string(e.what()).find("cudaLaunchKernel failed: cudaError") != std::string::npos,
+          85);
     }
     return 0;
   });
@@ -282,9 +288,8 @@ TEST(CudaMeasure, EventsColdL2AndGraphs) {
     krex::region r{t};
     krex::measure_options o;
     o.samples = 30;
-    const auto m = krex::measure(r, s, [&] {
-      krex_gpu::stamped_spin<<<1, 32, 0, s>>>(st, st + 1, 200'000ULL);
-    }, o);
+    const auto m = krex::measure(
+        r, s, [&] { krex_gpu::stamped_spin<<<1, 32, 0, s>>>(st, st + 1, 200'000ULL); }, o);
     std::fprintf(stderr, "200 us spin: median %.4f p5 %.4f p95 %.4f ms (%s)\n", m.median_ms,
                  m.p5_ms, m.p95_ms, m.method.c_str());
     CHILD_EXPECT(m.samples_ms.size() == 30, 92);
@@ -293,9 +298,8 @@ TEST(CudaMeasure, EventsColdL2AndGraphs) {
     CHILD_EXPECT(m.p5_ms <= m.median_ms && m.median_ms <= m.p95_ms, 95);
     o.graph_batch = 20;
     o.cold_l2 = false;
-    const auto g = krex::measure(r, s, [&] {
-      krex_gpu::stamped_spin<<<1, 32, 0, s>>>(st, st + 1, 10'000ULL);
-    }, o);
+    const auto g = krex::measure(
+        r, s, [&] { krex_gpu::stamped_spin<<<1, 32, 0, s>>>(st, st + 1, 10'000ULL); }, o);
     std::fprintf(stderr, "10 us spin in a graph of 20: median %.4f ms (%s)\n", g.median_ms,
                  g.method.c_str());
     CHILD_EXPECT(g.method == "cuda-events+graph", 96);

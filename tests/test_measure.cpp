@@ -2,12 +2,12 @@
 // krex::measure: statistics, and the host overload inside a region (the CUDA
 // overload is tested on the GPU in test_cuda.cu).
 
+#include "krex_test.hpp"
+
 #include <krex/measure.hpp>
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>
-
-#include "krex_test.hpp"
 
 #include <chrono>
 #include <vector>
@@ -41,10 +41,13 @@ TEST(Measure, HostLoopInsideRegion) {
   krex::measure_options o;
   o.warmup = 2;
   o.samples = 7;
-  const krex::measure_result m = krex::measure(r, [&](int i) {
-    seen.push_back(i);
-    krex_test::spin_for(200'000);
-  }, o);
+  const krex::measure_result m = krex::measure(
+      r,
+      [&](int i) {
+        seen.push_back(i);
+        krex_test::spin_for(200'000);
+      },
+      o);
   EXPECT_EQ(m.method, "host");
   ASSERT_EQ(m.samples_ms.size(), 7U);
   EXPECT_EQ(seen.size(), 9U);  // warm-up calls, then samples with their index
@@ -57,9 +60,17 @@ TEST(Measure, HostLoopInsideRegion) {
   o.warmup = 0;
   o.samples = 1;
   o.warmup_time = std::chrono::milliseconds(5);
-  krex::measure(r, [&] { ++calls; krex_test::spin_for(100'000); }, o);
+  krex::measure(
+      r,
+      [&] {
+        ++calls;
+        krex_test::spin_for(100'000);
+      },
+      o);
   EXPECT_GE(calls, 40);  // ~5 ms of warm-up at 0.1 ms a call, then one sample
 
   o.samples = 0;
-  EXPECT_THROW(krex::measure(r, [] {}, o), krex::error);
+  EXPECT_THROW(krex::measure(
+                   r, [] {}, o),
+               krex::error);
 }

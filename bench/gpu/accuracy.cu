@@ -10,11 +10,11 @@
 // the unprotected phase the measurer simply takes no region, so nothing
 // gates them. Prints median and p95 per kernel and their ratios to solo.
 
-#include <krex/measure.hpp>
-#include <krex/region.hpp>
-
 #include "../../tests/proc_util.hpp"
 #include "kernels.cuh"
+
+#include <krex/measure.hpp>
+#include <krex/region.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -61,8 +61,10 @@ int run_sibling(int i, const std::string& seg, board* b) {
       continue;
     }
     const auto work = [&] {
-      if (k % 2 == 0) krex_gpu::fma_loop<<<264, 256, 0, s>>>(out, 4000 + 3000 * int(k % 5));
-      else krex_gpu::stream_rw<<<528, 256, 0, s>>>(buf, n, 1.0001f);
+      if (k % 2 == 0)
+        krex_gpu::fma_loop<<<264, 256, 0, s>>>(out, 4000 + 3000 * int(k % 5));
+      else
+        krex_gpu::stream_rw<<<528, 256, 0, s>>>(buf, n, 1.0001f);
     };
     if (explicit_gate) {
       krex::submit_guard g{t};
@@ -94,8 +96,10 @@ int main(int argc, char** argv) {
   double scale = 1.0;  // scales sample counts
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--siblings") siblings = std::stoi(v);
-    else if (k == "--scale") scale = std::stod(v);
+    if (k == "--siblings")
+      siblings = std::stoi(v);
+    else if (k == "--scale")
+      scale = std::stod(v);
   }
   const std::string seg = "krexgpu-a-" + std::to_string(::getpid());
   if (krex_gpu::gpu_count_forked() == 0) {
@@ -107,7 +111,8 @@ int main(int argc, char** argv) {
   std::vector<krex_test::child> kids;
   for (int i = 0; i < siblings; ++i)
     kids.push_back(krex_test::spawn([&, i] { return run_sibling(i, seg, &*b); }));
-  if (!krex_test::wait_until([&] { return b->ready.load() == siblings; }, std::chrono::seconds(120))) {
+  if (!krex_test::wait_until([&] { return b->ready.load() == siblings; },
+                             std::chrono::seconds(120))) {
     std::fprintf(stderr, "siblings did not start\n");
     return 3;
   }
@@ -120,28 +125,32 @@ int main(int argc, char** argv) {
   KREX_GPU_CHECK(cudaMalloc(&out, 1024 * sizeof(float)));
 
   // Calibrate iterations for each target duration, solo.
-  std::vector<kernel_case> cases = {{"~10us", 0.010}, {"~100us", 0.100}, {"~1ms", 1.0},
-                                    {"~10ms", 10.0}, {"~50ms", 50.0}};
+  std::vector<kernel_case> cases = {
+      {"~10us", 0.010}, {"~100us", 0.100}, {"~1ms", 1.0}, {"~10ms", 10.0}, {"~50ms", 50.0}};
   double ms_per_iter = 0;
   {
     krex::region r{t};
     krex::measure_options o;
     o.samples = 5;
     const int probe = 200000;
-    auto m = krex::measure(r, s, [&] { krex_gpu::fma_loop<<<264, 256, 0, s>>>(out, probe); }, o);
+    auto m = krex::measure(
+        r, s, [&] { krex_gpu::fma_loop<<<264, 256, 0, s>>>(out, probe); }, o);
     ms_per_iter = m.median_ms / probe;
   }
   for (auto& c : cases) {
     c.iters = std::max(1, static_cast<int>(c.target_ms / ms_per_iter));
-    const int base = c.target_ms <= 0.1 ? 300 : c.target_ms <= 1 ? 150 : c.target_ms <= 10 ? 60 : 25;
+    const int base = c.target_ms <= 0.1  ? 300
+                     : c.target_ms <= 1  ? 150
+                     : c.target_ms <= 10 ? 60
+                                         : 25;
     c.samples = std::max(10, static_cast<int>(base * scale));
   }
   const auto run = [&](auto& region_like, kernel_case& c) {
     krex::measure_options o;
     o.samples = c.samples;
     o.warmup = 3;
-    return krex::measure(region_like, s,
-                         [&] { krex_gpu::fma_loop<<<264, 256, 0, s>>>(out, c.iters); }, o);
+    return krex::measure(
+        region_like, s, [&] { krex_gpu::fma_loop<<<264, 256, 0, s>>>(out, c.iters); }, o);
   };
   for (auto& c : cases) {
     krex::region r{t};
@@ -157,16 +166,17 @@ int main(int argc, char** argv) {
   for (auto& c : cases) {
     krex::region r{t};
     c.guarded = run(r, c);
-    levels.push_back(r.report().level() + " gating=" + r.report().gating + " frozen=" +
-                     std::to_string(r.report().frozen_pids.size()));
+    levels.push_back(r.report().level() + " gating=" + r.report().gating +
+                     " frozen=" + std::to_string(r.report().frozen_pids.size()));
   }
   b->phase.store(2);
   for (auto& k : kids) krex_test::exit_code(k.wait(std::chrono::seconds(120)));
 
   std::printf("accuracy siblings=%d (half explicit, half cupti) sibling launches=%llu; method=%s\n",
               siblings, (unsigned long long)b->launches.load(), cases[0].solo.method.c_str());
-  std::printf("| kernel | samples | solo median ms | solo p95 ms | unprotected median x | "
-              "unprotected p95 x | krex median x | krex p95 x | krex median err %% | krex p95 err %% |\n");
+  std::printf(
+      "| kernel | samples | solo median ms | solo p95 ms | unprotected median x | "
+      "unprotected p95 x | krex median x | krex p95 x | krex median err %% | krex p95 err %% |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (auto& c : cases) {
     const double mu = c.shared.median_ms / c.solo.median_ms, pu = c.shared.p95_ms / c.solo.p95_ms;

@@ -16,10 +16,10 @@
 // saw any intersection. Also prints the region entry cost (lock, gate, drain,
 // freeze, pin) measured by the region's own report.
 
-#include <krex/region.hpp>
-
 #include "../../tests/proc_util.hpp"
 #include "kernels.cuh"
+
+#include <krex/region.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -77,10 +77,14 @@ int run_sibling(int i, const args& a, board* b) {
     t.emplace(tenant_opts(a).gate_mode(explicit_gate ? krex::gating::explicit_
                                                      : krex::gating::automatic));
   sibling_log& log = b->sib[i];
-  if (!t) log.gating = 0;
-  else if (t->gating_note() == "cupti") log.gating = 2;
-  else if (t->gating_note() == "explicit") log.gating = 1;
-  else log.gating = 3;
+  if (!t)
+    log.gating = 0;
+  else if (t->gating_note() == "cupti")
+    log.gating = 2;
+  else if (t->gating_note() == "explicit")
+    log.gating = 1;
+  else
+    log.gating = 3;
   KREX_GPU_CHECK(cudaSetDevice(0));
   cudaStream_t s;
   KREX_GPU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -136,12 +140,18 @@ int main(int argc, char** argv) {
   args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--siblings") a.siblings = std::min(max_siblings, std::stoi(v));
-    else if (k == "--regions") a.regions = std::stoi(v);
-    else if (k == "--mode") a.krex = (v != "none");
-    else if (k == "--body-us") a.body_us = std::stoi(v);
-    else if (k == "--body-kernels") a.body_kernels = std::max(1, std::stoi(v));
-    else if (k == "--siblings-work") a.idle = (v == "idle");
+    if (k == "--siblings")
+      a.siblings = std::min(max_siblings, std::stoi(v));
+    else if (k == "--regions")
+      a.regions = std::stoi(v);
+    else if (k == "--mode")
+      a.krex = (v != "none");
+    else if (k == "--body-us")
+      a.body_us = std::stoi(v);
+    else if (k == "--body-kernels")
+      a.body_kernels = std::max(1, std::stoi(v));
+    else if (k == "--siblings-work")
+      a.idle = (v == "idle");
     else {
       std::fprintf(stderr, "unknown argument %s\n", k.c_str());
       return 2;
@@ -191,8 +201,8 @@ int main(int argc, char** argv) {
       // (the gaps are where an unprotected sibling gets the GPU), then stamp.
       krex_gpu::stamp<<<1, 1, 0, s>>>(rs + r);
       for (int j = 0; j < a.body_kernels; ++j) {
-        krex_gpu::stamped_spin<<<132, 128, 0, s>>>(bs + r, be + r,
-                                                   static_cast<unsigned long long>(a.body_us) * 1000);
+        krex_gpu::stamped_spin<<<132, 128, 0, s>>>(
+            bs + r, be + r, static_cast<unsigned long long>(a.body_us) * 1000);
         KREX_GPU_CHECK(cudaStreamSynchronize(s));
       }
       krex_gpu::stamp<<<1, 1, 0, s>>>(re + r);
@@ -210,7 +220,8 @@ int main(int argc, char** argv) {
       entry_us.push_back((rp.lock_ns + rp.gate_ns + rp.drain_ns + rp.freeze_ns + rp.pin_ns) / 1e3);
       level = rp.level();
       gating = rp.gating;
-      frozen_max = std::max<std::uint32_t>(frozen_max, static_cast<std::uint32_t>(rp.frozen_pids.size()));
+      frozen_max =
+          std::max<std::uint32_t>(frozen_max, static_cast<std::uint32_t>(rp.frozen_pids.size()));
       drained_min = std::min(drained_min, rp.siblings_drained);
       reg.exit();
       exit_us.push_back(reg.report().exit_ns / 1e3);
@@ -249,13 +260,15 @@ int main(int argc, char** argv) {
       ++kernels[g];
       // Regions are disjoint and sorted, so only the last one starting before
       // e0 can intersect [s0, e0] (a kernel spanning earlier ones covers its start).
-      const auto it = std::lower_bound(regions.begin(), regions.end(),
-                                       std::make_pair(e0, std::uint64_t{0}));
+      const auto it =
+          std::lower_bound(regions.begin(), regions.end(), std::make_pair(e0, std::uint64_t{0}));
       bool hit = false;
       if (it != regions.begin()) {
         const auto j = std::prev(it);
-        if (j->second > s0) hit = true;
-        else if (j->second == s0) ++touching;
+        if (j->second > s0)
+          hit = true;
+        else if (j->second == s0)
+          ++touching;
       }
       if (it != regions.end() && it->first == e0) ++touching;
       if (hit) ++hits[g];
@@ -264,28 +277,30 @@ int main(int argc, char** argv) {
   const std::uint64_t total_hits = hits[0] + hits[1] + hits[2] + hits[3];
   std::printf("exclusivity mode=%s siblings=%d (%s) regions=%zu body=%dx%dus mps=%s\n",
               a.krex ? "krex" : "none", a.siblings, a.idle ? "idle" : "busy", R, a.body_kernels,
-              a.body_us,
-              std::getenv("KREX_BENCH_MPS") ? std::getenv("KREX_BENCH_MPS") : "?");
-  std::printf("  sibling kernels: explicit=%llu cupti=%llu fallback=%llu unprotected=%llu "
-              "(incomplete %llu)\n",
-              (unsigned long long)kernels[1], (unsigned long long)kernels[2],
-              (unsigned long long)kernels[3], (unsigned long long)kernels[0],
-              (unsigned long long)incomplete);
-  std::printf("  intersecting a region: explicit=%llu cupti=%llu fallback=%llu unprotected=%llu "
-              "total=%llu (touching endpoints %llu)\n",
-              (unsigned long long)hits[1], (unsigned long long)hits[2],
-              (unsigned long long)hits[3], (unsigned long long)hits[0],
-              (unsigned long long)total_hits, (unsigned long long)touching);
-  std::printf("  region interval on GPU: median %.3f ms, p95 %.3f ms\n", median(body_ms), p95(body_ms));
+              a.body_us, std::getenv("KREX_BENCH_MPS") ? std::getenv("KREX_BENCH_MPS") : "?");
+  std::printf(
+      "  sibling kernels: explicit=%llu cupti=%llu fallback=%llu unprotected=%llu "
+      "(incomplete %llu)\n",
+      (unsigned long long)kernels[1], (unsigned long long)kernels[2],
+      (unsigned long long)kernels[3], (unsigned long long)kernels[0],
+      (unsigned long long)incomplete);
+  std::printf(
+      "  intersecting a region: explicit=%llu cupti=%llu fallback=%llu unprotected=%llu "
+      "total=%llu (touching endpoints %llu)\n",
+      (unsigned long long)hits[1], (unsigned long long)hits[2], (unsigned long long)hits[3],
+      (unsigned long long)hits[0], (unsigned long long)total_hits, (unsigned long long)touching);
+  std::printf("  region interval on GPU: median %.3f ms, p95 %.3f ms\n", median(body_ms),
+              p95(body_ms));
   if (a.krex) {
     std::printf("  level=%s gating=%s min drained=%u max frozen=%u\n", level.c_str(),
                 gating.c_str(), drained_min, frozen_max);
-    std::printf("| siblings | work | entry median us | entry p95 us | lock | gate | drain | freeze | pin | "
-                "exit median us |\n");
+    std::printf(
+        "| siblings | work | entry median us | entry p95 us | lock | gate | drain | freeze | pin | "
+        "exit median us |\n");
     std::printf("| %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", a.siblings,
-                a.idle ? "idle" : "busy",
-                median(entry_us), p95(entry_us), median(lock_us), median(gate_us),
-                median(drain_us), median(freeze_us), median(pin_us), median(exit_us));
+                a.idle ? "idle" : "busy", median(entry_us), p95(entry_us), median(lock_us),
+                median(gate_us), median(drain_us), median(freeze_us), median(pin_us),
+                median(exit_us));
     t.reset();
     krex::detail::segment::remove(tenant_opts(a));
   }

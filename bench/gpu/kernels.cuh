@@ -6,6 +6,7 @@
 // context on the device) at their start and end, and busy kernels of a chosen length.
 
 #include <cuda_runtime.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,14 +16,14 @@
 
 namespace krex_gpu {
 
-#define KREX_GPU_CHECK(call)                                                          \
-  do {                                                                                \
-    const cudaError_t krex_gpu_e = (call);                                            \
-    if (krex_gpu_e != cudaSuccess) {                                                  \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,              \
-                   cudaGetErrorString(krex_gpu_e));                                   \
-      std::abort();                                                                   \
-    }                                                                                 \
+#define KREX_GPU_CHECK(call)                                             \
+  do {                                                                   \
+    const cudaError_t krex_gpu_e = (call);                               \
+    if (krex_gpu_e != cudaSuccess) {                                     \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+                   cudaGetErrorString(krex_gpu_e));                      \
+      std::abort();                                                      \
+    }                                                                    \
   } while (0)
 
 __device__ __forceinline__ unsigned long long globaltimer() {

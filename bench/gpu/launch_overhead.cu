@@ -9,10 +9,10 @@
 // region (the holder's launches pass its gate); explicit krex::launch inside
 // the region. Prints mean and median per-launch microseconds.
 
+#include "kernels.cuh"
+
 #include <krex/cuda/launch.hpp>
 #include <krex/region.hpp>
-
-#include "kernels.cuh"
 
 #include <algorithm>
 #include <chrono>
@@ -39,7 +39,8 @@ row time_launches(const char* name, cudaStream_t s, int total, F&& launch_one) {
     KREX_GPU_CHECK(cudaStreamSynchronize(s));
     const auto t0 = clock::now();
     for (int i = 0; i < batch; ++i) launch_one();
-    per_batch.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count() / batch);
+    per_batch.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count() /
+                        batch);
   }
   KREX_GPU_CHECK(cudaStreamSynchronize(s));
   KREX_GPU_CHECK(cudaGetLastError());
@@ -104,7 +105,10 @@ int main(int argc, char** argv) {
   }
   for (int k = 0; k < rounds; ++k)
     keep_best(rows, time_launches("no krex, after CUPTI unsubscribed", s, n, plain));
-  std::printf("launch overhead, %d launches per row and round, best of 3 rounds, automatic gating note: %s\n", n, note.c_str());
+  std::printf(
+      "launch overhead, %d launches per row and round, best of 3 rounds, automatic gating note: "
+      "%s\n",
+      n, note.c_str());
   std::printf("| gating | mean us/launch | median-of-batches us/launch | delta vs no krex us |\n");
   std::printf("|---|---|---|---|\n");
   for (const row& r : rows)

@@ -10,16 +10,16 @@
 // Exit 1 if the bodies never overlapped or the pinned cores intersect; exit 77
 // with fewer than 2 GPUs.
 
-#include <krex/region.hpp>
-
 #include "../../tests/proc_util.hpp"
 #include "kernels.cuh"
+
+#include <krex/region.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <iterator>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,8 +73,8 @@ int measurer(const std::string& seg, int device, int regions, int body_ms, board
   for (int r = 0; r < regions; ++r) {
     krex::region reg{t};
     b->begin[device][r] = krex::detail::now_ns();
-    krex_gpu::stamped_spin<<<132, 128, 0, s>>>(st, st + 1,
-                                               static_cast<unsigned long long>(body_ms) * 1'000'000);
+    krex_gpu::stamped_spin<<<132, 128, 0, s>>>(
+        st, st + 1, static_cast<unsigned long long>(body_ms) * 1'000'000);
     KREX_GPU_CHECK(cudaStreamSynchronize(s));
     b->end[device][r] = krex::detail::now_ns();
     if (r == 0) {
@@ -90,7 +90,8 @@ int measurer(const std::string& seg, int device, int regions, int body_ms, board
 
 std::string cpus(const board& b, int d) {
   std::string out;
-  for (int i = 0; i < b.npinned[d].load(); ++i) out += (i ? "," : "") + std::to_string(b.pinned[d][i].load());
+  for (int i = 0; i < b.npinned[d].load(); ++i)
+    out += (i ? "," : "") + std::to_string(b.pinned[d][i].load());
   return out;
 }
 
@@ -100,9 +101,12 @@ int main(int argc, char** argv) {
   int regions = 20, body_ms = 20, siblings = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--regions") regions = std::min(max_regions, std::stoi(v));
-    else if (k == "--body-ms") body_ms = std::stoi(v);
-    else if (k == "--siblings") siblings = std::stoi(v);
+    if (k == "--regions")
+      regions = std::min(max_regions, std::stoi(v));
+    else if (k == "--body-ms")
+      body_ms = std::stoi(v);
+    else if (k == "--siblings")
+      siblings = std::stoi(v);
   }
   const int gpus = krex_gpu::gpu_count_forked();
   if (gpus < 2) {
@@ -114,10 +118,13 @@ int main(int argc, char** argv) {
   krex_test::shared<board> b;
   std::vector<krex_test::child> kids, measurers;
   for (int d = 0; d < 2; ++d)
-    for (int i = 0; i < siblings; ++i) kids.push_back(krex_test::spawn([&, d] { return sibling(seg, d, &*b); }));
+    for (int i = 0; i < siblings; ++i)
+      kids.push_back(krex_test::spawn([&, d] { return sibling(seg, d, &*b); }));
   for (int d = 0; d < 2; ++d)
-    measurers.push_back(krex_test::spawn([&, d] { return measurer(seg, d, regions, body_ms, &*b); }));
-  if (!krex_test::wait_until([&] { return b->ready.load() == 2 * siblings + 2; }, std::chrono::seconds(120))) {
+    measurers.push_back(
+        krex_test::spawn([&, d] { return measurer(seg, d, regions, body_ms, &*b); }));
+  if (!krex_test::wait_until([&] { return b->ready.load() == 2 * siblings + 2; },
+                             std::chrono::seconds(120))) {
     std::fprintf(stderr, "processes did not start\n");
     return 3;
   }
@@ -150,9 +157,10 @@ int main(int argc, char** argv) {
               siblings);
   std::printf("  GPU0 region bodies: %.1f ms in all; overlapping GPU1 bodies: %.1f ms (%d pairs)\n",
               body_total_ms, overlap_ms, overlapping_pairs);
-  std::printf("  pinned cpus: GPU0 {%s}, GPU1 {%s}, common %zu; frozen siblings per region: %d, %d\n",
-              cpus(*b, 0).c_str(), cpus(*b, 1).c_str(), both.size(), b->frozen[0].load(),
-              b->frozen[1].load());
+  std::printf(
+      "  pinned cpus: GPU0 {%s}, GPU1 {%s}, common %zu; frozen siblings per region: %d, %d\n",
+      cpus(*b, 0).c_str(), cpus(*b, 1).c_str(), both.size(), b->frozen[0].load(),
+      b->frozen[1].load());
   krex::detail::segment::remove(opts(seg, 0));
   return (failed == 0 && overlap_ms > 0 && both.empty() && !p0.empty()) ? 0 : 1;
 }

@@ -29,13 +29,13 @@ namespace krex {
 
 /// How krex::measure runs its loop.
 struct measure_options {
-  int warmup = 3;                             ///< warm-up calls (at least this many)
-  std::chrono::microseconds warmup_time{0};   ///< ...and keep warming up until this much time passed
-  int samples = 50;                           ///< timed samples
-  bool cold_l2 = true;                        ///< CUDA: flush L2 before each sample (outside its events)
-  std::size_t flush_bytes = 0;                ///< CUDA: flush buffer size; 0 = 2 x the device's L2
-  int graph_batch = 0;                        ///< CUDA: >0 times a graph of this many calls per sample
-                                              ///< (short kernels: no launch gaps); sample = graph / batch
+  int warmup = 3;                            ///< warm-up calls (at least this many)
+  std::chrono::microseconds warmup_time{0};  ///< ...and keep warming up until this much time passed
+  int samples = 50;                          ///< timed samples
+  bool cold_l2 = true;          ///< CUDA: flush L2 before each sample (outside its events)
+  std::size_t flush_bytes = 0;  ///< CUDA: flush buffer size; 0 = 2 x the device's L2
+  int graph_batch = 0;          ///< CUDA: >0 times a graph of this many calls per sample
+                                ///< (short kernels: no launch gaps); sample = graph / batch
 };
 
 /// Every sample (milliseconds) and their statistics.
@@ -70,14 +70,17 @@ inline void summarize(measure_result& r) {
 
 inline void check_measure_options(const measure_options& o) {
   if (o.samples < 1 || o.warmup < 0 || o.graph_batch < 0)
-    throw error(step::options, "measure_options: samples must be >= 1, warmup and graph_batch >= 0");
+    throw error(step::options,
+                "measure_options: samples must be >= 1, warmup and graph_batch >= 0");
 }
 
 /// Calls fn(i) if it takes the sample index (rotating inputs), else fn().
 template <class F>
 void call_sample(F& fn, int i) {
-  if constexpr (std::is_invocable_v<F&, int>) fn(i);
-  else fn();
+  if constexpr (std::is_invocable_v<F&, int>)
+    fn(i);
+  else
+    fn();
 }
 }  // namespace detail
 
@@ -88,7 +91,8 @@ measure_result measure(Region& /*held*/, F&& fn, const measure_options& o = {}) 
   detail::check_measure_options(o);
   using clock = std::chrono::steady_clock;
   const auto w0 = clock::now();
-  for (int i = 0; i < o.warmup || clock::now() - w0 < o.warmup_time; ++i) detail::call_sample(fn, i);
+  for (int i = 0; i < o.warmup || clock::now() - w0 < o.warmup_time; ++i)
+    detail::call_sample(fn, i);
   measure_result r;
   r.method = "host";
   r.samples_ms.reserve(static_cast<std::size_t>(o.samples));

@@ -40,8 +40,8 @@ namespace krex::detail::cupti {
 struct state {
   std::mutex mu;
   CUpti_SubscriberHandle subscriber = nullptr;
-  std::atomic<member*> target{nullptr};  ///< the tenant whose gate calls pass
-  std::atomic<std::uint64_t> gated{0};          ///< calls that passed the gate
+  std::atomic<member*> target{nullptr};          ///< the tenant whose gate calls pass
+  std::atomic<std::uint64_t> gated{0};           ///< calls that passed the gate
   std::atomic<std::uint64_t> capture_passes{0};  ///< captured launches let through a raised gate
 };
 
@@ -53,13 +53,12 @@ inline state& the_state() {
 /// Whether an API of `domain` named `name` can leave work on the device.
 inline bool gated_api(CUpti_CallbackDomain domain, const char* name) noexcept {
   if (name == nullptr) return false;
-  static const char* const driver[] = {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset",
-                                       "cuEventRecord", "cuStreamWriteValue",
-                                       "cuStreamWaitValue", "cuStreamBatchMemOp",
-                                       "cuMemPrefetch", "cuGraphicsMap", "cuSignalExternal",
-                                       "cuWaitExternal"};
-  static const char* const runtime[] = {"cudaLaunch", "cudaGraphLaunch", "cudaMemcpy",
-                                        "cudaMemset", "cudaEventRecord", "cudaMemPrefetch",
+  static const char* const driver[] = {
+      "cuLaunch",      "cuGraphLaunch",      "cuMemcpy",          "cuMemset",
+      "cuEventRecord", "cuStreamWriteValue", "cuStreamWaitValue", "cuStreamBatchMemOp",
+      "cuMemPrefetch", "cuGraphicsMap",      "cuSignalExternal",  "cuWaitExternal"};
+  static const char* const runtime[] = {"cudaLaunch",         "cudaGraphLaunch", "cudaMemcpy",
+                                        "cudaMemset",         "cudaEventRecord", "cudaMemPrefetch",
                                         "cudaSignalExternal", "cudaWaitExternal"};
   const auto match = [name](const char* const* first, const char* const* last) {
     for (; first != last; ++first)
@@ -72,8 +71,8 @@ inline bool gated_api(CUpti_CallbackDomain domain, const char* name) noexcept {
 }
 
 /// The stream a kernel launch goes to, if `cbid` is a launch whose parameters we read.
-inline bool launch_stream(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                          const void* params, CUstream* out) noexcept {
+inline bool launch_stream(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* params,
+                          CUstream* out) noexcept {
   if (params == nullptr) return false;
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
     switch (cbid) {
@@ -125,8 +124,8 @@ inline bool capturing(CUstream s) noexcept {
   return f != nullptr && f(s, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
-inline void CUPTIAPI on_api(void* /*userdata*/, CUpti_CallbackDomain domain,
-                            CUpti_CallbackId cbid, const void* data) {
+inline void CUPTIAPI on_api(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                            const void* data) {
   const auto* info = static_cast<const CUpti_CallbackData*>(data);
   if (info->correlationData == nullptr) return;
   if (info->callbackSite == CUPTI_API_ENTER) {
@@ -168,8 +167,8 @@ inline std::string attach(member& m) {
   if (is_capturing_ptr().load() == nullptr) {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &f, 10000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
+    if (cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &f, 10000, cudaEnableDefault, &q) ==
+            cudaSuccess &&
         q == cudaDriverEntryPointSuccess)
       is_capturing_ptr().store(reinterpret_cast<is_capturing_fn>(f));
     else
@@ -183,8 +182,7 @@ inline std::string attach(member& m) {
   const auto enable = [&](CUpti_CallbackDomain d, int size) {
     for (int id = 1; id < size; ++id) {
       const char* name = nullptr;
-      if (cuptiGetCallbackName(d, static_cast<std::uint32_t>(id), &name) != CUPTI_SUCCESS)
-        continue;
+      if (cuptiGetCallbackName(d, static_cast<std::uint32_t>(id), &name) != CUPTI_SUCCESS) continue;
       if (gated_api(d, name)) {
         const CUptiResult e = cuptiEnableCallback(1, sub, d, static_cast<CUpti_CallbackId>(id));
         if (e != CUPTI_SUCCESS) return e;

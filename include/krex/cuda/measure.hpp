@@ -71,7 +71,8 @@ class graph_exec {
  public:
   template <class F>
   graph_exec(cudaStream_t s, F& fn, int calls) {
-    cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    cuda_check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+               "cudaStreamBeginCapture");
     try {
       for (int i = 0; i < calls; ++i) call_sample(fn, i);
     } catch (...) {
@@ -105,7 +106,8 @@ class graph_exec {
 /// graph of n calls, divided by n. `fn` may take the sample index (rotate
 /// inputs). Synchronizes `stream`. Throws krex::error(step::backend).
 template <class Region, class F>
-measure_result measure(Region& /*held*/, cudaStream_t stream, F&& fn, const measure_options& o = {}) {
+measure_result measure(Region& /*held*/, cudaStream_t stream, F&& fn,
+                       const measure_options& o = {}) {
   detail::check_measure_options(o);
   const std::size_t n = static_cast<std::size_t>(o.samples);
   detail::device_buffer flush(o.cold_l2 ? detail::flush_size(o.flush_bytes) : 0);
@@ -117,8 +119,10 @@ measure_result measure(Region& /*held*/, cudaStream_t stream, F&& fn, const meas
   std::unique_ptr<detail::graph_exec> graph;
   if (o.graph_batch > 0) graph = std::make_unique<detail::graph_exec>(stream, fn, o.graph_batch);
   const auto run = [&](int i) {
-    if (graph) graph->launch(stream);
-    else detail::call_sample(fn, i);
+    if (graph)
+      graph->launch(stream);
+    else
+      detail::call_sample(fn, i);
   };
 
   using clock = std::chrono::steady_clock;
