@@ -60,6 +60,7 @@ TEST(Measure, HostLoopInsideRegion) {
   o.warmup = 0;
   o.samples = 1;
   o.warmup_time = std::chrono::milliseconds(5);
+  const auto t0 = std::chrono::steady_clock::now();
   krex::measure(
       r,
       [&] {
@@ -67,7 +68,9 @@ TEST(Measure, HostLoopInsideRegion) {
         krex_test::spin_for(100'000);
       },
       o);
-  EXPECT_GE(calls, 40);  // ~5 ms of warm-up at 0.1 ms a call, then one sample
+  // Warm-up ran for at least warmup_time, then one sample (counts depend on load).
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(5));
+  EXPECT_GE(calls, 2);
 
   o.samples = 0;
   EXPECT_THROW(krex::measure(
