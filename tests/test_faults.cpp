@@ -68,6 +68,26 @@ bool leaf_frozen(const std::string& root, std::uint32_t slot) {
          std::string::npos;
 }
 
+/// Test hygiene, whatever happened: thaw every leaf under `root` and kill
+/// what still runs there (a test that failed half-way must not leave frozen
+/// processes behind), then remove the leaves and the root.
+void scrub(const std::string& root) {
+  if (root.empty()) return;
+  for (int s = 0; s < 64; ++s) {
+    const std::string leaf = root + "/t" + std::to_string(s);
+    if (::access(leaf.c_str(), F_OK) != 0) continue;
+    krex::detail::cgroup::write_file(leaf + "/cgroup.freeze", "0");
+    krex::detail::cgroup::write_file(leaf + "/cgroup.kill", "1");
+  }
+  krex_test::wait_until(
+      [&] {
+        krex_test::reap_orphans();
+        for (int s = 0; s < 64; ++s) ::rmdir((root + "/t" + std::to_string(s)).c_str());
+        return ::rmdir(root.c_str()) == 0 || errno == ENOENT;
+      },
+      5s);
+}
+
 /// Sorted samples -> "min / median / p90 / max" in ms.
 std::string distribution(std::vector<double> v) {
   if (v.empty()) return "no samples";
@@ -94,17 +114,16 @@ class faults : public ::testing::Test {
     for (auto& k : m_kids) (void)k.wait(10s);
     m_kids.clear();
     // The guardian leaves once no tenant is left; then the root can go.
-    krex_test::wait_until(
+    const bool clean = krex_test::wait_until(
         [&] {
           krex_test::reap_orphans();
           if (m_root.empty()) return true;
-          for (int s = 0; s < 32; ++s) ::rmdir((m_root + "/t" + std::to_string(s)).c_str());
+          for (int s = 0; s < 64; ++s) ::rmdir((m_root + "/t" + std::to_string(s)).c_str());
           return ::rmdir(m_root.c_str()) == 0 || errno == ENOENT;
         },
         5s);
-    if (!m_root.empty()) {
-      EXPECT_NE(::access(m_root.c_str(), F_OK), 0) << "left: " << m_root;
-    }
+    EXPECT_TRUE(clean) << "left: " << m_root;
+    scrub(m_root);
     krex_test::reap_orphans();
   }
 

@@ -119,8 +119,10 @@ inline std::size_t proxy_acks(member& m, std::vector<sibling>& sibs, std::uint32
     if (sb.gone || sb.acked) continue;
     tenant_slot& s = m.slot_at(sb.slot);
     // Order matters: `dirty` before `syncing` (the agent sets syncing, then takes dirty).
+    // Only a fully joined sibling (slot_active: its leaf exists, its agent
+    // runs): one still joining has no leaf to freeze yet, and must ack itself.
     if (s.in_submit.load() == 0 && s.dirty.load() == 0 && s.syncing.load() == 0 &&
-        s.owner.load() == sb.pid) {
+        s.state.load() == slot_active && s.owner.load() == sb.pid) {
       s.active.store(0);
       s.ack_epoch.store(epoch);
       sb.acked = true;

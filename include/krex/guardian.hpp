@@ -22,6 +22,7 @@
 #include <krex/detail/guardian_sys.hpp>
 #include <krex/detail/layout.hpp>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -67,7 +68,7 @@ inline bool any_live_tenant(node_state& n) noexcept {
   return false;
 }
 
-inline void detach_from_tenant(const recovery_config& c) noexcept {
+inline void detach_from_tenant() noexcept {
   // No inherited descriptor may keep a pipe (a test runner's stdout, a
   // harness's socket) open: close them all, stdio goes to /dev/null.
 #if defined(SYS_close_range)
@@ -89,12 +90,6 @@ inline void detach_from_tenant(const recovery_config& c) noexcept {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (::chdir("/") != 0) {
   }
-  // Out of the tenant's leaf: a guardian frozen with its tenant helps nobody.
-  if (c.home_procs[0] != '\0') {
-    as_safe::path_buf pid;
-    pid.add(static_cast<std::uint64_t>(::getpid()));
-    as_safe::write_file(c.home_procs, pid.c_str());
-  }
 }
 
 /// Gives up the guardian role if no tenant is left. False if one appeared
@@ -110,7 +105,7 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
 }
 
 [[noreturn]] inline void run(node_state& n, const recovery_config& c, std::int32_t claim) noexcept {
-  detach_from_tenant(c);
+  detach_from_tenant();
   const std::int32_t me = static_cast<std::int32_t>(::getpid());
   n.guardian_start_time.store(as_safe::read_stat(me).start_time);
   n.guardian_heartbeat_ns.store(as_safe::now_ns());
@@ -192,22 +187,42 @@ inline bool ensure_guardian(node_state& n, const recovery_config& c) noexcept {
   const std::int32_t claim = -static_cast<std::int32_t>(::getpid());
   n.guardian_claim_ns.store(as_safe::now_ns());
   if (!n.guardian_pid.compare_exchange_strong(g, claim)) return false;
-  const pid_t child = ::fork();
+  // The child must never sit in this tenant's leaf: a sibling's region could
+  // freeze it there. cgroup v2: created in its home cgroup (clone3); else
+  // forked and moved there before it does anything else.
+  const int home_fd = c.method == freeze_method::cgroup_v2 && c.home[0] != '\0'
+                          ? ::open(c.home, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                          : -1;
+  bool raw = home_fd >= 0;
+  long child = raw ? as_safe::fork_into_cgroup(home_fd) : -1;
+  if (raw && child < 0) {
+    raw = false;
+    child = ::fork();
+  } else if (!raw) {
+    child = ::fork();
+  }
   if (child < 0) {
+    if (home_fd >= 0) ::close(home_fd);
     std::int32_t mine = claim;
     n.guardian_pid.compare_exchange_strong(mine, 0);
     return false;
   }
   if (child == 0) {
-    // Intermediate child: a new session, then the guardian as its child, so
-    // that the guardian is nobody's child in the tenant's process tree.
+    // Intermediate child: out of the leaf, a new session, then the guardian
+    // as its child, so that it is nobody's child in the tenant's process tree.
+    if (!raw && as_safe::move_home(c) != 0) {
+      std::int32_t mine = claim;
+      n.guardian_pid.compare_exchange_strong(mine, 0);
+      ::_exit(0);
+    }
     ::setsid();
-    const pid_t guardian = ::fork();
+    const long guardian = raw ? as_safe::fork_into_cgroup(home_fd) : ::fork();
     if (guardian != 0) ::_exit(0);
     guardian_impl::run(n, c, claim);
   }
+  if (home_fd >= 0) ::close(home_fd);
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(static_cast<pid_t>(child), &status, 0) < 0 && errno == EINTR) {
   }
   return true;
 }

@@ -20,6 +20,7 @@
 #include <krex/report.hpp>
 #include <krex/tenant.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -148,7 +149,24 @@ class basic_region {
           continue;
         m_frozen.push_back(detail::freezer::target{sb.slot, sb.pid});
       }
-      fz->freeze(m_frozen, std::chrono::steady_clock::now() + m.opts.freeze_deadline());
+      for (int attempt = 0;; ++attempt) {
+        try {
+          fz->freeze(m_frozen, std::chrono::steady_clock::now() + m.opts.freeze_deadline());
+          break;
+        } catch (const error&) {
+          // A sibling that died since it drained loses its leaf when it is
+          // reaped: drop the gone ones and freeze the rest (freeze() has
+          // thawed what it had started). Anything else fails the region.
+          const std::size_t before = m_frozen.size();
+          m_frozen.erase(std::remove_if(m_frozen.begin(), m_frozen.end(),
+                                        [&](const detail::freezer::target& f) {
+                                          return detail::sibling_gone(m, {f.slot, f.pid});
+                                        }),
+                         m_frozen.end());
+          if (attempt >= 2 || m_frozen.size() == before) throw;
+          m_report.siblings_gone += static_cast<std::uint32_t>(before - m_frozen.size());
+        }
+      }
       m_stage = stage::frozen;
       for (const auto& f : m_frozen) {
         m.slot_at(f.slot).frozen.store(1);

@@ -185,6 +185,7 @@ class basic_tenant {
     m_joined = true;
     try {
       isolate(count);
+      m_member.slot->state.store(detail::slot_active);
       m_agent = std::thread([this] { agent_loop(); });
       detail::backend_attach(m_backend, m_member, 0);
       m_attached = true;
@@ -241,7 +242,7 @@ class basic_tenant {
     if (home.empty() || home == root || home.compare(0, root.size() + 1, root + "/") == 0)
       home = root.substr(0, root.rfind('/'));
     if (!home.empty())
-      detail::as_safe::copy_text(c.home_procs, sizeof c.home_procs, (home + "/cgroup.procs").c_str());
+      detail::as_safe::copy_text(c.home, sizeof c.home, home.c_str());
   }
 
   void agent_loop() noexcept {

@@ -35,9 +35,9 @@ namespace krex::detail {
 struct recovery_config {
   freeze_method method = freeze_method::none;  ///< cgroup_v2, cgroup_v1, signal or none
   char root[1024] = {};  ///< krex cgroup root (cgroup methods), NUL-terminated
-  /// cgroup.procs file the guardian moves itself into: outside every tenant
-  /// leaf (the cgroup the forking tenant came from). Empty: do not move.
-  char home_procs[1100] = {};
+  /// The cgroup (directory) a guardian lives in: outside every tenant leaf
+  /// (the cgroup the forking tenant came from). Empty: where it was forked.
+  char home[1024] = {};
   std::uint64_t domain_hash = 0;  ///< freeze_domain_hash of method and root
 };
 
@@ -211,6 +211,38 @@ inline int remove_leaf(const recovery_config& c, std::uint32_t slot) noexcept {
   if (!p.ok()) return ENAMETOOLONG;
   if (::rmdir(p.c_str()) != 0) return errno == ENOENT ? 0 : errno;
   return 0;
+}
+
+/// Moves the calling process into `c.home`. Returns 0 or errno (0 if no home).
+inline int move_home(const recovery_config& c) noexcept {
+  if (c.home[0] == '\0') return 0;
+  path_buf procs;
+  procs.add(c.home).add("/cgroup.procs");
+  path_buf pid;
+  pid.add(static_cast<std::uint64_t>(::getpid()));
+  return write_file(procs.c_str(), pid.c_str());
+}
+
+/// fork(2) by raw clone3 with CLONE_INTO_CGROUP: the child starts in the
+/// cgroup v2 directory `cgroup_fd`, never for an instant in the caller's (a
+/// tenant leaf a sibling may be freezing). Bypasses glibc's fork: the child
+/// may only make raw system calls. Returns -1 with errno (ENOSYS, E2BIG,
+/// EINVAL on kernels before 5.7) when unavailable.
+inline long fork_into_cgroup(int cgroup_fd) noexcept {
+#if defined(SYS_clone3)
+  struct {
+    std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
+        set_tid, set_tid_size, cgroup;
+  } args{};
+  args.flags = 0x200000000ULL;  // CLONE_INTO_CGROUP
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<std::uint64_t>(cgroup_fd);
+  return ::syscall(SYS_clone3, &args, sizeof args);
+#else
+  (void)cgroup_fd;
+  errno = ENOSYS;
+  return -1;
+#endif  // defined(SYS_clone3)
 }
 
 /// pidfd_open(2), or -1 where the kernel lacks it (then liveness is polled).

@@ -132,7 +132,8 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
       s.syncs.store(0);
       s.joined_ns.store(now_ns());
       s.heartbeat_ns.store(now_ns());
-      s.state.store(slot_active);
+      // Stays slot_claiming until the tenant has joined its freeze domain
+      // (basic_tenant marks it slot_active): no holder proxy-acks it before.
       return i;
     }
   }
