@@ -5,6 +5,7 @@
 // layout version and security domain, holding one node_state.
 
 #include <krex/detail/layout.hpp>
+#include <krex/detail/status.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
@@ -95,6 +96,17 @@ class segment {
         n->n_devices.load() != max_devices)
       throw error(step::segment, "segment /dev/shm/" + m_name + " holds a corrupt node state", 0,
                   remove_hint());
+    // Every index and enumerated value a tenant reads from it must be in
+    // range (tenants check again where they use them).
+    const std::vector<std::string> problems = validate(*n);
+    if (!problems.empty())
+      throw error(step::segment,
+                  "segment /dev/shm/" + m_name + " holds a corrupt node state (" + problems[0] +
+                      (problems.size() > 1
+                           ? ", and " + std::to_string(problems.size() - 1) + " more problem(s)"
+                           : std::string()) +
+                      ")",
+                  0, remove_hint());
     m_node = n;
   }
 

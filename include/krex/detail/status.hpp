@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Reading a node segment from outside the protocol: validation of a node
+// state (every index and value a tenant would use, bounds-checked), a plain
+// snapshot of it for krexctl, and that snapshot as text or JSON. Nothing here
+// trusts the segment: values are copied, checked and sanitized before use,
+// and no path is ever taken from it.
+
+#include <krex/detail/guardian_sys.hpp>
+#include <krex/detail/layout.hpp>
+#include <krex/detail/slots.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace krex::detail {
+
+/// Every problem found in `n`, as one line each; empty when it is a node state
+/// this build can use. Checks the header and that every index and enumerated
+/// value a tenant reads from the segment is in range (a tenant bounds-checks
+/// them again where it uses them: the segment may change after this).
+inline std::vector<std::string> validate(const node_state& n) {
+  std::vector<std::string> out;
+  const auto bad = [&](const std::string& what, std::uint64_t v) {
+    out.push_back(what + " = " + std::to_string(v));
+  };
+  if (n.magic.load() != segment_magic) bad("node magic", n.magic.load());
+  if (n.layout.load() != layout_version) bad("node layout version", n.layout.load());
+  if (n.size.load() != sizeof(node_state)) bad("node size", n.size.load());
+  if (n.n_devices.load() != max_devices) bad("device count", n.n_devices.load());
+  if (n.n_tenants.load() != max_tenants) bad("tenant count", n.n_tenants.load());
+  const std::uint32_t fm = n.freeze_method.load();
+  if (fm > static_cast<std::uint32_t>(freeze_method::none)) bad("freeze method", fm);
+  for (std::uint32_t d = 0; d < max_devices; ++d) {
+    const device_state& dev = n.devices[d];
+    const std::string at = "device " + std::to_string(d) + " ";
+    if (dev.holder.load() > max_tenants) bad(at + "gate holder", dev.holder.load());
+    const std::uint32_t ls = dev.lease_slot.load();
+    if ((ls & ~(lease_slot_mask | lease_exiting | lease_recovering)) != 0 ||
+        (ls & lease_slot_mask) > max_tenants || (ls != 0 && (ls & lease_slot_mask) == 0))
+      bad(at + "lease slot", ls);
+    if (dev.phase.load() > phase_exiting) bad(at + "phase", dev.phase.load());
+    if (dev.lease_pid.load() < 0) bad(at + "lease pid", static_cast<std::uint32_t>(dev.lease_pid.load()));
+    if (dev.key.load() == 0 && (ls != 0 || (dev.gate.load() & 1U) != 0))
+      out.push_back(at + "is unused (key 0) but holds a lease or a raised gate");
+  }
+  for (std::uint32_t i = 0; i < max_tenants; ++i) {
+    const tenant_slot& s = n.tenants[i];
+    const std::string at = "tenant slot " + std::to_string(i) + " ";
+    if (s.state.load() > slot_leaving) bad(at + "state", s.state.load());
+    if (s.owner.load() != 0 && s.device.load() >= max_devices) bad(at + "device", s.device.load());
+  }
+  return out;
+}
+
+/// One device as krexctl shows it.
+struct device_view {
+  std::uint32_t index = 0;
+  std::uint64_t key = 0;
+  std::uint32_t gate = 0;
+  bool raised = false;
+  std::uint32_t holder_slot = 0;  ///< slot + 1, 0 = none
+  std::uint32_t phase = 0;
+  std::uint32_t lease_slot = 0;   ///< raw (slot + 1 | flags)
+  std::int32_t lease_pid = 0;
+  bool lease_holder_alive = false;
+  double region_age_ms = 0;       ///< since the lease was taken (0: none)
+  double lease_left_ms = 0;       ///< negative: expired
+  std::uint32_t now_serving = 0, next_ticket = 0;
+  std::uint64_t regions = 0, region_ns = 0, lock_wait_ns = 0, gate_parks = 0, drains = 0,
+                drain_ns = 0, freezes = 0, freeze_ns = 0, contended = 0, recoveries = 0,
+                lease_expiries = 0;
+  std::uint32_t tenants = 0;
+};
+
+/// One tenant slot in use.
+struct tenant_view {
+  std::uint32_t slot = 0;
+  std::int32_t pid = 0;
+  bool alive = false;
+  std::uint32_t state = 0;
+  std::uint32_t device = 0;
+  std::uint32_t in_submit = 0;
+  bool frozen = false;
+  bool waiting = false;  ///< holds a region-lock ticket
+  double joined_s = 0;
+  double heartbeat_age_ms = 0;
+  std::uint64_t submits = 0, drains = 0;
+};
+
+/// A snapshot of a node segment.
+struct node_view {
+  std::string segment;
+  std::string freeze_domain;  ///< as recorded by the first tenant (display only)
+  std::int32_t guardian_pid = 0;
+  bool guardian_alive = false;
+  std::uint32_t guardian_starts = 0;
+  std::uint64_t reaped = 0;
+  std::vector<device_view> devices;  ///< devices in use (key set, or holding state)
+  std::vector<tenant_view> tenants;  ///< slots in use (owner != 0)
+  std::vector<std::string> problems; ///< validate() and liveness findings
+};
+
+inline const char* phase_name(std::uint32_t p) noexcept {
+  static const char* const names[] = {"idle",   "locked", "gated",  "draining", "freezing",
+                                      "frozen", "pinned", "body",   "exiting"};
+  return p <= phase_exiting ? names[p] : "?";
+}
+
+inline const char* slot_state_name(std::uint32_t s) noexcept {
+  static const char* const names[] = {"free", "claiming", "active", "reaping", "leaving"};
+  return s <= slot_leaving ? names[s] : "?";
+}
+
+/// Copies what krexctl shows out of `n`, and notes what is wrong: the
+/// validate() findings, dead lease holders, raised gates without a live
+/// holder, dead tenants still holding slots, a missing guardian.
+inline node_view read_status(const node_state& n, const std::string& segment_name) {
+  node_view v;
+  v.segment = segment_name;
+  v.problems = validate(n);
+  v.freeze_domain = load_text(n.cgroup_root_text);
+  v.guardian_pid = n.guardian_pid.load();
+  v.guardian_alive = v.guardian_pid > 0 && as_safe::alive(v.guardian_pid, n.guardian_start_time.load());
+  v.guardian_starts = n.guardian_starts.load();
+  v.reaped = n.reaped.load();
+  const std::uint64_t now = as_safe::now_ns();
+  bool any_live = false;
+  for (std::uint32_t i = 0; i < max_tenants; ++i) {
+    const tenant_slot& s = n.tenants[i];
+    const std::int32_t pid = s.owner.load();
+    if (pid == 0) continue;
+    tenant_view t;
+    t.slot = i;
+    t.pid = pid;
+    t.alive = pid > 0 && as_safe::alive(pid, s.start_time.load());
+    t.state = s.state.load();
+    t.device = s.device.load();
+    t.in_submit = s.in_submit.load();
+    t.frozen = s.frozen.load() != 0;
+    const std::uint64_t tk = s.ticket.load();
+    t.waiting = tk != no_ticket && tk != taking_ticket;
+    const std::uint64_t j = s.joined_ns.load(), hb = s.heartbeat_ns.load();
+    t.joined_s = j != 0 && j <= now ? static_cast<double>(now - j) / 1e9 : 0;
+    t.heartbeat_age_ms = hb != 0 && hb <= now ? static_cast<double>(now - hb) / 1e6 : 0;
+    t.submits = s.submits.load();
+    t.drains = s.drains.load();
+    any_live = any_live || t.alive;
+    if (pid > 0 && !t.alive)
+      v.problems.push_back("tenant slot " + std::to_string(i) + " belongs to dead pid " +
+                           std::to_string(pid) + " (not reaped yet)");
+    v.tenants.push_back(t);
+  }
+  for (std::uint32_t d = 0; d < max_devices; ++d) {
+    const device_state& dev = n.devices[d];
+    const std::uint32_t ls = dev.lease_slot.load();
+    const std::uint32_t g = dev.gate.load();
+    if (dev.key.load() == 0 && ls == 0 && (g & 1U) == 0) continue;
+    device_view x;
+    x.index = d;
+    x.key = dev.key.load();
+    x.gate = g;
+    x.raised = (g & 1U) != 0;
+    x.holder_slot = dev.holder.load();
+    x.phase = dev.phase.load();
+    x.lease_slot = ls;
+    x.lease_pid = dev.lease_pid.load();
+    x.lease_holder_alive = ls != 0 && as_safe::alive(x.lease_pid, dev.lease_start_time.load());
+    const std::uint64_t acq = dev.lease_acquired_ns.load(), dl = dev.lease_deadline_ns.load();
+    if (ls != 0 && acq != 0 && acq <= now) x.region_age_ms = static_cast<double>(now - acq) / 1e6;
+    if (ls != 0 && dl != 0)
+      x.lease_left_ms = (static_cast<double>(dl) - static_cast<double>(now)) / 1e6;
+    x.now_serving = dev.now_serving.load();
+    x.next_ticket = dev.next_ticket.load();
+    x.regions = dev.regions.load();
+    x.region_ns = dev.region_ns.load();
+    x.lock_wait_ns = dev.lock_wait_ns.load();
+    x.gate_parks = dev.gate_parks.load();
+    x.drains = dev.drains.load();
+    x.drain_ns = dev.drain_ns.load();
+    x.freezes = dev.freezes.load();
+    x.freeze_ns = dev.freeze_ns.load();
+    x.contended = dev.contended.load();
+    x.recoveries = dev.recoveries.load();
+    x.lease_expiries = dev.lease_expiries.load();
+    for (const tenant_view& t : v.tenants)
+      if (t.device == d) ++x.tenants;
+    const std::string at = "device " + std::to_string(d) + ": ";
+    if (ls != 0 && !x.lease_holder_alive)
+      v.problems.push_back(at + "region holder pid " + std::to_string(x.lease_pid) +
+                           " is dead (its siblings may be frozen, the gate raised)");
+    else if (ls != 0 && dl != 0 && x.lease_left_ms < 0)
+      v.problems.push_back(at + "the region lease expired " +
+                           std::to_string(static_cast<long long>(-x.lease_left_ms)) + " ms ago");
+    if (ls == 0 && x.raised) v.problems.push_back(at + "gate raised with no region holder");
+    v.devices.push_back(x);
+  }
+  for (const tenant_view& t : v.tenants)
+    if (t.frozen && t.device < max_devices && n.devices[t.device].lease_slot.load() == 0)
+      v.problems.push_back("tenant slot " + std::to_string(t.slot) +
+                           " is marked frozen but no region holds its device");
+  if (any_live && !v.guardian_alive)
+    v.problems.push_back("no guardian is running (the next tenant action starts one)");
+  return v;
+}
+
+inline std::string json_escape(const std::string& s) {
+  std::string o;
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      o += b;
+    } else {
+      o += c;
+    }
+  }
+  return o;
+}
+
+inline std::string fmt(const char* f, double x) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, x);
+  return b;
+}
+
+/// The snapshot as one JSON object.
+inline std::string to_json(const node_view& v) {
+  std::string o = "{\"segment\":\"" + json_escape(v.segment) + "\",\"freeze_domain\":\"" +
+                  json_escape(v.freeze_domain) + "\",\"guardian\":{\"pid\":" +
+                  std::to_string(v.guardian_pid) + ",\"alive\":" +
+                  (v.guardian_alive ? "true" : "false") + ",\"starts\":" +
+                  std::to_string(v.guardian_starts) + "},\"reaped\":" + std::to_string(v.reaped) +
+                  ",\"devices\":[";
+  for (size_t i = 0; i < v.devices.size(); ++i) {
+    const device_view& d = v.devices[i];
+    o += (i ? "," : "") + std::string("{\"index\":") + std::to_string(d.index) +
+         ",\"key\":" + std::to_string(d.key) + ",\"gate\":" + std::to_string(d.gate) +
+         ",\"gate_raised\":" + (d.raised ? "true" : "false") +
+         ",\"phase\":\"" + phase_name(d.phase) + "\",\"holder\":";
+    if (d.lease_slot != 0) {
+      o += "{\"slot\":" + std::to_string((d.lease_slot & lease_slot_mask) - 1) +
+           ",\"pid\":" + std::to_string(d.lease_pid) +
+           ",\"alive\":" + (d.lease_holder_alive ? "true" : "false") +
+           ",\"region_age_ms\":" + fmt("%.1f", d.region_age_ms) +
+           ",\"lease_left_ms\":" + fmt("%.1f", d.lease_left_ms) +
+           ",\"exiting\":" + ((d.lease_slot & lease_exiting) ? "true" : "false") +
+           ",\"recovering\":" + ((d.lease_slot & lease_recovering) ? "true" : "false") + "}";
+    } else {
+      o += "null";
+    }
+    o += ",\"now_serving\":" + std::to_string(d.now_serving) +
+         ",\"next_ticket\":" + std::to_string(d.next_ticket) +
+         ",\"tenants\":" + std::to_string(d.tenants) + ",\"counters\":{\"regions\":" +
+         std::to_string(d.regions) + ",\"region_ns\":" + std::to_string(d.region_ns) +
+         ",\"lock_wait_ns\":" + std::to_string(d.lock_wait_ns) +
+         ",\"gate_parks\":" + std::to_string(d.gate_parks) +
+         ",\"drains\":" + std::to_string(d.drains) + ",\"drain_ns\":" + std::to_string(d.drain_ns) +
+         ",\"freezes\":" + std::to_string(d.freezes) +
+         ",\"freeze_ns\":" + std::to_string(d.freeze_ns) +
+         ",\"contended\":" + std::to_string(d.contended) +
+         ",\"recoveries\":" + std::to_string(d.recoveries) +
+         ",\"lease_expiries\":" + std::to_string(d.lease_expiries) + "}}";
+  }
+  o += "],\"tenants\":[";
+  for (size_t i = 0; i < v.tenants.size(); ++i) {
+    const tenant_view& t = v.tenants[i];
+    o += (i ? "," : "") + std::string("{\"slot\":") + std::to_string(t.slot) +
+         ",\"pid\":" + std::to_string(t.pid) + ",\"alive\":" + (t.alive ? "true" : "false") +
+         ",\"state\":\"" + slot_state_name(t.state) + "\",\"device\":" + std::to_string(t.device) +
+         ",\"in_submit\":" + std::to_string(t.in_submit) +
+         ",\"frozen\":" + (t.frozen ? "true" : "false") +
+         ",\"waiting\":" + (t.waiting ? "true" : "false") +
+         ",\"joined_s\":" + fmt("%.3f", t.joined_s) +
+         ",\"heartbeat_age_ms\":" + fmt("%.1f", t.heartbeat_age_ms) +
+         ",\"submits\":" + std::to_string(t.submits) + ",\"drains\":" + std::to_string(t.drains) +
+         "}";
+  }
+  o += "],\"problems\":[";
+  for (size_t i = 0; i < v.problems.size(); ++i)
+    o += (i ? ",\"" : "\"") + json_escape(v.problems[i]) + "\"";
+  o += "],\"healthy\":" + std::string(v.problems.empty() ? "true" : "false") + "}";
+  return o;
+}
+
+/// The snapshot as text for a terminal.
+inline std::string to_text(const node_view& v) {
+  std::string o = "segment   /dev/shm/" + v.segment + "\n";
+  o += "freeze    " + (v.freeze_domain.empty() ? std::string("-") : v.freeze_domain) + "\n";
+  o += "guardian  " +
+       (v.guardian_pid > 0 ? "pid " + std::to_string(v.guardian_pid) +
+                                 (v.guardian_alive ? " (running)" : " (dead)")
+                           : std::string("none")) +
+       ", " + std::to_string(v.guardian_starts) + " started, " + std::to_string(v.reaped) +
+       " dead tenant(s) reaped\n";
+  for (const device_view& d : v.devices) {
+    o += "device " + std::to_string(d.index) + "  gate " + (d.raised ? "RAISED" : "down") +
+         " (epoch " + std::to_string(d.gate) + "), phase " + phase_name(d.phase) + ", " +
+         std::to_string(d.tenants) + " tenant(s), queue " + std::to_string(d.now_serving) + "/" +
+         std::to_string(d.next_ticket) + "\n";
+    if (d.lease_slot != 0)
+      o += "  holder  slot " + std::to_string((d.lease_slot & lease_slot_mask) - 1) + " pid " +
+           std::to_string(d.lease_pid) + (d.lease_holder_alive ? "" : " (DEAD)") +
+           ", region age " + fmt("%.1f", d.region_age_ms) + " ms, lease left " +
+           fmt("%.1f", d.lease_left_ms) + " ms" +
+           ((d.lease_slot & lease_exiting) ? ", exiting" : "") +
+           ((d.lease_slot & lease_recovering) ? ", being recovered" : "") + "\n";
+    o += "  counters regions " + std::to_string(d.regions) + ", drains " +
+         std::to_string(d.drains) + ", freezes " + std::to_string(d.freezes) + ", gate parks " +
+         std::to_string(d.gate_parks) + ", contended " + std::to_string(d.contended) +
+         ", recoveries " + std::to_string(d.recoveries) + " (" +
+         std::to_string(d.lease_expiries) + " lease expiries)\n";
+  }
+  if (!v.tenants.empty()) o += "slot  pid       device  state     alive  frozen  in_submit  joined\n";
+  for (const tenant_view& t : v.tenants) {
+    char b[160];
+    std::snprintf(b, sizeof b, "%-5u %-9d %-7u %-9s %-6s %-7s %-10u %.1f s\n", t.slot, t.pid,
+                  t.device, slot_state_name(t.state), t.alive ? "yes" : "NO",
+                  t.frozen ? "yes" : "no", t.in_submit, t.joined_s);
+    o += b;
+  }
+  if (v.problems.empty()) {
+    o += "healthy\n";
+  } else {
+    for (const std::string& p : v.problems) o += "problem: " + p + "\n";
+  }
+  return o;
+}
+
+}  // namespace krex::detail
