@@ -7,7 +7,7 @@
 #   test   ctest, GPU tests included (label gpu: the GPU benchmarks' short runs)
 #   bench  launch overhead, exclusivity (krex and the no-krex control),
 #          region entry cost vs sibling count (0, 1, 4, 15; busy and idle), accuracy
-#   mps    exclusivity with and without krex under an MPS control daemon that
+#   mps    exclusivity with and without krex, and accuracy, under an MPS control daemon that
 #          this script starts first (outside every tenant cgroup) and stops after
 #   two    two GPUs: regions on GPU 0 and GPU 1 overlap in time, pinned cores disjoint
 #
@@ -82,6 +82,7 @@ if has mps; then
     echo "MPS control daemon started (pid $(pgrep -x nvidia-cuda-mps || true))" | tee -a "$log"
     run "$log" timeout 240 env KREX_BENCH_MPS=on "$bin/krex_gpu_exclusivity" --mode none --siblings "$sibs" --regions "$regions"
     run "$log" timeout 240 env KREX_BENCH_MPS=on "$bin/krex_gpu_exclusivity" --mode krex --siblings "$sibs" --regions "$regions" || status=1
+    run "$log" timeout 240 "$bin/krex_gpu_accuracy" --siblings "$sibs" --scale "${KREX_GPU_ACCURACY_SCALE:-0.5}" || status=1
     echo get_server_list | timeout 20 nvidia-cuda-mps-control 2>&1 | tee -a "$log"
     echo quit | timeout 20 nvidia-cuda-mps-control 2>&1 | tee -a "$log"
   else
