@@ -11,6 +11,7 @@
 #include <krex/detail/layout.hpp>
 #include <krex/detail/slots.hpp>
 
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -133,6 +134,13 @@ inline node_view read_status(const node_state& n, const std::string& segment_nam
     const tenant_slot& s = n.tenants[i];
     const std::int32_t pid = s.owner.load();
     if (pid == 0) continue;
+    if (pid < 0) {
+      // Reserved for a moment by a reaper or sweeper; a problem only if it died.
+      if (pid != INT32_MIN && !as_safe::alive(-static_cast<std::int64_t>(pid), 0))
+        v.problems.push_back("tenant slot " + std::to_string(i) + " is reserved by dead pid " +
+                             std::to_string(-static_cast<std::int64_t>(pid)));
+      continue;
+    }
     tenant_view t;
     t.slot = i;
     t.pid = pid;

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: Apache-2.0
+// Stale state from crashed runs, recognised and cleaned by the next join, and
+// the guardian's life cycle: started on demand outside every tenant cgroup,
+// in its own session, gone when the last tenant leaves.
+
+#include <krex/region.hpp>
+
+#include <gtest/gtest.h>
+
+#include "krex_test.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+using krex_test::child;
+using krex_test::scoped_segment;
+using krex_test::shared;
+
+namespace {
+
+struct board {
+  std::atomic<int> ready;
+  std::atomic<int> in_body;
+  std::atomic<int> stop;
+  std::atomic<int> guardian;
+  std::atomic<int> ok;
+  std::atomic<std::uint64_t> lock_ns;
+  std::atomic<std::uint64_t> spins;
+};
+
+std::string read_text(const std::string& path) {
+  std::string out;
+  krex::detail::cgroup::read_file(path, out);
+  return out;
+}
+
+bool exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
+
+class stale : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "cgroup v2 freezing needs root (or a delegated subtree)";
+    m_base = krex::detail::cgroup::self_view::read().locate(true).own;
+    if (m_base.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy here";
+    m_root = m_base + "/" + krex_test::unique_name("krex-st");
+    krex_test::become_subreaper();
+  }
+  void TearDown() override {
+    m_b->stop.store(1);
+    for (auto& k : m_kids) (void)k.wait(10s);
+    for (int s = 0; s < 64 && !m_root.empty(); ++s) {
+      const std::string leaf = m_root + "/t" + std::to_string(s);
+      if (!exists(leaf)) continue;
+      krex::detail::cgroup::write_file(leaf + "/cgroup.freeze", "0");
+      krex::detail::cgroup::write_file(leaf + "/cgroup.kill", "1");
+    }
+    krex_test::wait_until(
+        [&] {
+          krex_test::reap_orphans();
+          if (m_root.empty()) return true;
+          for (int s = 0; s < 64; ++s) ::rmdir((m_root + "/t" + std::to_string(s)).c_str());
+          return ::rmdir(m_root.c_str()) == 0 || errno == ENOENT;
+        },
+        5s);
+  }
+  krex::options opts() const {
+    return m_seg.opts().freeze(krex::freeze_method::cgroup_v2).cgroup_root(m_root);
+  }
+  std::string leaf(int s) const { return m_root + "/t" + std::to_string(s); }
+
+  scoped_segment m_seg;
+  shared<board> m_b;
+  std::string m_base, m_root;
+  std::vector<child> m_kids;
+};
+
+}  // namespace
+
+// A run that crashed mid-region (holder, sibling and guardian SIGKILLed):
+// gate raised, lock held, a frozen leaf, dead slots. The next tenant to join
+// recovers the device, reaps the dead and removes their leaves, and gets a
+// region at once.
+TEST_F(stale, CrashedRunIsCleanedByTheNextJoin) {
+  krex::detail::segment seg{opts()};
+  krex::detail::node_state& n = seg.node();
+  child sibling = krex_test::spawn([&] {
+    krex::tenant t{opts()};
+    m_b->ready.store(1);
+    for (;;) m_b->spins.fetch_add(1);
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  child holder = krex_test::spawn([&] {
+    krex::tenant t{opts()};
+    krex::region r{t};
+    m_b->in_body.store(1);
+    for (;;) ::pause();
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+  ASSERT_NE(read_text(leaf(0) + "/cgroup.events").find("frozen 1"), std::string::npos);
+  ::kill(n.guardian_pid.load(), SIGKILL);
+  ::kill(holder.pid(), SIGKILL);
+  ::kill(sibling.pid(), SIGKILL);  // frozen (v2 lets a frozen task die)
+  (void)holder.wait(5s);
+  (void)sibling.wait(5s);
+  std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(n.devices[0].gate.load() % 2, 1U) << "the crash should have left the gate raised";
+  ASSERT_TRUE(exists(leaf(0)) && exists(leaf(1)));
+  const std::uint64_t reaped = n.reaped.load();
+
+  child next = krex_test::spawn([&] {
+    krex::tenant t{opts().lock_wait(2s)};
+    krex::region r{t};
+    m_b->lock_ns.store(r.report().lock_ns);
+    m_b->ok.store(1);
+    return 0;
+  });
+  EXPECT_EQ(krex_test::exit_code(next.wait(20s)), 0);
+  EXPECT_EQ(m_b->ok.load(), 1);
+  EXPECT_LT(m_b->lock_ns.load(), 100'000'000U) << "the join did not release the dead holder's lock";
+  EXPECT_GE(n.devices[0].recoveries.load(), 1U);
+  EXPECT_GE(n.reaped.load(), reaped + 2) << "dead holder and sibling not both reaped";
+  // Their leaves go (the sweep of the guardian the joiner started, or the reaps).
+  EXPECT_TRUE(krex_test::wait_until([&] { return !exists(leaf(0)) && !exists(leaf(1)); }, 3s))
+      << "stale leaves left";
+  // (A negative owner is a sweep's momentary reservation, not a tenant.)
+  for (std::uint32_t i = 0; i < krex::detail::max_tenants; ++i)
+    EXPECT_LE(n.tenants[i].owner.load(), 0) << "slot " << i;
+}
+
+// Leaves left by a crashed run whose segment is gone: a fresh segment's first
+// join removes the empty ones (thawing them first) and keeps one in which a
+// process still runs.
+TEST_F(stale, StaleLeavesWithoutASegment) {
+  ASSERT_EQ(::mkdir(m_root.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(leaf(3).c_str(), 0755), 0);
+  ASSERT_EQ(krex::detail::cgroup::write_file(leaf(3) + "/cgroup.freeze", "1"), 0);
+  ASSERT_EQ(::mkdir(leaf(5).c_str(), 0755), 0);
+  child stray = krex_test::spawn([&] {
+    for (;;) ::pause();
+    return 0;
+  });
+  ASSERT_EQ(krex::detail::cgroup::write_file(leaf(5) + "/cgroup.procs", std::to_string(stray.pid())), 0);
+  child t = krex_test::spawn([&] {
+    krex::tenant ten{opts()};
+    m_b->ready.store(1);
+    while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  EXPECT_FALSE(exists(leaf(3))) << "empty stale leaf kept";
+  EXPECT_TRUE(exists(leaf(5))) << "a leaf with a live process was removed";
+  m_b->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(t.wait(10s)), 0);
+}
+
+// The guardian: started by the first join, in its own session, outside every
+// tenant leaf and not the tenant's child; gone once the last tenant left.
+TEST_F(stale, GuardianLifeCycle) {
+  krex::detail::segment seg{opts()};
+  krex::detail::node_state& n = seg.node();
+  child t = krex_test::spawn([&] {
+    krex::tenant ten{opts()};
+    m_b->ready.store(1);
+    while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  ASSERT_TRUE(krex_test::wait_until([&] { return krex::detail::guardian_alive(n); }, 5s));
+  const int g = n.guardian_pid.load();
+  EXPECT_NE(::getsid(g), ::getsid(t.pid())) << "the guardian is in the tenant's session";
+  const std::string cg = read_text("/proc/" + std::to_string(g) + "/cgroup");
+  EXPECT_EQ(cg.find(m_root.substr(m_base.size())), std::string::npos)
+      << "the guardian sits in a tenant cgroup: " << cg;
+  EXPECT_EQ(read_text("/proc/" + std::to_string(g) + "/stat").find(" " + std::to_string(t.pid()) + " "),
+            std::string::npos)
+      << "the guardian is the tenant's child";
+  m_b->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(t.wait(10s)), 0);
+  EXPECT_TRUE(krex_test::wait_until(
+      [&] {
+        krex_test::reap_orphans();
+        return n.guardian_pid.load() == 0 && !krex::detail::alive(g, 0);
+      },
+      3s))
+      << "the guardian outlived the last tenant";
+}
