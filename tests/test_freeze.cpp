@@ -425,6 +425,8 @@ TEST(cgroup_paths, derives_root) {
   EXPECT_EQ(cg::derive_root("/sys/fs/cgroup/job/krex/t12"), "/sys/fs/cgroup/job/krex");
   EXPECT_EQ(cg::derive_root("/sys/fs/cgroup/job/other/t12"), "/sys/fs/cgroup/job/other/t12/krex");
   EXPECT_EQ(cg::derive_root("/sys/fs/cgroup/krex/tx"), "/sys/fs/cgroup/krex/tx/krex");
+  EXPECT_EQ(cg::derive_root("/sys/fs/cgroup/job/krex/krex-L2-B107400-u0-krex/t3"),
+            "/sys/fs/cgroup/job/krex");
 }
 
 }  // namespace

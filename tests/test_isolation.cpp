@@ -206,6 +206,45 @@ TEST_P(isolation, freeze_that_cannot_complete_fails_the_region_cleanly) {
   EXPECT_TRUE(again.report().frozen);
 }
 
+// Two segments under the derived default root (one job's cgroup): their
+// slots are numbered independently, so each segment gets its own directory
+// and the two slot-0 tenants never share a leaf. The directory goes with the
+// segment's last tenant.
+TEST(cgroup_domains, segments_sharing_the_default_root_never_share_leaves) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to create cgroups";
+  if (own_cgroup(freeze_method::cgroup_v2).empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
+  struct report {
+    char cgroup[2][512];
+    char root[2][512];
+    std::atomic<int> joined;
+    std::atomic<int> go;
+  };
+  shared<report> rep;
+  scoped_segment seg_a, seg_b;
+  std::vector<child> kids;
+  for (int k = 0; k < 2; ++k)
+    kids.push_back(krex_test::spawn([&, k] {
+      const scoped_segment& seg = k == 0 ? seg_a : seg_b;
+      krex::tenant t{seg.opts().freeze(freeze_method::cgroup_v2)};
+      std::snprintf(rep->root[k], sizeof rep->root[k], "%s", t.cgroup_root().c_str());
+      std::snprintf(rep->cgroup[k], sizeof rep->cgroup[k], "%s",
+                    own_cgroup(freeze_method::cgroup_v2).c_str());
+      rep->joined++;
+      while (rep->go.load() == 0) std::this_thread::sleep_for(1ms);
+      return 0;
+    }));
+  ASSERT_TRUE(krex_test::wait_until([&] { return rep->joined.load() == 2; }, 10s));
+  const std::string root_a = rep->root[0], root_b = rep->root[1];
+  EXPECT_NE(root_a, root_b);
+  EXPECT_NE(root_a.find(krex::detail::segment_name(seg_a.opts())), std::string::npos) << root_a;
+  EXPECT_EQ(std::string(rep->cgroup[0]), root_a + "/t0");
+  EXPECT_EQ(std::string(rep->cgroup[1]), root_b + "/t0");
+  rep->go.store(1);
+  for (auto& c : kids) EXPECT_EQ(krex_test::exit_code(c.wait(10s)), 0);
+  EXPECT_NE(::access(root_a.c_str(), F_OK), 0) << "segment directory left behind: " << root_a;
+  EXPECT_NE(::access(root_b.c_str(), F_OK), 0) << "segment directory left behind: " << root_b;
+}
+
 TEST(pinning, measuring_thread_runs_on_reserved_cores_and_is_restored) {
   const std::vector<int> original = krex::detail::current_affinity();
   if (original.size() < 2) GTEST_SKIP() << "needs at least 2 allowed CPUs";

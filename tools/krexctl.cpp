@@ -145,7 +145,8 @@ int cmd_status(const args& a) {
 int own_recovery(const args& a, const kd::node_state* n, kd::recovery_config& c, kd::freezer*& fz,
                  std::optional<kd::freezer>& holder) {
   try {
-    holder.emplace(kd::freezer::open(a.opts.freeze(), a.opts.cgroup_root()));
+    holder.emplace(
+        kd::freezer::open(a.opts.freeze(), a.opts.cgroup_root(), kd::segment_name(a.opts)));
   } catch (const krex::error& e) {
     std::fprintf(stderr, "krexctl: %s\n", e.what());
     return unusable;

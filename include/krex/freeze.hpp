@@ -35,22 +35,33 @@ class freezer {
 
   /// Resolves the method and the krex cgroup root. `requested`: options.freeze();
   /// `root_option`: options.cgroup_root() ("" = derive: a `krex` child of this
-  /// process's cgroup, or the enclosing krex root). `automatic` takes the first
+  /// process's cgroup, or the enclosing krex root, plus `/<domain>`, the
+  /// segment name, so that segments sharing the derived root never share
+  /// leaves). `automatic` takes the first
   /// of cgroup_v2, cgroup_v1, signal that works here, creating the root if it
   /// is missing; notes() says why stronger ones were passed over. Throws
   /// krex::error(step::freeze) when an explicit method cannot work, naming the
   /// path and what to do.
-  static freezer open(freeze_method requested, const std::string& root_option) {
+  static freezer open(freeze_method requested, const std::string& root_option,
+                      const std::string& domain = {}) {
     if (requested == freeze_method::none || requested == freeze_method::signal)
       return {requested, {}, {}};
+    if (!domain.empty() && (domain.find('/') != std::string::npos || domain == "." ||
+                            domain == ".." || cgroup::is_leaf_name(domain)))
+      cgroup::fail("invalid freeze domain name", domain, EINVAL,
+                   "a domain is one path component (the segment name)");
     const cgroup::self_view view = cgroup::self_view::read();
     std::string notes;
     for (freeze_method m : {freeze_method::cgroup_v2, freeze_method::cgroup_v1}) {
       if (requested != freeze_method::automatic && requested != m) continue;
       const attempt a = m == freeze_method::cgroup_v2
-                            ? resolve<freeze_cgroup_v2>(root_option, view)
-                            : resolve<freeze_cgroup_v1>(root_option, view);
-      if (a.err == 0) return {m, a.root, notes};
+                            ? resolve<freeze_cgroup_v2>(root_option, domain, view)
+                            : resolve<freeze_cgroup_v1>(root_option, domain, view);
+      if (a.err == 0) {
+        freezer f{m, a.root, notes};
+        f.m_own_dir = root_option.empty() && !domain.empty();
+        return f;
+      }
       if (requested == m) cgroup::fail(a.what, a.path, a.err, a.hint);
       notes +=
           std::string(to_string(m)) + ": " + a.what + " " + a.path +
@@ -181,11 +192,14 @@ class freezer {
     std::string root, what, path, hint;
   };
 
+  bool m_own_dir = false;  // m_root is this segment's directory under a derived root
+
   freezer(freeze_method m, std::string root, std::string notes)
       : m_method(m), m_root(std::move(root)), m_notes(std::move(notes)) {}
 
   template <class M>
-  static attempt resolve(const std::string& root_option, const cgroup::self_view& view) {
+  static attempt resolve(const std::string& root_option, const std::string& domain,
+                         const cgroup::self_view& view) {
     attempt a;
     a.hint = hint_text;
     const auto no = [&](int err, std::string what, std::string path) {
@@ -221,6 +235,14 @@ class freezer {
     }
     if (const int e = cgroup::make_dir(a.root))
       return no(e, "cannot create the krex cgroup root (KREX_CGROUP_ROOT)", a.root);
+    // Leaves are numbered by slot, and slots by segment: under the derived
+    // default root, which every segment of the job shares, each segment gets
+    // a directory of its own (an explicit root is the operator's, per segment).
+    if (root_option.empty() && !domain.empty()) {
+      a.root += "/" + domain;
+      if (const int e = cgroup::make_dir(a.root))
+        return no(e, "cannot create the segment's directory under the krex cgroup root", a.root);
+    }
     std::string failed;
     if (const int e = M::probe(a.root, failed))
       return no(e, "cannot use the krex cgroup root (KREX_CGROUP_ROOT)", failed);
@@ -234,9 +256,17 @@ class freezer {
   template <class M>
   void enter_as(std::uint32_t slot) {
     const std::string l = leaf(slot);
-    if (const int e = cgroup::make_dir(m_root))
-      cgroup::fail("cannot create the krex cgroup root (KREX_CGROUP_ROOT)", m_root, e, hint_text);
-    if (sys().mkdir(l.c_str(), 0755) != 0) {
+    int made = -1;
+    // A segment directory can vanish between the two mkdirs when its last
+    // tenant leaves (leave_as removes it): make it again and retry.
+    for (int attempt = 0; attempt < 3 && made != 0; ++attempt) {
+      if (const int e = cgroup::make_dir(m_root))
+        cgroup::fail("cannot create the krex cgroup root (KREX_CGROUP_ROOT)", m_root, e, hint_text);
+      made = sys().mkdir(l.c_str(), 0755) == 0 ? 0 : errno;
+      if (made != ENOENT) break;
+    }
+    if (made != 0) {
+      errno = made;
       if (errno != EEXIST) cgroup::fail("cannot create the tenant leaf", l, errno, hint_text);
       bool busy = false;
       if (const int e = M::is_busy(l, busy))
@@ -278,6 +308,8 @@ class freezer {
       if (const int e = M::request(l, false); e && e != ENOENT) note_error("cannot thaw " + l, e);
       if (sys().rmdir(l.c_str()) != 0 && errno != ENOENT)
         note_error("cannot remove " + l + " (children still in it?)", errno);
+      // The segment's own directory goes with its last leaf (EBUSY otherwise).
+      if (m_own_dir) sys().rmdir(m_root.c_str());
     } catch (...) {
       // Only allocation can throw here; there is nothing left to record it with.
     }

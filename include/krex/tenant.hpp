@@ -205,7 +205,8 @@ class basic_tenant {
   // keep off every device's reserved cores.
   void isolate(int device_count) {
     const options& o = m_member.opts;
-    m_freezer.emplace(detail::freezer::open(o.freeze(), o.cgroup_root()));
+    m_freezer.emplace(
+        detail::freezer::open(o.freeze(), o.cgroup_root(), m_segment->name()));
     detail::check_freeze_domain(*m_member.node, m_member.index, m_freezer->method(),
                                 m_freezer->root());
     prepare_recovery();

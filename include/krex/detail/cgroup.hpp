@@ -195,13 +195,21 @@ inline bool is_leaf_name(const std::string& p) {
 }
 
 /// The default krex root for a process whose cgroup is at filesystem path
-/// `own`: the enclosing krex root if `own` is ".../krex/t<N>", else own + "/krex".
+/// `own`: the enclosing krex root if `own` is ".../krex/t<N>" or
+/// ".../krex/<segment>/t<N>", else own + "/krex".
 inline std::string derive_root(const std::string& own) {
   if (is_leaf_name(own)) {
-    std::string parent = own.substr(0, own.rfind('/'));
+    const auto named_krex = [](const std::string& p) {
+      const size_t s = p.rfind('/');
+      return s != std::string::npos && p.compare(s + 1, std::string::npos, "krex") == 0;
+    };
+    const std::string parent = own.substr(0, own.rfind('/'));
+    if (named_krex(parent)) return parent;
     const size_t s = parent.rfind('/');
-    if (s != std::string::npos && parent.compare(s + 1, std::string::npos, "krex") == 0)
-      return parent;
+    if (s != std::string::npos && s > 0) {
+      const std::string grandparent = parent.substr(0, s);
+      if (named_krex(grandparent)) return grandparent;
+    }
   }
   return own == "/" ? "/krex" : own + "/krex";
 }
