@@ -3,7 +3,9 @@
 //   - the uncontended submit_guard (target: under 50 ns);
 //   - region enter + exit versus the number of idle sibling processes
 //     (0, 1, 4, 16; target with 16: under 200 us), gate + drain only and with
-//     the freeze and pin steps the machine allows.
+//     the freeze and pin steps the machine allows;
+//   - the same with siblings that keep submitting (each region must wake
+//     their agents to drain).
 //
 //   build/bench/bench_protocol --benchmark_out=protocol.json --benchmark_out_format=json
 
@@ -13,6 +15,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,17 +48,26 @@ struct control {
 /// `n` idle sibling processes joined to `opts`' segment and device, killed at scope end.
 class siblings {
  public:
-  siblings(int n, const krex::options& opts) {
+  /// `submitting`: each sibling submits a short piece of work every ~1 ms, so
+  /// a region finds it dirty and must wake its agent to drain.
+  siblings(int n, const krex::options& opts, bool submitting = false) {
     void* p = ::mmap(nullptr, sizeof(control), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                      -1, 0);
     m_ctl = new (p) control();
     for (int i = 0; i < n; ++i) {
       const pid_t pid = ::fork();
       if (pid == 0) {
+        // Never outlive the benchmark (a sibling waits for a stop flag that a
+        // dead parent would never set).
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() == 1) ::_exit(1);
         {
           krex::tenant t{opts};
           m_ctl->ready.fetch_add(1);
-          while (m_ctl->stop.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          while (m_ctl->stop.load() == 0) {
+            if (submitting) t.submit([] { benchmark::DoNotOptimize(::getpid()); });
+            std::this_thread::sleep_for(std::chrono::milliseconds(submitting ? 1 : 5));
+          }
         }
         ::_exit(0);
       }
@@ -102,12 +114,13 @@ void BM_submit_guard_uncontended(benchmark::State& state) {
 }
 BENCHMARK(BM_submit_guard_uncontended);
 
-void region_enter_exit(benchmark::State& state, const krex::options& opts) {
+void region_enter_exit(benchmark::State& state, const krex::options& opts,
+                       bool submitting = false) {
   const int n = static_cast<int>(state.range(0));
   double gate = 0, drain = 0, freeze = 0, pin = 0;
   std::string level;
   {
-    siblings sibs(n, opts);  // forked before this process starts its agent thread
+    siblings sibs(n, opts, submitting);  // forked before this process starts its agent thread
     krex::tenant t{opts};
     for (auto _ : state) {
       krex::region r{t};
@@ -133,6 +146,12 @@ void BM_region_gate_drain(benchmark::State& state) {
   region_enter_exit(state, base_options(unique_segment("region")));
 }
 BENCHMARK(BM_region_gate_drain)->Arg(0)->Arg(1)->Arg(4)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Siblings that submitted since the last region: their agents must wake and drain.
+void BM_region_submitting_siblings(benchmark::State& state) {
+  region_enter_exit(state, base_options(unique_segment("busy")), true);
+}
+BENCHMARK(BM_region_submitting_siblings)->Arg(1)->Arg(4)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_region_full(benchmark::State& state) {
   region_enter_exit(state, krex::options{}.segment(unique_segment("full")));
