@@ -96,7 +96,7 @@ class cuda {
   /// Waits for all work this process put on the device. Makes the device
   /// current on the calling (agent) thread first, which is why the agent
   /// calls it only after the process submitted (the context exists then).
-  void sync() {
+  void sync() const {
     detail::cuda_check(cudaSetDevice(m_ordinal), "cudaSetDevice (drain)");
     detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (drain)");
   }

@@ -146,7 +146,9 @@ inline void CUPTIAPI on_api(void* /*userdata*/, CUpti_CallbackDomain domain, CUp
     // The exit callback closes the submission on the member it was opened on.
     *info->correlationData = reinterpret_cast<std::uint64_t>(m);
   } else if (*info->correlationData != 0) {
-    submit_exit(*reinterpret_cast<member*>(*info->correlationData));
+    // The pointer stored by the enter callback above, back from CUPTI's slot.
+    submit_exit(
+        *reinterpret_cast<member*>(*info->correlationData));  // NOLINT(performance-no-int-to-ptr)
     the_state().gated.fetch_add(1, std::memory_order_relaxed);
   }
 }

@@ -60,7 +60,8 @@ class event_set {
 /// Twice the current device's L2 (at least 1 MiB), or `requested` if set.
 inline std::size_t flush_size(std::size_t requested) {
   if (requested != 0) return requested;
-  int dev = 0, l2 = 0;
+  int dev = 0;
+  int l2 = 0;
   cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
   cuda_check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
   return std::max<std::size_t>(2 * static_cast<std::size_t>(l2), 1U << 20);
@@ -109,7 +110,7 @@ template <class Region, class F>
 measure_result measure(Region& /*held*/, cudaStream_t stream, F&& fn,
                        const measure_options& o = {}) {
   detail::check_measure_options(o);
-  const std::size_t n = static_cast<std::size_t>(o.samples);
+  const auto n = static_cast<std::size_t>(o.samples);
   detail::device_buffer flush(o.cold_l2 ? detail::flush_size(o.flush_bytes) : 0);
   const auto flush_l2 = [&](int i) {
     if (flush.get() != nullptr)
