@@ -67,6 +67,32 @@ struct board {
 
 }  // namespace
 
+// Which API calls automatic gating subscribes to (no GPU needed).
+TEST(CudaGate, GatedApiNames) {
+  using krex::detail::cupti::gated_api;
+  const auto drv = CUPTI_CB_DOMAIN_DRIVER_API;
+  const auto rt = CUPTI_CB_DOMAIN_RUNTIME_API;
+  for (const char* n :
+       {"cuLaunchKernel", "cuLaunchKernelEx_ptsz", "cuLaunchCooperativeKernel", "cuGraphLaunch",
+        "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoH_v2", "cuMemsetD32Async", "cuEventRecordWithFlags",
+        "cuLaunchHostFunc", "cuStreamWriteValue64_v2", "cuMemPrefetchAsync_v2"})
+    EXPECT_TRUE(gated_api(drv, n)) << n;
+  for (const char* n : {"cuCtxSynchronize", "cuStreamSynchronize", "cuMemAlloc_v2",
+                        "cuEventSynchronize", "cuModuleLoad", "cuStreamBeginCapture_v2",
+                        "cuGraphInstantiateWithFlags", "cuStreamIsCapturing"})
+    EXPECT_FALSE(gated_api(drv, n)) << n;
+  for (const char* n :
+       {"cudaLaunchKernel_v7000", "cudaLaunchKernelExC_ptsz_v11060", "cudaGraphLaunch_v10000",
+        "cudaMemcpyAsync_v3020", "cudaMemcpyToSymbol_v3020", "cudaMemsetAsync_v3020",
+        "cudaEventRecord_v3020", "cudaLaunchHostFunc_v10000"})
+    EXPECT_TRUE(gated_api(rt, n)) << n;
+  for (const char* n : {"cudaDeviceSynchronize_v3020", "cudaMalloc_v3020", "cudaSetDevice_v3020",
+                        "cudaStreamSynchronize_v3020", "cudaEventSynchronize_v3020",
+                        "cudaStreamIsCapturing_v10000"})
+    EXPECT_FALSE(gated_api(rt, n)) << n;
+  EXPECT_FALSE(gated_api(drv, nullptr));
+}
+
 TEST(CudaBackend, IdentityAndIdleTenantCreatesNoContext) {
   REQUIRE_GPU();
   scoped_segment seg;
