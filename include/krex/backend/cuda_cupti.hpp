@@ -29,10 +29,12 @@
 #include <cupti.h>  // also the generated *_params structs of both API domains
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace krex::detail::cupti {
 
@@ -43,6 +45,7 @@ struct state {
   std::atomic<member*> target{nullptr};          ///< the tenant whose gate calls pass
   std::atomic<std::uint64_t> gated{0};           ///< calls that passed the gate
   std::atomic<std::uint64_t> capture_passes{0};  ///< captured launches let through a raised gate
+  std::atomic<int> open{0};  ///< calls between their enter and exit callbacks (see detach)
 };
 
 inline state& the_state() {
@@ -132,13 +135,22 @@ inline void CUPTIAPI on_api(void* /*userdata*/, CUpti_CallbackDomain domain, CUp
     *info->correlationData = 0;
     member* m = the_state().target.load(std::memory_order_acquire);
     if (m == nullptr) return;
+    state& st = the_state();
+    st.open.fetch_add(1);
+    // Dekker pair with detach (store target, load open): either detach waits
+    // for this call, or this call sees the subscription ending and passes.
+    if (st.target.load() != m) {
+      st.open.fetch_sub(1);
+      return;
+    }
     // Only when a sibling holds the gate: a captured launch does not run, so
     // it need not wait (and capturing code may hold locks the region needs).
     if (gate_raised(m->dev->gate.load()) && m->dev->holder.load() != m->index + 1 &&
         submit_depth == 0) {
       CUstream s = nullptr;
       if (launch_stream(domain, cbid, info->functionParams, &s) && capturing(s)) {
-        the_state().capture_passes.fetch_add(1, std::memory_order_relaxed);
+        st.capture_passes.fetch_add(1, std::memory_order_relaxed);
+        st.open.fetch_sub(1);
         return;
       }
     }
@@ -150,6 +162,7 @@ inline void CUPTIAPI on_api(void* /*userdata*/, CUpti_CallbackDomain domain, CUp
     submit_exit(
         *reinterpret_cast<member*>(*info->correlationData));  // NOLINT(performance-no-int-to-ptr)
     the_state().gated.fetch_add(1, std::memory_order_relaxed);
+    the_state().open.fetch_sub(1);
   }
 }
 
@@ -209,6 +222,12 @@ inline void detach(member& m) noexcept {
   std::lock_guard<std::mutex> lock(st.mu);
   if (st.target.load() != &m) return;
   st.target.store(nullptr, std::memory_order_release);
+  // A call whose exit callback never comes would leave its thread's
+  // submit_depth raised (later guards on that thread would pass ungated), so
+  // let calls in flight (even one parked at the gate) finish first, bounded.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (st.open.load() != 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   cuptiUnsubscribe(st.subscriber);
   st.subscriber = nullptr;
 }
