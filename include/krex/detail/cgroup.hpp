@@ -203,11 +203,11 @@ inline std::string derive_root(const std::string& own) {
       const size_t s = p.rfind('/');
       return s != std::string::npos && p.compare(s + 1, std::string::npos, "krex") == 0;
     };
-    const std::string parent = own.substr(0, own.rfind('/'));
+    std::string parent = own.substr(0, own.rfind('/'));
     if (named_krex(parent)) return parent;
     const size_t s = parent.rfind('/');
     if (s != std::string::npos && s > 0) {
-      const std::string grandparent = parent.substr(0, s);
+      std::string grandparent = parent.substr(0, s);
       if (named_krex(grandparent)) return grandparent;
     }
   }
