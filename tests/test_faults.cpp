@@ -230,7 +230,7 @@ TEST_F(faults, HolderKilledInEveryPhase) {
       {phase_locked, "locked"},   {phase_gated, "gate raised"}, {phase_draining, "draining"},
       {phase_freezing, "freezing"}, {phase_frozen, "frozen"},  {phase_pinned, "pinned"},
       {phase_body, "body"},       {phase_exiting, "exiting"}};
-  const int reps = 3;
+  const int reps = std::getenv("KREX_FAULT_REPS") != nullptr ? std::atoi(std::getenv("KREX_FAULT_REPS")) : 3;
   std::vector<double> all;
   for (const auto& [phase, name] : phases) {
     std::vector<double> samples;
