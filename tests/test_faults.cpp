@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -53,10 +54,6 @@ void hold_in_phase(std::uint32_t phase) noexcept {
   for (;;) ::pause();
 }
 
-std::string own_cgroup_v2() {
-  return krex::detail::cgroup::self_view::read().locate(true).own;
-}
-
 std::string read_text(const std::string& path) {
   std::string out;
   krex::detail::cgroup::read_file(path, out);
@@ -84,7 +81,10 @@ void scrub(const std::string& root) {
     const std::string leaf = root + "/t" + std::to_string(s);
     if (::access(leaf.c_str(), F_OK) != 0) continue;
     krex::detail::cgroup::write_file(leaf + "/cgroup.freeze", "0");
-    krex::detail::cgroup::write_file(leaf + "/cgroup.kill", "1");
+    krex::detail::cgroup::write_file(leaf + "/freezer.state", "THAWED");
+    if (krex::detail::cgroup::write_file(leaf + "/cgroup.kill", "1") != 0)
+      for (const std::string& p : krex::detail::cgroup::split(read_text(leaf + "/cgroup.procs"), '\n'))
+        if (!p.empty()) ::kill(std::atoi(p.c_str()), SIGKILL);
   }
   krex_test::wait_until(
       [&] {
@@ -109,12 +109,23 @@ std::string distribution(std::vector<double> v) {
 class faults : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "cgroup v2 freezing needs root (or a delegated subtree)";
-    const std::string base = own_cgroup_v2();
-    if (base.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy here";
-    m_root = base + "/" + krex_test::unique_name("krex-ft");
     krex_test::become_subreaper();
     g_board = &*m_b;
+    if (m_method == freeze_method::signal) return;
+    if (::geteuid() != 0) GTEST_SKIP() << "cgroup freezing needs root (or a delegated subtree)";
+    const std::string base =
+        krex::detail::cgroup::self_view::read().locate(m_method == freeze_method::cgroup_v2).own;
+    if (base.empty()) GTEST_SKIP() << krex::to_string(m_method) << " hierarchy not mounted here";
+    m_root = base + "/" + krex_test::unique_name("krex-ft");
+  }
+
+  /// A leaf frozen (cgroup methods); signal freezing is checked by progress.
+  bool frozen(std::uint32_t slot) const {
+    if (m_method == freeze_method::cgroup_v1) {
+      const std::string st = read_text(m_root + "/t" + std::to_string(slot) + "/freezer.state");
+      return st.compare(0, 6, "FROZEN") == 0 || st.compare(0, 8, "FREEZING") == 0;
+    }
+    return m_method == freeze_method::cgroup_v2 && leaf_frozen(m_root, slot);
   }
   void TearDown() override {
     m_b->stop.store(1);
@@ -135,7 +146,7 @@ class faults : public ::testing::Test {
   }
 
   krex::options opts() const {
-    return m_seg.opts().gate_park(20ms).freeze(freeze_method::cgroup_v2).cgroup_root(m_root).lock_wait(10s);
+    return m_seg.opts().gate_park(20ms).freeze(m_method).cgroup_root(m_root).lock_wait(10s);
   }
 
   /// A sibling that joins and then computes (counting) until told to stop.
@@ -197,7 +208,7 @@ class faults : public ::testing::Test {
 
   /// After a recovery: no leaf frozen, the spinner runs, gate down, no dead slot left.
   void expect_clean(krex::detail::node_state& n) {
-    for (std::uint32_t s = 0; s < 8; ++s) EXPECT_FALSE(leaf_frozen(m_root, s)) << "t" << s;
+    for (std::uint32_t s = 0; s < 8; ++s) EXPECT_FALSE(frozen(s)) << "t" << s;
     const std::uint64_t before = m_b->spins.load();
     EXPECT_TRUE(krex_test::wait_until([&] { return m_b->spins.load() > before; }, 2s))
         << "spinner still stopped";
@@ -218,6 +229,7 @@ class faults : public ::testing::Test {
   shared<board> m_b;
   std::string m_root;
   std::vector<child> m_kids;
+  freeze_method m_method = freeze_method::cgroup_v2;
 };
 
 }  // namespace
@@ -564,3 +576,49 @@ TEST_F(faults, RandomizedKillSoak) {
   EXPECT_EQ(stuck, 0);
   EXPECT_GT(m_b->regions.load(), 0U);
 }
+
+// The same recovery with the other freeze methods: cgroup v1 (the guardian is
+// forked, then moves itself out of the leaf) and signal (the guardian sends
+// SIGCONT to the stopped siblings, pid + start time checked).
+class faults_method : public faults, public ::testing::WithParamInterface<freeze_method> {
+ protected:
+  void SetUp() override {
+    m_method = GetParam();
+    faults::SetUp();
+  }
+};
+
+TEST_P(faults_method, HolderKilledFrozenOrInBody) {
+  using namespace krex::detail;
+  std::vector<double> samples;
+  for (const std::uint32_t phase : {phase_frozen, phase_body}) {
+    for (int rep = 0; rep < 3; ++rep) {
+      SCOPED_TRACE(std::string(phase_name(phase)) + " rep " + std::to_string(rep));
+      m_b->ready.store(0);
+      m_b->go.store(0);
+      m_b->granted_ns.store(0);
+      m_b->stop.store(0);
+      krex::detail::segment seg{opts()};
+      spawn_spinner();
+      spawn_waiter();
+      ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
+      child holder = spawn_holder(phase, opts());
+      const double ms = kill_and_time(holder);
+      ASSERT_GE(ms, 0) << "the waiting sibling never got a region after the holder died";
+      EXPECT_LE(ms, 200.0);
+      expect_clean(seg.node());
+      samples.push_back(ms);
+      m_b->stop.store(1);
+      for (auto& k : m_kids) EXPECT_EQ(krex_test::exit_code(k.wait(10s)), 0);
+      m_kids.clear();
+    }
+  }
+  std::printf("[ recovery ] %s: holder killed frozen/in body %s\n", krex::to_string(GetParam()),
+              distribution(samples).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(methods, faults_method,
+                         ::testing::Values(freeze_method::cgroup_v1, freeze_method::signal),
+                         [](const auto& info) {
+                           return info.param == freeze_method::signal ? "signal" : "cgroup_v1";
+                         });
