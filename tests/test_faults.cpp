@@ -4,19 +4,19 @@
 // frozen, the guardian killed mid-region, and a bounded randomized soak. The
 // measured recovery times are printed (docs/FAULTS.md quotes them).
 
+#include "krex_test.hpp"
+
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>
-
-#include "krex_test.hpp"
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <thread>
@@ -30,10 +30,10 @@ using krex_test::shared;
 namespace {
 
 struct board {
-  std::atomic<int> hold_phase;     ///< phase the holder stops in (0: none)
-  std::atomic<int> reached;        ///< the holder reached hold_phase
-  std::atomic<int> ready;          ///< siblings joined
-  std::atomic<int> go;             ///< siblings: start asking for a region
+  std::atomic<int> hold_phase;  ///< phase the holder stops in (0: none)
+  std::atomic<int> reached;     ///< the holder reached hold_phase
+  std::atomic<int> ready;       ///< siblings joined
+  std::atomic<int> go;          ///< siblings: start asking for a region
   std::atomic<int> stop;
   std::atomic<std::uint64_t> granted_ns;  ///< when the waiting sibling got its region
   std::atomic<std::uint64_t> spins;       ///< the CPU-only sibling's progress
@@ -83,7 +83,8 @@ void scrub(const std::string& root) {
     krex::detail::cgroup::write_file(leaf + "/cgroup.freeze", "0");
     krex::detail::cgroup::write_file(leaf + "/freezer.state", "THAWED");
     if (krex::detail::cgroup::write_file(leaf + "/cgroup.kill", "1") != 0)
-      for (const std::string& p : krex::detail::cgroup::split(read_text(leaf + "/cgroup.procs"), '\n'))
+      for (const std::string& p :
+           krex::detail::cgroup::split(read_text(leaf + "/cgroup.procs"), '\n'))
         if (!p.empty()) ::kill(std::atoi(p.c_str()), SIGKILL);
   }
   krex_test::wait_until(
@@ -99,7 +100,9 @@ void scrub(const std::string& root) {
 std::string distribution(std::vector<double> v) {
   if (v.empty()) return "no samples";
   std::sort(v.begin(), v.end());
-  const auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]; };
+  const auto at = [&](double q) {
+    return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+  };
   char buf[160];
   std::snprintf(buf, sizeof buf, "n=%zu min %.1f / median %.1f / p90 %.1f / max %.1f ms", v.size(),
                 v.front(), at(0.5), at(0.9), v.back());
@@ -239,10 +242,11 @@ class faults : public ::testing::Test {
 TEST_F(faults, HolderKilledInEveryPhase) {
   using namespace krex::detail;
   const std::vector<std::pair<std::uint32_t, const char*>> phases = {
-      {phase_locked, "locked"},   {phase_gated, "gate raised"}, {phase_draining, "draining"},
-      {phase_freezing, "freezing"}, {phase_frozen, "frozen"},  {phase_pinned, "pinned"},
-      {phase_body, "body"},       {phase_exiting, "exiting"}};
-  const int reps = std::getenv("KREX_FAULT_REPS") != nullptr ? std::atoi(std::getenv("KREX_FAULT_REPS")) : 3;
+      {phase_locked, "locked"},     {phase_gated, "gate raised"}, {phase_draining, "draining"},
+      {phase_freezing, "freezing"}, {phase_frozen, "frozen"},     {phase_pinned, "pinned"},
+      {phase_body, "body"},         {phase_exiting, "exiting"}};
+  const int reps =
+      std::getenv("KREX_FAULT_REPS") != nullptr ? std::atoi(std::getenv("KREX_FAULT_REPS")) : 3;
   std::vector<double> all;
   for (const auto& [phase, name] : phases) {
     std::vector<double> samples;
@@ -295,21 +299,24 @@ TEST_F(faults, WaiterKilledWhileWaitingForLock) {
     return 0;
   });
   krex::detail::device_state& dev = seg.node().devices[0];
-  ASSERT_TRUE(krex_test::wait_until([&] { return dev.next_ticket.load() == dev.now_serving.load() + 2; }, 20s));
+  ASSERT_TRUE(krex_test::wait_until(
+      [&] { return dev.next_ticket.load() == dev.now_serving.load() + 2; }, 20s));
   child next = krex_test::spawn([&] {
     krex::tenant t{opts()};
     krex::region r{t};
     m_b->granted_ns.store(krex_test::now_ns());
     return 0;
   });
-  ASSERT_TRUE(krex_test::wait_until([&] { return dev.next_ticket.load() == dev.now_serving.load() + 3; }, 20s));
+  ASSERT_TRUE(krex_test::wait_until(
+      [&] { return dev.next_ticket.load() == dev.now_serving.load() + 3; }, 20s));
   ::kill(victim.pid(), SIGKILL);
   (void)victim.wait(5s);
   const std::uint64_t t_release = krex_test::now_ns();
   m_b->go.store(1);
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; }, 5s));
   const double ms = static_cast<double>(m_b->granted_ns.load() - t_release) / 1e6;
-  std::printf("[ recovery ] waiter killed in the lock queue: next served %.1f ms after release\n", ms);
+  std::printf("[ recovery ] waiter killed in the lock queue: next served %.1f ms after release\n",
+              ms);
   EXPECT_LE(ms, 200.0);
   EXPECT_EQ(krex_test::exit_code(next.wait(10s)), 0);
 }
@@ -391,7 +398,7 @@ TEST_F(faults, SiblingKilledMidSubmitMidDrainAndFrozen) {
       return r.report().siblings_gone + (r.report().frozen_pids.empty() ? 10 : 20);
     });
     krex::detail::device_state& dev = n.devices[0];
-    const std::uint32_t want = w == "mid-submit" ? krex::detail::phase_gated
+    const std::uint32_t want = w == "mid-submit"  ? krex::detail::phase_gated
                                : w == "mid-drain" ? krex::detail::phase_draining
                                                   : krex::detail::phase_body;
     ASSERT_TRUE(krex_test::wait_until([&] { return dev.phase.load() == want; }, 20s));
@@ -498,7 +505,8 @@ TEST_F(faults, RandomizedKillSoak) {
               m_b->in_body[idx].store(me);
               for (int j = 0; j < workers; ++j) {
                 const int other = m_b->in_body[j].load();
-                if (j != idx && other != 0 && krex::detail::alive(other, 0)) m_b->violations.fetch_add(1);
+                if (j != idx && other != 0 && krex::detail::alive(other, 0))
+                  m_b->violations.fetch_add(1);
               }
               krex_test::spin_for(200'000 + rng() % 2'000'000);
               m_b->in_body[idx].store(0);

@@ -4,11 +4,11 @@
 // (holder and guardian killed, a sibling left frozen), clean of a crashed
 // run's segment and leaves (and of a leaf with live processes, with --kill).
 
+#include "krex_test.hpp"
+
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>
-
-#include "krex_test.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -50,7 +50,9 @@ result krexctl(const std::string& args) {
   return r;
 }
 
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
 
 std::string read_text(const std::string& path) {
   std::string out;
@@ -106,7 +108,8 @@ TEST(Krexctl, StatusOfALiveRegion) {
   r = krexctl("status --json --segment " + seg.name());
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "\"gate_raised\":true")) << r.out;
-  EXPECT_TRUE(contains(r.out, "\"holder\":{\"slot\":0,\"pid\":" + pid + ",\"alive\":true")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"holder\":{\"slot\":0,\"pid\":" + pid + ",\"alive\":true"))
+      << r.out;
   EXPECT_TRUE(contains(r.out, "\"tenants\":[{\"slot\":0,\"pid\":" + pid)) << r.out;
   EXPECT_TRUE(contains(r.out, "\"healthy\":true")) << r.out;
   b->stop.store(1);
@@ -234,7 +237,8 @@ TEST_F(krexctl_cgroup, RecoverAWedgedDevice) {
   EXPECT_TRUE(krex_test::wait_until([&] { return m_b->spins.load() > before; }, 2s));
   EXPECT_EQ(n.devices[0].gate.load() % 2, 0U);
   // Healthy again once a guardian runs (the spinner's agent starts one).
-  EXPECT_TRUE(krex_test::wait_until([&] { return krexctl("status --segment " + m_seg.name()).rc == 0; }, 5s))
+  EXPECT_TRUE(krex_test::wait_until(
+      [&] { return krexctl("status --segment " + m_seg.name()).rc == 0; }, 5s))
       << krexctl("status --segment " + m_seg.name()).out;
   // A new region is granted at once.
   child next = krex_test::spawn([&] {
@@ -270,7 +274,9 @@ TEST_F(krexctl_cgroup, CleanACrashedRun) {
     for (;;) ::pause();
     return 0;
   });
-  ASSERT_EQ(krex::detail::cgroup::write_file(m_root + "/t9/cgroup.procs", std::to_string(stray.pid())), 0);
+  ASSERT_EQ(
+      krex::detail::cgroup::write_file(m_root + "/t9/cgroup.procs", std::to_string(stray.pid())),
+      0);
 
   result r = krexctl("status --segment " + m_seg.name());
   EXPECT_EQ(r.rc, 1) << r.out;

@@ -3,11 +3,11 @@
 // the guardian's life cycle: started on demand outside every tenant cgroup,
 // in its own session, gone when the last tenant leaves.
 
+#include "krex_test.hpp"
+
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>
-
-#include "krex_test.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -147,7 +147,8 @@ TEST_F(stale, StaleLeavesWithoutASegment) {
     for (;;) ::pause();
     return 0;
   });
-  ASSERT_EQ(krex::detail::cgroup::write_file(leaf(5) + "/cgroup.procs", std::to_string(stray.pid())), 0);
+  ASSERT_EQ(
+      krex::detail::cgroup::write_file(leaf(5) + "/cgroup.procs", std::to_string(stray.pid())), 0);
   child t = krex_test::spawn([&] {
     krex::tenant ten{opts()};
     m_b->ready.store(1);
@@ -179,8 +180,9 @@ TEST_F(stale, GuardianLifeCycle) {
   const std::string cg = read_text("/proc/" + std::to_string(g) + "/cgroup");
   EXPECT_EQ(cg.find(m_root.substr(m_base.size())), std::string::npos)
       << "the guardian sits in a tenant cgroup: " << cg;
-  EXPECT_EQ(read_text("/proc/" + std::to_string(g) + "/stat").find(" " + std::to_string(t.pid()) + " "),
-            std::string::npos)
+  EXPECT_EQ(
+      read_text("/proc/" + std::to_string(g) + "/stat").find(" " + std::to_string(t.pid()) + " "),
+      std::string::npos)
       << "the guardian is the tenant's child";
   m_b->stop.store(1);
   EXPECT_EQ(krex_test::exit_code(t.wait(10s)), 0);

@@ -73,18 +73,29 @@ args parse(int argc, char** argv) {
       if (i + 1 >= argc) usage_error(f + " needs a value");
       return argv[++i];
     };
-    if (f == "--segment") a.opts.segment(value());
-    else if (f == "--group") a.opts.access(krex::segment_access::group);
-    else if (f == "--json") a.json = true;
-    else if (f == "--force") a.force = true;
-    else if (f == "--all") a.all = true;
-    else if (f == "--kill") a.kill = true;
-    else if (f == "--dry-run") a.dry_run = true;
+    if (f == "--segment")
+      a.opts.segment(value());
+    else if (f == "--group")
+      a.opts.access(krex::segment_access::group);
+    else if (f == "--json")
+      a.json = true;
+    else if (f == "--force")
+      a.force = true;
+    else if (f == "--all")
+      a.all = true;
+    else if (f == "--kill")
+      a.kill = true;
+    else if (f == "--dry-run")
+      a.dry_run = true;
     else if (f == "--device")
-      a.device = static_cast<int>(kd::parse_int("--device", value(), 0, kd::max_devices - 1, "0..15"));
-    else if (f == "--freeze") a.opts.freeze(kd::parse_freeze_method("--freeze", value()));
-    else if (f == "--cgroup-root") a.opts.cgroup_root(value());
-    else usage_error("unknown option '" + f + "'");
+      a.device =
+          static_cast<int>(kd::parse_int("--device", value(), 0, kd::max_devices - 1, "0..15"));
+    else if (f == "--freeze")
+      a.opts.freeze(kd::parse_freeze_method("--freeze", value()));
+    else if (f == "--cgroup-root")
+      a.opts.cgroup_root(value());
+    else
+      usage_error("unknown option '" + f + "'");
   }
   return a;
 }
@@ -178,8 +189,10 @@ int cmd_recover(const args& a) {
   }
   kd::node_state& n = *seg->node;
   if (const auto p = kd::validate(n); !p.empty()) {
-    std::fprintf(stderr, "krexctl: segment /dev/shm/%s is corrupt (%s); remove it with "
-                 "`krexctl clean --force` once its processes are gone\n", full.c_str(), p[0].c_str());
+    std::fprintf(stderr,
+                 "krexctl: segment /dev/shm/%s is corrupt (%s); remove it with "
+                 "`krexctl clean --force` once its processes are gone\n",
+                 full.c_str(), p[0].c_str());
     return unusable;
   }
   kd::recovery_config c;
@@ -194,7 +207,9 @@ int cmd_recover(const args& a) {
     const kd::recovery r = kd::recover_device(n, d, c, a.force);
     switch (r) {
       case kd::recovery::holder_dead:
-        std::printf("device %u: recovered (holder pid %d was dead): thawed, gate lowered, lock released\n", d, holder);
+        std::printf(
+            "device %u: recovered (holder pid %d was dead): thawed, gate lowered, lock released\n",
+            d, holder);
         break;
       case kd::recovery::lease_expired:
         std::printf("device %u: recovered (holder pid %d outlived its lease)\n", d, holder);
@@ -209,8 +224,9 @@ int cmd_recover(const args& a) {
           std::printf("device %u: no region holder; thawed its tenants%s\n", d,
                       failed ? " (some thaws failed)" : "");
         } else {
-          std::printf("device %u: nothing to recover%s\n", d,
-                      dev.lease_slot.load() != 0 ? " (a live holder: --force takes its lease away)" : "");
+          std::printf(
+              "device %u: nothing to recover%s\n", d,
+              dev.lease_slot.load() != 0 ? " (a live holder: --force takes its lease away)" : "");
         }
         break;
     }
@@ -227,7 +243,8 @@ std::uint32_t live_members(const kd::node_state& n) {
   std::uint32_t live = 0;
   for (std::uint32_t i = 0; i < kd::max_tenants; ++i)
     if (n.tenants[i].owner.load() > 0 && kd::slot_alive(n.tenants[i])) ++live;
-  if (n.guardian_pid.load() > 0 && kd::as_safe::alive(n.guardian_pid.load(), n.guardian_start_time.load()))
+  if (n.guardian_pid.load() > 0 &&
+      kd::as_safe::alive(n.guardian_pid.load(), n.guardian_start_time.load()))
     ++live;
   return live;
 }
@@ -326,7 +343,8 @@ int clean_leaves(const args& a, int& left) {
       continue;
     }
     if (a.dry_run) {
-      std::printf("cgroup %s: stale, would be %s\n", leaf.c_str(), busy ? "killed and removed" : "removed");
+      std::printf("cgroup %s: stale, would be %s\n", leaf.c_str(),
+                  busy ? "killed and removed" : "removed");
       continue;
     }
     if (slot < kd::max_tenants) kd::as_safe::thaw_slot(c, static_cast<std::uint32_t>(slot), 0, 0);
@@ -344,8 +362,10 @@ int clean_leaves(const args& a, int& left) {
       if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     std::printf("cgroup %s: %s\n", leaf.c_str(), gone ? "removed" : "cannot be removed");
-    if (gone) ++removed;
-    else ++left;
+    if (gone)
+      ++removed;
+    else
+      ++left;
   }
   return removed;
 }
@@ -356,8 +376,8 @@ int cmd_clean(const args& a) {
   const int leaves = clean_leaves(a, left);
   if (leaves < 0) return -leaves;
   const int segments = clean_segments(a, left);
-  std::printf("clean: %d segment(s) and %d cgroup(s) %s, %d stale item(s) left\n", segments,
-              leaves, a.dry_run ? "to remove" : "removed", left);
+  std::printf("clean: %d segment(s) and %d cgroup(s) %s, %d stale item(s) left\n", segments, leaves,
+              a.dry_run ? "to remove" : "removed", left);
   return left == 0 ? ok : problems;
 }
 

@@ -63,8 +63,8 @@ inline bool guardian_recently_seen(const node_state& n) noexcept {
 namespace guardian_impl {
 
 inline bool any_live_tenant(node_state& n) noexcept {
-  for (std::uint32_t i = 0; i < max_tenants; ++i)
-    if (n.tenants[i].owner.load() > 0 && slot_alive(n.tenants[i])) return true;
+  for (const tenant_slot& s : n.tenants)
+    if (s.owner.load() > 0 && slot_alive(s)) return true;
   return false;
 }
 
@@ -87,7 +87,7 @@ inline void detach_from_tenant() noexcept {
   for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
   sigset_t none;
   ::sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);  // NOLINT(concurrency-mt-unsafe): one thread here
   if (::chdir("/") != 0) {
   }
 }
@@ -106,7 +106,7 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
 
 [[noreturn]] inline void run(node_state& n, const recovery_config& c, std::int32_t claim) noexcept {
   detach_from_tenant();
-  const std::int32_t me = static_cast<std::int32_t>(::getpid());
+  const auto me = static_cast<std::int32_t>(::getpid());
   n.guardian_start_time.store(as_safe::read_stat(me).start_time);
   n.guardian_heartbeat_ns.store(as_safe::now_ns());
   std::int32_t expected = claim;

@@ -100,7 +100,8 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
   if ((ls & lease_recovering) != 0) {
     // Another recoverer is at work; take over only if it stalled (died).
     std::uint64_t claim = dev.recover_claim_ns.load();
-    if (now - claim < recovery_takeover_ns || !dev.recover_claim_ns.compare_exchange_strong(claim, now))
+    if (now - claim < recovery_takeover_ns ||
+        !dev.recover_claim_ns.compare_exchange_strong(claim, now))
       return recovery::in_progress;
     dead = true;
   } else {

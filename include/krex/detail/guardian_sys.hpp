@@ -134,7 +134,8 @@ inline stat_fields read_stat(std::int64_t pid) noexcept {
     ++q;
   }
   if (field == 22)
-    while (*q >= '0' && *q <= '9') out.start_time = out.start_time * 10 + static_cast<std::uint64_t>(*q++ - '0');
+    while (*q >= '0' && *q <= '9')
+      out.start_time = out.start_time * 10 + static_cast<std::uint64_t>(*q++ - '0');
   return out;
 }
 
@@ -195,8 +196,7 @@ inline int thaw_slot(const recovery_config& c, std::uint32_t slot, std::int32_t 
         if (::kill(pid, SIGCONT) != 0) e = errno;
       }
       break;
-    default:
-      break;
+    default: break;
   }
   return e == ENOENT || e == ESRCH ? 0 : e;
 }
@@ -231,8 +231,8 @@ inline int move_home(const recovery_config& c) noexcept {
 inline long fork_into_cgroup(int cgroup_fd) noexcept {
 #if defined(SYS_clone3)
   struct {
-    std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
-        set_tid, set_tid_size, cgroup;
+    std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+        set_tid_size, cgroup;
   } args{};
   args.flags = 0x200000000ULL;  // CLONE_INTO_CGROUP
   args.exit_signal = SIGCHLD;

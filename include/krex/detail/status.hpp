@@ -44,7 +44,8 @@ inline std::vector<std::string> validate(const node_state& n) {
         (ls & lease_slot_mask) > max_tenants || (ls != 0 && (ls & lease_slot_mask) == 0))
       bad(at + "lease slot", ls);
     if (dev.phase.load() > phase_exiting) bad(at + "phase", dev.phase.load());
-    if (dev.lease_pid.load() < 0) bad(at + "lease pid", static_cast<std::uint32_t>(dev.lease_pid.load()));
+    if (dev.lease_pid.load() < 0)
+      bad(at + "lease pid", static_cast<std::uint32_t>(dev.lease_pid.load()));
     if (dev.key.load() == 0 && (ls != 0 || (dev.gate.load() & 1U) != 0))
       out.push_back(at + "is unused (key 0) but holds a lease or a raised gate");
   }
@@ -65,15 +66,23 @@ struct device_view {
   bool raised = false;
   std::uint32_t holder_slot = 0;  ///< slot + 1, 0 = none
   std::uint32_t phase = 0;
-  std::uint32_t lease_slot = 0;   ///< raw (slot + 1 | flags)
+  std::uint32_t lease_slot = 0;  ///< raw (slot + 1 | flags)
   std::int32_t lease_pid = 0;
   bool lease_holder_alive = false;
-  double region_age_ms = 0;       ///< since the lease was taken (0: none)
-  double lease_left_ms = 0;       ///< negative: expired
+  double region_age_ms = 0;  ///< since the lease was taken (0: none)
+  double lease_left_ms = 0;  ///< negative: expired
   std::uint32_t now_serving = 0, next_ticket = 0;
-  std::uint64_t regions = 0, region_ns = 0, lock_wait_ns = 0, gate_parks = 0, drains = 0,
-                drain_ns = 0, freezes = 0, freeze_ns = 0, contended = 0, recoveries = 0,
-                lease_expiries = 0;
+  std::uint64_t regions = 0;
+  std::uint64_t region_ns = 0;
+  std::uint64_t lock_wait_ns = 0;
+  std::uint64_t gate_parks = 0;
+  std::uint64_t drains = 0;
+  std::uint64_t drain_ns = 0;
+  std::uint64_t freezes = 0;
+  std::uint64_t freeze_ns = 0;
+  std::uint64_t contended = 0;
+  std::uint64_t recoveries = 0;
+  std::uint64_t lease_expiries = 0;
   std::uint32_t tenants = 0;
 };
 
@@ -89,7 +98,8 @@ struct tenant_view {
   bool waiting = false;  ///< holds a region-lock ticket
   double joined_s = 0;
   double heartbeat_age_ms = 0;
-  std::uint64_t submits = 0, drains = 0;
+  std::uint64_t submits = 0;
+  std::uint64_t drains = 0;
 };
 
 /// A snapshot of a node segment.
@@ -100,14 +110,14 @@ struct node_view {
   bool guardian_alive = false;
   std::uint32_t guardian_starts = 0;
   std::uint64_t reaped = 0;
-  std::vector<device_view> devices;  ///< devices in use (key set, or holding state)
-  std::vector<tenant_view> tenants;  ///< slots in use (owner != 0)
-  std::vector<std::string> problems; ///< validate() and liveness findings
+  std::vector<device_view> devices;   ///< devices in use (key set, or holding state)
+  std::vector<tenant_view> tenants;   ///< slots in use (owner != 0)
+  std::vector<std::string> problems;  ///< validate() and liveness findings
 };
 
 inline const char* phase_name(std::uint32_t p) noexcept {
-  static const char* const names[] = {"idle",   "locked", "gated",  "draining", "freezing",
-                                      "frozen", "pinned", "body",   "exiting"};
+  static const char* const names[] = {"idle",   "locked", "gated", "draining", "freezing",
+                                      "frozen", "pinned", "body",  "exiting"};
   return p <= phase_exiting ? names[p] : "?";
 }
 
@@ -125,7 +135,8 @@ inline node_view read_status(const node_state& n, const std::string& segment_nam
   v.problems = validate(n);
   v.freeze_domain = load_text(n.cgroup_root_text);
   v.guardian_pid = n.guardian_pid.load();
-  v.guardian_alive = v.guardian_pid > 0 && as_safe::alive(v.guardian_pid, n.guardian_start_time.load());
+  v.guardian_alive =
+      v.guardian_pid > 0 && as_safe::alive(v.guardian_pid, n.guardian_start_time.load());
   v.guardian_starts = n.guardian_starts.load();
   v.reaped = n.reaped.load();
   const std::uint64_t now = as_safe::now_ns();
@@ -151,7 +162,8 @@ inline node_view read_status(const node_state& n, const std::string& segment_nam
     t.frozen = s.frozen.load() != 0;
     const std::uint64_t tk = s.ticket.load();
     t.waiting = tk != no_ticket && tk != taking_ticket;
-    const std::uint64_t j = s.joined_ns.load(), hb = s.heartbeat_ns.load();
+    const std::uint64_t j = s.joined_ns.load();
+    const std::uint64_t hb = s.heartbeat_ns.load();
     t.joined_s = j != 0 && j <= now ? static_cast<double>(now - j) / 1e9 : 0;
     t.heartbeat_age_ms = hb != 0 && hb <= now ? static_cast<double>(now - hb) / 1e6 : 0;
     t.submits = s.submits.load();
@@ -177,7 +189,8 @@ inline node_view read_status(const node_state& n, const std::string& segment_nam
     x.lease_slot = ls;
     x.lease_pid = dev.lease_pid.load();
     x.lease_holder_alive = ls != 0 && as_safe::alive(x.lease_pid, dev.lease_start_time.load());
-    const std::uint64_t acq = dev.lease_acquired_ns.load(), dl = dev.lease_deadline_ns.load();
+    const std::uint64_t acq = dev.lease_acquired_ns.load();
+    const std::uint64_t dl = dev.lease_deadline_ns.load();
     if (ls != 0 && acq != 0 && acq <= now) x.region_age_ms = static_cast<double>(now - acq) / 1e6;
     if (ls != 0 && dl != 0)
       x.lease_left_ms = (static_cast<double>(dl) - static_cast<double>(now)) / 1e6;
@@ -211,7 +224,7 @@ inline node_view read_status(const node_state& n, const std::string& segment_nam
       v.problems.push_back("tenant slot " + std::to_string(t.slot) +
                            " is marked frozen but no region holds its device");
   if (any_live && !v.guardian_alive)
-    v.problems.push_back("no guardian is running (the next tenant action starts one)");
+    v.problems.emplace_back("no guardian is running (the next tenant action starts one)");
   return v;
 }
 
@@ -238,63 +251,132 @@ inline std::string fmt(const char* f, double x) {
   return b;
 }
 
+/// Builds compact JSON: keys and separators, values escaped.
+class json_writer {
+ public:
+  json_writer& begin(const char* key = nullptr) { return open(key, '{'); }
+  json_writer& end() { return close('}'); }
+  json_writer& begin_array(const char* key) { return open(key, '['); }
+  json_writer& end_array() { return close(']'); }
+  json_writer& str(const char* key, const std::string& v) {
+    sep(key);
+    m_s += '"';
+    m_s += json_escape(v);
+    m_s += '"';
+    return *this;
+  }
+  json_writer& str(const std::string& v) { return str(nullptr, v); }
+  template <class T>
+  json_writer& num(const char* key, T v) {
+    sep(key);
+    m_s += std::to_string(v);
+    return *this;
+  }
+  json_writer& num(const char* key, double v, const char* format) {
+    sep(key);
+    m_s += fmt(format, v);
+    return *this;
+  }
+  json_writer& flag(const char* key, bool v) {
+    sep(key);
+    m_s += v ? "true" : "false";
+    return *this;
+  }
+  json_writer& null(const char* key) {
+    sep(key);
+    m_s += "null";
+    return *this;
+  }
+  const std::string& text() const noexcept { return m_s; }
+
+ private:
+  json_writer& open(const char* key, char c) {
+    sep(key);
+    m_s += c;
+    m_first = true;
+    return *this;
+  }
+  json_writer& close(char c) {
+    m_s += c;
+    m_first = false;
+    return *this;
+  }
+  void sep(const char* key) {
+    if (!m_first) m_s += ',';
+    m_first = false;
+    if (key == nullptr) return;
+    m_s += '"';
+    m_s += key;
+    m_s += '"';
+    m_s += ':';
+  }
+  std::string m_s;
+  bool m_first = true;
+};
+
 /// The snapshot as one JSON object.
 inline std::string to_json(const node_view& v) {
-  std::string o = "{\"segment\":\"" + json_escape(v.segment) + "\",\"freeze_domain\":\"" +
-                  json_escape(v.freeze_domain) + "\",\"guardian\":{\"pid\":" +
-                  std::to_string(v.guardian_pid) + ",\"alive\":" +
-                  (v.guardian_alive ? "true" : "false") + ",\"starts\":" +
-                  std::to_string(v.guardian_starts) + "},\"reaped\":" + std::to_string(v.reaped) +
-                  ",\"devices\":[";
-  for (size_t i = 0; i < v.devices.size(); ++i) {
-    const device_view& d = v.devices[i];
-    o += (i ? "," : "") + std::string("{\"index\":") + std::to_string(d.index) +
-         ",\"key\":" + std::to_string(d.key) + ",\"gate\":" + std::to_string(d.gate) +
-         ",\"gate_raised\":" + (d.raised ? "true" : "false") +
-         ",\"phase\":\"" + phase_name(d.phase) + "\",\"holder\":";
+  json_writer j;
+  j.begin().str("segment", v.segment).str("freeze_domain", v.freeze_domain);
+  j.begin("guardian")
+      .num("pid", v.guardian_pid)
+      .flag("alive", v.guardian_alive)
+      .num("starts", v.guardian_starts)
+      .end();
+  j.num("reaped", v.reaped).begin_array("devices");
+  for (const device_view& d : v.devices) {
+    j.begin().num("index", d.index).num("key", d.key).num("gate", d.gate);
+    j.flag("gate_raised", d.raised).str("phase", phase_name(d.phase));
     if (d.lease_slot != 0) {
-      o += "{\"slot\":" + std::to_string((d.lease_slot & lease_slot_mask) - 1) +
-           ",\"pid\":" + std::to_string(d.lease_pid) +
-           ",\"alive\":" + (d.lease_holder_alive ? "true" : "false") +
-           ",\"region_age_ms\":" + fmt("%.1f", d.region_age_ms) +
-           ",\"lease_left_ms\":" + fmt("%.1f", d.lease_left_ms) +
-           ",\"exiting\":" + ((d.lease_slot & lease_exiting) ? "true" : "false") +
-           ",\"recovering\":" + ((d.lease_slot & lease_recovering) ? "true" : "false") + "}";
+      j.begin("holder")
+          .num("slot", (d.lease_slot & lease_slot_mask) - 1)
+          .num("pid", d.lease_pid)
+          .flag("alive", d.lease_holder_alive)
+          .num("region_age_ms", d.region_age_ms, "%.1f")
+          .num("lease_left_ms", d.lease_left_ms, "%.1f")
+          .flag("exiting", (d.lease_slot & lease_exiting) != 0)
+          .flag("recovering", (d.lease_slot & lease_recovering) != 0)
+          .end();
     } else {
-      o += "null";
+      j.null("holder");
     }
-    o += ",\"now_serving\":" + std::to_string(d.now_serving) +
-         ",\"next_ticket\":" + std::to_string(d.next_ticket) +
-         ",\"tenants\":" + std::to_string(d.tenants) + ",\"counters\":{\"regions\":" +
-         std::to_string(d.regions) + ",\"region_ns\":" + std::to_string(d.region_ns) +
-         ",\"lock_wait_ns\":" + std::to_string(d.lock_wait_ns) +
-         ",\"gate_parks\":" + std::to_string(d.gate_parks) +
-         ",\"drains\":" + std::to_string(d.drains) + ",\"drain_ns\":" + std::to_string(d.drain_ns) +
-         ",\"freezes\":" + std::to_string(d.freezes) +
-         ",\"freeze_ns\":" + std::to_string(d.freeze_ns) +
-         ",\"contended\":" + std::to_string(d.contended) +
-         ",\"recoveries\":" + std::to_string(d.recoveries) +
-         ",\"lease_expiries\":" + std::to_string(d.lease_expiries) + "}}";
+    j.num("now_serving", d.now_serving).num("next_ticket", d.next_ticket).num("tenants", d.tenants);
+    j.begin("counters")
+        .num("regions", d.regions)
+        .num("region_ns", d.region_ns)
+        .num("lock_wait_ns", d.lock_wait_ns)
+        .num("gate_parks", d.gate_parks)
+        .num("drains", d.drains)
+        .num("drain_ns", d.drain_ns)
+        .num("freezes", d.freezes)
+        .num("freeze_ns", d.freeze_ns)
+        .num("contended", d.contended)
+        .num("recoveries", d.recoveries)
+        .num("lease_expiries", d.lease_expiries)
+        .end();
+    j.end();
   }
-  o += "],\"tenants\":[";
-  for (size_t i = 0; i < v.tenants.size(); ++i) {
-    const tenant_view& t = v.tenants[i];
-    o += (i ? "," : "") + std::string("{\"slot\":") + std::to_string(t.slot) +
-         ",\"pid\":" + std::to_string(t.pid) + ",\"alive\":" + (t.alive ? "true" : "false") +
-         ",\"state\":\"" + slot_state_name(t.state) + "\",\"device\":" + std::to_string(t.device) +
-         ",\"in_submit\":" + std::to_string(t.in_submit) +
-         ",\"frozen\":" + (t.frozen ? "true" : "false") +
-         ",\"waiting\":" + (t.waiting ? "true" : "false") +
-         ",\"joined_s\":" + fmt("%.3f", t.joined_s) +
-         ",\"heartbeat_age_ms\":" + fmt("%.1f", t.heartbeat_age_ms) +
-         ",\"submits\":" + std::to_string(t.submits) + ",\"drains\":" + std::to_string(t.drains) +
-         "}";
+  j.end_array().begin_array("tenants");
+  for (const tenant_view& t : v.tenants) {
+    j.begin()
+        .num("slot", t.slot)
+        .num("pid", t.pid)
+        .flag("alive", t.alive)
+        .str("state", slot_state_name(t.state))
+        .num("device", t.device)
+        .num("in_submit", t.in_submit)
+        .flag("frozen", t.frozen)
+        .flag("waiting", t.waiting)
+        .num("joined_s", t.joined_s, "%.3f")
+        .num("heartbeat_age_ms", t.heartbeat_age_ms, "%.1f")
+        .num("submits", t.submits)
+        .num("drains", t.drains)
+        .end();
   }
-  o += "],\"problems\":[";
-  for (size_t i = 0; i < v.problems.size(); ++i)
-    o += (i ? ",\"" : "\"") + json_escape(v.problems[i]) + "\"";
-  o += "],\"healthy\":" + std::string(v.problems.empty() ? "true" : "false") + "}";
-  return o;
+  j.end_array().begin_array("problems");
+  for (const std::string& p : v.problems) j.str(p);
+  j.end_array().flag("healthy", v.problems.empty()).end();
+  return j.text();
 }
 
 /// The snapshot as text for a terminal.
@@ -314,18 +396,18 @@ inline std::string to_text(const node_view& v) {
          std::to_string(d.next_ticket) + "\n";
     if (d.lease_slot != 0)
       o += "  holder  slot " + std::to_string((d.lease_slot & lease_slot_mask) - 1) + " pid " +
-           std::to_string(d.lease_pid) + (d.lease_holder_alive ? "" : " (DEAD)") +
-           ", region age " + fmt("%.1f", d.region_age_ms) + " ms, lease left " +
-           fmt("%.1f", d.lease_left_ms) + " ms" +
-           ((d.lease_slot & lease_exiting) ? ", exiting" : "") +
+           std::to_string(d.lease_pid) + (d.lease_holder_alive ? "" : " (DEAD)") + ", region age " +
+           fmt("%.1f", d.region_age_ms) + " ms, lease left " + fmt("%.1f", d.lease_left_ms) +
+           " ms" + ((d.lease_slot & lease_exiting) ? ", exiting" : "") +
            ((d.lease_slot & lease_recovering) ? ", being recovered" : "") + "\n";
     o += "  counters regions " + std::to_string(d.regions) + ", drains " +
          std::to_string(d.drains) + ", freezes " + std::to_string(d.freezes) + ", gate parks " +
          std::to_string(d.gate_parks) + ", contended " + std::to_string(d.contended) +
-         ", recoveries " + std::to_string(d.recoveries) + " (" +
-         std::to_string(d.lease_expiries) + " lease expiries)\n";
+         ", recoveries " + std::to_string(d.recoveries) + " (" + std::to_string(d.lease_expiries) +
+         " lease expiries)\n";
   }
-  if (!v.tenants.empty()) o += "slot  pid       device  state     alive  frozen  in_submit  joined\n";
+  if (!v.tenants.empty())
+    o += "slot  pid       device  state     alive  frozen  in_submit  joined\n";
   for (const tenant_view& t : v.tenants) {
     char b[160];
     std::snprintf(b, sizeof b, "%-5u %-9d %-7u %-9s %-6s %-7s %-10u %.1f s\n", t.slot, t.pid,
