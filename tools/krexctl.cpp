@@ -17,6 +17,7 @@
 #include <krex/detail/status.hpp>
 #include <krex/freeze.hpp>
 #include <krex/options.hpp>
+#include <krex/region_lock.hpp>
 
 #include <boost/interprocess/managed_shared_memory.hpp>
 #include <boost/version.hpp>
@@ -233,6 +234,22 @@ int cmd_recover(const args& a) {
   }
   const std::uint32_t reaped = kd::reap_dead_tenants(n, c);
   if (reaped != 0) std::printf("reaped %u dead tenant slot(s)\n", reaped);
+  // Move each lock queue past tickets nobody alive owns (dead waiters).
+  for (std::uint32_t d = 0; d < kd::max_devices; ++d) {
+    if (a.device >= 0 && d != static_cast<std::uint32_t>(a.device)) continue;
+    kd::device_state& dev = n.devices[d];
+    if (dev.key.load() == 0) continue;
+    kd::member m;
+    m.node = &n;
+    m.dev = &dev;
+    m.device = d;
+    m.recovery = &c;
+    const std::uint32_t before = dev.now_serving.load();
+    kd::skip_abandoned_tickets(m);
+    if (dev.now_serving.load() != before)
+      std::printf("device %u: skipped %u abandoned ticket(s)\n", d,
+                  dev.now_serving.load() - before);
+  }
   const kd::node_view v = kd::read_status(n, full);
   for (const std::string& p : v.problems) std::printf("problem left: %s\n", p.c_str());
   return v.problems.empty() ? ok : problems;
