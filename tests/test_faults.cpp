@@ -430,8 +430,12 @@ TEST_F(faults, SiblingKilledMidSubmitMidDrainAndFrozen) {
 // restarts the guardian, which recovers the device; (b) killed together, the
 // next tenant action (a join) recovers it.
 TEST_F(faults, GuardianKilledMidRegionThenHolder) {
-  for (const bool restarted : {true, false}) {
-    SCOPED_TRACE(restarted ? "guardian restarted by the holder's agent" : "recovered by a join");
+  // restarted: the guardian is SIGKILLed and the holder's agent starts another;
+  // stopped: it is SIGSTOPped (alive but silent, as if frozen) and replaced;
+  // join: killed together with the holder, every sibling frozen: a join recovers.
+  for (const char* mode : {"restarted", "stopped", "join"}) {
+    SCOPED_TRACE(mode);
+    const std::string how = mode;
     m_b->ready.store(0);
     m_b->go.store(0);
     m_b->granted_ns.store(0);
@@ -447,16 +451,16 @@ TEST_F(faults, GuardianKilledMidRegionThenHolder) {
     const int g = n.guardian_pid.load();
     ASSERT_GT(g, 0);
     const std::uint32_t starts = n.guardian_starts.load();
-    ::kill(g, SIGKILL);
-    if (restarted) {
+    ::kill(g, how == "stopped" ? SIGSTOP : SIGKILL);
+    if (how != "join") {
       ASSERT_TRUE(krex_test::wait_until(
-          [&] { return n.guardian_starts.load() > starts && n.guardian_pid.load() > 0; }, 3s))
-          << "no tenant restarted the guardian";
+          [&] { return n.guardian_starts.load() > starts && n.guardian_pid.load() > 0; }, 5s))
+          << "no tenant started a new guardian";
     }
     const std::uint64_t t_kill = krex_test::now_ns();
     ::kill(holder.pid(), SIGKILL);
     (void)holder.wait(5s);
-    if (!restarted) {
+    if (how == "join") {
       std::this_thread::sleep_for(300ms);
       EXPECT_EQ(m_b->granted_ns.load(), 0U) << "nobody should have been able to recover";
       child joiner = krex_test::spawn([&] {
@@ -467,12 +471,26 @@ TEST_F(faults, GuardianKilledMidRegionThenHolder) {
     }
     ASSERT_TRUE(krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; }, 5s));
     const double ms = static_cast<double>(m_b->granted_ns.load() - t_kill) / 1e6;
-    std::printf("[ recovery ] guardian killed, then holder (%s): %.1f ms\n",
-                restarted ? "guardian restarted" : "recovered by a join after 300 ms", ms);
-    if (restarted) {
+    std::printf("[ recovery ] guardian %s, then holder killed: %.1f ms%s\n",
+                how == "stopped" ? "stopped (replaced)"
+                : how == "join"  ? "killed"
+                                 : "killed (restarted)",
+                ms, how == "join" ? " (recovered by a join after 300 ms)" : "");
+    if (how != "join") {
       EXPECT_LE(ms, 200.0);
     }
     expect_clean(n);
+    if (how == "stopped") {
+      // Resumed, the replaced guardian sees another pid recorded and leaves.
+      ::kill(g, SIGCONT);
+      EXPECT_TRUE(krex_test::wait_until(
+          [&] {
+            krex_test::reap_orphans();
+            return !krex::detail::alive(g, 0);
+          },
+          3s))
+          << "the replaced guardian did not leave";
+    }
     m_b->stop.store(1);
     for (auto& k : m_kids) EXPECT_EQ(krex_test::exit_code(k.wait(10s)), 0);
     m_kids.clear();

@@ -43,6 +43,8 @@ inline constexpr std::uint64_t guardian_reap_ns = 200'000'000ULL;
 inline constexpr std::uint64_t guardian_sweep_ns = 500'000'000ULL;
 /// How long it stays with no live tenant before it leaves.
 inline constexpr std::uint64_t guardian_linger_ns = 300'000'000ULL;
+/// A guardian whose heartbeat is older than this is replaced.
+inline constexpr std::uint64_t guardian_stale_ns = 1'000'000'000ULL;
 /// A tenant that claimed guardian_pid and did not finish starting one within
 /// this is taken over.
 inline constexpr std::uint64_t guardian_claim_ns = 2'000'000'000ULL;
@@ -180,7 +182,13 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
 /// the next tenant action to try again.
 inline bool ensure_guardian(node_state& n, const recovery_config& c) noexcept {
   std::int32_t g = n.guardian_pid.load();
-  if (g > 0 && as_safe::alive(g, n.guardian_start_time.load())) return false;
+  // A live guardian with a fresh heartbeat stays. One that stopped beating
+  // (frozen, stuck) is replaced: it exits once it sees another pid recorded.
+  if (g > 0 && as_safe::alive(g, n.guardian_start_time.load()) &&
+      as_safe::now_ns() - n.guardian_heartbeat_ns.load() < guardian_stale_ns)
+    return false;
+  // A claim is honoured while its tenant lives, for guardian_claim_ns: also
+  // the back-off after a start that failed (fork, or leaving the leaf).
   if (g < 0 && as_safe::now_ns() - n.guardian_claim_ns.load() < guardian_claim_ns &&
       as_safe::alive(-g, 0))
     return false;
@@ -203,18 +211,12 @@ inline bool ensure_guardian(node_state& n, const recovery_config& c) noexcept {
   }
   if (child < 0) {
     if (home_fd >= 0) ::close(home_fd);
-    std::int32_t mine = claim;
-    n.guardian_pid.compare_exchange_strong(mine, 0);
-    return false;
+    return false;  // the claim stays: nobody retries before guardian_claim_ns
   }
   if (child == 0) {
     // Intermediate child: out of the leaf, a new session, then the guardian
     // as its child, so that it is nobody's child in the tenant's process tree.
-    if (!raw && as_safe::move_home(c) != 0) {
-      std::int32_t mine = claim;
-      n.guardian_pid.compare_exchange_strong(mine, 0);
-      ::_exit(0);
-    }
+    if (!raw && as_safe::move_home(c) != 0) ::_exit(0);  // claim stays: back-off
     ::setsid();
     const long guardian = raw ? as_safe::fork_into_cgroup(home_fd) : ::fork();
     if (guardian != 0) ::_exit(0);
