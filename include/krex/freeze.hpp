@@ -235,17 +235,15 @@ class freezer {
     }
     if (const int e = cgroup::make_dir(a.root))
       return no(e, "cannot create the krex cgroup root (KREX_CGROUP_ROOT)", a.root);
-    // Leaves are numbered by slot, and slots by segment: under the derived
-    // default root, which every segment of the job shares, each segment gets
-    // a directory of its own (an explicit root is the operator's, per segment).
-    if (root_option.empty() && !domain.empty()) {
-      a.root += "/" + domain;
-      if (const int e = cgroup::make_dir(a.root))
-        return no(e, "cannot create the segment's directory under the krex cgroup root", a.root);
-    }
     std::string failed;
     if (const int e = M::probe(a.root, failed))
       return no(e, "cannot use the krex cgroup root (KREX_CGROUP_ROOT)", failed);
+    // Leaves are numbered by slot, and slots by segment: under the derived
+    // default root, which every segment of the job shares, each segment gets
+    // a directory of its own (an explicit root is the operator's, per segment).
+    // enter() creates it with the first leaf; leave() removes it with the last,
+    // so opening a freezer (krexctl status) leaves nothing behind.
+    if (root_option.empty() && !domain.empty()) a.root += "/" + domain;
     // Moving back at leave needs write access to this process's cgroup.
     if (const int e = cgroup::probe_open(here.own + "/cgroup.procs", O_WRONLY))
       return no(e, "cannot move processes out of this process's cgroup",
