@@ -109,7 +109,7 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
 [[noreturn]] inline void run(node_state& n, const recovery_config& c, std::int32_t claim) noexcept {
   detach_from_tenant();
   const auto me = static_cast<std::int32_t>(::getpid());
-  n.guardian_start_time.store(as_safe::read_stat(me).start_time);
+  n.guardian_start_time.store(read_proc_stat(me).start_time);
   n.guardian_heartbeat_ns.store(as_safe::now_ns());
   std::int32_t expected = claim;
   if (!n.guardian_pid.compare_exchange_strong(expected, me)) ::_exit(0);

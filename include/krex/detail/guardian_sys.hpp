@@ -13,6 +13,7 @@
 // root and a slot number the caller bounds-checked.
 
 #include <krex/detail/layout.hpp>
+#include <krex/detail/proc.hpp>
 #include <krex/options.hpp>
 
 #include <fcntl.h>
@@ -92,60 +93,10 @@ inline bool copy_text(char* dst, std::size_t n, const char* src) noexcept {
   return true;
 }
 
-inline std::uint64_t now_ns() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-struct stat_fields {
-  bool exists = false;
-  char state = '?';
-  std::uint64_t start_time = 0;
-};
-
-/// /proc/<pid>/stat: state and start time. open/read/close only.
-inline stat_fields read_stat(std::int64_t pid) noexcept {
-  stat_fields out;
-  if (pid <= 0 || pid > INT_MAX) return out;
-  path_buf p;
-  p.add("/proc/").add(static_cast<std::uint64_t>(pid)).add("/stat");
-  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  char buf[1024];
-  ssize_t n;
-  do n = ::read(fd, buf, sizeof buf - 1);
-  while (n < 0 && errno == EINTR);
-  ::close(fd);
-  if (n <= 0) return out;
-  buf[n] = '\0';
-  // Fields start after the last ')': the command name may hold anything.
-  const char* close = nullptr;
-  for (const char* q = buf; *q != '\0'; ++q)
-    if (*q == ')') close = q;
-  if (close == nullptr || close[1] != ' ') return out;
-  const char* q = close + 2;
-  out.exists = true;
-  out.state = *q;
-  int field = 3;
-  while (*q != '\0' && field < 22) {
-    if (*q == ' ') ++field;
-    ++q;
-  }
-  if (field == 22)
-    while (*q >= '0' && *q <= '9')
-      out.start_time = out.start_time * 10 + static_cast<std::uint64_t>(*q++ - '0');
-  return out;
-}
-
-/// Same rule as detail::alive: the pid runs (not a zombie) and, if a start
-/// time was recorded, it is the same process.
-inline bool alive(std::int64_t pid, std::uint64_t start_time) noexcept {
-  const stat_fields st = read_stat(pid);
-  if (!st.exists || st.state == 'Z' || st.state == 'X') return false;
-  return start_time == 0 || st.start_time == start_time;
-}
+// /proc/<pid>/stat reading, liveness and the clock are async-signal-safe
+// already: one implementation in proc.hpp serves tenants and recoverers.
+using detail::alive;
+using detail::now_ns;
 
 /// Writes `data` to an existing file in one write(2). Returns 0 or errno.
 inline int write_file(const char* path, const char* data) noexcept {

@@ -8,10 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
+#include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 namespace krex::detail {
 
@@ -25,39 +25,51 @@ inline std::uint64_t now_ns() noexcept {
 
 struct proc_stat {
   bool exists = false;
-  char state = '?';             ///< R, S, D, T, t, Z, X, ...
-  std::uint64_t start_time = 0; ///< clock ticks after boot
-  int pgid = 0;
+  char state = '?';              ///< R, S, D, T, t, Z, X, ...
+  std::uint64_t start_time = 0;  ///< clock ticks after boot
 };
 
-/// Reads /proc/<pid>/stat. Async-signal-safe (open/read/close only).
-inline proc_stat read_proc_stat(int pid) noexcept {
+/// Reads state and start time from /proc/<pid>/stat. Async-signal-safe
+/// (open/read/close on fixed buffers, no stdio or allocation): the guardian
+/// and recoverers call it after fork.
+inline proc_stat read_proc_stat(std::int64_t pid) noexcept {
   proc_stat out;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  if (pid <= 0 || pid > INT_MAX) return out;
+  char path[32] = "/proc/";
+  char digits[12];
+  int nd = 0;
+  for (auto v = static_cast<std::uint64_t>(pid); v != 0; v /= 10)
+    digits[nd++] = static_cast<char>('0' + v % 10);
+  std::size_t len = 6;
+  while (nd > 0) path[len++] = digits[--nd];
+  for (const char* t = "/stat"; *t != '\0'; ++t) path[len++] = *t;
+  path[len] = '\0';
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return out;
   char buf[1024];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ssize_t n;
+  do n = ::read(fd, buf, sizeof buf - 1);
+  while (n < 0 && errno == EINTR);
   ::close(fd);
   if (n <= 0) return out;
   buf[n] = '\0';
   // The command name may contain spaces and ')': fields start after the last ')'.
-  const char* p = std::strrchr(buf, ')');
-  if (p == nullptr || p[1] != ' ') return out;
-  p += 2;
+  const char* close = nullptr;
+  for (const char* q = buf; *q != '\0'; ++q)
+    if (*q == ')') close = q;
+  if (close == nullptr || close[1] != ' ') return out;
+  const char* q = close + 2;
   out.exists = true;
-  out.state = *p;
-  // Fields after the name, counting from 3 (state). pgrp is 5, starttime is 22.
+  out.state = *q;
+  // Fields after the name, counting from 3 (state); starttime is 22.
   int field = 3;
-  while (*p != '\0' && field < 22) {
-    if (*p == ' ') {
-      ++field;
-      if (field == 5) out.pgid = std::atoi(p + 1);
-      if (field == 22) out.start_time = std::strtoull(p + 1, nullptr, 10);
-    }
-    ++p;
+  while (*q != '\0' && field < 22) {
+    if (*q == ' ') ++field;
+    ++q;
   }
+  if (field == 22)
+    while (*q >= '0' && *q <= '9')
+      out.start_time = out.start_time * 10 + static_cast<std::uint64_t>(*q++ - '0');
   return out;
 }
 
@@ -66,8 +78,8 @@ inline std::uint64_t self_start_time() noexcept { return read_proc_stat(::getpid
 
 /// True when `pid` runs and is the same process that had `start_time` (0 =
 /// not yet recorded: existence is enough). Zombies count as dead.
-inline bool alive(int pid, std::uint64_t start_time) noexcept {
-  if (pid <= 0) return false;
+/// Async-signal-safe.
+inline bool alive(std::int64_t pid, std::uint64_t start_time) noexcept {
   const proc_stat st = read_proc_stat(pid);
   if (!st.exists || st.state == 'Z' || st.state == 'X') return false;
   return start_time == 0 || st.start_time == start_time;
