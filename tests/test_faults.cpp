@@ -4,6 +4,7 @@
 // frozen, the guardian killed mid-region, and a bounded randomized soak. The
 // measured recovery times are printed (docs/FAULTS.md quotes them).
 
+#include "cgroup_util.hpp"
 #include "krex_test.hpp"
 
 #include <krex/region.hpp>
@@ -54,11 +55,7 @@ void hold_in_phase(std::uint32_t phase) noexcept {
   for (;;) ::pause();
 }
 
-std::string read_text(const std::string& path) {
-  std::string out;
-  krex::detail::cgroup::read_file(path, out);
-  return out;
-}
+using krex_test::read_text;
 
 bool leaf_frozen(const std::string& root, std::uint32_t slot) {
   return read_text(root + "/t" + std::to_string(slot) + "/cgroup.events").find("frozen 1") !=
@@ -70,30 +67,6 @@ bool leaf_frozen(const std::string& root, std::uint32_t slot) {
 bool leaked_slot(const krex::detail::tenant_slot& s) {
   const int o = s.owner.load();
   return o > 0 || (o < 0 && !krex::detail::alive(-o, 0));
-}
-
-/// Test hygiene, whatever happened: thaw every leaf under `root` and kill
-/// what still runs there (a test that failed half-way must not leave frozen
-/// processes behind), then remove the leaves and the root.
-void scrub(const std::string& root) {
-  if (root.empty()) return;
-  for (int s = 0; s < 64; ++s) {
-    const std::string leaf = root + "/t" + std::to_string(s);
-    if (::access(leaf.c_str(), F_OK) != 0) continue;
-    krex::detail::cgroup::write_file(leaf + "/cgroup.freeze", "0");
-    krex::detail::cgroup::write_file(leaf + "/freezer.state", "THAWED");
-    if (krex::detail::cgroup::write_file(leaf + "/cgroup.kill", "1") != 0)
-      for (const std::string& p :
-           krex::detail::cgroup::split(read_text(leaf + "/cgroup.procs"), '\n'))
-        if (!p.empty()) ::kill(std::atoi(p.c_str()), SIGKILL);
-  }
-  krex_test::wait_until(
-      [&] {
-        krex_test::reap_orphans();
-        for (int s = 0; s < 64; ++s) ::rmdir((root + "/t" + std::to_string(s)).c_str());
-        return ::rmdir(root.c_str()) == 0 || errno == ENOENT;
-      },
-      5s);
 }
 
 /// Sorted samples -> "min / median / p90 / max" in ms.
@@ -144,7 +117,7 @@ class faults : public ::testing::Test {
         },
         5s);
     EXPECT_TRUE(clean) << "left: " << m_root;
-    scrub(m_root);
+    krex_test::scrub_cgroup_root(m_root);
     krex_test::reap_orphans();
   }
 

@@ -4,6 +4,7 @@
 // (holder and guardian killed, a sibling left frozen), clean of a crashed
 // run's segment and leaves (and of a leaf with live processes, with --kill).
 
+#include "cgroup_util.hpp"
 #include "krex_test.hpp"
 
 #include <krex/region.hpp>
@@ -54,11 +55,7 @@ bool contains(const std::string& s, const std::string& what) {
   return s.find(what) != std::string::npos;
 }
 
-std::string read_text(const std::string& path) {
-  std::string out;
-  krex::detail::cgroup::read_file(path, out);
-  return out;
-}
+using krex_test::read_text;
 
 struct board {
   std::atomic<int> ready;
@@ -156,20 +153,7 @@ class krexctl_cgroup : public ::testing::Test {
     m_b->stop.store(1);
     for (auto& k : m_kids) (void)k.wait(10s);
     // Whatever happened: nothing left frozen or running in the test's leaves.
-    for (int s = 0; s < 64 && !m_root.empty(); ++s) {
-      const std::string leaf = m_root + "/t" + std::to_string(s);
-      if (::access(leaf.c_str(), F_OK) != 0) continue;
-      krex::detail::cgroup::write_file(leaf + "/cgroup.freeze", "0");
-      krex::detail::cgroup::write_file(leaf + "/cgroup.kill", "1");
-    }
-    krex_test::wait_until(
-        [&] {
-          krex_test::reap_orphans();
-          if (m_root.empty()) return true;
-          for (int s = 0; s < 64; ++s) ::rmdir((m_root + "/t" + std::to_string(s)).c_str());
-          return ::rmdir(m_root.c_str()) == 0 || errno == ENOENT;
-        },
-        5s);
+    krex_test::scrub_cgroup_root(m_root);
   }
   krex::options opts() const {
     return m_seg.opts().freeze(krex::freeze_method::cgroup_v2).cgroup_root(m_root);

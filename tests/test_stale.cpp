@@ -3,6 +3,7 @@
 // the guardian's life cycle: started on demand outside every tenant cgroup,
 // in its own session, gone when the last tenant leaves.
 
+#include "cgroup_util.hpp"
 #include "krex_test.hpp"
 
 #include <krex/region.hpp>
@@ -34,11 +35,7 @@ struct board {
   std::atomic<std::uint64_t> spins;
 };
 
-std::string read_text(const std::string& path) {
-  std::string out;
-  krex::detail::cgroup::read_file(path, out);
-  return out;
-}
+using krex_test::read_text;
 
 bool exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
 
@@ -54,20 +51,7 @@ class stale : public ::testing::Test {
   void TearDown() override {
     m_b->stop.store(1);
     for (auto& k : m_kids) (void)k.wait(10s);
-    for (int s = 0; s < 64 && !m_root.empty(); ++s) {
-      const std::string leaf = m_root + "/t" + std::to_string(s);
-      if (!exists(leaf)) continue;
-      krex::detail::cgroup::write_file(leaf + "/cgroup.freeze", "0");
-      krex::detail::cgroup::write_file(leaf + "/cgroup.kill", "1");
-    }
-    krex_test::wait_until(
-        [&] {
-          krex_test::reap_orphans();
-          if (m_root.empty()) return true;
-          for (int s = 0; s < 64; ++s) ::rmdir((m_root + "/t" + std::to_string(s)).c_str());
-          return ::rmdir(m_root.c_str()) == 0 || errno == ENOENT;
-        },
-        5s);
+    krex_test::scrub_cgroup_root(m_root);
   }
   krex::options opts() const {
     return m_seg.opts().freeze(krex::freeze_method::cgroup_v2).cgroup_root(m_root);
