@@ -76,21 +76,8 @@ class segment {
                   "(another user's segment: set KREX_SEGMENT to another name, or use "
                   "access(segment_access::group) for a shared fleet)");
     }
-    segment_header* h = nullptr;
-    try {
-      h = m_shm.find_or_construct<segment_header>(header_object_name)();
-    } catch (const std::exception& e) {
-      throw error(step::segment, "segment /dev/shm/" + m_name + " is unusable (" + e.what() + ")",
-                  0, remove_hint());
-    }
-    check_header(*h);
-    node_object* n = nullptr;
-    try {
-      n = m_shm.find_or_construct<node_object>(node_object_name)();
-    } catch (const std::exception& e) {
-      throw error(step::segment, "segment /dev/shm/" + m_name + " is unusable (" + e.what() + ")",
-                  0, remove_hint());
-    }
+    check_header(*find_or_construct<segment_header>(header_object_name));
+    node_object* n = find_or_construct<node_object>(node_object_name);
     if (n->magic.load() != segment_magic || n->layout.load() != layout_version ||
         n->size.load() != sizeof(node_state) || n->n_tenants.load() != max_tenants ||
         n->n_devices.load() != max_devices)
@@ -119,6 +106,17 @@ class segment {
   }
 
  private:
+  // The named object, constructed by whichever process attaches first.
+  template <class T>
+  T* find_or_construct(const char* object_name) {
+    try {
+      return m_shm.find_or_construct<T>(object_name)();
+    } catch (const std::exception& e) {
+      throw error(step::segment, "segment /dev/shm/" + m_name + " is unusable (" + e.what() + ")",
+                  0, remove_hint());
+    }
+  }
+
   std::string remove_hint() const {
     return "no krex build can share it; once no process uses it, remove it with "
            "`rm /dev/shm/" + m_name + "` (or choose another KREX_SEGMENT)";
