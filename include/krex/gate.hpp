@@ -43,7 +43,7 @@ inline bool recover_dead_gate_holder(member& m, std::uint32_t g) noexcept {
 inline void submit_enter(member& m) noexcept {
   if (submit_depth++ > 0) return;
   tenant_slot& s = *m.slot;
-  const std::uint64_t park_ns = static_cast<std::uint64_t>(m.opts.gate_park().count()) * 1'000'000;
+  const std::uint64_t park_ns = to_ns(m.opts.gate_park());
   for (;;) {
     s.in_submit.fetch_add(1);
     const std::uint32_t g = m.dev->gate.load();

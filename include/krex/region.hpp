@@ -98,7 +98,7 @@ class basic_region {
     m_report.took_over_gate = took_over;
     m_report.gated = true;
     detail::set_phase(*m.dev, detail::phase_gated);
-    const std::uint64_t drain_deadline = t1 + static_cast<std::uint64_t>(m.opts.drain_deadline().count()) * 1'000'000;
+    const std::uint64_t drain_deadline = t1 + detail::to_ns(m.opts.drain_deadline());
     std::vector<detail::sibling> sibs = detail::snapshot_siblings(m);
     m_report.siblings_seen = static_cast<std::uint32_t>(sibs.size());
     bool ok = detail::wait_submissions(m, sibs, drain_deadline);

@@ -59,9 +59,8 @@ inline std::uint32_t acquire_region_lock(member& m) {
   const std::uint32_t t = m.dev->next_ticket.fetch_add(1);
   s.ticket.store(t);
   const std::uint64_t start = now_ns();
-  const std::uint64_t deadline =
-      start + static_cast<std::uint64_t>(m.opts.lock_wait().count()) * 1'000'000;
-  const std::uint64_t park = static_cast<std::uint64_t>(m.opts.gate_park().count()) * 1'000'000;
+  const std::uint64_t deadline = start + to_ns(m.opts.lock_wait());
+  const std::uint64_t park = to_ns(m.opts.gate_park());
   for (;;) {
     const std::uint32_t now = m.dev->now_serving.load();
     if (now == t) break;
@@ -86,8 +85,7 @@ inline std::uint32_t acquire_region_lock(member& m) {
   m.dev->lease_pid.store(m.slot->owner.load());
   m.dev->lease_start_time.store(m.slot->start_time.load());
   m.dev->lease_acquired_ns.store(acquired);
-  m.dev->lease_deadline_ns.store(acquired +
-                                 static_cast<std::uint64_t>(m.opts.lease().count()) * 1'000'000);
+  m.dev->lease_deadline_ns.store(acquired + to_ns(m.opts.lease()));
   m.dev->lease_ticket.store(t);
   m.dev->lease_slot.store(m.index + 1);
   m.dev->lock_wait_ns.fetch_add(acquired - start, std::memory_order_relaxed);

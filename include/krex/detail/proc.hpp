@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,11 @@ inline std::uint64_t now_ns() noexcept {
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
          static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+/// A duration option in now_ns() units (options are never negative).
+inline std::uint64_t to_ns(std::chrono::milliseconds d) noexcept {
+  return static_cast<std::uint64_t>(d.count()) * 1'000'000;
 }
 
 struct proc_stat {
