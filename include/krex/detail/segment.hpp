@@ -77,7 +77,7 @@ class segment {
                   "access(segment_access::group) for a shared fleet)");
     }
     check_header(*find_or_construct<segment_header>(header_object_name));
-    node_object* n = find_or_construct<node_object>(node_object_name);
+    auto* n = find_or_construct<node_object>(node_object_name);
     if (n->magic.load() != segment_magic || n->layout.load() != layout_version ||
         n->size.load() != sizeof(node_state) || n->n_tenants.load() != max_tenants ||
         n->n_devices.load() != max_devices)
