@@ -1,0 +1,796 @@
+// SPDX-License-Identifier: Apache-2.0
+// krex_eval: the evaluation. Runs the same list of benchmark commands
+// (bench/eval/candidates.hpp) under every sharing mode, side by side in one
+// run, and reports throughput, accuracy by duration band, ranking fidelity
+// and where the time goes. docs/EVAL.md has the method; scripts/eval.sh runs it.
+//
+//   krex_eval [--config smoke|quick|full] [--out DIR] [--worker PATH]
+//             [--configs LIST] [--reps N] [--filter S1,S2,...] [--timeout-s N]
+//             [--device N] [--seed N]
+//
+// A configuration is MODE:C[:persistent]; LIST is comma-separated. Modes:
+//   serial        one command at a time (C must be 1), no krex
+//   unprotected   C commands at once, no krex
+//   lock          C at once, an exclusive flock(2) around each timed loop
+//   krex          C at once, each timed loop in a krex region
+//   krex-mps      krex with an MPS control daemon running (started here)
+//   krex-active   krex, freeze scope "active"   (KREX_FREEZE_SCOPE=active)
+//   krex-nopin    krex without pinning          (KREX_PIN=0)
+//   krex-nofreeze krex, gate+drain only         (KREX_FREEZE=none)
+// Shape "process" (default) starts a worker process per command; shape
+// "persistent" starts C workers that run commands one after another and
+// keep their CUDA context (and krex tenant).
+//
+// The first configuration of every preset is the uncontended reference (a
+// serial pass); the last is a second serial pass, the native repeat.
+//
+// Output in DIR: eval.json (every command, every sample, the summary),
+// summary.md (tables), workers.log (the workers' stderr).
+// Exit status: 0 when every configuration ran and its commands passed their
+// checks, 1 when any command failed, 2 on bad usage.
+
+#include "candidates.hpp"
+#include "json.hpp"
+#include "stats.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+double ms_between(clk::time_point a, clk::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "krex_eval: %s\n(see the comment at the top of bench/eval/krex_eval.cpp or docs/EVAL.md)\n",
+               msg.c_str());
+  std::exit(2);
+}
+
+const std::set<std::string>& known_modes() {
+  static const std::set<std::string> m = {"serial", "unprotected", "lock", "krex", "krex-mps",
+                                          "krex-active", "krex-nopin", "krex-nofreeze"};
+  return m;
+}
+
+struct config {
+  std::string mode;
+  int c = 1;
+  bool persistent = false;
+  std::string role;  // "reference", "repeat" or ""
+  std::string label() const {
+    std::string l = role == "reference" ? "reference (serial)"
+                    : role == "repeat"  ? "native repeat (serial)"
+                                        : mode + " C=" + std::to_string(c);
+    if (persistent) l += " persistent";
+    return l;
+  }
+  std::string worker_mode() const {
+    if (mode == "serial" || mode == "unprotected") return "none";
+    if (mode == "lock") return "lock";
+    return "krex";
+  }
+};
+
+config parse_config(const std::string& s) {
+  std::vector<std::string> f;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ':');) f.push_back(x);
+  if (f.size() < 2 || f.size() > 3)
+    usage_error("bad configuration '" + s + "': expected MODE:C or MODE:C:persistent");
+  config c;
+  c.mode = f[0];
+  if (known_modes().count(c.mode) == 0)
+    usage_error("unknown mode '" + c.mode +
+                "' in --configs: use serial, unprotected, lock, krex, krex-mps, krex-active, "
+                "krex-nopin or krex-nofreeze");
+  char* end = nullptr;
+  const long v = std::strtol(f[1].c_str(), &end, 10);
+  if (end == f[1].c_str() || *end != '\0' || v < 1 || v > 256)
+    usage_error("bad concurrency '" + f[1] + "' in '" + s + "': an integer 1..256");
+  c.c = static_cast<int>(v);
+  if (c.mode == "serial" && c.c != 1) usage_error("mode serial runs one command at a time: use serial:1");
+  if (f.size() == 3) {
+    if (f[2] != "persistent" && f[2] != "process")
+      usage_error("bad shape '" + f[2] + "' in '" + s + "': persistent or process");
+    c.persistent = f[2] == "persistent";
+  }
+  return c;
+}
+
+std::vector<config> parse_configs(const std::string& list) {
+  std::vector<config> v;
+  std::stringstream ss(list);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) v.push_back(parse_config(x));
+  if (v.empty()) usage_error("--configs is empty");
+  return v;
+}
+
+/// The presets. Each starts with the reference pass and ends with the native repeat.
+std::string preset_configs(const std::string& name, int* reps) {
+  if (name == "smoke") {
+    *reps = 1;
+    return "serial:1,unprotected:4,lock:4,krex:4,krex:4:persistent,serial:1";
+  }
+  if (name == "quick") {
+    *reps = 1;
+    return "serial:1,"
+           "unprotected:2,unprotected:4,unprotected:8,unprotected:16,"
+           "lock:2,lock:4,lock:8,lock:16,"
+           "krex:1,krex:2,krex:4,krex:8,krex:16,"
+           "krex-mps:16,krex-active:16,krex-nopin:16,krex-nofreeze:16,"
+           "serial:1:persistent,unprotected:16:persistent,krex:16:persistent,"
+           "serial:1";
+  }
+  if (name == "full") {
+    *reps = 3;
+    return "serial:1,"
+           "unprotected:2,unprotected:4,unprotected:8,unprotected:16,"
+           "lock:2,lock:4,lock:8,lock:16,"
+           "krex:1,krex:2,krex:4,krex:8,krex:16,"
+           "krex-mps:1,krex-mps:2,krex-mps:4,krex-mps:8,krex-mps:16,"
+           "krex-active:16,krex-nopin:16,krex-nofreeze:16,"
+           "serial:1:persistent,unprotected:16:persistent,lock:16:persistent,krex:16:persistent,"
+           "krex-mps:16:persistent,serial:1";
+  }
+  usage_error("unknown --config '" + name + "': smoke, quick or full");
+}
+
+// ------------------------------------------------------------ the processes
+struct options_t {
+  std::string out = "eval-out";
+  std::string worker;
+  std::string preset = "quick";
+  std::string configs;
+  int reps = -1;
+  std::vector<std::string> filter;
+  double timeout_s = 300;
+  int device = 0;
+  unsigned seed = 1;
+};
+
+struct command_record {
+  std::string id;
+  int rep = 0;
+  double t_total_ms = NAN;
+  int exit_code = 0;     // process shape: the worker's exit status; -1 killed/timeout
+  std::string raw;       // the worker's JSON line ("" if none)
+  krex_eval::flat_record r;
+  bool ok = false;
+  std::string error;
+};
+
+struct config_result {
+  config cfg;
+  bool skipped = false;
+  std::string skip_reason;
+  double wall_s = 0;
+  std::vector<command_record> cmds;
+};
+
+struct worker_proc {
+  pid_t pid = -1;
+  int in = -1, out = -1;
+  std::string buf;
+  int cmd = -1;  // index into the config's command list, -1 idle
+  clk::time_point started;
+  bool eof = false;
+};
+
+class runner {
+ public:
+  runner(options_t o, int log_fd) : m_o(std::move(o)), m_log(log_fd) {}
+
+  worker_proc spawn(const config& cfg, const std::vector<std::pair<std::string, std::string>>& env) {
+    int pin[2], pout[2];
+    if (::pipe2(pin, O_CLOEXEC) != 0 || ::pipe2(pout, O_CLOEXEC) != 0) {
+      std::perror("krex_eval: pipe2");
+      std::exit(1);
+    }
+    const std::string mode = cfg.worker_mode();
+    const std::string dev = std::to_string(m_o.device);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      std::perror("krex_eval: fork");
+      std::exit(1);
+    }
+    if (pid == 0) {
+      ::dup2(pin[0], 0);
+      ::dup2(pout[1], 1);
+      ::dup2(m_log, 2);
+      for (const auto& kv : env) ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
+      std::vector<std::string> args = {m_o.worker, "--mode", mode, "--device", dev};
+      if (mode == "lock") args.insert(args.end(), {"--lock", m_lock_path});
+      if (mode == "krex") args.insert(args.end(), {"--segment", m_segment});
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(m_o.worker.c_str(), argv.data());
+      std::fprintf(stderr, "krex_eval: cannot run the worker %s: %s\n", m_o.worker.c_str(),
+                   std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(pin[0]);
+    ::close(pout[1]);
+    worker_proc w;
+    w.pid = pid;
+    w.in = pin[1];
+    w.out = pout[0];
+    w.started = clk::now();
+    return w;
+  }
+
+  static void send(worker_proc& w, const std::string& id) {
+    const std::string line = id + "\n";
+    // A dead worker makes this fail (EPIPE, SIGPIPE ignored): its EOF reports it.
+    if (::write(w.in, line.data(), line.size()) < 0) return;
+  }
+  static void close_in(worker_proc& w) {
+    if (w.in >= 0) ::close(w.in);
+    w.in = -1;
+  }
+  static int reap(worker_proc& w, bool kill_it) {
+    if (w.pid < 0) return -1;
+    if (kill_it) ::kill(w.pid, SIGKILL);
+    int st = 0;
+    // Bounded: a worker whose stdin is closed exits; give it 60 s, then kill.
+    const auto t0 = clk::now();
+    for (;;) {
+      const pid_t r = ::waitpid(w.pid, &st, WNOHANG);
+      if (r == w.pid) break;
+      if (r < 0 && errno != EINTR) return -1;
+      if (clk::now() - t0 > std::chrono::seconds(60)) ::kill(w.pid, SIGKILL);
+      ::usleep(2000);
+    }
+    if (w.out >= 0) ::close(w.out);
+    w.out = -1;
+    close_in(w);
+    w.pid = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+  }
+
+  config_result run(const config& cfg, const std::vector<std::string>& ids) {
+    config_result res;
+    res.cfg = cfg;
+    std::vector<std::pair<std::string, std::string>> env;
+    if (cfg.mode == "krex-active") env.push_back({"KREX_FREEZE_SCOPE", "active"});
+    if (cfg.mode == "krex-nopin") env.push_back({"KREX_PIN", "0"});
+    if (cfg.mode == "krex-nofreeze") env.push_back({"KREX_FREEZE", "none"});
+    if (cfg.mode == "krex-mps") {
+      std::string why;
+      if (!start_mps(&why)) {
+        res.skipped = true;
+        res.skip_reason = why;
+        return res;
+      }
+      env.push_back({"CUDA_MPS_PIPE_DIRECTORY", m_o.out + "/mps-pipe"});
+      env.push_back({"CUDA_MPS_LOG_DIRECTORY", m_o.out + "/mps-log"});
+    }
+    res.cmds.resize(ids.size());
+    std::map<std::string, int> seen;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      res.cmds[i].id = ids[i];
+      res.cmds[i].rep = seen[ids[i]]++;
+    }
+    std::vector<worker_proc> slots(static_cast<std::size_t>(cfg.c));
+    std::size_t next = 0, done = 0;
+    const auto t0 = clk::now();
+    const auto timeout = std::chrono::duration<double>(m_o.timeout_s);
+    const auto finish = [&](worker_proc& w, const std::string& line, int code) {
+      command_record& r = res.cmds[static_cast<std::size_t>(w.cmd)];
+      r.t_total_ms = ms_between(w.started, clk::now());
+      r.exit_code = code;
+      r.raw = line;
+      std::string why;
+      if (!line.empty() && krex_eval::parse_flat(line, &r.r, &why)) {
+        r.ok = r.r.num("ok", 0) == 1;
+        r.error = r.r.str("error");
+      } else {
+        r.raw.clear();
+        r.ok = false;
+        r.error = line.empty() ? "the worker exited (status " + std::to_string(code) + ") without a result"
+                               : "unreadable result line: " + why;
+      }
+      w.cmd = -1;
+      ++done;
+      std::fprintf(stderr, "\r  %s: %zu/%zu", cfg.label().c_str(), done, ids.size());
+    };
+    while (done < ids.size()) {
+      // Give idle slots work.
+      for (auto& w : slots) {
+        if (w.cmd >= 0 || next >= ids.size()) continue;
+        if (!cfg.persistent || w.pid < 0) {
+          if (w.pid >= 0) reap(w, false);
+          w = spawn(cfg, env);
+        }
+        w.cmd = static_cast<int>(next);
+        w.buf.clear();
+        w.started = clk::now();
+        send(w, ids[next]);
+        if (!cfg.persistent) close_in(w);
+        ++next;
+      }
+      std::vector<pollfd> pfd;
+      std::vector<worker_proc*> who;
+      for (auto& w : slots)
+        if (w.cmd >= 0 && w.out >= 0) {
+          pfd.push_back({w.out, POLLIN, 0});
+          who.push_back(&w);
+        }
+      const int n = ::poll(pfd.data(), pfd.size(), 100);
+      if (n < 0 && errno != EINTR) {
+        std::perror("krex_eval: poll");
+        std::exit(1);
+      }
+      for (std::size_t i = 0; i < pfd.size(); ++i) {
+        worker_proc& w = *who[i];
+        if ((pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+        char b[65536];
+        const ssize_t k = ::read(w.out, b, sizeof b);
+        if (k > 0) {
+          w.buf.append(b, static_cast<std::size_t>(k));
+          const auto nl = w.buf.find('\n');
+          if (nl != std::string::npos) {
+            const std::string line = w.buf.substr(0, nl);
+            w.buf.erase(0, nl + 1);
+            if (cfg.persistent) {
+              finish(w, line, 0);
+            } else {
+              // A process per command: it is done when it has exited.
+              const int code = reap(w, false);
+              finish(w, line, code);
+            }
+          }
+        } else if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN)) {
+          const int code = reap(w, false);  // exited without (another) result
+          finish(w, "", code);
+        }
+      }
+      for (auto& w : slots)
+        if (w.cmd >= 0 && clk::now() - w.started > timeout) {
+          std::fprintf(stderr, "\nkrex_eval: %s: command %s passed --timeout-s %.0f: killed\n",
+                       cfg.label().c_str(), ids[static_cast<std::size_t>(w.cmd)].c_str(), m_o.timeout_s);
+          reap(w, true);
+          finish(w, "", -1);
+        }
+    }
+    for (auto& w : slots) {
+      close_in(w);
+      if (w.pid >= 0) reap(w, false);
+    }
+    res.wall_s = ms_between(t0, clk::now()) / 1000.0;
+    std::fprintf(stderr, "\r  %s: %zu commands in %.1f s\n", cfg.label().c_str(), ids.size(), res.wall_s);
+    if (cfg.mode == "krex-mps") stop_mps();
+    return res;
+  }
+
+  void set_names(std::string lock_path, std::string segment) {
+    m_lock_path = std::move(lock_path);
+    m_segment = std::move(segment);
+  }
+  void stop_mps_if_running() {
+    if (m_mps) stop_mps();
+  }
+
+ private:
+  bool start_mps(std::string* why) {
+    if (m_mps) return true;
+    const std::string pipe = m_o.out + "/mps-pipe", log = m_o.out + "/mps-log";
+    ::mkdir(pipe.c_str(), 0700);
+    ::mkdir(log.c_str(), 0700);
+    const std::string cmd = "CUDA_MPS_PIPE_DIRECTORY='" + pipe + "' CUDA_MPS_LOG_DIRECTORY='" + log +
+                            "' timeout 30 nvidia-cuda-mps-control -d >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      *why = "could not start an MPS control daemon (nvidia-cuda-mps-control -d)";
+      return false;
+    }
+    m_mps = true;
+    return true;
+  }
+  void stop_mps() {
+    const std::string pipe = m_o.out + "/mps-pipe";
+    const std::string cmd = "echo quit | CUDA_MPS_PIPE_DIRECTORY='" + pipe +
+                            "' timeout 30 nvidia-cuda-mps-control >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0)
+      std::fprintf(stderr, "krex_eval: stopping the MPS control daemon failed (see %s/mps-log)\n",
+                   m_o.out.c_str());
+    m_mps = false;
+  }
+
+  options_t m_o;
+  int m_log;
+  std::string m_lock_path, m_segment;
+  bool m_mps = false;
+};
+
+// ------------------------------------------------------------------ summary
+double num_or_nan(const command_record& c, const char* k) { return c.r.num(k); }
+
+std::vector<double> field(const config_result& r, const char* k) {
+  std::vector<double> v;
+  for (const auto& c : r.cmds)
+    if (c.ok) {
+      double x = std::string(k) == "t_total_ms" ? c.t_total_ms : num_or_nan(c, k);
+      if (std::isfinite(x)) v.push_back(x);
+    }
+  return v;
+}
+
+double mean(const std::vector<double>& v) {
+  if (v.empty()) return NAN;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+std::string fmt(double v, const char* f = "%.2f") {
+  if (!std::isfinite(v)) return "–";
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+struct summary_row {
+  double cpm = NAN, speedup = NAN, bound = NAN;
+  std::map<std::string, std::pair<double, double>> band;  // name -> (median, p95) inflation %
+  std::map<std::string, std::size_t> band_n;
+  krex_eval::rank_agreement rank;
+  std::size_t rank_sets = 0;
+  double tau_mean = NAN;
+  std::size_t ok = 0, failed = 0;
+};
+
+struct reference_t {
+  std::map<std::string, double> median;  // id -> reference median (ms)
+  double cmd_ms = NAN, critical_ms = NAN, cpm = NAN;
+};
+
+reference_t make_reference(const config_result& ref) {
+  reference_t r;
+  std::map<std::string, std::vector<double>> per;
+  for (const auto& c : ref.cmds)
+    if (c.ok) per[c.id].push_back(c.r.num("median_ms"));
+  for (auto& kv : per) r.median[kv.first] = krex_eval::quantile(kv.second, 0.5);
+  r.cmd_ms = mean(field(ref, "t_total_ms"));
+  r.critical_ms = mean(field(ref, "t_critical_ms"));
+  return r;
+}
+
+summary_row summarize(const config_result& r, const reference_t& ref, double serial_cpm,
+                      const std::vector<krex_eval::candidate>& all) {
+  summary_row s;
+  for (const auto& c : r.cmds) (c.ok ? s.ok : s.failed)++;
+  if (r.wall_s > 0) s.cpm = static_cast<double>(s.ok) / r.wall_s * 60.0;
+  s.speedup = s.cpm / serial_cpm;
+  s.bound = krex_eval::bound_speedup(r.cfg.c, ref.cmd_ms, ref.critical_ms);
+  std::map<std::string, std::vector<double>> infl;
+  for (const auto& c : r.cmds) {
+    if (!c.ok) continue;
+    auto it = ref.median.find(c.id);
+    if (it == ref.median.end()) continue;
+    const double x = krex_eval::inflation_pct(c.r.num("median_ms"), it->second);
+    for (const auto& b : krex_eval::bands())
+      if (b.contains(it->second)) infl[b.name].push_back(x);
+  }
+  for (const auto& b : krex_eval::bands()) {
+    const auto& v = infl[b.name];
+    s.band[b.name] = {krex_eval::quantile(v, 0.5), krex_eval::quantile(v, 0.95)};
+    s.band_n[b.name] = v.size();
+  }
+  // Ranking: per set and repetition, this config's order against the reference's.
+  std::map<std::pair<std::string, int>, std::vector<std::pair<int, double>>> trials;  // (set, rep) -> (pos, median)
+  for (const auto& c : r.cmds) {
+    if (!c.ok) continue;
+    const krex_eval::candidate* k = krex_eval::find_candidate(all, c.id);
+    if (k == nullptr || k->set.empty()) continue;
+    trials[{k->set, c.rep}].push_back({k->set_pos, c.r.num("median_ms")});
+  }
+  double tau_sum = 0;
+  for (auto& kv : trials) {
+    std::sort(kv.second.begin(), kv.second.end());
+    std::vector<double> refv, got;
+    for (const auto& pm : kv.second) {
+      const krex_eval::candidate* k = nullptr;
+      for (const auto& c : all)
+        if (c.set == kv.first.first && c.set_pos == pm.first) k = &c;
+      auto it = k != nullptr ? ref.median.find(k->id) : ref.median.end();
+      if (it == ref.median.end()) continue;
+      refv.push_back(it->second);
+      got.push_back(pm.second);
+    }
+    if (refv.size() < 2) continue;
+    const auto a = krex_eval::compare_order(refv, got);
+    s.rank += a;
+    tau_sum += a.tau();
+    ++s.rank_sets;
+  }
+  if (s.rank_sets > 0) s.tau_mean = tau_sum / static_cast<double>(s.rank_sets);
+  return s;
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  char b[64];
+  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return b;
+}
+
+std::string self_dir() {
+  char b[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", b, sizeof b - 1);
+  if (n <= 0) return ".";
+  std::string p(b, static_cast<std::size_t>(n));
+  return p.substr(0, p.find_last_of('/'));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options_t o;
+  std::string cmdline;
+  for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    const auto val = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(k + " needs a value");
+      return argv[++i];
+    };
+    const auto num = [&](const std::string& v, double lo, double hi) {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(x >= lo && x <= hi))
+        usage_error("bad value '" + v + "' for " + k + ": a number " + fmt(lo, "%g") + ".." + fmt(hi, "%g"));
+      return x;
+    };
+    if (k == "--out") o.out = val();
+    else if (k == "--worker") o.worker = val();
+    else if (k == "--config") o.preset = val();
+    else if (k == "--configs") o.configs = val();
+    else if (k == "--reps") o.reps = static_cast<int>(num(val(), 1, 100));
+    else if (k == "--timeout-s") o.timeout_s = num(val(), 1, 86400);
+    else if (k == "--device") o.device = static_cast<int>(num(val(), 0, 15));
+    else if (k == "--seed") o.seed = static_cast<unsigned>(num(val(), 0, 1e9));
+    else if (k == "--filter") {
+      std::stringstream ss(val());
+      for (std::string x; std::getline(ss, x, ',');)
+        if (!x.empty()) o.filter.push_back(x);
+    } else if (k == "--help" || k == "-h") {
+      std::printf("usage: krex_eval [--config smoke|quick|full] [--out DIR] [--worker PATH]\n"
+                  "                 [--configs MODE:C[:persistent],...] [--reps N] [--filter S,...]\n"
+                  "                 [--timeout-s N] [--device N] [--seed N]\n");
+      return 0;
+    } else {
+      usage_error("unknown option '" + k + "'");
+    }
+  }
+  int preset_reps = 1;
+  const std::string list = preset_configs(o.preset, &preset_reps);
+  std::vector<config> cfgs = parse_configs(o.configs.empty() ? list : o.configs);
+  if (o.reps < 0) o.reps = preset_reps;
+  // The first configuration is the reference and the last the native repeat;
+  // both must be serial.
+  if (cfgs.size() < 2 || cfgs.front().mode != "serial" || cfgs.front().persistent ||
+      cfgs.back().mode != "serial" || cfgs.back().persistent)
+    usage_error("--configs must start and end with serial:1 (the reference and the native repeat)");
+  cfgs.front().role = "reference";
+  cfgs.back().role = "repeat";
+  if (o.worker.empty()) o.worker = self_dir() + "/krex_eval_worker";
+  if (::access(o.worker.c_str(), X_OK) != 0)
+    usage_error("the worker '" + o.worker + "' is not an executable: build krex_eval_worker "
+                "(cmake --preset cuda && cmake --build build-cuda --target krex_eval_worker) or pass --worker");
+
+  const std::vector<krex_eval::candidate> all = krex_eval::all_candidates();
+  std::vector<std::string> ids;
+  for (const auto& c : all) {
+    bool keep = o.filter.empty();
+    for (const auto& f : o.filter) keep = keep || c.id.find(f) != std::string::npos || c.set == f;
+    if (keep) ids.push_back(c.id);
+  }
+  if (ids.empty()) usage_error("--filter matches no candidate");
+  std::vector<std::string> order;
+  for (int r = 0; r < o.reps; ++r) order.insert(order.end(), ids.begin(), ids.end());
+  std::mt19937 rng(o.seed);
+  std::shuffle(order.begin(), order.end(), rng);  // the same order for every configuration
+
+  if (::mkdir(o.out.c_str(), 0755) != 0 && errno != EEXIST)
+    usage_error("cannot create --out directory '" + o.out + "': " + std::strerror(errno));
+  const std::string log_path = o.out + "/workers.log";
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) usage_error("cannot write " + log_path + ": " + std::strerror(errno));
+  ::signal(SIGPIPE, SIG_IGN);
+
+  runner run(o, log_fd);
+  const std::string tag = std::to_string(::getpid());
+  run.set_names(o.out + "/lock-only.lock", "krex-eval-" + tag);
+  std::fprintf(stderr, "krex_eval: %zu configurations x %zu commands (%zu candidates x %d reps), out %s\n",
+               cfgs.size(), order.size(), ids.size(), o.reps, o.out.c_str());
+  std::vector<config_result> results;
+  for (const auto& c : cfgs) results.push_back(run.run(c, order));
+  run.stop_mps_if_running();
+
+  // ---- summary
+  const reference_t ref = make_reference(results.front());
+  const config_result& repeat = results.back();
+  const double serial_cpm =
+      repeat.wall_s > 0 ? static_cast<double>(std::count_if(repeat.cmds.begin(), repeat.cmds.end(),
+                                                           [](const command_record& c) { return c.ok; })) /
+                              repeat.wall_s * 60
+                        : NAN;
+  std::vector<summary_row> rows;
+  for (const auto& r : results) rows.push_back(summarize(r, ref, serial_cpm, all));
+
+  std::string gpu, host;
+  for (const auto& r : results)
+    for (const auto& c : r.cmds)
+      if (gpu.empty() && !c.r.str("gpu").empty()) gpu = c.r.str("gpu");
+  utsname u{};
+  if (::uname(&u) == 0) host = std::string(u.nodename) + " " + u.sysname + " " + u.release;
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+
+  // Critical-region fraction (reference pass: uncontended command composition).
+  std::vector<double> frac;
+  for (const auto& c : results.front().cmds)
+    if (c.ok && c.t_total_ms > 0) frac.push_back(c.r.num("t_critical_ms") / c.t_total_ms);
+  const double frac_med = krex_eval::quantile(frac, 0.5);
+  const double frac_under25 =
+      frac.empty() ? NAN
+                   : static_cast<double>(std::count_if(frac.begin(), frac.end(), [](double f) { return f < 0.25; })) /
+                         static_cast<double>(frac.size());
+
+  std::ostringstream md;
+  md << "# krex evaluation: " << o.preset << " configuration\n\n";
+  md << "- date " << now_utc() << "; GPU " << (gpu.empty() ? "?" : gpu) << "; host " << host << ", "
+     << cores << " cores\n";
+  md << "- command: `" << cmdline << "`\n";
+  md << "- " << ids.size() << " candidates x " << o.reps << " reps = " << order.size()
+     << " commands per configuration; reference = the first serial pass\n";
+  md << "- serial throughput " << fmt(serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
+  md << "- critical-region fraction (reference pass, timed loop / whole command): median "
+     << fmt(frac_med * 100, "%.1f") << "%, " << fmt(frac_under25 * 100, "%.0f")
+     << "% of commands under 25% (KREX study: median 12%, 73% under 25%)\n";
+  md << "- reference command " << fmt(ref.cmd_ms, "%.0f") << " ms mean, timed loop "
+     << fmt(ref.critical_ms, "%.0f") << " ms mean: toy bound " << fmt(ref.cmd_ms / ref.critical_ms, "%.1f")
+     << "x serial\n\n";
+  md << "Targets (KREX paper, H20): 3.4x serial at C=16; p95 inflation 3.90% (>0.1 ms), 1.58% (>1 ms), "
+        "0.30% (>10 ms); flip rate within 3 points of native repeat, tau at least native repeat's.\n\n";
+  md << "| configuration | ok | failed | wall s | cmd/min | x serial | bound x | "
+        "<=0.1ms med/p95 % | >0.1ms med/p95 % | >1ms med/p95 % | >10ms med/p95 % | "
+        "flip % | tau |\n";
+  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const auto& s = rows[i];
+    if (r.skipped) {
+      md << "| " << r.cfg.label() << " | skipped: " << r.skip_reason << " |||||||||||||\n";
+      continue;
+    }
+    md << "| " << r.cfg.label() << " | " << s.ok << " | " << s.failed << " | " << fmt(r.wall_s, "%.1f")
+       << " | " << fmt(s.cpm, "%.1f") << " | " << fmt(s.speedup) << " | " << fmt(s.bound, "%.1f");
+    for (const auto& b : krex_eval::bands()) {
+      const auto mp = s.band.at(b.name);
+      md << " | " << fmt(mp.first) << " / " << fmt(mp.second);
+    }
+    md << " | " << fmt(s.rank.flip_rate() * 100, "%.1f") << " | " << fmt(s.tau_mean, "%.3f") << " |\n";
+  }
+  md << "\nBand sizes (commands): ";
+  for (const auto& b : krex_eval::bands()) md << b.name << " " << rows.back().band_n[b.name] << "; ";
+  md << "ranking: " << rows.back().rank_sets << " set trials, " << rows.back().rank.pairs
+     << " pairs per configuration.\n\n";
+
+  md << "## Where the time goes (medians, ms)\n\n";
+  md << "| configuration | command | context | join | compile | inputs | check | wait | lock | gate | "
+        "drain | freeze | pin | critical | critical share |\n";
+  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : results) {
+    if (r.skipped) continue;
+    const auto med = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.1f"); };
+    const auto med3 = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.3f"); };
+    std::vector<double> fr;
+    for (const auto& c : r.cmds)
+      if (c.ok && c.t_total_ms > 0) fr.push_back(c.r.num("t_critical_ms") / c.t_total_ms * 100);
+    md << "| " << r.cfg.label() << " | " << med("t_total_ms") << " | " << med("t_context_ms") << " | "
+       << med("t_join_ms") << " | " << med("t_compile_ms") << " | " << med("t_inputs_ms") << " | "
+       << med("t_check_ms") << " | " << med("t_wait_ms") << " | " << med("lock_ms") << " | " << med3("gate_ms")
+       << " | " << med3("drain_ms") << " | " << med3("freeze_ms") << " | " << med3("pin_ms") << " | "
+       << med("t_critical_ms") << " | " << fmt(krex_eval::quantile(fr, 0.5), "%.0f%%") << " |\n";
+  }
+  std::vector<std::string> failures;
+  for (const auto& r : results)
+    for (const auto& c : r.cmds)
+      if (!c.ok) failures.push_back(r.cfg.label() + ": " + c.id + ": " + c.error);
+  if (!failures.empty()) {
+    md << "\n## Failed commands (" << failures.size() << ")\n\n";
+    for (std::size_t i = 0; i < failures.size() && i < 50; ++i) md << "- " << failures[i] << "\n";
+  }
+
+  // ---- JSON: every command with its samples, and the summary rows
+  std::ofstream js(o.out + "/eval.json");
+  js << "{\"meta\":"
+     << krex_eval::json_object{}
+            .str("date", now_utc())
+            .str("gpu", gpu)
+            .str("host", host)
+            .num("cores", static_cast<double>(cores))
+            .str("preset", o.preset)
+            .str("command", cmdline)
+            .num("reps", o.reps)
+            .num("candidates", static_cast<double>(ids.size()))
+            .num("serial_cpm", serial_cpm)
+            .num("reference_cmd_ms", ref.cmd_ms)
+            .num("reference_critical_ms", ref.critical_ms)
+            .num("critical_fraction_median", frac_med)
+            .num("critical_fraction_under_25", frac_under25)
+            .nums("critical_fractions", frac)
+            .text();
+  js << ",\"reference\":{";
+  bool first = true;
+  for (const auto& kv : ref.median) {
+    js << (first ? "" : ",") << "\"" << krex_eval::json_escape(kv.first) << "\":" << krex_eval::json_num(kv.second);
+    first = false;
+  }
+  js << "},\"configs\":[";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const auto& s = rows[i];
+    krex_eval::json_object h;
+    h.str("label", r.cfg.label()).str("mode", r.cfg.mode).num("c", r.cfg.c);
+    h.str("shape", r.cfg.persistent ? "persistent" : "process").str("role", r.cfg.role);
+    h.boolean("skipped", r.skipped).str("skip_reason", r.skip_reason).num("wall_s", r.wall_s);
+    h.num("ok", static_cast<double>(s.ok)).num("failed", static_cast<double>(s.failed));
+    h.num("throughput_cpm", s.cpm).num("speedup_vs_serial", s.speedup).num("bound_speedup", s.bound);
+    std::string bands = "{";
+    for (const auto& b : krex_eval::bands()) {
+      krex_eval::json_object bo;
+      bo.num("median_pct", s.band.at(b.name).first).num("p95_pct", s.band.at(b.name).second);
+      bo.num("n", static_cast<double>(s.band_n.at(b.name))).num("paper_p95_pct", krex_eval::paper_p95_target(b.name));
+      bands += (bands.size() > 1 ? ",\"" : "\"") + krex_eval::json_escape(b.name) + "\":" + bo.text();
+    }
+    h.raw("inflation", bands + "}");
+    h.num("rank_pairs", static_cast<double>(s.rank.pairs)).num("rank_flips", static_cast<double>(s.rank.flips));
+    h.num("flip_rate", s.rank.flip_rate()).num("kendall_tau", s.tau_mean);
+    std::string cmds = "[";
+    for (std::size_t j = 0; j < r.cmds.size(); ++j) {
+      const auto& c = r.cmds[j];
+      krex_eval::json_object e;
+      e.str("id", c.id).num("rep", c.rep).num("t_total_ms", c.t_total_ms).num("exit", c.exit_code);
+      e.boolean("ok", c.ok).str("error", c.error);
+      auto it = ref.median.find(c.id);
+      if (c.ok && it != ref.median.end())
+        e.num("reference_ms", it->second).num("inflation_pct", krex_eval::inflation_pct(c.r.num("median_ms"), it->second));
+      e.raw("result", c.raw.empty() ? "null" : c.raw);
+      cmds += (j ? "," : "") + e.text();
+    }
+    h.raw("commands", cmds + "]");
+    js << (i ? "," : "") << h.text();
+  }
+  js << "]}\n";
+  js.close();
+  std::ofstream(o.out + "/summary.md") << md.str();
+  std::printf("%s", md.str().c_str());
+  std::printf("\nwrote %s/eval.json, %s/summary.md, %s\n", o.out.c_str(), o.out.c_str(), log_path.c_str());
+  return failures.empty() ? 0 : 1;
+}

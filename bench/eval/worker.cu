@@ -1,0 +1,540 @@
+// SPDX-License-Identifier: Apache-2.0
+// krex_eval_worker: runs benchmark commands the way an optimizing agent's
+// harness does, one JSON line of results per command. Started by krex_eval
+// (the driver); a person does not normally run it.
+//
+//   krex_eval_worker --mode none|lock|krex [--lock PATH] [--segment NAME] [--device N]
+//
+// Reads candidate ids (bench/eval/candidates.hpp), one per line, from stdin
+// until EOF. Per command: compile the candidate with NVRTC, generate inputs on
+// the GPU, check its output against a reference (cuBLAS for GEMM, a trusted
+// kernel otherwise), then time it with krex::measure inside
+//   none: nothing (unprotected sharing)
+//   lock: an exclusive flock(2) on PATH (lock-only sharing)
+//   krex: a krex::region of a tenant joined once per process (automatic
+//         gating: every launch of this process, cuBLAS's included, is gated).
+// The CUDA context and (krex) the tenant are created at the first command and
+// reused for the next ones: a process per command is a worker given one id.
+// Each phase is timed; the result line goes to stdout, diagnostics to stderr.
+
+#include "candidates.hpp"
+#include "json.hpp"
+#include "rtc_kernels.hpp"
+
+#include <krex/measure.hpp>
+#include <krex/region.hpp>
+
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <nvrtc.h>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+double ms_since(clk::time_point t) {
+  return std::chrono::duration<double, std::milli>(clk::now() - t).count();
+}
+
+struct failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void ck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw failure(std::string(what) + ": " + cudaGetErrorString(e));
+}
+void ck(CUresult e, const char* what) {
+  if (e != CUDA_SUCCESS) {
+    const char* s = nullptr;
+    cuGetErrorString(e, &s);
+    throw failure(std::string(what) + ": " + (s ? s : "CUresult " + std::to_string(e)));
+  }
+}
+void ck(nvrtcResult e, const char* what) {
+  if (e != NVRTC_SUCCESS) throw failure(std::string(what) + ": " + nvrtcGetErrorString(e));
+}
+void ck(cublasStatus_t e, const char* what) {
+  if (e != CUBLAS_STATUS_SUCCESS) throw failure(std::string(what) + ": cublas status " + std::to_string(e));
+}
+
+// ------------------------------------------------------------ trusted kernels
+__global__ void fill_uniform(float* p, long long n, unsigned seed, float lo, float hi) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    unsigned long long h = (unsigned long long)i * 0x9E3779B97F4A7C15ull + seed;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    p[i] = lo + (hi - lo) * (float)(h >> 40) * (1.0f / 16777216.0f);
+  }
+}
+
+__global__ void reduce_ref(const float* x, long long n, double* sum, double* abs_sum) {
+  double s = 0, a = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    s += x[i];
+    a += fabs((double)x[i]);
+  }
+  atomicAdd(sum, s);
+  atomicAdd(abs_sum, a);
+}
+
+__global__ void axpby_ref(const float* x, const float* y, float* z, float a, float b, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    z[i] = a * x[i] + b * y[i];
+}
+
+__global__ void softmax_ref(const float* x, float* y, int rows, int cols) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const float* xr = x + (long long)r * cols;
+  double m = -1e300, s = 0;
+  for (int c = 0; c < cols; ++c) m = fmax(m, (double)xr[c]);
+  for (int c = 0; c < cols; ++c) s += exp((double)xr[c] - m);
+  for (int c = 0; c < cols; ++c) y[(long long)r * cols + c] = (float)(exp((double)xr[c] - m) / s);
+}
+
+/// out[0] = max |a - b|, out[1] = max |b| (non-negative floats compare as ints).
+__global__ void max_diff(const float* a, const float* b, long long n, unsigned* out) {
+  float d = 0, m = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const float e = fabsf(a[i] - b[i]);
+    if (!(e <= d)) d = (e == e) ? e : 3.0e38f;  // NaN counts as a huge error
+    m = fmaxf(m, fabsf(b[i]));
+  }
+  atomicMax(&out[0], __float_as_uint(d));
+  atomicMax(&out[1], __float_as_uint(m));
+}
+
+// ------------------------------------------------------------------- helpers
+struct dev_mem {
+  void* p = nullptr;
+  explicit dev_mem(std::size_t bytes) { ck(cudaMalloc(&p, bytes), "cudaMalloc"); }
+  ~dev_mem() { cudaFree(p); }
+  dev_mem(const dev_mem&) = delete;
+  dev_mem& operator=(const dev_mem&) = delete;
+  float* f() const { return static_cast<float*>(p); }
+};
+
+struct module {
+  CUmodule m = nullptr;
+  CUfunction f = nullptr;
+  ~module() {
+    if (m != nullptr) cuModuleUnload(m);
+  }
+};
+
+/// NVRTC: compile `src` with `defines` for the current device, load it.
+void compile(const char* src, const std::vector<std::string>& defines, int cc_major, int cc_minor,
+             module* out) {
+  nvrtcProgram prog = nullptr;
+  ck(nvrtcCreateProgram(&prog, src, "candidate.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
+  std::vector<std::string> opts = defines;
+  opts.push_back("--gpu-architecture=sm_" + std::to_string(cc_major) + std::to_string(cc_minor));
+  opts.push_back("-std=c++17");
+  opts.push_back("-default-device");
+  std::vector<const char*> argv;
+  for (const auto& o : opts) argv.push_back(o.c_str());
+  const nvrtcResult r = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+  if (r != NVRTC_SUCCESS) {
+    std::size_t n = 0;
+    nvrtcGetProgramLogSize(prog, &n);
+    std::string log(n, '\0');
+    nvrtcGetProgramLog(prog, log.data());
+    nvrtcDestroyProgram(&prog);
+    throw failure(std::string("nvrtcCompileProgram: ") + nvrtcGetErrorString(r) + "\n" + log);
+  }
+  std::size_t n = 0;
+  ck(nvrtcGetCUBINSize(prog, &n), "nvrtcGetCUBINSize");
+  std::vector<char> cubin(n);
+  ck(nvrtcGetCUBIN(prog, cubin.data()), "nvrtcGetCUBIN");
+  nvrtcDestroyProgram(&prog);
+  ck(cuModuleLoadData(&out->m, cubin.data()), "cuModuleLoadData");
+  ck(cuModuleGetFunction(&out->f, out->m, "candidate"), "cuModuleGetFunction");
+}
+
+struct lock_file {  // the lock-only baseline: flock(2) around the timed loop
+  int fd = -1;
+  explicit lock_file(const std::string& path) {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) throw failure("open " + path + " failed");
+    while (::flock(fd, LOCK_EX) != 0)
+      if (errno != EINTR) throw failure("flock failed");
+  }
+  ~lock_file() {
+    if (fd >= 0) ::close(fd);  // releases the lock
+  }
+};
+struct no_region {};
+
+struct worker_args {
+  std::string mode = "none";
+  std::string lock_path;
+  std::string segment;
+  int device = 0;
+};
+
+/// One prepared command: buffers, module, launch closure and checker.
+struct prepared {
+  std::vector<std::unique_ptr<dev_mem>> bufs;
+  module mod;
+  std::vector<void*> params;
+  // parameter storage (kernel params point here)
+  CUdeviceptr pa = 0, pb = 0, pc = 0;
+  long long n = 0;
+  int m32 = 0, n32 = 0, k32 = 0;
+  float a = 0.75f, b = -0.5f;
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+  void launch(cudaStream_t s) {
+    ck(cuLaunchKernel(mod.f, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0,
+                      reinterpret_cast<CUstream>(s), params.data(), nullptr),
+       "cuLaunchKernel");
+  }
+};
+
+class runner {
+ public:
+  explicit runner(worker_args a) : m_args(std::move(a)), m_all(krex_eval::all_candidates()) {}
+  ~runner() {
+    if (m_cublas != nullptr) cublasDestroy(m_cublas);
+    if (m_stream != nullptr) cudaStreamDestroy(m_stream);
+  }
+  runner(const runner&) = delete;
+  runner& operator=(const runner&) = delete;
+
+  std::string run(const std::string& id) {
+    krex_eval::json_object o;
+    o.str("id", id).str("mode", m_args.mode).num("pid", ::getpid());
+    const auto t_cmd = clk::now();
+    try {
+      const krex_eval::candidate* c = krex_eval::find_candidate(m_all, id);
+      if (c == nullptr) throw failure("unknown candidate id '" + id + "'");
+      o.str("family", krex_eval::to_string(c->fam)).str("variant", c->variant).str("set", c->set);
+      o.num("set_pos", c->set_pos);
+      o.boolean("first_in_process", m_first);
+      start(o);  // join (krex) and create the context: first command only
+      m_first = false;
+
+      prepared p;
+      auto t = clk::now();
+      compile_candidate(*c, &p);
+      o.num("t_compile_ms", ms_since(t));
+
+      t = clk::now();
+      make_inputs(*c, &p);
+      ck(cudaStreamSynchronize(m_stream), "inputs");
+      o.num("t_inputs_ms", ms_since(t));
+
+      t = clk::now();
+      double err = 0, tol = 0;
+      check(*c, &p, &err, &tol);
+      o.num("t_check_ms", ms_since(t)).num("max_err", err).num("tol", tol);
+      if (!(err <= tol)) throw failure("wrong result: error " + std::to_string(err) + " > " + std::to_string(tol));
+
+      krex::measure_options mo;
+      mo.samples = krex_eval::samples_for(*c);
+      mo.warmup = 3;
+      const auto fn = [&] { p.launch(m_stream); };
+      krex::measure_result res;
+      t = clk::now();
+      if (m_args.mode == "krex") {
+        krex::region r{*m_tenant};
+        const double wait = ms_since(t);
+        const auto tb = clk::now();
+        res = krex::measure(r, m_stream, fn, mo);
+        const double body = ms_since(tb);
+        const auto te = clk::now();
+        r.exit();
+        const krex::region_report& rep = r.report();
+        o.num("t_wait_ms", wait).num("t_critical_ms", body).num("t_exit_ms", ms_since(te));
+        o.num("lock_ms", rep.lock_ns / 1e6).num("gate_ms", rep.gate_ns / 1e6);
+        o.num("drain_ms", rep.drain_ns / 1e6).num("freeze_ms", rep.freeze_ns / 1e6);
+        o.num("pin_ms", rep.pin_ns / 1e6).num("region_exit_ms", rep.exit_ns / 1e6);
+        o.num("siblings", rep.siblings_seen).num("frozen", rep.frozen_pids.size());
+        o.str("level", rep.level()).str("gating", rep.gating);
+        if (rep.level().find("drain") == std::string::npos || rep.contended || rep.lease_lost)
+          o.boolean("degraded", true);
+      } else if (m_args.mode == "lock") {
+        lock_file l{m_args.lock_path};
+        const double wait = ms_since(t);
+        const auto tb = clk::now();
+        res = krex::measure(l, m_stream, fn, mo);
+        o.num("t_wait_ms", wait).num("t_critical_ms", ms_since(tb)).num("lock_ms", wait);
+        o.str("level", "flock");
+      } else {
+        no_region nr;
+        res = krex::measure(nr, m_stream, fn, mo);
+        o.num("t_wait_ms", 0).num("t_critical_ms", ms_since(t)).str("level", "none");
+      }
+      ck(cudaGetLastError(), "candidate launch");
+      o.num("median_ms", res.median_ms).num("p95_ms", res.p95_ms).num("min_ms", res.min_ms);
+      o.num("samples", static_cast<double>(res.samples_ms.size())).str("method", res.method);
+      o.nums("samples_ms", res.samples_ms);
+      o.boolean("ok", true);
+    } catch (const std::exception& e) {
+      o.boolean("ok", false).str("error", e.what());
+      // A sticky CUDA error poisons the context: this process cannot go on.
+      if (cudaPeekAtLastError() != cudaSuccess) m_broken = true;
+    }
+    o.num("t_cmd_ms", ms_since(t_cmd));
+    return o.text();
+  }
+  bool broken() const { return m_broken; }
+
+ private:
+  void start(krex_eval::json_object& o) {
+    if (m_stream != nullptr) return;
+    if (m_args.mode == "krex") {
+      const auto t = clk::now();
+      using namespace std::chrono_literals;
+      krex::options opts = krex::options{}.device(m_args.device).drain_deadline(30s).lock_wait(600s);
+      if (!m_args.segment.empty()) opts.segment(m_args.segment);
+      m_tenant = std::make_unique<krex::tenant>(opts);
+      o.num("t_join_ms", ms_since(t));
+    }
+    const auto t = clk::now();
+    ck(cudaSetDevice(m_args.device), "cudaSetDevice");
+    ck(cudaFree(nullptr), "context creation (cudaFree(0))");
+    o.num("t_context_ms", ms_since(t));
+    ck(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    ck(cudaDeviceGetAttribute(&m_cc_major, cudaDevAttrComputeCapabilityMajor, m_args.device), "cc");
+    ck(cudaDeviceGetAttribute(&m_cc_minor, cudaDevAttrComputeCapabilityMinor, m_args.device), "cc");
+    ck(cudaDeviceGetAttribute(&m_sms, cudaDevAttrMultiProcessorCount, m_args.device), "sms");
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, m_args.device) == cudaSuccess) m_gpu = prop.name;
+    o.str("gpu", m_gpu);
+  }
+
+  void compile_candidate(const krex_eval::candidate& c, prepared* p) {
+    using krex_eval::family;
+    const std::string a = std::to_string(c.p0), b = std::to_string(c.p1);
+    switch (c.fam) {
+      case family::gemm: compile(krex_eval::gemm_src, {"-DT=" + a, "-DTM=" + b}, m_cc_major, m_cc_minor, &p->mod); break;
+      case family::reduce: compile(krex_eval::reduce_src, {"-DBS=" + a, "-DVEC=" + b}, m_cc_major, m_cc_minor, &p->mod); break;
+      case family::axpby: compile(krex_eval::axpby_src, {"-DVEC=" + a}, m_cc_major, m_cc_minor, &p->mod); break;
+      case family::softmax: compile(krex_eval::softmax_src, {"-DBPR=" + a}, m_cc_major, m_cc_minor, &p->mod); break;
+    }
+  }
+
+  float* alloc(prepared* p, std::size_t floats) {
+    p->bufs.push_back(std::make_unique<dev_mem>(floats * sizeof(float)));
+    return p->bufs.back()->f();
+  }
+  void fill(float* d, long long n, unsigned seed, float lo, float hi) {
+    fill_uniform<<<m_sms * 8, 256, 0, m_stream>>>(d, n, seed, lo, hi);
+    ck(cudaGetLastError(), "fill_uniform");
+  }
+
+  void make_inputs(const krex_eval::candidate& c, prepared* p) {
+    using krex_eval::family;
+    const auto grid_stride = [&](long long work, unsigned bs) {
+      const long long want = (work + bs - 1) / bs;
+      return static_cast<unsigned>(std::max<long long>(1, std::min<long long>(want, m_sms * 16LL)));
+    };
+    switch (c.fam) {
+      case family::gemm: {
+        float* A = alloc(p, c.m * c.k);
+        float* B = alloc(p, c.k * c.n);
+        float* C = alloc(p, c.m * c.n);
+        fill(A, c.m * c.k, 1, -1, 1);
+        fill(B, c.k * c.n, 2, -1, 1);
+        p->pa = reinterpret_cast<CUdeviceptr>(A);
+        p->pb = reinterpret_cast<CUdeviceptr>(B);
+        p->pc = reinterpret_cast<CUdeviceptr>(C);
+        p->m32 = static_cast<int>(c.m), p->n32 = static_cast<int>(c.n), p->k32 = static_cast<int>(c.k);
+        p->params = {&p->pa, &p->pb, &p->pc, &p->m32, &p->n32, &p->k32};
+        p->grid[0] = static_cast<unsigned>((c.n + c.p0 - 1) / c.p0);
+        p->grid[1] = static_cast<unsigned>((c.m + c.p0 - 1) / c.p0);
+        p->block[0] = static_cast<unsigned>(c.p0);
+        p->block[1] = static_cast<unsigned>(c.p0 / c.p1);
+        break;
+      }
+      case family::reduce: {
+        float* x = alloc(p, c.n);
+        float* out = alloc(p, 1);
+        fill(x, c.n, 3, 0, 1);
+        p->pa = reinterpret_cast<CUdeviceptr>(x);
+        p->pb = reinterpret_cast<CUdeviceptr>(out);
+        p->n = c.n;
+        p->params = {&p->pa, &p->pb, &p->n};
+        p->grid[0] = std::min<unsigned>(grid_stride(c.n / c.p1, c.p0), m_sms * 8);
+        p->block[0] = static_cast<unsigned>(c.p0);
+        break;
+      }
+      case family::axpby: {
+        float* x = alloc(p, c.n);
+        float* y = alloc(p, c.n);
+        float* z = alloc(p, c.n);
+        fill(x, c.n, 4, -1, 1);
+        fill(y, c.n, 5, -1, 1);
+        p->pa = reinterpret_cast<CUdeviceptr>(x);
+        p->pb = reinterpret_cast<CUdeviceptr>(y);
+        p->pc = reinterpret_cast<CUdeviceptr>(z);
+        p->n = c.n;
+        p->params = {&p->pa, &p->pb, &p->pc, &p->a, &p->b, &p->n};
+        p->grid[0] = grid_stride(c.n / c.p0, 256);
+        p->block[0] = 256;
+        break;
+      }
+      case family::softmax: {
+        float* x = alloc(p, c.m * c.n);
+        float* y = alloc(p, c.m * c.n);
+        fill(x, c.m * c.n, 6, -4, 4);
+        p->pa = reinterpret_cast<CUdeviceptr>(x);
+        p->pb = reinterpret_cast<CUdeviceptr>(y);
+        p->m32 = static_cast<int>(c.m), p->n32 = static_cast<int>(c.n);
+        p->params = {&p->pa, &p->pb, &p->m32, &p->n32};
+        p->grid[0] = c.p0 != 0 ? static_cast<unsigned>(c.m) : static_cast<unsigned>((c.m + 7) / 8);
+        p->block[0] = 256;
+        break;
+      }
+    }
+  }
+
+  /// Runs the candidate once and compares it with the reference.
+  void check(const krex_eval::candidate& c, prepared* p, double* err, double* tol) {
+    using krex_eval::family;
+    p->launch(m_stream);
+    dev_mem scratch(2 * sizeof(unsigned) + 2 * sizeof(double));
+    ck(cudaMemsetAsync(scratch.p, 0, 2 * sizeof(unsigned) + 2 * sizeof(double), m_stream), "memset");
+    auto* u = static_cast<unsigned*>(scratch.p);
+    auto* dd = reinterpret_cast<double*>(static_cast<char*>(scratch.p) + 8);
+    const auto compare = [&](const float* got, const float* ref, long long n) {
+      max_diff<<<m_sms * 8, 256, 0, m_stream>>>(got, ref, n, u);
+      unsigned h[2] = {0, 0};
+      ck(cudaMemcpyAsync(h, u, sizeof h, cudaMemcpyDeviceToHost, m_stream), "memcpy");
+      ck(cudaStreamSynchronize(m_stream), "check");
+      float f[2];
+      std::memcpy(f, h, sizeof f);
+      return std::make_pair(double(f[0]), double(f[1]));
+    };
+    switch (c.fam) {
+      case family::gemm: {
+        if (m_cublas == nullptr) {
+          ck(cublasCreate(&m_cublas), "cublasCreate");
+          ck(cublasSetStream(m_cublas, m_stream), "cublasSetStream");
+        }
+        float* ref = alloc(p, c.m * c.n);
+        const float one = 1, zero = 0;
+        // Row-major C = A B is column-major C^T = B^T A^T.
+        ck(cublasSgemm(m_cublas, CUBLAS_OP_N, CUBLAS_OP_N, p->n32, p->m32, p->k32, &one,
+                       reinterpret_cast<const float*>(p->pb), p->n32,
+                       reinterpret_cast<const float*>(p->pa), p->k32, &zero, ref, p->n32),
+           "cublasSgemm");
+        const auto r = compare(reinterpret_cast<float*>(p->pc), ref, c.m * c.n);
+        *err = r.first;
+        *tol = 1e-4 * r.second + 1e-4;
+        break;
+      }
+      case family::reduce: {
+        reduce_ref<<<m_sms * 8, 256, 0, m_stream>>>(reinterpret_cast<float*>(p->pa), c.n, dd, dd + 1);
+        // The candidate's sum went to a zeroed output? It was launched once
+        // above on an uninitialised output: zero it and launch again.
+        ck(cudaMemsetAsync(reinterpret_cast<void*>(p->pb), 0, sizeof(float), m_stream), "memset");
+        p->launch(m_stream);
+        float got = 0;
+        double ref[2] = {0, 0};
+        ck(cudaMemcpyAsync(&got, reinterpret_cast<void*>(p->pb), sizeof got, cudaMemcpyDeviceToHost, m_stream), "memcpy");
+        ck(cudaMemcpyAsync(ref, dd, sizeof ref, cudaMemcpyDeviceToHost, m_stream), "memcpy");
+        ck(cudaStreamSynchronize(m_stream), "check");
+        *err = std::fabs(double(got) - ref[0]);
+        *tol = 1e-5 * ref[1] + 1e-3;
+        break;
+      }
+      case family::axpby: {
+        float* ref = alloc(p, c.n);
+        axpby_ref<<<m_sms * 8, 256, 0, m_stream>>>(reinterpret_cast<float*>(p->pa),
+                                                   reinterpret_cast<float*>(p->pb), ref, p->a, p->b, c.n);
+        const auto r = compare(reinterpret_cast<float*>(p->pc), ref, c.n);
+        *err = r.first;
+        *tol = 1e-6 * r.second + 1e-7;
+        break;
+      }
+      case family::softmax: {
+        float* ref = alloc(p, c.m * c.n);
+        softmax_ref<<<static_cast<unsigned>((c.m + 127) / 128), 128, 0, m_stream>>>(
+            reinterpret_cast<float*>(p->pa), ref, p->m32, p->n32);
+        const auto r = compare(reinterpret_cast<float*>(p->pb), ref, c.m * c.n);
+        *err = r.first;
+        *tol = 1e-5;
+        break;
+      }
+    }
+    ck(cudaGetLastError(), "reference kernels");
+  }
+
+  worker_args m_args;
+  std::vector<krex_eval::candidate> m_all;
+  std::unique_ptr<krex::tenant> m_tenant;
+  cudaStream_t m_stream = nullptr;
+  cublasHandle_t m_cublas = nullptr;
+  int m_cc_major = 0, m_cc_minor = 0, m_sms = 1;
+  std::string m_gpu;
+  bool m_first = true;
+  bool m_broken = false;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  worker_args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    const auto val = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "krex_eval_worker: %s needs a value\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (k == "--mode") a.mode = val();
+    else if (k == "--lock") a.lock_path = val();
+    else if (k == "--segment") a.segment = val();
+    else if (k == "--device") a.device = std::stoi(val());
+    else {
+      std::fprintf(stderr, "krex_eval_worker: unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  if (a.mode != "none" && a.mode != "lock" && a.mode != "krex") {
+    std::fprintf(stderr, "krex_eval_worker: --mode must be none, lock or krex (got %s)\n", a.mode.c_str());
+    return 2;
+  }
+  if (a.mode == "lock" && a.lock_path.empty()) {
+    std::fprintf(stderr, "krex_eval_worker: --mode lock needs --lock PATH\n");
+    return 2;
+  }
+  try {
+    runner r{a};
+    std::string id;
+    while (std::getline(std::cin, id)) {
+      if (id.empty()) continue;
+      std::cout << r.run(id) << std::endl;  // one line per command, flushed
+      if (r.broken()) return 3;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "krex_eval_worker: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

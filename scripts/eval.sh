@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The evaluation on a GPU machine, one command (docs/EVAL.md):
+#
+#   scripts/eval.sh [smoke|quick|full] [krex_eval options...]
+#
+#   smoke  a few minutes: every shape and the main modes at C=4
+#   quick  everything (serial, unprotected, lock-only, krex at C in 1..16,
+#          krex with MPS, the ablations, persistent workers): fits one
+#          10-minute call on an H200, build included
+#   full   the quick set with 3 repetitions of every command, krex with MPS
+#          at every C, more persistent configurations
+#
+# Builds krex_eval and krex_eval_worker (CUDA, NVRTC, cuBLAS) in build-eval,
+# runs the driver, and draws PNG plots when python3 has matplotlib. Output
+# goes to $OUT/eval-<config> (default: build-eval/eval-<config>): eval.json,
+# summary.md, workers.log, *.png, build.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cfg="${1:-quick}"
+shift || true
+case "$cfg" in smoke | quick | full) ;; *)
+  echo "usage: scripts/eval.sh [smoke|quick|full] [krex_eval options...]" >&2
+  exit 2
+  ;;
+esac
+out="${OUT:-build-eval}/eval-$cfg"
+mkdir -p "$out"
+command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || {
+  echo "scripts/eval.sh: needs the CUDA toolkit (nvcc, NVRTC, cuBLAS, CUPTI)" >&2
+  exit 1
+}
+export PATH="$PATH:/usr/local/cuda/bin"
+gen=()
+command -v ninja >/dev/null && [ ! -f build-eval/CMakeCache.txt ] && gen=(-G Ninja)
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv || true
+  cmake -S . -B build-eval "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DKREX_WITH_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${KREX_CUDA_ARCH:-native}" -DKREX_BUILD_TESTS=OFF \
+    -DKREX_BUILD_EXAMPLES=OFF -DKREX_BUILD_BENCH=ON
+  cmake --build build-eval -j"$(nproc)" --target krex_eval krex_eval_worker
+} >"$out/build.log" 2>&1 || {
+  tail -30 "$out/build.log"
+  echo "scripts/eval.sh: build failed (full log: $out/build.log)" >&2
+  exit 1
+}
+status=0
+build-eval/bench/eval/krex_eval --config "$cfg" --out "$out" "$@" || status=$?
+if python3 -c "import matplotlib" 2>/dev/null; then
+  python3 scripts/eval_plots.py "$out/eval.json" "$out" || status=1
+else
+  echo "no matplotlib here: draw the plots elsewhere with python3 scripts/eval_plots.py $out/eval.json"
+fi
+exit "$status"

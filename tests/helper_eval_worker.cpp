@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+// A stand-in for krex_eval_worker (bench/eval/worker.cu) with no GPU, for
+// tests/test_eval.cpp: the same arguments and line protocol, results whose
+// "true" duration follows the candidate table (est_ms, +3% per rank-set
+// position), optional noise, and faults on request:
+//   KREX_FAKE_FAIL=<id>   report ok=false for that candidate
+//   KREX_FAKE_CRASH=<id>  exit 3 without a result
+//   KREX_FAKE_HANG=<id>   never answer
+//   KREX_FAKE_NOISE=<x>   multiplicative noise of +-x on medians
+//   KREX_FAKE_ENV=<VAR>   echo the value of VAR in the result (as "env")
+
+#include "../bench/eval/candidates.hpp"
+#include "../bench/eval/json.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+#include <string>
+#include <thread>
+
+namespace {
+std::string env(const char* k) {
+  const char* v = std::getenv(k);
+  return v != nullptr ? v : "";
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode;
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (std::string(argv[i]) == "--mode") mode = argv[i + 1];
+  if (mode != "none" && mode != "lock" && mode != "krex") return 2;
+  const auto all = krex_eval::all_candidates();
+  const double noise = std::atof(env("KREX_FAKE_NOISE").c_str());
+  std::mt19937 rng(static_cast<unsigned>(::getpid()));
+  std::uniform_real_distribution<double> u(-noise, noise);
+  bool first = true;
+  for (std::string id; std::getline(std::cin, id);) {
+    if (id == env("KREX_FAKE_CRASH")) return 3;
+    if (id == env("KREX_FAKE_HANG")) std::this_thread::sleep_for(std::chrono::hours(1));
+    const krex_eval::candidate* c = krex_eval::find_candidate(all, id);
+    krex_eval::json_object o;
+    o.str("id", id).str("mode", mode).num("pid", ::getpid()).boolean("first_in_process", first);
+    if (first) o.num("t_context_ms", 1.5).str("gpu", "fake GPU");
+    first = false;
+    if (c == nullptr || id == env("KREX_FAKE_FAIL")) {
+      o.boolean("ok", false).str("error", c == nullptr ? "unknown candidate id" : "wrong result: fake");
+      std::cout << o.text() << std::endl;
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    const double t = c->est_ms * (1 + 0.03 * c->set_pos) * (1 + u(rng));
+    o.str("set", c->set).num("set_pos", c->set_pos);
+    o.num("t_compile_ms", 3).num("t_inputs_ms", 0.5).num("t_check_ms", 0.5);
+    o.num("t_wait_ms", 0).num("t_critical_ms", 1).num("median_ms", t).num("p95_ms", t);
+    o.nums("samples_ms", {t, t, t}).boolean("ok", true);
+    if (!env("KREX_FAKE_ENV").empty()) o.str("env", env(env("KREX_FAKE_ENV").c_str()));
+    std::cout << o.text() << std::endl;
+  }
+  return 0;
+}
