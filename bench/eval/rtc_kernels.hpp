@@ -9,49 +9,49 @@
 namespace krex_eval {
 
 /// Tiled SGEMM, row-major C[MxN] = A[MxK] B[KxN]; block (T, T/TM), each
-/// thread computes TM rows of one column of a TxT tile. Macros: T, TM.
+/// thread computes KX_TM rows of one column of a KX_T x KX_T tile. Macros: KX_T, KX_TM.
 inline const char* const gemm_src = R"(
 extern "C" __global__ void candidate(const float* __restrict__ A, const float* __restrict__ B,
                                      float* __restrict__ C, int M, int N, int K) {
-  __shared__ float As[T][T];
-  __shared__ float Bs[T][T];
+  __shared__ float As[KX_T][KX_T];
+  __shared__ float Bs[KX_T][KX_T];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int col = blockIdx.x * T + tx;
-  const int row0 = blockIdx.y * T + ty * TM;
-  float acc[TM];
+  const int col = blockIdx.x * KX_T + tx;
+  const int row0 = blockIdx.y * KX_T + ty * KX_TM;
+  float acc[KX_TM];
 #pragma unroll
-  for (int r = 0; r < TM; ++r) acc[r] = 0.f;
-  for (int k0 = 0; k0 < K; k0 += T) {
+  for (int r = 0; r < KX_TM; ++r) acc[r] = 0.f;
+  for (int k0 = 0; k0 < K; k0 += KX_T) {
 #pragma unroll
-    for (int r = 0; r < TM; ++r) {
-      const int ar = row0 + r, bk = k0 + ty * TM + r;
-      As[ty * TM + r][tx] = (ar < M && k0 + tx < K) ? A[(long long)ar * K + k0 + tx] : 0.f;
-      Bs[ty * TM + r][tx] = (bk < K && col < N) ? B[(long long)bk * N + col] : 0.f;
+    for (int r = 0; r < KX_TM; ++r) {
+      const int ar = row0 + r, bk = k0 + ty * KX_TM + r;
+      As[ty * KX_TM + r][tx] = (ar < M && k0 + tx < K) ? A[(long long)ar * K + k0 + tx] : 0.f;
+      Bs[ty * KX_TM + r][tx] = (bk < K && col < N) ? B[(long long)bk * N + col] : 0.f;
     }
     __syncthreads();
 #pragma unroll 8
-    for (int kk = 0; kk < T; ++kk) {
+    for (int kk = 0; kk < KX_T; ++kk) {
       const float b = Bs[kk][tx];
 #pragma unroll
-      for (int r = 0; r < TM; ++r) acc[r] += As[ty * TM + r][kk] * b;
+      for (int r = 0; r < KX_TM; ++r) acc[r] += As[ty * KX_TM + r][kk] * b;
     }
     __syncthreads();
   }
 #pragma unroll
-  for (int r = 0; r < TM; ++r)
+  for (int r = 0; r < KX_TM; ++r)
     if (row0 + r < M && col < N) C[(long long)(row0 + r) * N + col] = acc[r];
 }
 )";
 
 /// Sum of n floats into *out (atomicAdd of block partials); grid-stride,
-/// VEC = 1 (scalar) or 4 (float4 loads). Macros: BS (block size), VEC.
+/// KX_VEC = 1 (scalar) or 4 (float4 loads). Macros: KX_BS (block size), KX_VEC.
 inline const char* const reduce_src = R"(
 extern "C" __global__ void candidate(const float* __restrict__ x, float* __restrict__ out,
                                      long long n) {
   float v = 0.f;
-  const long long tid = blockIdx.x * (long long)BS + threadIdx.x;
-  const long long stride = (long long)gridDim.x * BS;
-#if VEC == 4
+  const long long tid = blockIdx.x * (long long)KX_BS + threadIdx.x;
+  const long long stride = (long long)gridDim.x * KX_BS;
+#if KX_VEC == 4
   const float4* x4 = reinterpret_cast<const float4*>(x);
   const long long n4 = n / 4;
   for (long long i = tid; i < n4; i += stride) {
@@ -63,24 +63,24 @@ extern "C" __global__ void candidate(const float* __restrict__ x, float* __restr
   for (long long i = tid; i < n; i += stride) v += x[i];
 #endif
   for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  __shared__ float s[BS / 32];
+  __shared__ float s[KX_BS / 32];
   if ((threadIdx.x & 31) == 0) s[threadIdx.x >> 5] = v;
   __syncthreads();
   if (threadIdx.x < 32) {
-    v = threadIdx.x < BS / 32 ? s[threadIdx.x] : 0.f;
+    v = threadIdx.x < KX_BS / 32 ? s[threadIdx.x] : 0.f;
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
     if (threadIdx.x == 0) atomicAdd(out, v);
   }
 }
 )";
 
-/// z = a*x + b*y over n floats, grid-stride; VEC = 1, 2 or 4 (vector loads).
+/// z = a*x + b*y over n floats, grid-stride; KX_VEC = 1, 2 or 4 (vector loads).
 inline const char* const axpby_src = R"(
 extern "C" __global__ void candidate(const float* __restrict__ x, const float* __restrict__ y,
                                      float* __restrict__ z, float a, float b, long long n) {
   const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   const long long stride = (long long)gridDim.x * blockDim.x;
-#if VEC == 4
+#if KX_VEC == 4
   const long long nv = n / 4;
   const float4* x4 = reinterpret_cast<const float4*>(x);
   const float4* y4 = reinterpret_cast<const float4*>(y);
@@ -89,7 +89,7 @@ extern "C" __global__ void candidate(const float* __restrict__ x, const float* _
     const float4 p = x4[i], q = y4[i];
     z4[i] = make_float4(a * p.x + b * q.x, a * p.y + b * q.y, a * p.z + b * q.z, a * p.w + b * q.w);
   }
-#elif VEC == 2
+#elif KX_VEC == 2
   const long long nv = n / 2;
   const float2* x2 = reinterpret_cast<const float2*>(x);
   const float2* y2 = reinterpret_cast<const float2*>(y);
@@ -101,12 +101,12 @@ extern "C" __global__ void candidate(const float* __restrict__ x, const float* _
 #else
   const long long nv = 0;
 #endif
-  for (long long i = nv * VEC + tid; i < n; i += stride) z[i] = a * x[i] + b * y[i];
+  for (long long i = nv * KX_VEC + tid; i < n; i += stride) z[i] = a * x[i] + b * y[i];
 }
 )";
 
-/// Row-wise softmax of a rows x cols matrix. BPR = 0: one warp per row
-/// (8 rows per 256-thread block); BPR = 1: one 256-thread block per row.
+/// Row-wise softmax of a rows x cols matrix. KX_BPR = 0: one warp per row
+/// (8 rows per 256-thread block); KX_BPR = 1: one 256-thread block per row.
 inline const char* const softmax_src = R"(
 #define NEG_BIG (-3.402823466e38f)
 __device__ __forceinline__ float warp_max(float v) {
@@ -119,7 +119,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 extern "C" __global__ void candidate(const float* __restrict__ x, float* __restrict__ y, int rows,
                                      int cols) {
-#if BPR == 0
+#if KX_BPR == 0
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (row >= rows) return;

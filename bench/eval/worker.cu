@@ -4,6 +4,8 @@
 // (the driver); a person does not normally run it.
 //
 //   krex_eval_worker --mode none|lock|krex [--lock PATH] [--segment NAME] [--device N]
+//   krex_eval_worker --compile-only SM      compile every candidate for sm_SM (e.g. 90)
+//                                           with NVRTC, no GPU needed; exit 1 on an error
 //
 // Reads candidate ids (bench/eval/candidates.hpp), one per line, from stdin
 // until EOF. Per command: compile the candidate with NVRTC, generate inputs on
@@ -144,9 +146,9 @@ struct module {
   }
 };
 
-/// NVRTC: compile `src` with `defines` for the current device, load it.
-void compile(const char* src, const std::vector<std::string>& defines, int cc_major, int cc_minor,
-             module* out) {
+/// NVRTC: compile `src` with `defines` to a cubin for sm_<cc_major><cc_minor>.
+std::vector<char> compile_cubin(const char* src, const std::vector<std::string>& defines,
+                                int cc_major, int cc_minor) {
   nvrtcProgram prog = nullptr;
   ck(nvrtcCreateProgram(&prog, src, "candidate.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
   std::vector<std::string> opts = defines;
@@ -169,8 +171,20 @@ void compile(const char* src, const std::vector<std::string>& defines, int cc_ma
   std::vector<char> cubin(n);
   ck(nvrtcGetCUBIN(prog, cubin.data()), "nvrtcGetCUBIN");
   nvrtcDestroyProgram(&prog);
-  ck(cuModuleLoadData(&out->m, cubin.data()), "cuModuleLoadData");
-  ck(cuModuleGetFunction(&out->f, out->m, "candidate"), "cuModuleGetFunction");
+  return cubin;
+}
+
+/// The source and -D options of a candidate.
+std::pair<const char*, std::vector<std::string>> source_of(const krex_eval::candidate& c) {
+  using krex_eval::family;
+  const std::string a = std::to_string(c.p0), b = std::to_string(c.p1);
+  switch (c.fam) {
+    case family::gemm: return {krex_eval::gemm_src, {"-DKX_T=" + a, "-DKX_TM=" + b}};
+    case family::reduce: return {krex_eval::reduce_src, {"-DKX_BS=" + a, "-DKX_VEC=" + b}};
+    case family::axpby: return {krex_eval::axpby_src, {"-DKX_VEC=" + a}};
+    case family::softmax: return {krex_eval::softmax_src, {"-DKX_BPR=" + a}};
+  }
+  throw failure("unknown family");
 }
 
 struct lock_file {  // the lock-only baseline: flock(2) around the timed loop
@@ -326,14 +340,10 @@ class runner {
   }
 
   void compile_candidate(const krex_eval::candidate& c, prepared* p) {
-    using krex_eval::family;
-    const std::string a = std::to_string(c.p0), b = std::to_string(c.p1);
-    switch (c.fam) {
-      case family::gemm: compile(krex_eval::gemm_src, {"-DT=" + a, "-DTM=" + b}, m_cc_major, m_cc_minor, &p->mod); break;
-      case family::reduce: compile(krex_eval::reduce_src, {"-DBS=" + a, "-DVEC=" + b}, m_cc_major, m_cc_minor, &p->mod); break;
-      case family::axpby: compile(krex_eval::axpby_src, {"-DVEC=" + a}, m_cc_major, m_cc_minor, &p->mod); break;
-      case family::softmax: compile(krex_eval::softmax_src, {"-DBPR=" + a}, m_cc_major, m_cc_minor, &p->mod); break;
-    }
+    const auto src = source_of(c);
+    const std::vector<char> cubin = compile_cubin(src.first, src.second, m_cc_major, m_cc_minor);
+    ck(cuModuleLoadData(&p->mod.m, cubin.data()), "cuModuleLoadData");
+    ck(cuModuleGetFunction(&p->mod.f, p->mod.m, "candidate"), "cuModuleGetFunction");
   }
 
   float* alloc(prepared* p, std::size_t floats) {
@@ -511,6 +521,22 @@ int main(int argc, char** argv) {
     else if (k == "--lock") a.lock_path = val();
     else if (k == "--segment") a.segment = val();
     else if (k == "--device") a.device = std::stoi(val());
+    else if (k == "--compile-only") {
+      const int sm = std::stoi(val());
+      int bad = 0;
+      for (const auto& c : krex_eval::all_candidates()) {
+        try {
+          const auto src = source_of(c);
+          const auto t = clk::now();
+          const auto cubin = compile_cubin(src.first, src.second, sm / 10, sm % 10);
+          std::printf("%-40s %8zu bytes %7.1f ms\n", c.id.c_str(), cubin.size(), ms_since(t));
+        } catch (const std::exception& e) {
+          std::printf("%-40s FAILED: %s\n", c.id.c_str(), e.what());
+          ++bad;
+        }
+      }
+      return bad == 0 ? 0 : 1;
+    }
     else {
       std::fprintf(stderr, "krex_eval_worker: unknown option %s\n", k.c_str());
       return 2;
