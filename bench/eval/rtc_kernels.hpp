@@ -3,12 +3,14 @@
 
 // CUDA C++ sources of the candidate families, compiled at run time with
 // NVRTC by each benchmark command (bench/eval/worker.cu), variant
-// parameters passed as -D macros. Plain kernels without headers: NVRTC
-// compiles them with no include path.
+// parameters passed as -D macros (KX_*: a bare T would collide with template
+// parameters in NVRTC's built-in header). The reduce and softmax families
+// include CUB (the worker gives NVRTC the toolkit's include path), the gemm
+// and axpby families nothing.
 
 namespace krex_eval {
 
-/// Tiled SGEMM, row-major C[MxN] = A[MxK] B[KxN]; block (T, T/TM), each
+/// Tiled SGEMM, row-major C[MxN] = A[MxK] B[KxN]; block (KX_T, KX_T/KX_TM), each
 /// thread computes KX_TM rows of one column of a KX_T x KX_T tile. Macros: KX_T, KX_TM.
 inline const char* const gemm_src = R"(
 extern "C" __global__ void candidate(const float* __restrict__ A, const float* __restrict__ B,
@@ -43,11 +45,16 @@ extern "C" __global__ void candidate(const float* __restrict__ A, const float* _
 }
 )";
 
-/// Sum of n floats into *out (atomicAdd of block partials); grid-stride,
-/// KX_VEC = 1 (scalar) or 4 (float4 loads). Macros: KX_BS (block size), KX_VEC.
+/// Sum of n floats into *out: grid-stride loads (KX_VEC = 1 scalar, 4
+/// float4), cub::BlockReduce per block, atomicAdd of block partials.
+/// Macros: KX_BS (block size), KX_VEC. Includes CUB, as real candidates do:
+/// this is most of its compile time.
 inline const char* const reduce_src = R"(
+#include <cub/block/block_reduce.cuh>
 extern "C" __global__ void candidate(const float* __restrict__ x, float* __restrict__ out,
                                      long long n) {
+  using block_reduce = cub::BlockReduce<float, KX_BS>;
+  __shared__ typename block_reduce::TempStorage tmp;
   float v = 0.f;
   const long long tid = blockIdx.x * (long long)KX_BS + threadIdx.x;
   const long long stride = (long long)gridDim.x * KX_BS;
@@ -62,15 +69,8 @@ extern "C" __global__ void candidate(const float* __restrict__ x, float* __restr
 #else
   for (long long i = tid; i < n; i += stride) v += x[i];
 #endif
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  __shared__ float s[KX_BS / 32];
-  if ((threadIdx.x & 31) == 0) s[threadIdx.x >> 5] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = threadIdx.x < KX_BS / 32 ? s[threadIdx.x] : 0.f;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    if (threadIdx.x == 0) atomicAdd(out, v);
-  }
+  v = block_reduce(tmp).Sum(v);
+  if (threadIdx.x == 0) atomicAdd(out, v);
 }
 )";
 
@@ -105,54 +105,61 @@ extern "C" __global__ void candidate(const float* __restrict__ x, const float* _
 }
 )";
 
-/// Row-wise softmax of a rows x cols matrix. KX_BPR = 0: one warp per row
-/// (8 rows per 256-thread block); KX_BPR = 1: one 256-thread block per row.
+/// Row-wise softmax of a rows x cols matrix with CUB reductions.
+/// KX_BPR = 0: one warp per row (8 rows per 256-thread block, cub::WarpReduce);
+/// KX_BPR = 1: one 256-thread block per row (cub::BlockReduce).
 inline const char* const softmax_src = R"(
+#include <cub/block/block_reduce.cuh>
+#include <cub/warp/warp_reduce.cuh>
 #define NEG_BIG (-3.402823466e38f)
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+struct max_op {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
 extern "C" __global__ void candidate(const float* __restrict__ x, float* __restrict__ y, int rows,
                                      int cols) {
 #if KX_BPR == 0
-  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x & 31;
+  using warp_reduce = cub::WarpReduce<float>;
+  __shared__ typename warp_reduce::TempStorage tmp[8];
+  __shared__ float bcast[8];
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int row = blockIdx.x * 8 + w;
   if (row >= rows) return;
   const float* xr = x + (long long)row * cols;
   float* yr = y + (long long)row * cols;
   float m = NEG_BIG;
   for (int c = lane; c < cols; c += 32) m = fmaxf(m, xr[c]);
-  m = warp_max(m);
+  m = warp_reduce(tmp[w]).Reduce(m, max_op{});
+  if (lane == 0) bcast[w] = m;
+  __syncwarp();
+  m = bcast[w];
   float s = 0.f;
   for (int c = lane; c < cols; c += 32) s += __expf(xr[c] - m);
-  const float inv = 1.f / warp_sum(s);
+  __syncwarp();
+  s = warp_reduce(tmp[w]).Sum(s);
+  if (lane == 0) bcast[w] = s;
+  __syncwarp();
+  const float inv = 1.f / bcast[w];
   for (int c = lane; c < cols; c += 32) yr[c] = __expf(xr[c] - m) * inv;
 #else
-  __shared__ float red[32];
+  using block_reduce = cub::BlockReduce<float, 256>;
+  __shared__ typename block_reduce::TempStorage tmp;
+  __shared__ float bcast;
   const int row = blockIdx.x;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const float* xr = x + (long long)row * cols;
   float* yr = y + (long long)row * cols;
   float m = NEG_BIG;
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, xr[c]);
-  m = warp_max(m);
-  if (lane == 0) red[warp] = m;
+  for (int c = threadIdx.x; c < cols; c += 256) m = fmaxf(m, xr[c]);
+  m = block_reduce(tmp).Reduce(m, max_op{});
+  if (threadIdx.x == 0) bcast = m;
   __syncthreads();
-  m = warp_max(lane < nw ? red[lane] : NEG_BIG);
-  __syncthreads();
+  m = bcast;
   float s = 0.f;
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) s += __expf(xr[c] - m);
-  s = warp_sum(s);
-  if (lane == 0) red[warp] = s;
+  for (int c = threadIdx.x; c < cols; c += 256) s += __expf(xr[c] - m);
+  s = block_reduce(tmp).Sum(s);
+  if (threadIdx.x == 0) bcast = s;
   __syncthreads();
-  s = warp_sum(lane < nw ? red[lane] : 0.f);
-  const float inv = 1.f / s;
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = __expf(xr[c] - m) * inv;
+  const float inv = 1.f / bcast;
+  for (int c = threadIdx.x; c < cols; c += 256) yr[c] = __expf(xr[c] - m) * inv;
 #endif
 }
 )";

@@ -155,6 +155,10 @@ std::vector<char> compile_cubin(const char* src, const std::vector<std::string>&
   opts.push_back("--gpu-architecture=sm_" + std::to_string(cc_major) + std::to_string(cc_minor));
   opts.push_back("-std=c++17");
   opts.push_back("-default-device");
+#ifdef KREX_EVAL_CUDA_INCLUDE  // the toolkit's headers (CUB) for candidates that include them
+  opts.push_back("--include-path=" KREX_EVAL_CUDA_INCLUDE "/cccl");
+  opts.push_back("--include-path=" KREX_EVAL_CUDA_INCLUDE);
+#endif
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   const nvrtcResult r = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
