@@ -88,8 +88,9 @@ inline std::vector<candidate> all_candidates() {
     v.push_back(gemm(t, tm, 512, 512, 512, 0.08));
     v.push_back(gemm(t, tm, 2048, 2048, 2048, 5));
   }
-  v.push_back(gemm(16, 1, 4096, 4096, 4096, 50));
-  v.push_back(gemm(32, 8, 4096, 4096, 4096, 20));
+  v.push_back(gemm(16, 1, 4096, 4096, 4096, 17));
+  v.push_back(gemm(16, 1, 6144, 6144, 6144, 58));  // the long end: ~50-60 ms
+  v.push_back(gemm(32, 8, 4096, 4096, 4096, 7));
   for (int bv : {2561, 2564, 5124}) {
     v.push_back(reduce(bv / 10, bv % 10, std::int64_t(2) << 20, 0.01));
     v.push_back(reduce(bv / 10, bv % 10, std::int64_t(256) << 20, 0.3));
@@ -112,7 +113,10 @@ inline std::vector<candidate> all_candidates() {
   // gemm: K in steps of one 32-wide tile (1.6%) from 2048.
   for (int i = 0; i < 4; ++i) v.push_back(gemm(32, 4, 2048, 2048, 2048 + 32 * i, 5, "gemm-2K", i));
   for (int i = 0; i < 4; ++i)
-    v.push_back(gemm(32, 8, 4096, 4096, 4096 + 64 * i, 20, "gemm-4K", i));
+    v.push_back(gemm(32, 8, 4096, 4096, 4096 + 64 * i, 7, "gemm-4K", i));
+  // ... and a set over 10 ms: the 16x16-tile gemm at 4096 (~17 ms on an H200).
+  for (int i = 0; i < 4; ++i)
+    v.push_back(gemm(16, 1, 4096, 4096, 4096 + 64 * i, 17, "gemm-4K-t16", i));
   // A set member identical to a family entry is that entry, given its set.
   std::vector<candidate> out;
   for (auto& c : v) {
