@@ -4,11 +4,11 @@
 #   scripts/eval.sh [smoke|quick|full] [krex_eval options...]
 #
 #   smoke  a few minutes: every shape and the main modes at C=4
-#   quick  everything (serial, unprotected, lock-only, krex at C in 1..16,
-#          krex with MPS, the ablations, persistent workers): fits one
-#          10-minute call on an H200, build included
-#   full   the quick set with 3 repetitions of every command, krex with MPS
-#          at every C, more persistent configurations
+#   quick  every mode (serial, unprotected, lock-only, krex at C in 2..16,
+#          krex with MPS, the ablations, persistent workers), one pass: meant
+#          for one 10-minute call on an H200, build included (docs/EVAL.md)
+#   full   3 repetitions of every command; krex and krex with MPS at every C
+#          including 1; more persistent configurations
 #
 # Builds krex_eval and krex_eval_worker (CUDA, NVRTC, cuBLAS) in build-eval,
 # runs the driver, and draws PNG plots when python3 has matplotlib. Output

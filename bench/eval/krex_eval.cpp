@@ -141,7 +141,7 @@ std::string preset_configs(const std::string& name, int* reps) {
     return "serial:1,"
            "unprotected:2,unprotected:4,unprotected:8,unprotected:16,"
            "lock:2,lock:4,lock:8,lock:16,"
-           "krex:1,krex:2,krex:4,krex:8,krex:16,"
+           "krex:2,krex:4,krex:8,krex:16,"
            "krex-mps:16,krex-active:16,krex-nopin:16,krex-nofreeze:16,"
            "serial:1:persistent,unprotected:16:persistent,lock:16:persistent,krex:16:persistent,"
            "serial:1";
