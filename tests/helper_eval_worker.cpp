@@ -8,6 +8,7 @@
 //   KREX_FAKE_HANG=<id>   never answer
 //   KREX_FAKE_NOISE=<x>   multiplicative noise of +-x on medians
 //   KREX_FAKE_ENV=<VAR>   echo the value of VAR in the result (as "env")
+//   KREX_FAKE_EXIT_MS=<n> take n ms to exit after stdin closes (a slow teardown)
 
 #include "../bench/eval/candidates.hpp"
 #include "../bench/eval/json.hpp"
@@ -61,5 +62,7 @@ int main(int argc, char** argv) {
     if (!env("KREX_FAKE_ENV").empty()) o.str("env", env(env("KREX_FAKE_ENV").c_str()));
     std::cout << o.text() << std::endl;
   }
+  const int exit_ms = std::atoi(env("KREX_FAKE_EXIT_MS").c_str());
+  if (exit_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(exit_ms));
   return 0;
 }

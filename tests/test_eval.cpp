@@ -221,6 +221,28 @@ TEST_F(EvalDriver, FaultsAreRecordedAndTheRunGoesOn) {
   EXPECT_NE(md.find("| native repeat (serial) | 0 | 3 |"), std::string::npos) << md;
 }
 
+TEST_F(EvalDriver, AProcessCommandEndsWhenItsWorkerExits) {
+  // Workers that take 400 ms to exit after their result: a command of the
+  // process shape includes that (the process is the command), and exits
+  // overlap: 7 commands 4 at a time take about 2 x 0.4 s, not 7 x 0.4 s.
+  const auto r = run(driver("--filter gemm-2K,axpby-vec1-4194304,axpby-vec4-4194304,softmax-warp-4096x1024 "
+                            "--configs serial:1,unprotected:4,serial:1",
+                            "KREX_FAKE_EXIT_MS=400"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string js = slurp(dir + "/eval.json");
+  const auto at = js.find("\"label\":\"unprotected C=4\"");
+  ASSERT_NE(at, std::string::npos);
+  const auto w = js.find("\"wall_s\":", at);
+  ASSERT_NE(w, std::string::npos);
+  const double wall = std::atof(js.c_str() + w + 9);
+  EXPECT_GE(wall, 0.8);  // two rounds of exits at least
+  EXPECT_LT(wall, 2.4) << "the workers' exits did not overlap";
+  std::size_t short_cmds = 0;
+  for (auto p = js.find("\"t_total_ms\":"); p != std::string::npos; p = js.find("\"t_total_ms\":", p + 1))
+    if (std::atof(js.c_str() + p + 13) < 400) ++short_cmds;
+  EXPECT_EQ(short_cmds, 0u) << "a command ended before its worker exited";
+}
+
 TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
   struct bad_case {
     std::string args, says;

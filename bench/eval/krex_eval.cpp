@@ -37,6 +37,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -194,11 +195,13 @@ struct config_result {
 
 struct worker_proc {
   pid_t pid = -1;
+  int pidfd = -1;  // readable when the worker exits (-1: kernel without pidfd_open)
   int in = -1, out = -1;
   std::string buf;
   int cmd = -1;  // index into the config's command list, -1 idle
   clk::time_point started;
-  bool eof = false;
+  std::string line;  // process shape: the result line, kept until the worker exits
+  bool have_line = false;
 };
 
 class runner {
@@ -236,8 +239,10 @@ class runner {
     }
     ::close(pin[0]);
     ::close(pout[1]);
+    ::fcntl(pout[0], F_SETFL, O_NONBLOCK);
     worker_proc w;
     w.pid = pid;
+    w.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
     w.in = pin[1];
     w.out = pout[0];
     w.started = clk::now();
@@ -266,11 +271,52 @@ class runner {
       if (clk::now() - t0 > std::chrono::seconds(60)) ::kill(w.pid, SIGKILL);
       ::usleep(2000);
     }
+    drain_output(w);
+    release(w);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+  }
+  /// The worker's exit status if it has exited (fds released), else nothing.
+  static bool try_reap(worker_proc& w, int* code) {
+    int st = 0;
+    const pid_t r = ::waitpid(w.pid, &st, WNOHANG);
+    if (r != w.pid) return false;
+    drain_output(w);
+    release(w);
+    *code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+    return true;
+  }
+  /// Reads what the worker wrote and is still in the pipe (non-blocking).
+  static void drain_output(worker_proc& w) {
+    char b[65536];
+    for (;;) {
+      if (w.out < 0) return;
+      const ssize_t k = ::read(w.out, b, sizeof b);
+      if (k > 0) {
+        w.buf.append(b, static_cast<std::size_t>(k));
+        continue;
+      }
+      if (k < 0 && errno == EINTR) continue;
+      if (k == 0) {  // EOF: stop polling it (the exit is seen through pidfd/waitpid)
+        ::close(w.out);
+        w.out = -1;
+      }
+      return;  // EOF, EAGAIN or an error
+    }
+  }
+  static void release(worker_proc& w) {
     if (w.out >= 0) ::close(w.out);
-    w.out = -1;
+    if (w.pidfd >= 0) ::close(w.pidfd);
+    w.out = w.pidfd = -1;
     close_in(w);
     w.pid = -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+  }
+  /// Takes the first complete line out of w.buf.
+  static bool take_line(worker_proc& w, std::string* line) {
+    const auto nl = w.buf.find('\n');
+    if (nl == std::string::npos) return false;
+    *line = w.buf.substr(0, nl);
+    w.buf.erase(0, nl + 1);
+    return true;
   }
 
   config_result run(const config& cfg, const std::vector<std::string>& ids) {
@@ -329,45 +375,46 @@ class runner {
         }
         w.cmd = static_cast<int>(next);
         w.buf.clear();
+        w.have_line = false;
         w.started = clk::now();
         send(w, ids[next]);
         if (!cfg.persistent) close_in(w);
         ++next;
       }
+      // Wait for output or (process shape) an exit. A command of the process
+      // shape ends when its worker has exited: the process is the command.
       std::vector<pollfd> pfd;
-      std::vector<worker_proc*> who;
-      for (auto& w : slots)
-        if (w.cmd >= 0 && w.out >= 0) {
-          pfd.push_back({w.out, POLLIN, 0});
-          who.push_back(&w);
-        }
-      const int n = ::poll(pfd.data(), pfd.size(), 100);
-      if (n < 0 && errno != EINTR) {
+      bool need_tick = false;
+      for (auto& w : slots) {
+        if (w.cmd < 0) continue;
+        if (w.out >= 0) pfd.push_back({w.out, POLLIN, 0});
+        if (w.pidfd >= 0) pfd.push_back({w.pidfd, POLLIN, 0});
+        else need_tick = true;  // no pidfd: look for the exit every 5 ms
+      }
+      if (::poll(pfd.data(), pfd.size(), need_tick ? 5 : 100) < 0 && errno != EINTR) {
         std::perror("krex_eval: poll");
         std::exit(1);
       }
-      for (std::size_t i = 0; i < pfd.size(); ++i) {
-        worker_proc& w = *who[i];
-        if ((pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-        char b[65536];
-        const ssize_t k = ::read(w.out, b, sizeof b);
-        if (k > 0) {
-          w.buf.append(b, static_cast<std::size_t>(k));
-          const auto nl = w.buf.find('\n');
-          if (nl != std::string::npos) {
-            const std::string line = w.buf.substr(0, nl);
-            w.buf.erase(0, nl + 1);
-            if (cfg.persistent) {
-              finish(w, line, 0);
-            } else {
-              // A process per command: it is done when it has exited.
-              const int code = reap(w, false);
-              finish(w, line, code);
-            }
+      for (auto& w : slots) {
+        if (w.cmd < 0) continue;
+        drain_output(w);
+        std::string line;
+        int code = 0;
+        if (cfg.persistent) {
+          if (take_line(w, &line)) {
+            finish(w, line, 0);
+          } else if (try_reap(w, &code)) {  // died with a command outstanding
+            finish(w, take_line(w, &line) ? line : "", code);
           }
-        } else if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN)) {
-          const int code = reap(w, false);  // exited without (another) result
-          finish(w, "", code);
+        } else {
+          if (!w.have_line && take_line(w, &line)) {
+            w.line = line;
+            w.have_line = true;
+          }
+          if (try_reap(w, &code)) {
+            if (!w.have_line && take_line(w, &line)) w.line = line, w.have_line = true;
+            finish(w, w.have_line ? w.line : "", code);
+          }
         }
       }
       for (auto& w : slots)
@@ -375,7 +422,7 @@ class runner {
           std::fprintf(stderr, "\nkrex_eval: %s: command %s passed --timeout-s %.0f: killed\n",
                        cfg.label().c_str(), ids[static_cast<std::size_t>(w.cmd)].c_str(), m_o.timeout_s);
           reap(w, true);
-          finish(w, "", -1);
+          finish(w, w.have_line ? w.line : "", -1);
         }
     }
     for (auto& w : slots) {
