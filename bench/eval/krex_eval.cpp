@@ -475,13 +475,11 @@ class runner {
 };
 
 // ------------------------------------------------------------------ summary
-double num_or_nan(const command_record& c, const char* k) { return c.r.num(k); }
-
 std::vector<double> field(const config_result& r, const char* k) {
   std::vector<double> v;
   for (const auto& c : r.cmds)
     if (c.ok) {
-      double x = std::string(k) == "t_total_ms" ? c.t_total_ms : num_or_nan(c, k);
+      double x = std::string(k) == "t_total_ms" ? c.t_total_ms : c.r.num(k);
       if (std::isfinite(x)) v.push_back(x);
     }
   return v;
@@ -548,29 +546,22 @@ summary_row summarize(const config_result& r, const reference_t& ref, double ser
     s.band[b.name] = {krex_eval::quantile(v, 0.5), krex_eval::quantile(v, 0.95)};
     s.band_n[b.name] = v.size();
   }
-  // Ranking: per set and repetition, this config's order against the reference's.
-  std::map<std::pair<std::string, int>, std::vector<std::pair<int, double>>> trials;  // (set, rep) -> (pos, median)
+  // Ranking: per set and repetition, this config's order against the
+  // reference's: (reference median, this config's median) of each member.
+  std::map<std::pair<std::string, int>, std::pair<std::vector<double>, std::vector<double>>> trials;
   for (const auto& c : r.cmds) {
     if (!c.ok) continue;
     const krex_eval::candidate* k = krex_eval::find_candidate(all, c.id);
-    if (k == nullptr || k->set.empty()) continue;
-    trials[{k->set, c.rep}].push_back({k->set_pos, c.r.num("median_ms")});
+    auto it = ref.median.find(c.id);
+    if (k == nullptr || k->set.empty() || it == ref.median.end()) continue;
+    auto& t = trials[{k->set, c.rep}];
+    t.first.push_back(it->second);
+    t.second.push_back(c.r.num("median_ms"));
   }
   double tau_sum = 0;
-  for (auto& kv : trials) {
-    std::sort(kv.second.begin(), kv.second.end());
-    std::vector<double> refv, got;
-    for (const auto& pm : kv.second) {
-      const krex_eval::candidate* k = nullptr;
-      for (const auto& c : all)
-        if (c.set == kv.first.first && c.set_pos == pm.first) k = &c;
-      auto it = k != nullptr ? ref.median.find(k->id) : ref.median.end();
-      if (it == ref.median.end()) continue;
-      refv.push_back(it->second);
-      got.push_back(pm.second);
-    }
-    if (refv.size() < 2) continue;
-    const auto a = krex_eval::compare_order(refv, got);
+  for (const auto& kv : trials) {
+    if (kv.second.first.size() < 2) continue;
+    const auto a = krex_eval::compare_order(kv.second.first, kv.second.second);
     s.rank += a;
     tau_sum += a.tau();
     ++s.rank_sets;

@@ -5,6 +5,8 @@
 // duration band, pairwise flip rate and Kendall tau against a reference
 // order, and the toy throughput bound. Plain C++; tested in tests/test_eval.cpp.
 
+#include <krex/measure.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -13,14 +15,12 @@
 
 namespace krex_eval {
 
-/// Quantile q in [0,1] (linear interpolation between closest ranks); NaN if empty.
+/// Quantile q in [0,1], the same interpolation krex::measure reports
+/// (krex::detail::quantile_sorted); NaN if empty.
 inline double quantile(std::vector<double> v, double q) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(pos);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  return krex::detail::quantile_sorted(v, q);
 }
 
 /// Signed timing inflation of `measured` against `reference`, in percent.

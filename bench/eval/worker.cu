@@ -129,15 +129,6 @@ __global__ void max_diff(const float* a, const float* b, long long n, unsigned* 
 }
 
 // ------------------------------------------------------------------- helpers
-struct dev_mem {
-  void* p = nullptr;
-  explicit dev_mem(std::size_t bytes) { ck(cudaMalloc(&p, bytes), "cudaMalloc"); }
-  ~dev_mem() { cudaFree(p); }
-  dev_mem(const dev_mem&) = delete;
-  dev_mem& operator=(const dev_mem&) = delete;
-  float* f() const { return static_cast<float*>(p); }
-};
-
 struct module {
   CUmodule m = nullptr;
   CUfunction f = nullptr;
@@ -214,7 +205,7 @@ struct worker_args {
 
 /// One prepared command: buffers, module, launch closure and checker.
 struct prepared {
-  std::vector<std::unique_ptr<dev_mem>> bufs;
+  std::vector<std::unique_ptr<krex::detail::device_buffer>> bufs;
   module mod;
   std::vector<void*> params;
   // parameter storage (kernel params point here)
@@ -351,8 +342,8 @@ class runner {
   }
 
   float* alloc(prepared* p, std::size_t floats) {
-    p->bufs.push_back(std::make_unique<dev_mem>(floats * sizeof(float)));
-    return p->bufs.back()->f();
+    p->bufs.push_back(std::make_unique<krex::detail::device_buffer>(floats * sizeof(float)));
+    return static_cast<float*>(p->bufs.back()->get());
   }
   void fill(float* d, long long n, unsigned seed, float lo, float hi) {
     fill_uniform<<<m_sms * 8, 256, 0, m_stream>>>(d, n, seed, lo, hi);
@@ -387,6 +378,7 @@ class runner {
         float* x = alloc(p, c.n);
         float* out = alloc(p, 1);
         fill(x, c.n, 3, 0, 1);
+        ck(cudaMemsetAsync(out, 0, sizeof(float), m_stream), "memset");  // check() sums into it once
         p->pa = reinterpret_cast<CUdeviceptr>(x);
         p->pb = reinterpret_cast<CUdeviceptr>(out);
         p->n = c.n;
@@ -429,10 +421,10 @@ class runner {
   void check(const krex_eval::candidate& c, prepared* p, double* err, double* tol) {
     using krex_eval::family;
     p->launch(m_stream);
-    dev_mem scratch(2 * sizeof(unsigned) + 2 * sizeof(double));
-    ck(cudaMemsetAsync(scratch.p, 0, 2 * sizeof(unsigned) + 2 * sizeof(double), m_stream), "memset");
-    auto* u = static_cast<unsigned*>(scratch.p);
-    auto* dd = reinterpret_cast<double*>(static_cast<char*>(scratch.p) + 8);
+    krex::detail::device_buffer scratch(2 * sizeof(unsigned) + 2 * sizeof(double));
+    ck(cudaMemsetAsync(scratch.get(), 0, scratch.size(), m_stream), "memset");
+    auto* u = static_cast<unsigned*>(scratch.get());
+    auto* dd = reinterpret_cast<double*>(static_cast<char*>(scratch.get()) + 8);
     const auto compare = [&](const float* got, const float* ref, long long n) {
       max_diff<<<m_sms * 8, 256, 0, m_stream>>>(got, ref, n, u);
       unsigned h[2] = {0, 0};
@@ -462,10 +454,6 @@ class runner {
       }
       case family::reduce: {
         reduce_ref<<<m_sms * 8, 256, 0, m_stream>>>(reinterpret_cast<float*>(p->pa), c.n, dd, dd + 1);
-        // The candidate's sum went to a zeroed output? It was launched once
-        // above on an uninitialised output: zero it and launch again.
-        ck(cudaMemsetAsync(reinterpret_cast<void*>(p->pb), 0, sizeof(float), m_stream), "memset");
-        p->launch(m_stream);
         float got = 0;
         double ref[2] = {0, 0};
         ck(cudaMemcpyAsync(&got, reinterpret_cast<void*>(p->pb), sizeof got, cudaMemcpyDeviceToHost, m_stream), "memcpy");
