@@ -5,7 +5,10 @@
 
 #include <krex/detail/cgroup.hpp>
 
+#include "krex_test.hpp"
 #include "proc_util.hpp"
+
+#include <gtest/gtest.h>
 
 #include <signal.h>
 #include <unistd.h>
@@ -14,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace krex_test {
 
@@ -48,5 +52,38 @@ inline void scrub_cgroup_root(const std::string& root) {
       },
       std::chrono::seconds(5));
 }
+
+/// A test on a cgroup v2 root of its own, `<own cgroup>/<prefix>-<unique>`
+/// (skipped without root or a v2 hierarchy): a segment, a shared board
+/// `Board` (with an atomic `stop` its children watch), the children the test
+/// forks, and a teardown that stops and reaps them, then scrubs the root.
+template <class Board>
+class cgroup2_test : public ::testing::Test {
+ protected:
+  explicit cgroup2_test(const char* prefix) : m_prefix(prefix) {}
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "cgroup v2 freezing needs root (or a delegated subtree)";
+    m_base = krex::detail::cgroup::self_view::read().locate(true).own;
+    if (m_base.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy here";
+    m_root = m_base + "/" + unique_name(m_prefix);
+    become_subreaper();
+  }
+  void TearDown() override {
+    m_b->stop.store(1);
+    for (auto& k : m_kids) (void)k.wait(std::chrono::seconds(10));
+    // Whatever happened: nothing left frozen or running in the test's leaves.
+    scrub_cgroup_root(m_root);
+  }
+  krex::options opts() const {
+    return m_seg.opts().freeze(krex::freeze_method::cgroup_v2).cgroup_root(m_root);
+  }
+  std::string leaf(int slot) const { return m_root + "/t" + std::to_string(slot); }
+
+  const char* m_prefix;
+  scoped_segment m_seg;
+  shared<Board> m_b;
+  std::string m_base, m_root;
+  std::vector<child> m_kids;
+};
 
 }  // namespace krex_test

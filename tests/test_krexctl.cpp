@@ -140,35 +140,13 @@ TEST(Krexctl, CorruptSegment) {
   EXPECT_TRUE(contains(r.out, "no live member, removed")) << r.out;
 }
 
-class krexctl_cgroup : public ::testing::Test {
+class krexctl_cgroup : public krex_test::cgroup2_test<board> {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "cgroup v2 freezing needs root (or a delegated subtree)";
-    const std::string base = krex::detail::cgroup::self_view::read().locate(true).own;
-    if (base.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy here";
-    m_root = base + "/" + krex_test::unique_name("krex-ctl");
-    krex_test::become_subreaper();
-  }
-  void TearDown() override {
-    m_b->stop.store(1);
-    for (auto& k : m_kids) (void)k.wait(10s);
-    // Whatever happened: nothing left frozen or running in the test's leaves.
-    krex_test::scrub_cgroup_root(m_root);
-  }
-  krex::options opts() const {
-    return m_seg.opts().freeze(krex::freeze_method::cgroup_v2).cgroup_root(m_root);
-  }
+  krexctl_cgroup() : cgroup2_test("krex-ctl") {}
   std::string where() const {
     return " --segment " + m_seg.name() + " --freeze cgroup2 --cgroup-root " + m_root;
   }
-  bool frozen(int slot) const {
-    return contains(read_text(m_root + "/t" + std::to_string(slot) + "/cgroup.events"), "frozen 1");
-  }
-
-  scoped_segment m_seg;
-  shared<board> m_b;
-  std::string m_root;
-  std::vector<child> m_kids;
+  bool frozen(int slot) const { return contains(read_text(leaf(slot) + "/cgroup.events"), "frozen 1"); }
 };
 
 // Holder and guardian killed mid-region: the sibling stays frozen and the

@@ -39,29 +39,9 @@ using krex_test::read_text;
 
 bool exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
 
-class stale : public ::testing::Test {
+class stale : public krex_test::cgroup2_test<board> {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "cgroup v2 freezing needs root (or a delegated subtree)";
-    m_base = krex::detail::cgroup::self_view::read().locate(true).own;
-    if (m_base.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy here";
-    m_root = m_base + "/" + krex_test::unique_name("krex-st");
-    krex_test::become_subreaper();
-  }
-  void TearDown() override {
-    m_b->stop.store(1);
-    for (auto& k : m_kids) (void)k.wait(10s);
-    krex_test::scrub_cgroup_root(m_root);
-  }
-  krex::options opts() const {
-    return m_seg.opts().freeze(krex::freeze_method::cgroup_v2).cgroup_root(m_root);
-  }
-  std::string leaf(int s) const { return m_root + "/t" + std::to_string(s); }
-
-  scoped_segment m_seg;
-  shared<board> m_b;
-  std::string m_base, m_root;
-  std::vector<child> m_kids;
+  stale() : cgroup2_test("krex-st") {}
 };
 
 }  // namespace
