@@ -475,11 +475,13 @@ class runner {
 };
 
 // ------------------------------------------------------------------ summary
-std::vector<double> field(const config_result& r, const char* k) {
+/// Field `k` of every successful command: the driver's t_total_ms, else the worker's.
+std::vector<double> field(const config_result& r, const std::string& k) {
+  const bool total = k == "t_total_ms";
   std::vector<double> v;
   for (const auto& c : r.cmds)
     if (c.ok) {
-      double x = std::string(k) == "t_total_ms" ? c.t_total_ms : c.r.num(k);
+      const double x = total ? c.t_total_ms : c.r.num(k);
       if (std::isfinite(x)) v.push_back(x);
     }
   return v;
