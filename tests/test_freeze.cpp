@@ -336,12 +336,22 @@ TEST_P(freeze_test, explicit_method_with_unwritable_root_throws) {
   }
 }
 
-TEST_P(freeze_test, automatic_with_uncreatable_root_falls_back_to_signal) {
+// An explicit root that no cgroup method can use is an error under `auto`
+// too: silently freezing by signals instead would weaken every region.
+TEST_P(freeze_test, automatic_with_uncreatable_explicit_root_throws) {
   if (!is_cgroup(m_method)) GTEST_SKIP() << "signal needs no root";
-  const freezer f = freezer::open(freeze_method::automatic, m_root + "/missing/krex");
-  EXPECT_EQ(f.method(), freeze_method::signal);
-  EXPECT_EQ(f.root(), "");
-  EXPECT_NE(f.notes().find(m_root + "/missing/krex"), std::string::npos) << f.notes();
+  const std::string bad = m_root + "/missing/krex";
+  try {
+    freezer::open(freeze_method::automatic, bad);
+    ADD_FAILURE() << "open fell back instead of throwing";
+  } catch (const krex::error& e) {
+    EXPECT_EQ(e.where(), krex::step::freeze);
+    const std::string w = e.what();
+    EXPECT_NE(w.find(bad), std::string::npos) << w;
+    EXPECT_NE(w.find("KREX_CGROUP_ROOT is set"), std::string::npos) << w;
+    EXPECT_NE(w.find("KREX_FREEZE=signal"), std::string::npos) << w;
+  }
+  EXPECT_THROW(freezer::open(freeze_method::automatic, "/tmp/krex-not-a-cgroup"), krex::error);
 }
 
 TEST(freeze_open, automatic_skips_unwritable_v2) {

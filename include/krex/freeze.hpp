@@ -40,8 +40,9 @@ class freezer {
   /// leaves). `automatic` takes the first
   /// of cgroup_v2, cgroup_v1, signal that works here, creating the root if it
   /// is missing; notes() says why stronger ones were passed over. Throws
-  /// krex::error(step::freeze) when an explicit method cannot work, naming the
-  /// path and what to do.
+  /// krex::error(step::freeze) when an explicit method cannot work, or when
+  /// `root_option` is set and no cgroup method can use it (an explicit root is
+  /// never silently replaced by signals), naming the path and what to do.
   static freezer open(freeze_method requested, const std::string& root_option,
                       const std::string& domain = {}) {
     if (requested == freeze_method::none || requested == freeze_method::signal)
@@ -68,6 +69,13 @@ class freezer {
           (a.err > 0 ? std::string(": ") + std::system_category().message(a.err) : std::string()) +
           "; ";
     }
+    // An operator who names a root wants cgroup freezing there: falling back
+    // to signals would silently weaken every region of the job.
+    if (!root_option.empty())
+      cgroup::fail("KREX_CGROUP_ROOT is set but no cgroup freezer can use it (" + notes + ") root:",
+                   root_option, EINVAL,
+                   "fix the root (a writable directory in a cgroup v2 or v1 freezer hierarchy), "
+                   "unset KREX_CGROUP_ROOT to derive one, or choose KREX_FREEZE=signal explicitly");
     return {freeze_method::signal, {}, notes};
   }
 

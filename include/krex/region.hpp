@@ -10,6 +10,7 @@
 //
 // Every step taken is undone, in reverse, even when a later step throws.
 
+#include <krex/detail/cpu_watch.hpp>
 #include <krex/detail/proc.hpp>
 #include <krex/drain.hpp>
 #include <krex/error.hpp>
@@ -47,6 +48,7 @@ class basic_region {
       unwind();
       throw;
     }
+    m_watch.start(m_report.pinned_cpus);
     m_body_start = detail::now_ns();
   }
 
@@ -81,6 +83,7 @@ class basic_region {
     detail::member& m = *m_member;
     m_report.scope = m.opts.scope();
     m_report.gating = m_tenant->gating_note();
+    m_report.notes = m_tenant->protection_notes();
     std::uint64_t t0 = detail::now_ns();
     m_tenant->detail_check_guardian();
     m_ticket = detail::acquire_region_lock(m);
@@ -143,10 +146,13 @@ class basic_region {
     m_report.freeze = fz ? fz->method() : freeze_method::none;
     if (fz != nullptr && fz->method() != freeze_method::none) {
       detail::set_phase(*m.dev, detail::phase_freezing);
+      std::uint32_t idle = 0;  // siblings scope `active` leaves running
       for (const auto& sb : sibs) {
         if (sb.gone || !sb.acked) continue;
-        if (m.opts.scope() == freeze_scope::active && m.slot_at(sb.slot).active.load() == 0)
+        if (m.opts.scope() == freeze_scope::active && m.slot_at(sb.slot).active.load() == 0) {
+          ++idle;
           continue;
+        }
         m_frozen.push_back(detail::freezer::target{sb.slot, sb.pid});
       }
       for (int attempt = 0;; ++attempt) {
@@ -167,6 +173,10 @@ class basic_region {
           m_report.siblings_gone += static_cast<std::uint32_t>(before - m_frozen.size());
         }
       }
+      if (idle > 0)
+        m_report.notes.push_back("freeze: scope active left " + std::to_string(idle) +
+                                 " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
+                                 "freezes them too)");
       m_stage = stage::frozen;
       for (const auto& f : m_frozen) {
         m.slot_at(f.slot).frozen.store(1);
@@ -237,11 +247,40 @@ class basic_region {
   void finish() noexcept {
     const std::uint64_t t0 = detail::now_ns();
     m_report.body_ns = t0 - m_body_start;
+    try {
+      record_cpu_activity(m_watch.stop());
+    } catch (...) {
+      // Only allocation can fail here; the report then lacks the warning.
+    }
     unwind();
     m_report.exit_ns = detail::now_ns() - t0;
     detail::member& m = *m_member;
     m.dev->regions.fetch_add(1, std::memory_order_relaxed);
     m.dev->region_ns.fetch_add(m_report.body_ns, std::memory_order_relaxed);
+  }
+
+  // Turns what ran beside the body into report fields and warnings. A few
+  // preemptions by kernel threads are normal; more than one per 100 ms of
+  // body, or foreign time over 1% of the body (and over the /proc/stat
+  // resolution), is worth a warning.
+  void record_cpu_activity(const detail::cpu_activity& a) {
+    if (!a.measured) return;
+    m_report.body_preemptions = a.involuntary_switches;
+    const double body_ms = static_cast<double>(m_report.body_ns) / 1e6;
+    if (a.foreign_measured) {
+      m_report.reserved_foreign_ns = static_cast<long long>(a.foreign_ns);
+      const std::uint64_t floor_ns = 2 * a.tick_ns * std::max<std::size_t>(1, m_report.pinned_cpus.size());
+      if (a.foreign_ns > floor_ns && a.foreign_ns * 100 > m_report.body_ns)
+        m_report.warnings.push_back(
+            "other tasks ran about " + std::to_string(a.foreign_ns / 1'000'000) +
+            " ms on the reserved CPUs " + detail::format_cpulist(m_report.pinned_cpus) +
+            " during the " + std::to_string(static_cast<long long>(body_ms)) +
+            " ms body: a non-krex process or kernel work shares the measuring cores");
+    }
+    if (static_cast<double>(a.involuntary_switches) > 2.0 + body_ms / 100.0)
+      m_report.warnings.push_back("the measuring thread was preempted " +
+                                  std::to_string(a.involuntary_switches) + " times during the " +
+                                  std::to_string(static_cast<long long>(body_ms)) + " ms body");
   }
 
   basic_tenant<Backend>* m_tenant;
@@ -253,6 +292,7 @@ class basic_region {
   region_report m_report;
   std::vector<detail::freezer::target> m_frozen;
   std::optional<detail::pin_guard> m_pin;
+  detail::cpu_watch m_watch;
 };
 
 /// The build's default backend (host, or CUDA / HIP when built with them).

@@ -42,6 +42,21 @@ struct region_report {
   std::vector<int> pinned_cpus;
   std::string gating = "explicit";  ///< how the holder's siblings' submissions are gated in this process
 
+  /// Why a step is weaker than the strongest krex offers here, one line each:
+  /// a fallback the tenant took at join ("freeze: auto chose signal: ..."), an
+  /// option that turned a step off, siblings left unfrozen by the scope.
+  std::vector<std::string> notes;
+  /// What was seen during the body that may have disturbed it, one line each
+  /// (non-krex work on the reserved CPUs, the body thread preempted). Empty
+  /// when nothing was seen; see docs/PIN.md for what is and is not isolated.
+  std::vector<std::string> warnings;
+  /// Involuntary context switches of the measuring thread during the body
+  /// (-1: not measured, e.g. the region ended on another thread).
+  long body_preemptions = -1;
+  /// Estimated CPU time other tasks spent on the pinned CPUs during the body,
+  /// in /proc/stat tick resolution (-1: not measured, e.g. not pinned).
+  long long reserved_foreign_ns = -1;
+
   /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+pin", "gate+drain(contended)", "none".
   std::string level() const {
     if (!gated) return "none";

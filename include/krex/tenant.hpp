@@ -148,6 +148,11 @@ class basic_tenant {
   std::string gating_note() const { return detail::backend_gating_note(m_backend, 0); }
   /// This device's measuring cores (empty when pinning is off).
   const std::vector<int>& reserved_cpus() const noexcept { return m_reserved; }
+  /// Why this tenant's regions protect less than krex can at best, one line
+  /// each, decided at join: `auto` fell back to a weaker freeze method (and
+  /// why), freezing, pinning or confinement turned off by an option. Every
+  /// region copies them into region_report::notes.
+  const std::vector<std::string>& protection_notes() const noexcept { return m_notes; }
 
   /// Not part of the API: the shared-state view used by guards and regions.
   detail::member& detail_member() noexcept { return m_member; }
@@ -212,6 +217,7 @@ class basic_tenant {
     prepare_recovery();
     m_member.recovery = &m_recovery;
     m_freezer->enter(m_member.index);
+    note_downgrades();
     // A stale segment or cgroup tree of a crashed run: recover devices whose
     // holder is gone, reap dead tenants, remove leaves nobody owns.
     detail::recover_node(*m_member.node, m_recovery);
@@ -223,6 +229,29 @@ class basic_tenant {
         detail::split(detail::topology::read(), device_count, o.reserved_cores(), local);
     if (o.pin()) m_reserved = slices[static_cast<std::size_t>(o.device())].reserved;
     if (o.confine()) m_previous_mask = detail::confine_process(detail::unreserved(slices));
+  }
+
+  // Says, once, every way this tenant's regions fall short of full protection.
+  void note_downgrades() {
+    const options& o = m_member.opts;
+    const freeze_method m = m_freezer->method();
+    if (o.freeze() == freeze_method::none)
+      m_notes.push_back("freeze: off (freeze=none / KREX_FREEZE=none): siblings keep running "
+                        "during regions");
+    else if (o.freeze() == freeze_method::automatic && m != freeze_method::cgroup_v2)
+      m_notes.push_back(std::string("freeze: auto chose ") + to_string(m) + " because " +
+                        (m_freezer->notes().empty() ? std::string("cgroup2 is not available")
+                                                    : m_freezer->notes()));
+    if (m == freeze_method::signal)
+      m_notes.push_back("freeze: signal stops a sibling's process group only; children that left "
+                        "it keep running");
+    if (!o.pin()) m_notes.push_back("pin: off (pin=false / KREX_PIN=0): the measuring thread is "
+                                    "not pinned to reserved cores");
+    if (!o.confine())
+      m_notes.push_back("confine: off (KREX_CONFINE=0): this tenant's threads may run on other "
+                        "devices' reserved cores");
+    // Gating is reported by region_report::gating (the backend decides it
+    // after this, when it attaches).
   }
 
   // What a recoverer of this tenant thaws by: its own method and root, and
@@ -273,6 +302,7 @@ class basic_tenant {
   detail::recovery_config m_recovery;
   std::vector<int> m_reserved;
   std::vector<int> m_previous_mask;
+  std::vector<std::string> m_notes;
   detail::device_state m_detached_dev{};
   detail::tenant_slot m_detached_slot{};
 };
