@@ -52,6 +52,8 @@ struct command_result {
   int n;
   int ok;
   char level[96];
+  char warning[256];  // the region report's first warning ("" if none)
+  char note[256];     // its first note: why protection is below full ("" if none)
   char error[256];
 };
 
@@ -124,7 +126,13 @@ int run_command(const config& cfg, const workload& w, mode m, const std::string&
     if (t) {
       krex::region r{*t};
       timed_loop();
-      std::snprintf(out.level, sizeof out.level, "%s", r.report().level().c_str());
+      r.exit();  // the report's body warnings are complete once the region ended
+      const krex::region_report& rep = r.report();
+      std::snprintf(out.level, sizeof out.level, "%s", rep.level().c_str());
+      if (!rep.warnings.empty())
+        std::snprintf(out.warning, sizeof out.warning, "%s", rep.warnings.front().c_str());
+      if (!rep.notes.empty())
+        std::snprintf(out.note, sizeof out.note, "%s", rep.notes.front().c_str());
     } else {
       timed_loop();
       std::snprintf(out.level, sizeof out.level, "none");
@@ -144,6 +152,9 @@ struct mode_result {
   std::vector<double> samples_ms;
   std::string level;
   std::string first_error;
+  int warned = 0;  // regions whose report carried a warning
+  std::string first_warning;
+  std::string first_note;
 };
 
 mode_result run_mode(const config& cfg, const workload& w, mode m, board& b) {
@@ -183,6 +194,8 @@ mode_result run_mode(const config& cfg, const workload& w, mode m, board& b) {
       continue;
     }
     r.level = cr.level;
+    if (cr.warning[0] != '\0' && r.warned++ == 0) r.first_warning = cr.warning;
+    if (cr.note[0] != '\0' && r.first_note.empty()) r.first_note = cr.note;
     r.samples_ms.insert(r.samples_ms.end(), cr.samples_ms, cr.samples_ms + cr.n);
   }
   return r;
@@ -275,6 +288,10 @@ int main(int argc, char** argv) {
     std::printf("| %-11s | %-2d | %12.1f | %8.2fx | %15.3fx | %12.3fx | %s\n", name(r.m),
                 r.m == mode::serial ? 1 : cfg.concurrency, rate, rate / serial_rate, med, p95,
                 r.level.c_str());
+    if (!r.first_note.empty()) std::printf("  %s note: %s\n", name(r.m), r.first_note.c_str());
+    if (r.warned > 0)
+      std::printf("  %s warning (%d of %d regions): %s\n", name(r.m), r.warned,
+                  cfg.commands - r.failed, r.first_warning.c_str());
     if (r.failed) {
       std::fprintf(stderr, "%s: %d command(s) failed; first error: %s\n", name(r.m), r.failed,
                    r.first_error.c_str());
@@ -284,6 +301,7 @@ int main(int argc, char** argv) {
             "\",\"seconds\":" + std::to_string(r.seconds) +
             ",\"commands_per_min\":" + std::to_string(rate) +
             ",\"failed\":" + std::to_string(r.failed) +
+            ",\"regions_warned\":" + std::to_string(r.warned) +
             ",\"inflation_median\":" + std::to_string(med) +
             ",\"inflation_p95\":" + std::to_string(p95) + ",\"protection\":\"" + r.level +
             "\",\"samples_ms\":[";
