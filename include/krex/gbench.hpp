@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Google Benchmark integration: one krex region per benchmark run, around its
+// warm-up and measured loop, entered by Google Benchmark's per-run Setup hook
+// and left by its Teardown hook; every iteration timed by krex (host clock,
+// or device events with a cold L2 on CUDA) and reported with
+// SetIterationTime; the region's protection as the benchmark's label and its
+// step times as counters.
+//
+//     #include <krex/gbench.hpp>
+//
+//     void bm_saxpy(benchmark::State& st) {
+//       krex::gbench::run(st, [&] { saxpy(n, a, x, y); });           // host work
+//       // CUDA: krex::gbench::run(st, stream, [&] { k<<<g, b, 0, stream>>>(...); });
+//     }
+//     KREX_BENCHMARK(bm_saxpy)->Arg(1 << 20);
+//
+// Google Benchmark calls Setup before each run (each trial while it searches
+// for the iteration count, and each repetition) and Teardown after it, on the
+// thread that then runs the benchmark's thread 0 — which is the thread krex
+// pins. The hooks are plain function pointers (Google Benchmark 1.7 takes
+// nothing else), so the tenant and the current region are per process: the
+// tenant joins on the first Setup with krex::options{} and KREX_* overrides,
+// or with what krex::gbench::configure() set before the benchmarks run.
+// Works with Google Benchmark 1.7.1 (Debian 12) and later releases.
+
+#include <krex/error.hpp>
+#include <krex/measure.hpp>
+#include <krex/options.hpp>
+#include <krex/region.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace krex::gbench {
+namespace detail {
+
+/// The process's benchmark tenant and its current region.
+struct state {
+  std::mutex lock;
+  std::optional<options> opts;  ///< set by configure(); unset: options{}
+  std::unique_ptr<krex::tenant> tenant;
+  std::optional<krex::region> region;
+  std::string error;        ///< why the current run has no region ("" if it has one)
+  region_report last;       ///< the report of the last region that ended
+  std::uint64_t runs = 0;   ///< regions entered
+  std::uint64_t lost = 0;   ///< regions whose lease expired before Teardown
+};
+
+inline state& global() {
+  static state s;
+  return s;
+}
+
+}  // namespace detail
+
+/// Options for the benchmark tenant (KREX_* variables still override them).
+/// Call before benchmark::RunSpecifiedBenchmarks(); throws krex::error(step::join)
+/// if the tenant has already joined.
+inline void configure(const options& o) {
+  detail::state& s = detail::global();
+  std::lock_guard<std::mutex> g(s.lock);
+  if (s.tenant)
+    throw error(step::join, "krex::gbench::configure() after the benchmark tenant joined", 0,
+                "call configure() before benchmark::RunSpecifiedBenchmarks()");
+  s.opts = o;
+}
+
+/// The benchmark tenant, joined on first use. Throws krex::error if it cannot join.
+inline krex::tenant& tenant() {
+  detail::state& s = detail::global();
+  std::lock_guard<std::mutex> g(s.lock);
+  if (!s.tenant) s.tenant = std::make_unique<krex::tenant>(s.opts.value_or(options{}));
+  return *s.tenant;
+}
+
+/// Setup hook: joins (first run) and enters a region for this run. A failure
+/// is kept and reported by run() through SkipWithError, since a Setup hook
+/// cannot fail a benchmark itself.
+inline void setup(const benchmark::State& /*unused*/) {
+  detail::state& s = detail::global();
+  try {
+    krex::tenant& t = tenant();
+    std::lock_guard<std::mutex> g(s.lock);
+    s.error.clear();
+    s.region.emplace(t);
+    ++s.runs;
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> g(s.lock);
+    s.region.reset();
+    s.error = e.what();
+  }
+}
+
+/// Teardown hook: ends the run's region. A lost lease (the body outlived the
+/// lease and the device was handed on) is printed to stderr and counted in
+/// lost_leases(): the run's numbers were already reported by then.
+inline void teardown(const benchmark::State& /*unused*/) {
+  detail::state& s = detail::global();
+  std::lock_guard<std::mutex> g(s.lock);
+  if (!s.region) return;
+  try {
+    s.region->exit();
+  } catch (const error& e) {
+    ++s.lost;
+    // State::name() is not in Google Benchmark 1.7: the run is the one just reported.
+    std::fprintf(stderr, "krex::gbench: the run just reported was not protected to its end: %s\n",
+                 e.what());
+  }
+  s.last = s.region->report();
+  s.region.reset();
+}
+
+/// Regions entered, and of those, regions whose lease expired before Teardown.
+inline std::uint64_t regions() { return detail::global().runs; }
+inline std::uint64_t lost_leases() { return detail::global().lost; }
+/// The report of the last region that ended (its body fields are complete).
+inline region_report last_report() {
+  std::lock_guard<std::mutex> g(detail::global().lock);
+  return detail::global().last;
+}
+
+namespace detail {
+
+/// Skips the benchmark unless this run holds a region. Returns the held region's report.
+inline const region_report* held_or_skip(benchmark::State& st) {
+  state& s = global();
+  std::lock_guard<std::mutex> g(s.lock);
+  if (s.region) return &s.region->report();
+  st.SkipWithError(s.error.empty()
+                       ? "krex: no region held: register the benchmark with KREX_BENCHMARK "
+                         "(or ->Setup(krex::gbench::setup)->Teardown(krex::gbench::teardown))"
+                       : ("krex: " + s.error).c_str());
+  return nullptr;
+}
+
+/// The region's protection as the label, its step times (ms) as counters.
+inline void describe(benchmark::State& st, const region_report& r) {
+  st.SetLabel(r.level());
+  const auto ms = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e6; };
+  st.counters["krex_lock_ms"] = ms(r.lock_ns);
+  st.counters["krex_drain_ms"] = ms(r.gate_ns + r.drain_ns);
+  st.counters["krex_freeze_ms"] = ms(r.freeze_ns);
+  st.counters["krex_frozen"] = static_cast<double>(r.frozen_pids.size());
+}
+
+}  // namespace detail
+
+/// Times every iteration of `st` on the host clock: `fn` runs once per
+/// iteration; the iteration's time goes to SetIterationTime (register with
+/// KREX_BENCHMARK, which sets UseManualTime). Skips with an error if the run
+/// holds no region. `fn` may take the iteration index (rotate inputs).
+template <class F>
+void run(benchmark::State& st, F&& fn) {
+  const region_report* r = detail::held_or_skip(st);
+  if (r == nullptr) return;
+  using clock = std::chrono::steady_clock;
+  int i = 0;
+  for (auto _ : st) {
+    const auto t0 = clock::now();
+    krex::detail::call_sample(fn, i++);
+    st.SetIterationTime(std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  detail::describe(st, *r);
+}
+
+}  // namespace krex::gbench
+
+/// Registers `fn` as a Google Benchmark whose runs each hold a krex region
+/// and whose iterations are timed by krex (manual time). Returns the
+/// benchmark::internal::Benchmark* for more settings (->Arg(...), ...).
+#define KREX_BENCHMARK(fn)                      \
+  BENCHMARK(fn)                                 \
+      ->Setup(::krex::gbench::setup)            \
+      ->Teardown(::krex::gbench::teardown)      \
+      ->UseManualTime()
+
+#if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA && \
+    !(defined(KREX_DEFAULT_BACKEND_HOST) && KREX_DEFAULT_BACKEND_HOST)
+#include <krex/cuda/gbench.hpp>
+#endif  // KREX_WITH_CUDA

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// krex::gbench on the host backend: each Google Benchmark run holds one
+// region (Setup/Teardown), iterations are reported as manual time, the label
+// and counters say what the region did, and a sibling's gated submissions
+// never run inside a run's measured loop.
+
+#include <krex/gbench.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "krex_test.hpp"
+#include "proc_util.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// What the benchmark functions saw, per run.
+struct run_window {
+  std::uint64_t begin_ns, end_ns;
+};
+std::vector<run_window> g_windows;
+std::uint64_t g_spin_ns = 2'000'000;
+int g_unprotected_calls = 0;
+
+void bm_protected(benchmark::State& st) {
+  const std::uint64_t b = krex::detail::now_ns();
+  krex::gbench::run(st, [] { krex_test::spin_for(g_spin_ns); });
+  g_windows.push_back({b, krex::detail::now_ns()});
+}
+
+// Registered without the hooks: run() must refuse to time it.
+void bm_without_hooks(benchmark::State& st) {
+  krex::gbench::run(st, [] { ++g_unprotected_calls; });
+}
+
+struct capture : benchmark::BenchmarkReporter {
+  std::vector<Run> runs;
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>& r) override { runs.insert(runs.end(), r.begin(), r.end()); }
+};
+
+// Sibling submissions, timestamped inside their gated call.
+struct sibling_log {
+  std::atomic<int> ready{0};
+  std::atomic<int> stop{0};
+  std::atomic<int> failed{0};
+  std::atomic<std::uint32_t> n{0};
+  std::uint64_t tried_ns[200000];  // before submit(): the sibling wants the device
+  std::uint64_t at_ns[200000];     // inside the gated call
+};
+
+TEST(gbench, each_run_holds_a_region_and_siblings_never_submit_inside_it) {
+  krex_test::scoped_segment seg;
+  krex_test::shared<sibling_log> log;
+  // Forked before this process starts any thread (the gbench tenant's agent).
+  krex_test::child sib = krex_test::spawn([&] {
+    try {
+      krex::tenant t{seg.opts()};
+      log->ready.store(1);
+      while (log->stop.load() == 0) {
+        const std::uint32_t i = log->n.load();
+        if (i >= 200000) break;
+        log->tried_ns[i] = krex::detail::now_ns();
+        t.submit([&] { log->at_ns[i] = krex::detail::now_ns(); });
+        log->n.store(i + 1);
+        ::usleep(100);
+      }
+    } catch (...) {
+      log->failed.store(1);
+    }
+    return 0;
+  });
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (log->ready.load() == 0 && log->failed.load() == 0 &&
+         std::chrono::steady_clock::now() < until)
+    ::usleep(1000);
+  ASSERT_EQ(log->ready.load(), 1) << "sibling did not join";
+
+  krex::gbench::configure(seg.opts());
+  KREX_BENCHMARK(bm_protected)->Iterations(25)->Repetitions(4);
+  BENCHMARK(bm_without_hooks)->Iterations(5)->UseManualTime();
+  capture rep;
+  const std::uint64_t regions_before = krex::gbench::regions();
+  benchmark::RunSpecifiedBenchmarks(&rep);
+  log->stop.store(1);
+  EXPECT_TRUE(krex_test::wait_exit(sib.pid(), 10s).has_value());
+  ASSERT_EQ(log->failed.load(), 0);
+
+  // One region per run: 4 repetitions, fixed iterations (no trial runs).
+  EXPECT_EQ(krex::gbench::regions() - regions_before, 4U);
+  EXPECT_EQ(krex::gbench::lost_leases(), 0U);
+  ASSERT_EQ(g_windows.size(), 4U);
+
+  int protected_runs = 0;
+  for (const auto& r : rep.runs) {
+    if (r.run_name.function_name != "bm_protected" || r.run_type != benchmark::BenchmarkReporter::Run::RT_Iteration)
+      continue;
+    ++protected_runs;
+    EXPECT_EQ(r.iterations, 25);
+    EXPECT_NE(r.report_label.find("gate+drain"), std::string::npos) << r.report_label;
+    EXPECT_EQ(r.counters.count("krex_lock_ms"), 1U);
+    EXPECT_EQ(r.counters.count("krex_drain_ms"), 1U);
+    // Manual time is krex's per-iteration time: about the 2 ms spin each.
+    const double per_iter_s = r.real_accumulated_time / static_cast<double>(r.iterations);
+    EXPECT_GE(per_iter_s, 0.0019);
+    EXPECT_LT(per_iter_s, 0.05);
+  }
+  EXPECT_EQ(protected_runs, 4);
+
+  // The sibling tried to submit during the runs (so the test can fail) but
+  // no submission ran inside one: it parked until the run's region ended.
+  const std::uint32_t n = log->n.load();
+  int ran_inside = 0, wanted = 0;
+  for (const auto& w : g_windows) {
+    bool waited = false;  // a submission was pending during (part of) this run
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (log->at_ns[i] > w.begin_ns && log->at_ns[i] < w.end_ns) ++ran_inside;
+      if (log->tried_ns[i] < w.end_ns && log->at_ns[i] > w.begin_ns) waited = true;
+    }
+    wanted += waited ? 1 : 0;
+  }
+  EXPECT_GE(wanted, 3) << "the sibling did not want the device during the runs: the test "
+                          "proves nothing";
+  EXPECT_EQ(ran_inside, 0) << "sibling submissions ran inside a benchmark run's region";
+
+  // Without the hooks nothing is timed.
+  EXPECT_EQ(g_unprotected_calls, 0);
+}
+
+TEST(gbench, configure_after_join_is_an_error) {
+  try {
+    krex::gbench::configure(krex::options{});
+    // Only reachable if the first test did not join (it skipped or failed early).
+    if (krex::gbench::regions() > 0) ADD_FAILURE() << "configure() after join did not throw";
+  } catch (const krex::error& e) {
+    EXPECT_EQ(e.where(), krex::step::join);
+    EXPECT_NE(std::string(e.what()).find("before benchmark::RunSpecifiedBenchmarks"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
