@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -146,5 +147,36 @@ TEST(gbench, configure_after_join_is_an_error) {
               std::string::npos);
   }
 }
+
+// The example program, as a user runs it: protected by default, switched off
+// by KREX_GBENCH=0 (the control), a bad KREX_GBENCH value is a clear error.
+#ifdef KREX_GBENCH_EXAMPLE
+std::string run_example(const std::string& env) {
+  const std::string cmd = env + " timeout 60 " KREX_GBENCH_EXAMPLE
+                          " --benchmark_min_time=0.01 --benchmark_filter=65536 2>&1";
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    ::pclose(p);
+  }
+  return out;
+}
+
+TEST(gbench_example, labels_say_protected_unprotected_or_why_not) {
+  krex_test::scoped_segment seg;
+  const std::string base = "KREX_SEGMENT=" + seg.name() + " KREX_FREEZE=none KREX_PIN=0";
+  const std::string on = run_example(base);
+  EXPECT_NE(on.find("gate+drain"), std::string::npos) << on;
+  const std::string off = run_example(base + " KREX_GBENCH=0");
+  EXPECT_NE(off.find("unprotected"), std::string::npos) << off;
+  EXPECT_EQ(off.find("gate+drain"), std::string::npos) << off;
+  const std::string bad = run_example(base + " KREX_GBENCH=maybe");
+  EXPECT_NE(bad.find("invalid value 'maybe' for KREX_GBENCH"), std::string::npos) << bad;
+  const std::string bad_opt = run_example(base + " KREX_FREEZE=sometimes");
+  EXPECT_NE(bad_opt.find("KREX_FREEZE"), std::string::npos) << bad_opt;
+  EXPECT_NE(bad_opt.find("ERROR OCCURRED"), std::string::npos) << bad_opt;
+}
+#endif  // KREX_GBENCH_EXAMPLE
 
 }  // namespace

@@ -24,6 +24,10 @@
 // tenant joins on the first Setup with krex::options{} and KREX_* overrides,
 // or with what krex::gbench::configure() set before the benchmarks run.
 // Works with Google Benchmark 1.7.1 (Debian 12) and later releases.
+//
+// KREX_GBENCH=0 turns krex off for a whole program (no tenant, no region;
+// iterations still timed the same way, label "unprotected"): the control for
+// comparing protected with unprotected concurrent runs of one binary.
 
 #include <krex/error.hpp>
 #include <krex/measure.hpp>
@@ -34,6 +38,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +62,27 @@ struct state {
 
 inline state& global() {
   static state s;
+  return s;
+}
+
+/// KREX_GBENCH: unset or 1 = regions, 0 = off. Read once; any other value is
+/// an error (reported by every run through SkipWithError).
+struct switch_state {
+  bool on = true;
+  std::string error;
+};
+inline const switch_state& krex_switch() {
+  static const switch_state s = [] {
+    switch_state r;
+    const char* v = std::getenv("KREX_GBENCH");
+    if (v == nullptr || std::string(v) == "1") return r;
+    if (std::string(v) == "0") {
+      r.on = false;
+      return r;
+    }
+    r.error = std::string("invalid value '") + v + "' for KREX_GBENCH (accepted: 0, 1)";
+    return r;
+  }();
   return s;
 }
 
@@ -87,6 +113,7 @@ inline krex::tenant& tenant() {
 /// cannot fail a benchmark itself.
 inline void setup(const benchmark::State& /*unused*/) {
   detail::state& s = detail::global();
+  if (!detail::krex_switch().on) return;
   try {
     krex::tenant& t = tenant();
     std::lock_guard<std::mutex> g(s.lock);
@@ -130,10 +157,18 @@ inline region_report last_report() {
 
 namespace detail {
 
-/// Skips the benchmark unless this run holds a region. Returns the held region's report.
+/// Skips the benchmark unless this run holds a region (or krex is switched
+/// off by KREX_GBENCH=0). Returns the held region's report, or an empty one
+/// when switched off.
 inline const region_report* held_or_skip(benchmark::State& st) {
   state& s = global();
   std::lock_guard<std::mutex> g(s.lock);
+  static const region_report unprotected;
+  if (!krex_switch().error.empty()) {
+    st.SkipWithError(("krex: " + krex_switch().error).c_str());
+    return nullptr;
+  }
+  if (!krex_switch().on) return &unprotected;
   if (s.region) return &s.region->report();
   st.SkipWithError(s.error.empty()
                        ? "krex: no region held: register the benchmark with KREX_BENCHMARK "
@@ -144,6 +179,10 @@ inline const region_report* held_or_skip(benchmark::State& st) {
 
 /// The region's protection as the label, its step times (ms) as counters.
 inline void describe(benchmark::State& st, const region_report& r) {
+  if (!r.gated) {
+    st.SetLabel("unprotected");
+    return;
+  }
   st.SetLabel(r.level());
   const auto ms = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e6; };
   st.counters["krex_lock_ms"] = ms(r.lock_ns);
