@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The Google Benchmark integration on a GPU: krex_gbench_cuda alone, then N
+# copies at once under krex, then N copies at once unprotected (KREX_GBENCH=0),
+# compared with scripts/gbench_compare.py. Needs a CUDA build (scripts/gpu.sh build).
+#
+#   scripts/gbench_gpu.sh [N]      (default 8)   logs and JSON in $OUT (default build-cuda/gbench-logs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n="${1:-8}"
+out="${OUT:-build-cuda/gbench-logs}"
+bin=build-cuda/examples/krex_gbench_cuda
+mkdir -p "$out"
+[ -x "$bin" ] || cmake --build build-cuda -j"$(nproc)" --target krex_gbench_cuda
+args=(--benchmark_format=json --benchmark_repetitions="${KREX_GBENCH_REPS:-5}"
+      --benchmark_min_time="${KREX_GBENCH_MIN_TIME:-0.1}")
+seg="gbench-$$"
+t0=$(date +%s.%N)
+KREX_SEGMENT="$seg" "$bin" "${args[@]}" >"$out/solo.json" 2>"$out/solo.err"
+t1=$(date +%s.%N)
+for i in $(seq "$n"); do KREX_SEGMENT="$seg" "$bin" "${args[@]}" >"$out/krex$i.json" 2>"$out/krex$i.err" & done
+wait
+t2=$(date +%s.%N)
+for i in $(seq "$n"); do KREX_GBENCH=0 "$bin" "${args[@]}" >"$out/none$i.json" 2>"$out/none$i.err" & done
+wait
+t3=$(date +%s.%N)
+echo "wall seconds: solo $(echo "$t1 - $t0" | bc), krex x$n $(echo "$t2 - $t1" | bc), unprotected x$n $(echo "$t3 - $t2" | bc)" | tee "$out/wall.txt"
+join() { local IFS=,; echo "$*"; }
+python3 scripts/gbench_compare.py "$out/solo.json" \
+  "krex=$(join "$out"/krex*.json)" "unprotected=$(join "$out"/none*.json)" \
+  --json "$out/compare.json" | tee "$out/compare.md"
