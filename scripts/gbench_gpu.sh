@@ -14,16 +14,16 @@ mkdir -p "$out"
 args=(--benchmark_format=json --benchmark_repetitions="${KREX_GBENCH_REPS:-5}"
       --benchmark_min_time="${KREX_GBENCH_MIN_TIME:-0.1}")
 seg="gbench-$$"
-t0=$(date +%s.%N)
+t0=$(date +%s%N)
 KREX_SEGMENT="$seg" "$bin" "${args[@]}" >"$out/solo.json" 2>"$out/solo.err"
-t1=$(date +%s.%N)
+t1=$(date +%s%N)
 for i in $(seq "$n"); do KREX_SEGMENT="$seg" "$bin" "${args[@]}" >"$out/krex$i.json" 2>"$out/krex$i.err" & done
 wait
-t2=$(date +%s.%N)
+t2=$(date +%s%N)
 for i in $(seq "$n"); do KREX_GBENCH=0 "$bin" "${args[@]}" >"$out/none$i.json" 2>"$out/none$i.err" & done
 wait
-t3=$(date +%s.%N)
-echo "wall seconds: solo $(echo "$t1 - $t0" | bc), krex x$n $(echo "$t2 - $t1" | bc), unprotected x$n $(echo "$t3 - $t2" | bc)" | tee "$out/wall.txt"
+t3=$(date +%s%N)
+echo "wall ms: solo $(( (t1 - t0) / 1000000 )), krex x$n $(( (t2 - t1) / 1000000 )), unprotected x$n $(( (t3 - t2) / 1000000 ))" | tee "$out/wall.txt"
 join() { local IFS=,; echo "$*"; }
 python3 scripts/gbench_compare.py "$out/solo.json" \
   "krex=$(join "$out"/krex*.json)" "unprotected=$(join "$out"/none*.json)" \
