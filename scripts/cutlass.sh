@@ -95,7 +95,8 @@ do_unpack() {
   if command -v patch >/dev/null; then
     patch -d "$src" -p1 --forward --quiet <"$patch_file" || die "$patch_file does not apply to $tag"
   else
-    git -C "$src" apply "$patch_file" || die "$patch_file does not apply to $tag"
+    # The ceiling keeps git from taking the krex checkout around .deps for the tree.
+    GIT_CEILING_DIRECTORIES="$deps" git -C "$src" apply "$patch_file" || die "$patch_file does not apply to $tag"
   fi
   echo "$stamp" >"$src/.krex-stamp"
   log "unpacked $tag into $src, patch applied"
