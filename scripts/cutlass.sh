@@ -26,7 +26,8 @@
 # the kernels built; default .deps/cutlass-logs).
 # The binary: .deps/cutlass-build/tools/profiler/cutlass_profiler.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+self=$(readlink -f "$0")
+cd "$(dirname "$self")/.."
 root=$PWD
 
 tag=v4.3.5
@@ -65,7 +66,7 @@ run() {
 }
 die() { log "$*"; exit 1; }
 # The state of a stage: the tag, the patch, the kernel filter and this script.
-stamp_of() { cat "$patch_file" "$0" <(echo "$tag $kernels") | sha256sum | cut -c1-16; }
+stamp_of() { cat "$patch_file" "$self" <(echo "$tag $kernels") | sha256sum | cut -c1-16; }
 stamp=$(stamp_of)
 done_for() { [ -f "$1" ] && [ "$(cat "$1")" = "$stamp" ]; }
 
