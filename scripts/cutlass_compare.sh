@@ -13,7 +13,8 @@
 #   runs.tar.gz   every run's CSV (<mode>-p<i>-r<j>.gemm.csv) and its stdout/stderr
 # Environment:
 #   KREX_CUTLASS_REPS       sequential runs per concurrent process (3)
-#   KREX_CUTLASS_SOLO_REPS  solo runs, each mode (5)
+#   KREX_CUTLASS_SOLO_REPS  solo runs, modes solo and solo-krex (5)
+#   KREX_CUTLASS_AFTER_REPS solo runs at the end, mode solo-after (3)
 #   KREX_CUTLASS_PROBLEMS   the profiler's problem arguments
 #                           ("--m=2048,8192 --n=4096,8192 --k=4096": 4 problems)
 #   KREX_CUTLASS_ARGS       more profiler arguments (e.g. --profiling-duration=20)
@@ -22,7 +23,8 @@
 #     the kernel list (one name a line) and the scratch folder, if not the build's
 # Modes: solo (KREX_CUTLASS=0, alone: the reference), solo-krex (krex on, alone:
 # what the region itself costs), unprotected (N at once, KREX_CUTLASS=0), krex
-# (N at once, regions on).
+# (N at once, regions on), solo-after (alone again, KREX_CUTLASS=0: whether the
+# GPU itself drifted, e.g. its clocks as it warmed, over the comparison).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 n="${1:-8}"
@@ -30,6 +32,7 @@ out="${OUT:-.deps/cutlass-logs}"
 work="${KREX_CUTLASS_WORK:-.deps/cutlass-runs}"
 reps="${KREX_CUTLASS_REPS:-3}"
 solo_reps="${KREX_CUTLASS_SOLO_REPS:-5}"
+after_reps="${KREX_CUTLASS_AFTER_REPS:-3}"
 problems="${KREX_CUTLASS_PROBLEMS:---m=2048,8192 --n=4096,8192 --k=4096}"
 extra="${KREX_CUTLASS_ARGS:-}"
 run_timeout="${KREX_CUTLASS_RUN_TIMEOUT:-180}"
@@ -95,13 +98,15 @@ phase solo 1 "$solo_reps" KREX_CUTLASS=0
 phase solo-krex 1 "$solo_reps" KREX_CUTLASS=1
 phase unprotected "$n" "$reps" KREX_CUTLASS=0
 phase krex "$n" "$reps" KREX_CUTLASS=1
+phase solo-after 1 "$after_reps" KREX_CUTLASS=0
 
 files() { find "$work" -maxdepth 1 -name "$1-p*-r*.gemm.csv" | sort | paste -sd, -; }
 lost_args=()
-for m in solo-krex unprotected krex; do lost_args+=(--lost "$m=$(cat "$work/$m.lost")"); done
+for m in solo-krex unprotected krex solo-after; do lost_args+=(--lost "$m=$(cat "$work/$m.lost")"); done
 status=0
 python3 scripts/cutlass_compare.py "$(files solo)" \
   "solo-krex=$(files solo-krex)" "unprotected=$(files unprotected)" "krex=$(files krex)" \
+  "solo-after=$(files solo-after)" \
   "${lost_args[@]}" --json "$out/compare.json" >"$out/compare.md" 2>>"$log" || status=1
 cat "$out/compare.md"
 tar -czf "$out/runs.tar.gz" -C "$work" . || status=1

@@ -207,7 +207,8 @@ class CutlassCompareDriver(unittest.TestCase):
             out = os.path.join(d, "out")
             env = dict(os.environ, KREX_CUTLASS_PROFILER=fake, KREX_CUTLASS_KERNEL_LIST=kl, OUT=out,
                        KREX_CUTLASS_WORK=os.path.join(d, "work"), KREX_CUTLASS_REPS="2",
-                       KREX_CUTLASS_SOLO_REPS="2", KREX_CUTLASS_PROBLEMS="--m=2048,8192 --n=4096 --k=4096",
+                       KREX_CUTLASS_SOLO_REPS="2", KREX_CUTLASS_AFTER_REPS="1",
+                       KREX_CUTLASS_PROBLEMS="--m=2048,8192 --n=4096 --k=4096",
                        FAKE_TEST_DIR=os.path.dirname(os.path.abspath(__file__)), PATH=os.environ["PATH"])
             p = subprocess.run(["bash", os.path.join(root, "scripts", "cutlass_compare.sh"), "3"], env=env,
                                capture_output=True, text=True, timeout=120)
@@ -216,7 +217,7 @@ class CutlassCompareDriver(unittest.TestCase):
             with open(os.path.join(out, "compare.json")) as f:
                 r = json.load(f)
             runs = {m: r["modes"][m]["runs"] for m in r["modes"]}
-            self.assertEqual(runs, {"solo": 2, "solo-krex": 2, "unprotected": 6, "krex": 6})
+            self.assertEqual(runs, {"solo": 2, "solo-krex": 2, "unprotected": 6, "krex": 6, "solo-after": 1})
             self.assertEqual(len(r["problems"]), 2)
             self.assertEqual(r["modes"]["krex"]["samples"], 6 * 2 * 3)
             with open(os.path.join(out, "compare.log")) as f:
