@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Compares cutlass_profiler CSV outputs of concurrent runs with solo runs.
+
+usage: cutlass_compare.py SOLO.csv[,SOLO.csv...] MODE=RUN.csv[,RUN.csv...] [MODE=...]
+                          [--json OUT] [--lost MODE=N ...]
+
+Each CSV is one cutlass_profiler run (--output=X writes X.gemm.csv). A result is
+keyed by its problem (the CSV's m, n, k, batch_count and, where present, the
+layouts A and B) and its kernel (the Operation column); only rows with
+Provider CUTLASS and Status success are timings (Runtime, ms); other rows are
+counted as failures.
+
+Inflation: for every problem and kernel, each run's runtime over the median of
+the solo runs, minus 1 (0.05 = 5% slower than solo); per mode the median, p95
+and worst over all runs of all processes.
+
+Ranking: per problem, the solo ranking is the kernels sorted by solo median.
+Each run's own ranking (by its runtimes) is compared with it: a winner flip is a
+run whose fastest kernel is not the solo's fastest; inversions count kernel pairs
+in the other order (Kendall distance). The solo runs are compared with the solo
+ranking too: that is the noise floor a concurrent mode is to be judged against.
+
+--lost MODE=N adds the number of results a mode's logs reported as not protected
+to their end (krex lease lost) to the summary.
+"""
+import csv
+import json
+import math
+import os
+import statistics
+import sys
+from collections import defaultdict
+from itertools import combinations
+
+KEY_COLUMNS = ("m", "n", "k", "batch_count", "A", "B")
+
+
+def read_run(path):
+    """{(problem, kernel): [runtime_ms, ...]} and the number of failed rows of one CSV."""
+    times = defaultdict(list)
+    failed = []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames is None or "Runtime" not in reader.fieldnames or "Operation" not in reader.fieldnames:
+            raise SystemExit(f"{path}: not a cutlass_profiler CSV (no Operation/Runtime columns)")
+        cols = [c for c in KEY_COLUMNS if c in reader.fieldnames]
+        for row in reader:
+            if row.get("Provider", "CUTLASS") != "CUTLASS":
+                continue
+            problem = " ".join(f"{c}={row[c]}" for c in cols)
+            kernel = row["Operation"]
+            if row.get("Status", "success") != "success":
+                failed.append((problem, kernel, row.get("Status")))
+                continue
+            try:
+                t = float(row["Runtime"])
+            except (TypeError, ValueError):
+                failed.append((problem, kernel, "runtime " + repr(row["Runtime"])))
+                continue
+            if not math.isfinite(t) or t <= 0:
+                failed.append((problem, kernel, "runtime " + row["Runtime"]))
+                continue
+            times[(problem, kernel)].append(t)
+    return times, failed
+
+
+def quantile(v, q):
+    v = sorted(v)
+    if not v:
+        return float("nan")
+    pos = q * (len(v) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def ranking(times_by_kernel):
+    """Kernels fastest first; ties broken by name so that the order is total."""
+    return [k for k, _ in sorted(times_by_kernel.items(), key=lambda kv: (kv[1], kv[0]))]
+
+
+def inversions(order, ref):
+    pos = {k: i for i, k in enumerate(order)}
+    common = [k for k in ref if k in pos]
+    return sum(1 for a, b in combinations(common, 2) if pos[a] > pos[b]), len(common)
+
+
+def run_rankings(run, problem, kernels):
+    """The run's ranking of `kernels` on `problem` (median of its samples), or None if it lacks one."""
+    med = {}
+    for k in kernels:
+        v = run.get((problem, k))
+        if not v:
+            return None
+        med[k] = statistics.median(v)
+    return ranking(med)
+
+
+def rank_stats(runs, problem, ref_order):
+    flips = inv = pairs_total = missing = 0
+    any_flip = 0
+    n = 0
+    for run in runs:
+        order = run_rankings(run, problem, ref_order)
+        if order is None:
+            missing += 1
+            continue
+        n += 1
+        i, c = inversions(order, ref_order)
+        inv += i
+        pairs_total += c * (c - 1) // 2
+        flips += order[0] != ref_order[0]
+        any_flip += i > 0
+    return {"runs": n, "runs_missing_a_kernel": missing, "winner_flips": flips,
+            "runs_with_any_inversion": any_flip, "inversions": inv, "pairs_compared": pairs_total}
+
+
+def finite(x):
+    """x with NaN and infinities as None (JSON has neither)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x
+
+
+def short_names(problems, kernels):
+    """Display names: problems as MxNxK (plus the key parts that differ between
+    problems), kernels without their common prefix (returned too)."""
+    parts = {p: dict(t.split("=", 1) for t in p.split()) for p in problems}
+    varying = [c for c in KEY_COLUMNS if c not in ("m", "n", "k")
+               and len({d.get(c) for d in parts.values()}) > 1]
+    prob = {}
+    for p, d in parts.items():
+        name = "x".join(d.get(c, "?") for c in ("m", "n", "k"))
+        prob[p] = " ".join([name] + [f"{c}={d[c]}" for c in varying if c in d])
+    prefix = os.path.commonprefix(sorted(kernels)) if len(kernels) > 1 else ""
+    prefix = prefix[:prefix.rfind("_") + 1]
+    return prob, {k: k[len(prefix):] for k in kernels}, prefix
+
+
+def fmt_pct(x):
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:+.1f}%"
+
+
+def main(argv):
+    out_json = None
+    lost = {}
+    args = []
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--json", "--lost"):
+            if i + 1 >= len(argv):
+                print(f"{a} needs a value", file=sys.stderr)
+                return 2
+            if a == "--json":
+                out_json = argv[i + 1]
+            else:
+                mode, _, n = argv[i + 1].partition("=")
+                lost[mode] = int(n)
+            i += 2
+            continue
+        args.append(a)
+        i += 1
+    if len(args) < 2 or "=" in args[0]:
+        print(__doc__, file=sys.stderr)
+        return 2
+
+    solo_paths = [p for p in args[0].split(",") if p]
+    solo_runs = [read_run(p) for p in solo_paths]
+    modes = {}
+    for spec in args[1:]:
+        mode, sep, files = spec.partition("=")
+        if not sep or not mode:
+            print(f"not MODE=FILES: {spec}", file=sys.stderr)
+            return 2
+        modes[mode] = [read_run(p) for p in files.split(",") if p]
+
+    solo_samples = defaultdict(list)
+    for times, _ in solo_runs:
+        for key, v in times.items():
+            solo_samples[key].extend(v)
+    if not solo_samples:
+        print("the solo runs hold no successful result", file=sys.stderr)
+        return 1
+    ref = {key: statistics.median(v) for key, v in solo_samples.items()}
+    problems = sorted({p for p, _ in ref}, key=lambda p: [int(t.split("=")[1]) if t.split("=")[1].isdigit() else t
+                                                        for t in p.split()])
+    kernels_of = {p: sorted(k for q, k in ref if q == p) for p in problems}
+
+    result = {"solo_runs": len(solo_runs), "problems": {}, "modes": {}}
+    pname, kname, prefix = short_names(problems, sorted({k for _, k in ref}))
+    lines = []
+    if prefix:
+        lines.append(f"Kernels: {prefix}<name below>. Inflation: runtime / solo median - 1.\n")
+    lines.append("### Runtime inflation over solo (per problem and kernel)\n")
+    lines.append("| problem | kernel | solo median ms | solo spread | mode | samples | median | p95 | worst |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for p in problems:
+        result["problems"][p] = {"kernels": {}}
+        for k in kernels_of[p]:
+            s = solo_samples[(p, k)]
+            spread = max(s) / min(s) - 1
+            entry = {"solo_median_ms": ref[(p, k)], "solo_samples": len(s), "solo_spread": spread, "modes": {}}
+            for mode, runs in modes.items():
+                samples = [t for times, _ in runs for t in times.get((p, k), [])]
+                if not samples:
+                    continue
+                infl = [t / ref[(p, k)] - 1 for t in samples]
+                r = {"samples": len(samples), "median_inflation": quantile(infl, 0.5),
+                     "p95_inflation": quantile(infl, 0.95), "worst_inflation": max(infl)}
+                entry["modes"][mode] = r
+                lines.append(f"| {pname[p]} | {kname[k]} | {ref[(p, k)]:.4f} | {fmt_pct(spread)} | {mode} | {r['samples']} | "
+                             f"{fmt_pct(r['median_inflation'])} | {fmt_pct(r['p95_inflation'])} | "
+                             f"{fmt_pct(r['worst_inflation'])} |")
+            result["problems"][p]["kernels"][k] = entry
+
+    lines.append("\n### Kernel ranking vs solo (per problem)\n")
+    lines.append("| problem | solo winner | gap to #2 | mode | runs | winner flips | runs with an inversion | inversions / pairs |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    solo_only = [times for times, _ in solo_runs]
+    for p in problems:
+        med = {k: ref[(p, k)] for k in kernels_of[p]}
+        order = ranking(med)
+        gap = med[order[1]] / med[order[0]] - 1 if len(order) > 1 else None
+        result["problems"][p]["solo_ranking"] = order
+        result["problems"][p]["gap_first_second"] = gap
+        result["problems"][p]["ranking"] = {}
+        for mode, runs in [("solo", solo_only)] + [(m, [t for t, _ in r]) for m, r in modes.items()]:
+            st = rank_stats(runs, p, order)
+            result["problems"][p]["ranking"][mode] = st
+            lines.append(f"| {pname[p]} | {kname[order[0]]} | {fmt_pct(gap)} | {mode} | {st['runs']} | {st['winner_flips']} | "
+                         f"{st['runs_with_any_inversion']} | {st['inversions']} / {st['pairs_compared']} |")
+
+    lines.append("\n### Summary per mode\n")
+    lines.append("| mode | runs | median inflation | p95 inflation | worst | winner flips | inversions / pairs | failed results | lost leases |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for mode, runs in [("solo", solo_runs)] + list(modes.items()):
+        infl = []
+        for times, _ in runs:
+            for key, v in times.items():
+                if key in ref:
+                    infl.extend(t / ref[key] - 1 for t in v)
+        flips = sum(result["problems"][p]["ranking"][mode]["winner_flips"] for p in problems)
+        inv = sum(result["problems"][p]["ranking"][mode]["inversions"] for p in problems)
+        pairs = sum(result["problems"][p]["ranking"][mode]["pairs_compared"] for p in problems)
+        failed = sum(len(f) for _, f in runs)
+        m = {"runs": len(runs), "samples": len(infl), "median_inflation": quantile(infl, 0.5),
+             "p95_inflation": quantile(infl, 0.95), "worst_inflation": max(infl) if infl else float("nan"),
+             "winner_flips": flips, "inversions": inv, "pairs_compared": pairs, "failed_results": failed,
+             "failures": [list(x) for _, f in runs for x in f][:50]}
+        if mode in lost:
+            m["lost_leases"] = lost[mode]
+        result["modes"][mode] = m
+        lines.append(f"| {mode} | {len(runs)} | {fmt_pct(m['median_inflation'])} | {fmt_pct(m['p95_inflation'])} | "
+                     f"{fmt_pct(m['worst_inflation'])} | {flips} | {inv} / {pairs} | {failed} | "
+                     f"{lost.get(mode, 'n/a')} |")
+
+    print("\n".join(lines))
+    if out_json:
+        with open(out_json, "w") as f:
+            json.dump(finite(result), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Tests scripts/cutlass_compare.py on synthetic cutlass_profiler CSVs.
+
+The CSVs have the columns cutlass_profiler v4.3.5 writes for --operation=Gemm
+(tools/profiler/src/performance_report.cpp: print_csv_header_ and
+print_result_csv_; the argument columns are the GEMM profiler's arguments and
+the tile description's, in tools/profiler/src/gemm_operation_profiler.cu and
+operation_profiler.cu), with the values it writes (Provider "CUTLASS", Status
+"success" or e.g. "internal", Disposition "not_verified"). The script runs as
+the comparison driver runs it, as a program; its JSON is checked against
+numbers known by construction.
+"""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "cutlass_compare.py")
+
+GEMM_ARGS = ["gemm_kind", "m", "n", "k", "A", "B", "C", "D", "alpha", "beta", "split_k_mode",
+             "split_k_slices", "batch_count", "raster_order", "runtime_input_datatype_a",
+             "runtime_input_datatype_b", "use_pdl", "enable_sm90_mixed_dtype_shuffle_test", "swizzle_size"]
+TILE_ARGS = ["op_class", "accum", "cta_m", "cta_n", "cta_k", "cluster_m", "cluster_n", "cluster_k",
+             "cluster_m_fallback", "cluster_n_fallback", "cluster_k_fallback", "stages", "warps_m",
+             "warps_n", "warps_k", "inst_m", "inst_n", "inst_k", "min_cc", "max_cc"]
+HEADER = (["Problem", "Provider", "OperationKind", "Operation", "Disposition", "Status"] + GEMM_ARGS +
+          TILE_ARGS + ["Bytes", "Flops", "Flops/Byte", "Runtime", "GB/s", "GFLOPs"])
+
+K = "cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_"
+KA = K + "128x256x64_1x2x1_0_tnn_align8_warpspecialized_cooperative_epi_tma"
+KB = K + "256x128x64_2x1x1_0_tnn_align8_warpspecialized_cooperative_epi_tma"
+KC = K + "128x128x64_1x2x1_0_tnn_align8_warpspecialized_pingpong_epi_tma"
+P1 = (2048, 4096, 4096)
+P2 = (8192, 8192, 4096)
+
+
+def write_csv(path, results, status=None):
+    """results: {(problem, kernel): runtime_ms}; status: {(problem, kernel): status}."""
+    status = status or {}
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(HEADER)
+        for idx, ((p, kern), t) in enumerate(sorted(results.items())):
+            m, n, k = p
+            st = status.get((p, kern), "success")
+            args = ["universal", m, n, k, "f16:row", "f16:column", "f16:column", "f16:column", 1, 0,
+                    "serial", 1, 1, "heuristic", "", "", 0, "false", 1]
+            tile = ["tensorop", "f32", 128, 256, 64, 1, 2, 1, 0, 0, 0, 0, 4, 1, 1, 64, 256, 16, 90, 90]
+            flops = 2 * m * n * k
+            byts = 2 * (m * k + n * k + 2 * m * n)
+            tail = [byts, flops, flops / byts, t]
+            tail += [byts / t / 1e6, flops / t / 1e6] if st == "success" else ["", ""]
+            w.writerow([idx, "CUTLASS", "gemm", kern, "not_verified", st] + args + tile + tail)
+
+
+SOLO = {(P1, KA): 0.100, (P1, KB): 0.104, (P1, KC): 0.130,
+        (P2, KA): 0.800, (P2, KB): 0.790, (P2, KC): 0.900}
+
+
+class CutlassCompare(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.n = 0
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def csv(self, results, status=None):
+        self.n += 1
+        path = os.path.join(self.dir.name, f"run{self.n}.gemm.csv")
+        write_csv(path, results, status)
+        return path
+
+    def compare(self, solo, modes, extra=()):
+        out = os.path.join(self.dir.name, "compare.json")
+        argv = [sys.executable, SCRIPT, ",".join(solo)]
+        argv += [f"{m}={','.join(files)}" for m, files in modes.items()]
+        argv += list(extra) + ["--json", out]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(out) as f:
+            return json.load(f), p.stdout
+
+    def scaled(self, factors):
+        return {key: t * factors.get(key, 1.0) for key, t in SOLO.items()}
+
+    def test_identical_runs_show_no_inflation_and_no_flips(self):
+        solo = [self.csv(SOLO) for _ in range(3)]
+        same = [self.csv(SOLO) for _ in range(8)]
+        r, md = self.compare(solo, {"krex": same})
+        m = r["modes"]["krex"]
+        self.assertEqual(m["runs"], 8)
+        self.assertEqual(m["samples"], 8 * len(SOLO))
+        self.assertAlmostEqual(m["worst_inflation"], 0.0)
+        self.assertEqual(m["winner_flips"], 0)
+        self.assertEqual(m["inversions"], 0)
+        self.assertEqual(m["failed_results"], 0)
+        p1 = "m=2048 n=4096 k=4096 batch_count=1 A=f16:row B=f16:column"
+        self.assertEqual(r["problems"][p1]["solo_ranking"], [KA, KB, KC])
+        self.assertAlmostEqual(r["problems"][p1]["gap_first_second"], 0.04)
+        self.assertIn("| krex |", md)
+
+    def test_inflation_percentiles_and_worst_are_over_all_runs(self):
+        solo = [self.csv(SOLO)]
+        # KA on P1 inflated by 10%, 20%, ..., 80% across 8 processes; the rest untouched.
+        runs = [self.csv(self.scaled({(P1, KA): 1 + 0.1 * i})) for i in range(1, 9)]
+        r, _ = self.compare(solo, {"unprotected": runs})
+        p1 = "m=2048 n=4096 k=4096 batch_count=1 A=f16:row B=f16:column"
+        e = r["problems"][p1]["kernels"][KA]["modes"]["unprotected"]
+        self.assertEqual(e["samples"], 8)
+        self.assertAlmostEqual(e["median_inflation"], 0.45)
+        self.assertAlmostEqual(e["worst_inflation"], 0.8)
+        self.assertAlmostEqual(e["p95_inflation"], 0.1 * (1 + 0.95 * 7), places=9)
+        other = r["problems"][p1]["kernels"][KB]["modes"]["unprotected"]
+        self.assertAlmostEqual(other["worst_inflation"], 0.0)
+
+    def test_ranking_flips_and_inversions_are_counted_per_run(self):
+        solo = [self.csv(SOLO) for _ in range(2)]
+        runs = [
+            self.csv(self.scaled({(P1, KA): 1.10})),              # P1: KB, KA, KC: winner flip, 1 inversion
+            self.csv(self.scaled({(P1, KA): 1.40})),              # P1: KB, KC, KA: winner flip, 2 inversions
+            self.csv(self.scaled({(P2, KB): 1.02})),              # P2: KA, KB, KC: winner flip, 1 inversion
+            self.csv(SOLO),                                       # nothing
+        ]
+        r, _ = self.compare(solo, {"unprotected": runs})
+        p1 = "m=2048 n=4096 k=4096 batch_count=1 A=f16:row B=f16:column"
+        p2 = "m=8192 n=8192 k=4096 batch_count=1 A=f16:row B=f16:column"
+        s1 = r["problems"][p1]["ranking"]["unprotected"]
+        self.assertEqual((s1["runs"], s1["winner_flips"], s1["inversions"], s1["pairs_compared"]), (4, 2, 3, 12))
+        self.assertEqual(s1["runs_with_any_inversion"], 2)
+        s2 = r["problems"][p2]["ranking"]["unprotected"]
+        self.assertEqual((s2["winner_flips"], s2["inversions"]), (1, 1))
+        self.assertEqual(r["problems"][p2]["solo_ranking"], [KB, KA, KC])
+        self.assertEqual(r["modes"]["unprotected"]["winner_flips"], 3)
+        self.assertEqual(r["modes"]["unprotected"]["inversions"], 4)
+        # The solo runs against their own median: the noise floor, here none.
+        self.assertEqual(r["modes"]["solo"]["winner_flips"], 0)
+
+    def test_solo_noise_floor_counts_solo_flips(self):
+        # Two solo runs disagree on P1's winner; the median ranks KA first (ties by name).
+        solo = [self.csv(self.scaled({(P1, KA): 1.00})), self.csv(self.scaled({(P1, KA): 1.08})),
+                self.csv(self.scaled({(P1, KA): 0.99}))]
+        r, _ = self.compare(solo, {"krex": [self.csv(SOLO)]})
+        p1 = "m=2048 n=4096 k=4096 batch_count=1 A=f16:row B=f16:column"
+        self.assertEqual(r["problems"][p1]["ranking"]["solo"]["winner_flips"], 1)
+        self.assertAlmostEqual(r["problems"][p1]["kernels"][KA]["solo_spread"], 1.08 / 0.99 - 1)
+
+    def test_failed_rows_are_counted_not_timed(self):
+        solo = [self.csv(SOLO)]
+        bad = self.csv(self.scaled({(P1, KA): 50.0}), status={(P1, KA): "internal"})
+        r, _ = self.compare(solo, {"krex": [bad]}, extra=["--lost", "krex=2"])
+        m = r["modes"]["krex"]
+        self.assertEqual(m["failed_results"], 1)
+        self.assertEqual(m["samples"], len(SOLO) - 1)
+        self.assertAlmostEqual(m["worst_inflation"], 0.0)
+        self.assertEqual(m["lost_leases"], 2)
+        p1 = "m=2048 n=4096 k=4096 batch_count=1 A=f16:row B=f16:column"
+        st = r["problems"][p1]["ranking"]["krex"]
+        self.assertEqual((st["runs"], st["runs_missing_a_kernel"]), (0, 1))
+
+    def test_a_file_that_is_not_a_profiler_csv_is_refused(self):
+        path = os.path.join(self.dir.name, "other.csv")
+        with open(path, "w") as f:
+            f.write("a,b\n1,2\n")
+        p = subprocess.run([sys.executable, SCRIPT, path, "krex=" + path], capture_output=True, text=True,
+                           timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("not a cutlass_profiler CSV", p.stderr)
+
+
+FAKE_PROFILER = r"""#!/usr/bin/env python3
+# Stands in for cutlass_profiler in the driver test: parses the arguments the
+# driver passes, writes <output>.gemm.csv as the profiler does, and prints the
+# patch's krex join line when KREX_CUTLASS is not 0.
+import itertools, os, sys
+sys.path.insert(0, os.environ["FAKE_TEST_DIR"])
+import cutlass_compare_test as t
+a = dict(x[2:].split("=", 1) for x in sys.argv[1:] if x.startswith("--") and "=" in x)
+assert a["operation"] == "Gemm" and a["verification-enabled"] == "false", a
+kernels = a["kernels"].split(",")
+dims = [[int(v) for v in a[d].split(",")] for d in ("m", "n", "k")]
+on = os.environ.get("KREX_CUTLASS", "1") != "0"
+if on:
+    print("krex: cutlass_profiler on CUDA device 0 joined segment x (gating: cupti)", file=sys.stderr)
+res = {(p, k): 0.001 * (p[0] * p[1] * p[2]) ** (1 / 3) * (1 + 0.01 * i)
+       for p in itertools.product(*dims) for i, k in enumerate(kernels)}
+t.write_csv(a["output"] + ".gemm.csv", res)
+"""
+
+
+class CutlassCompareDriver(unittest.TestCase):
+    """scripts/cutlass_compare.sh with a stand-in profiler: the phases, the files, the counts."""
+
+    def test_driver_runs_every_mode_and_writes_its_four_files(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, "cutlass_profiler")
+            with open(fake, "w") as f:
+                f.write(FAKE_PROFILER)
+            os.chmod(fake, 0o755)
+            kl = os.path.join(d, "kernels.txt")
+            with open(kl, "w") as f:
+                f.write(f"{KA}\n{KB}\n{KC}\n")
+            out = os.path.join(d, "out")
+            env = dict(os.environ, KREX_CUTLASS_PROFILER=fake, KREX_CUTLASS_KERNEL_LIST=kl, OUT=out,
+                       KREX_CUTLASS_WORK=os.path.join(d, "work"), KREX_CUTLASS_REPS="2",
+                       KREX_CUTLASS_SOLO_REPS="2", KREX_CUTLASS_AFTER_REPS="1",
+                       KREX_CUTLASS_PROBLEMS="--m=2048,8192 --n=4096 --k=4096",
+                       FAKE_TEST_DIR=os.path.dirname(os.path.abspath(__file__)), PATH=os.environ["PATH"])
+            p = subprocess.run(["bash", os.path.join(root, "scripts", "cutlass_compare.sh"), "3"], env=env,
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(sorted(os.listdir(out)), ["compare.json", "compare.log", "compare.md", "runs.tar.gz"])
+            with open(os.path.join(out, "compare.json")) as f:
+                r = json.load(f)
+            runs = {m: r["modes"][m]["runs"] for m in r["modes"]}
+            self.assertEqual(runs, {"solo": 2, "solo-krex": 2, "unprotected": 6, "krex": 6, "solo-after": 1})
+            self.assertEqual(len(r["problems"]), 2)
+            self.assertEqual(r["modes"]["krex"]["samples"], 6 * 2 * 3)
+            with open(os.path.join(out, "compare.log")) as f:
+                log = f.read()
+            self.assertIn("krex: 3 x 2 runs", log)
+            self.assertIn("krex joins 6;", log)
+            self.assertIn("unprotected: 3 x 2 runs", log)
+            self.assertRegex(log, r"unprotected: .* krex joins 0;")
+
+
+if __name__ == "__main__":
+    unittest.main()
