@@ -36,19 +36,22 @@ struct region_report {
   bool took_over_gate = false;  ///< a dead holder's raised gate was taken over
   bool lease_lost = false;      ///< the lock was taken away before exit (lease expired)
   bool thaw_failed = false;     ///< a sibling could not be thawed at exit (see krexctl recover)
+  bool freeze_broken = false;   ///< a frozen sibling ran again before the region ended (thawed by someone else)
 
   freeze_method freeze = freeze_method::none;  ///< method used ("none" if not frozen)
   freeze_scope scope = freeze_scope::all;
   std::vector<int> pinned_cpus;
   std::string gating = "explicit";  ///< how the holder's siblings' submissions are gated in this process
 
-  /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+pin", "gate+drain(contended)", "none".
+  /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+pin", "gate+drain(contended)",
+  /// "gate+drain+freeze(cgroup2,broken)" (a sibling ran again during the body), "none".
   std::string level() const {
     if (!gated) return "none";
     std::string s = "gate";
     if (drained) s += "+drain";
     else if (contended) s += "+drain(contended)";
-    if (frozen && freeze != freeze_method::none) s += std::string("+freeze(") + to_string(freeze) + ")";
+    if (frozen && freeze != freeze_method::none)
+      s += std::string("+freeze(") + to_string(freeze) + (freeze_broken ? ",broken)" : ")");
     if (pinned) s += "+pin";
     return s;
   }
