@@ -26,6 +26,11 @@ namespace krex::detail {
 /// holder in a phase and kill it there. Never set in production.
 inline void (*phase_hook)(std::uint32_t phase) noexcept = nullptr;
 
+/// Test seam: called by recover_device once it holds the claim and took its
+/// snapshot, before its first write. Tests stop a recoverer there. Never set
+/// in production.
+inline void (*recovery_hook)() noexcept = nullptr;
+
 inline void set_phase(device_state& dev, std::uint32_t phase) noexcept {
   dev.phase.store(phase);
   if (phase_hook != nullptr) phase_hook(phase);
@@ -208,6 +213,7 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
   const std::uint32_t g = dev.gate.load();
   const std::uint32_t gh = dev.holder.load();
   const std::uint32_t t = dev.lease_ticket.load();
+  if (recovery_hook != nullptr) recovery_hook();
   // 1. Thaw (every tenant of the device: the holder may have died halfway
   //    through freezing, before it marked who it froze).
   thaw_device(n, d, c, mine, lease);

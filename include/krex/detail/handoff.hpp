@@ -72,7 +72,10 @@ inline bool stamp_served(device_state& dev, std::uint32_t s, std::uint64_t& m) n
 inline bool serve_next(device_state& dev, std::uint32_t t) noexcept {
   std::uint32_t expected = t;
   const bool moved = dev.now_serving.compare_exchange_strong(expected, t + 1);
-  if (moved) {
+  // Stamped only when t + 1 has a waiter: a ticket taken later, into an
+  // empty queue, starts its hand-off when someone first looks at it (its
+  // taker, at once), not when the queue emptied.
+  if (moved && dev.next_ticket.load() != t + 1) {
     std::uint64_t m = 0;
     stamp_served(dev, t + 1, m);
   }
