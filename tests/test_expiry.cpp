@@ -212,6 +212,10 @@ TEST_F(expiry, HolderStoppedWhileExitingIsRecoveredAndThenTouchesNothing) {
     krex::tenant t{base().scope(krex::freeze_scope::active)};
     m_b->ready.fetch_add(1);
     while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
+    // Thawed by the recovery: let the sibling submit again first, so that it
+    // is active (dirty) when this region drains it.
+    const std::uint64_t seen = m_b->spins.load();
+    while (m_b->spins.load() < seen + 100) std::this_thread::sleep_for(1ms);
     krex::region r{t};
     m_b->granted_ns.store(krex_test::now_ns());
     m_b->in_body.store(1);
