@@ -60,10 +60,11 @@ inline std::int32_t claim_pid(std::uint64_t c) noexcept {
 }
 
 /// How long ago claim word `c` was taken (ms clock, wraps after 49 days).
+/// A claim taken after `now` was read counts as age 0, not as 49 days.
 inline std::uint64_t claim_age_ns(std::uint64_t c, std::uint64_t now) noexcept {
-  return static_cast<std::uint64_t>(static_cast<std::uint32_t>(now / 1'000'000ULL) -
-                                    static_cast<std::uint32_t>(c >> 32)) *
-         1'000'000ULL;
+  const auto d = static_cast<std::int32_t>(static_cast<std::uint32_t>(now / 1'000'000ULL) -
+                                           static_cast<std::uint32_t>(c >> 32));
+  return d > 0 ? static_cast<std::uint64_t>(d) * 1'000'000ULL : 0;
 }
 
 /// True when the recoverer that took claim word `c` still runs (pid + start

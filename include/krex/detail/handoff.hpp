@@ -40,9 +40,11 @@ inline std::uint64_t make_mark(std::uint32_t ticket, std::uint64_t flags,
 }
 
 /// How long ago mark `m` was stamped (its ms clock wraps after ~6 days: a
-/// wrapped stamp only looks younger, delaying a skip by one hand-off).
+/// wrapped stamp only looks younger, delaying a skip by one hand-off). A
+/// stamp taken after `now` was read counts as age 0.
 inline std::uint64_t mark_age_ns(std::uint64_t m, std::uint64_t now) noexcept {
-  return (((now / 1'000'000ULL) - (m & served_ms_mask)) & served_ms_mask) * 1'000'000ULL;
+  const std::uint64_t d = ((now / 1'000'000ULL) - (m & served_ms_mask)) & served_ms_mask;
+  return d < served_ms_mask / 2 ? d * 1'000'000ULL : 0;
 }
 
 /// True when ticket `a` comes after ticket `b` (tickets wrap).
