@@ -303,7 +303,7 @@ TEST_F(faults, LeaseExpiryHandsTheDeviceOnAndTheHolderLearnsAtExit) {
   spawn_waiter();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
   child holder = krex_test::spawn([&] {
-    krex::tenant t{opts().lease(150ms)};
+    krex::tenant t{opts().lease(150ms).drain_deadline(50ms).freeze_deadline(30ms)};
     krex::region r{t};
     m_b->reached.store(1);
     // The body outlives the lease; a waiter is served meanwhile.

@@ -215,9 +215,14 @@ int cmd_recover(const args& a) {
       case kd::recovery::lease_expired:
         std::printf("device %u: recovered (holder pid %d outlived its lease)\n", d, holder);
         break;
-      case kd::recovery::in_progress:
-        std::printf("device %u: a recovery is already in progress\n", d);
+      case kd::recovery::in_progress: {
+        const std::uint64_t claim = dev.recover_claim.load();
+        const bool live = claim != 0 && kd::claimant_alive(dev, claim, kd::now_ns());
+        std::printf("device %u: a recovery is already in progress (pid %d, %s)%s\n", d,
+                    kd::claim_pid(claim), live ? "alive" : "gone",
+                    live && !a.force ? ": --force takes it over if it is stalled" : "");
         break;
+      }
       case kd::recovery::nothing:
         if (a.force && dev.lease_slot.load() == 0) {
           // No holder: thaw whatever is still frozen, as a wedged device needs.
@@ -234,21 +239,15 @@ int cmd_recover(const args& a) {
   }
   const std::uint32_t reaped = kd::reap_dead_tenants(n, c);
   if (reaped != 0) std::printf("reaped %u dead tenant slot(s)\n", reaped);
-  // Move each lock queue past tickets nobody alive owns (dead waiters).
+  // Move each lock queue past served tickets nobody takes: dead waiters, and
+  // live ones past the hand-off deadline (--force: at once; they queue anew).
   for (std::uint32_t d = 0; d < kd::max_devices; ++d) {
     if (a.device >= 0 && d != static_cast<std::uint32_t>(a.device)) continue;
     kd::device_state& dev = n.devices[d];
     if (dev.key.load() == 0) continue;
-    kd::member m;
-    m.node = &n;
-    m.dev = &dev;
-    m.device = d;
-    m.recovery = &c;
-    const std::uint32_t before = dev.now_serving.load();
-    kd::skip_abandoned_tickets(m);
-    if (dev.now_serving.load() != before)
-      std::printf("device %u: skipped %u abandoned ticket(s)\n", d,
-                  dev.now_serving.load() - before);
+    const std::uint32_t skipped = kd::advance_queue(n, d, c, a.force);
+    if (skipped != 0)
+      std::printf("device %u: skipped %u served ticket(s) nobody took\n", d, skipped);
   }
   const kd::node_view v = kd::read_status(n, full);
   for (const std::string& p : v.problems) std::printf("problem left: %s\n", p.c_str());

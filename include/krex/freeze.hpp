@@ -166,6 +166,23 @@ class freezer {
     }
   }
 
+  /// False when sibling `s` is known to run again: its leaf no longer frozen,
+  /// or (signal) its process not stopped. A sibling that is gone, or whose
+  /// state cannot be read, does not count as thawed.
+  bool still_frozen(const target& s) const noexcept {
+    bool ok = true;
+    try {
+      int e = 0;
+      if (m_method == freeze_method::signal)
+        e = s.pid > 0 ? freeze_signal::is_stopped(freeze_signal::target_of(s.pid), ok) : 0;
+      else if (m_method != freeze_method::none)
+        e = frozen(s.slot, ok);
+      return e != 0 || ok;
+    } catch (...) {
+      return true;
+    }
+  }
+
   /// Thaws these siblings: tries every one, returns false if any thaw failed
   /// (the failure is kept in last_error()). A sibling whose leaf or process is
   /// already gone counts as thawed.

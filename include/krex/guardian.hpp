@@ -7,8 +7,11 @@
 // outside every tenant cgroup and watches the holders:
 //
 //   - on a holder's death (pidfd, else /proc polling with start time) or
-//     lease expiry it thaws the device's tenants, lowers the gate with a new
-//     epoch and moves the region lock on (detail::recover_device);
+//     lease expiry, in any phase, it thaws the device's tenants, lowers the
+//     gate with a new epoch and moves the region lock on
+//     (detail::recover_device), and takes over a recovery whose recoverer died;
+//   - it skips served tickets whose waiter does not take them within the
+//     hand-off deadline (detail::advance_queue);
 //   - it reaps dead tenants (slot freed, in_submit discarded, leaf removed);
 //   - it leaves when no live tenant is left.
 //
@@ -141,6 +144,10 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
     for (std::uint32_t d = 0; d < max_devices; ++d) {
       device_state& dev = n.devices[d];
       if (dev.lease_slot.load() != 0 || (dev.gate.load() & 1U) != 0) recover_device(n, d, c);
+      // A served ticket nobody takes (its waiter died, or is stopped past the
+      // hand-off deadline) would hold the queue with no lease to expire.
+      if (dev.lease_slot.load() == 0 && dev.now_serving.load() != dev.next_ticket.load())
+        advance_queue(n, d, c);
       const std::uint32_t ls = dev.lease_slot.load();
       const std::int32_t lp = ls != 0 ? dev.lease_pid.load() : 0;
       if (lp != watched[d]) {

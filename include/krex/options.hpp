@@ -116,6 +116,10 @@ inline bool valid_segment_name(const std::string& s) {
 
 /// Configuration of one tenant. Setters validate at once and throw
 /// krex::error (step::options) naming the option and the accepted values.
+/// with_env() (at join) also checks that the lease outlasts the longest
+/// region entry, drain_deadline + 3 x freeze_deadline (a freeze is retried
+/// twice when siblings die): a lease expires in any phase, and a holder that
+/// is still entering must never lose it while it runs.
 /// `KREX_*` environment variables override what the code set; they are read
 /// by `with_env()`, which the tenant calls when it joins.
 ///
@@ -304,10 +308,22 @@ class options {
       o.m_host_devices = static_cast<int>(
           detail::parse_int("KREX_HOST_DEVICES", v, 1, max_devices, "an integer 1..16"));
     if (const char* v = env("KREX_GATING")) o.m_gating = detail::parse_gating("KREX_GATING", v);
+    o.check_lease();
     return o;
   }
 
  private:
+  void check_lease() const {
+    const ms entry = m_drain_deadline + 3 * m_freeze_deadline;
+    if (m_lease > entry) return;
+    throw error(step::options,
+                "lease (" + std::to_string(m_lease.count()) +
+                    " ms) must be longer than a region's longest entry, drain_deadline + 3 x "
+                    "freeze_deadline (" + std::to_string(entry.count()) + " ms)",
+                0, "raise lease / KREX_LEASE_MS, or lower drain_deadline / KREX_DRAIN_DEADLINE_MS "
+                   "and freeze_deadline / KREX_FREEZE_DEADLINE_MS");
+  }
+
   options& set_ms(const char* name, ms& field, ms t, long long min) {
     if (t.count() < min)
       detail::bad_option(name, std::to_string(t.count()) + " ms",

@@ -61,8 +61,8 @@ class basic_region {
   basic_region& operator=(const basic_region&) = delete;
 
   /// Ends the region now. Throws krex::error(step::release) if the lock had
-  /// been taken away before the region ended (its lease expired): the body's
-  /// timings were not protected to the end.
+  /// been taken away before the region ended (its lease expired, also while
+  /// exiting): the body's timings were not protected to the end.
   void exit() {
     if (m_stage == stage::none) return;
     finish();
@@ -93,7 +93,10 @@ class basic_region {
     std::uint64_t t1 = detail::now_ns();
     m_report.lock_ns = t1 - t0;
 
-    // Step 1: gate.
+    // Step 1: gate. From here on, every step a recoverer would own once the
+    // lease expired (this process stopped or starved past it) is taken only
+    // while the lease is still ours, checked immediately before.
+    check_lease("raising the gate");
     const auto [epoch, took_over] = detail::raise_gate(m);
     m_epoch = epoch;
     m_stage = stage::gated;
@@ -110,6 +113,7 @@ class basic_region {
 
     // Step 2: drain.
     detail::set_phase(*m.dev, detail::phase_draining);
+    check_lease("draining the siblings");
     if (detail::proxy_acks(m, sibs, epoch) > 0) detail::ring_agents(m);
     ok = detail::wait_drained(m, sibs, epoch, drain_deadline) && ok;
     std::uint64_t t3 = detail::now_ns();
@@ -156,6 +160,7 @@ class basic_region {
         m_frozen.push_back(detail::freezer::target{sb.slot, sb.pid});
       }
       for (int attempt = 0;; ++attempt) {
+        check_lease("freezing the siblings");
         try {
           fz->freeze(m_frozen, std::chrono::steady_clock::now() + m.opts.freeze_deadline());
           break;
@@ -177,6 +182,13 @@ class basic_region {
         m_report.notes.push_back("freeze: scope active left " + std::to_string(idle) +
                                  " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
                                  "freezes them too)");
+      if (!detail::lease_held(m)) {
+        // Lost while freezing: the recoverer's thaw may have come first, so
+        // these freezes are ours and nobody else would undo them.
+        fz->thaw(m_frozen);
+        m_frozen.clear();
+        check_lease("freezing the siblings");
+      }
       m_stage = stage::frozen;
       for (const auto& f : m_frozen) {
         m.slot_at(f.slot).frozen.store(1);
@@ -206,39 +218,67 @@ class basic_region {
     detail::set_phase(*m.dev, detail::phase_body);
   }
 
+  /// Throws krex::error(step::lock) if this region's lease was taken away
+  /// while it was entering (`what`: the step it was about to take).
+  void check_lease(const char* what) const {
+    if (detail::lease_held(*m_member)) return;
+    throw error(step::lock,
+                std::string("the region's lease expired or was taken away before ") + what +
+                    " (this process was stopped or starved for longer than its lease, or "
+                    "`krexctl recover --force` ran): the device was handed on",
+                0, "enter the region again; raise lease / KREX_LEASE_MS if entering is slow");
+  }
+
   void unwind() noexcept {
     detail::member& m = *m_member;
     if (m_stage != stage::none && !detail::claim_exit(m)) {
       // A recoverer took the lease away (it expired, or krexctl recover): it
       // has thawed the siblings, lowered the gate and moved the lock on, and
-      // a new holder may already have frozen them again. Touch none of it.
+      // a new holder may already have frozen them again. Touch none of it;
+      // only a gate this region raised and that is still at its epoch (the
+      // recoverer had snapshotted it before it rose) comes down, by CAS.
       m_report.lease_lost = true;
       m_pin.reset();
       m_frozen.clear();
+      if (m_stage != stage::locked) detail::lower_gate(m, m_epoch);
       m.slot->ticket.store(detail::no_ticket);
       m_stage = stage::none;
       return;
     }
+    // Exiting: the lease still runs, so a recoverer may take it from a holder
+    // stopped on its way out. Each write below happens only while
+    // lease_held(m, lease_exiting), checked right before it.
+    const auto ours = [&] { return detail::lease_held(m, detail::lease_exiting); };
     if (m_stage == stage::pinned) {
-      detail::set_phase(*m.dev, detail::phase_exiting);
+      if (ours()) detail::set_phase(*m.dev, detail::phase_exiting);
       m_pin.reset();
       m_stage = stage::frozen;
     }
     if (m_stage == stage::frozen) {
-      if (!m_frozen.empty()) {
-        if (!m_tenant->detail_freezer()->thaw(m_frozen)) m_report.thaw_failed = true;
-        for (const auto& f : m_frozen) m.slot_at(f.slot).frozen.store(0);
-        m_frozen.clear();
+      detail::freezer* fz = m_tenant->detail_freezer();
+      for (const auto& f : m_frozen) {
+        // Something thawed a sibling during the body (a late thaw, a
+        // SIGCONT, an operator): the body was not protected throughout.
+        if (!fz->still_frozen(f)) m_report.freeze_broken = true;
       }
+      for (const auto& f : m_frozen) {
+        if (!ours()) {
+          m_report.lease_lost = true;
+          break;
+        }
+        if (!fz->thaw({f})) m_report.thaw_failed = true;
+        m.slot_at(f.slot).frozen.store(0);
+      }
+      m_frozen.clear();
       m_stage = stage::gated;
     }
     if (m_stage == stage::gated) {
-      detail::set_phase(*m.dev, detail::phase_exiting);
+      if (ours()) detail::set_phase(*m.dev, detail::phase_exiting);
       if (!detail::lower_gate(m, m_epoch)) m_report.lease_lost = true;
       m_stage = stage::locked;
     }
     if (m_stage == stage::locked) {
-      detail::set_phase(*m.dev, detail::phase_idle);
+      if (ours()) detail::set_phase(*m.dev, detail::phase_idle);
       if (!detail::release_region_lock(m, m_ticket)) m_report.lease_lost = true;
       m_stage = stage::none;
     }

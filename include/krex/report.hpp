@@ -36,6 +36,7 @@ struct region_report {
   bool took_over_gate = false;  ///< a dead holder's raised gate was taken over
   bool lease_lost = false;      ///< the lock was taken away before exit (lease expired)
   bool thaw_failed = false;     ///< a sibling could not be thawed at exit (see krexctl recover)
+  bool freeze_broken = false;   ///< a frozen sibling ran again before the region ended (thawed by someone else)
 
   freeze_method freeze = freeze_method::none;  ///< method used ("none" if not frozen)
   freeze_scope scope = freeze_scope::all;
@@ -57,13 +58,15 @@ struct region_report {
   /// in /proc/stat tick resolution (-1: not measured, e.g. not pinned).
   long long reserved_foreign_ns = -1;
 
-  /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+pin", "gate+drain(contended)", "none".
+  /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+pin", "gate+drain(contended)",
+  /// "gate+drain+freeze(cgroup2,broken)" (a sibling ran again during the body), "none".
   std::string level() const {
     if (!gated) return "none";
     std::string s = "gate";
     if (drained) s += "+drain";
     else if (contended) s += "+drain(contended)";
-    if (frozen && freeze != freeze_method::none) s += std::string("+freeze(") + to_string(freeze) + ")";
+    if (frozen && freeze != freeze_method::none)
+      s += std::string("+freeze(") + to_string(freeze) + (freeze_broken ? ",broken)" : ")");
     if (pinned) s += "+pin";
     return s;
   }

@@ -11,6 +11,7 @@
 // freeze a sibling that a late thaw of this recovery then lets run.
 
 #include <krex/detail/guardian_sys.hpp>
+#include <krex/detail/handoff.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/slots.hpp>
 
@@ -24,6 +25,11 @@ namespace krex::detail {
 /// layout.hpp), after it is stored. Fault-injection tests use it to hold a
 /// holder in a phase and kill it there. Never set in production.
 inline void (*phase_hook)(std::uint32_t phase) noexcept = nullptr;
+
+/// Test seam: called by recover_device once it holds the claim and took its
+/// snapshot, before its first write. Tests stop a recoverer there. Never set
+/// in production.
+inline void (*recovery_hook)() noexcept = nullptr;
 
 inline void set_phase(device_state& dev, std::uint32_t phase) noexcept {
   dev.phase.store(phase);
@@ -39,40 +45,112 @@ inline const recovery_config& recovery_of(const member& m) noexcept {
 /// What recover_device did.
 enum class recovery { nothing, holder_dead, lease_expired, in_progress };
 
-/// A recoverer that marked lease_recovering and then died is taken over after this.
-inline constexpr std::uint64_t recovery_takeover_ns = 1'000'000'000ULL;
+/// A recoverer's claim word younger than this whose pid exists counts as
+/// alive even before its start time is recorded (the claim is written first).
+inline constexpr std::uint64_t recovery_claim_grace_ns = 1'000'000'000ULL;
+
+/// This process's recover_claim word: claim ms clock (32 bits) << 32 | pid.
+inline std::uint64_t my_recover_claim(std::uint64_t now) noexcept {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(now / 1'000'000ULL)) << 32) |
+         static_cast<std::uint32_t>(::getpid());
+}
+
+inline std::int32_t claim_pid(std::uint64_t c) noexcept {
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(c));
+}
+
+/// How long ago claim word `c` was taken (ms clock, wraps after 49 days).
+/// A claim taken after `now` was read counts as age 0, not as 49 days.
+inline std::uint64_t claim_age_ns(std::uint64_t c, std::uint64_t now) noexcept {
+  const auto d = static_cast<std::int32_t>(static_cast<std::uint32_t>(now / 1'000'000ULL) -
+                                           static_cast<std::uint32_t>(c >> 32));
+  return d > 0 ? static_cast<std::uint64_t>(d) * 1'000'000ULL : 0;
+}
+
+/// True when the recoverer that took claim word `c` still runs (pid + start
+/// time). Only a dead claimant is taken over without `force`: a slow or
+/// stopped one may still act, and its late steps must then find a claim that
+/// moved (they check it).
+inline bool claimant_alive(const device_state& dev, std::uint64_t c, std::uint64_t now) noexcept {
+  const std::int32_t pid = claim_pid(c);
+  if (pid <= 0) return false;
+  if (as_safe::alive(pid, dev.recover_start_time.load())) return true;
+  return claim_age_ns(c, now) < recovery_claim_grace_ns && as_safe::alive(pid, 0);
+}
+
+/// True while the recovery claimed with `mine` is still this recoverer's:
+/// checked immediately before each of its writes that a newer holder could
+/// own (thawing a slot), so that a recoverer stalled and taken over stops.
+inline bool still_recovering(const device_state& dev, std::uint64_t mine,
+                             std::uint32_t lease) noexcept {
+  return dev.recover_claim.load() == mine && dev.lease_slot.load() == lease;
+}
 
 /// Thaws every tenant of device `d` (slot bounded, device index checked),
 /// clearing their `frozen` flags. Returns the number of thaw failures.
-inline int thaw_device(node_state& n, std::uint32_t d, const recovery_config& c) noexcept {
+/// `mine`/`lease` (0: unchecked): the recovery claim and lease word this
+/// thaw belongs to, re-checked before each slot; once they moved the thaw
+/// stops (the device was handed on: its new holder owns the siblings).
+inline int thaw_device(node_state& n, std::uint32_t d, const recovery_config& c,
+                       std::uint64_t mine = 0, std::uint32_t lease = 0) noexcept {
   int failures = 0;
+  device_state& dev = n.devices[d < max_devices ? d : 0];
   for (std::uint32_t i = 0; i < max_tenants; ++i) {
     tenant_slot& s = n.tenants[i];
     if (s.device.load() != d) continue;
     const std::int32_t pid = s.owner.load();
     if (pid == 0 && s.frozen.load() == 0) continue;
+    if (mine != 0 && !still_recovering(dev, mine, lease)) return failures;
     if (as_safe::thaw_slot(c, i, pid, s.start_time.load()) != 0) ++failures;
     s.frozen.store(0);
   }
   return failures;
 }
 
-/// Lowers a raised gate of device `dev` with a new epoch (CAS: a gate that
-/// moved on meanwhile is left alone) and wakes parked submitters and agents.
-inline void lower_gate_for_recovery(device_state& dev, std::uint32_t g) noexcept {
-  while ((g & 1U) != 0 && !dev.gate.compare_exchange_weak(g, g + 1)) {
-  }
-  dev.holder.store(0);
+/// Lowers gate `g` (as snapshotted at the claim) of device `dev`: one CAS, so
+/// a gate that moved on meanwhile (a new holder raised it) is left alone, and
+/// clears the gate holder `h` by CAS. Wakes parked submitters and agents.
+inline void lower_gate_for_recovery(device_state& dev, std::uint32_t g, std::uint32_t h) noexcept {
+  if ((g & 1U) != 0) dev.gate.compare_exchange_strong(g, g + 1);
+  if (h != 0) dev.holder.compare_exchange_strong(h, 0);
   as_safe::futex_wake_all(dev.gate);
   dev.agent_bell.fetch_add(1);
   as_safe::futex_wake_all(dev.agent_bell);
 }
 
-/// Recovers device `d` if its lease holder is dead, or alive past its lease
-/// deadline with its region fully entered (a holder still entering or
-/// already exiting finishes by itself). `force`: recover a live holder too
-/// (krexctl recover). Thaws the device's tenants by `c`, lowers the gate,
-/// moves the region lock past the holder's ticket and reaps a dead holder.
+/// Takes device `dev`'s recovery claim (recover_claim: claim time | pid),
+/// taking over a dead claimant's (or, with `force`, a live one's). Returns the
+/// claim word, 0 if another recoverer holds it.
+inline std::uint64_t claim_recovery(device_state& dev, bool force) noexcept {
+  const std::uint64_t now = as_safe::now_ns();
+  std::uint64_t held = dev.recover_claim.load();
+  if (held != 0 && !force && claimant_alive(dev, held, now)) return 0;
+  const std::uint64_t mine = my_recover_claim(now);
+  if (!dev.recover_claim.compare_exchange_strong(held, mine)) return 0;
+  dev.recover_start_time.store(read_proc_stat(::getpid()).start_time);
+  dev.recover_claim_ns.store(now);
+  return mine;
+}
+
+inline void release_recovery(device_state& dev, std::uint64_t mine) noexcept {
+  dev.recover_claim.compare_exchange_strong(mine, 0);
+}
+
+/// Recovers device `d` if its lease holder is dead or alive past its lease
+/// deadline, in any phase (an entering holder finishes within its drain and
+/// freeze deadlines, which options keep below the lease; an exiting one
+/// within microseconds). `force`: recover a live holder too, and take over a
+/// live recoverer (krexctl recover --force).
+///
+/// The recoverer first takes the device's recovery claim (pid + start time,
+/// taken over only from a dead claimant unless forced), then the lease
+/// (lease_slot CAS to `| lease_recovering`). It snapshots the gate epoch, the
+/// gate holder and the ticket at the claim; every later step is one CAS from
+/// those values, and the claim is re-checked before each slot it thaws. A
+/// recoverer that stalled and was taken over therefore fails harmlessly when
+/// it resumes: it never thaws, lowers or releases what the next holder owns.
+/// Order: thaw, lower the gate, reap a dead holder, release the lease, move
+/// the lock, so the next holder can never freeze a sibling this thaw then lets run.
 inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_config& c,
                                bool force = false) noexcept {
   if (d >= max_devices) return recovery::nothing;
@@ -80,69 +158,132 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
   std::uint32_t ls = dev.lease_slot.load();
   const std::uint64_t now = as_safe::now_ns();
   if (ls == 0) {
-    // A raised gate with no lease: left by a crashed run or a corrupt
-    // segment. Lower it only when its recorded holder is not alive.
+    // A raised gate with no lease: left by a crashed run, a corrupt segment,
+    // or a holder that lost its lease. Lowered only when its recorded holder
+    // is not alive.
     const std::uint32_t g = dev.gate.load();
     if ((g & 1U) == 0) return recovery::nothing;
     const std::uint32_t h = dev.holder.load();
     if (!force && h != 0 && h <= max_tenants && slot_alive(n.tenants[h - 1]))
       return recovery::nothing;
-    if (dev.lease_slot.load() != 0) return recovery::in_progress;
-    thaw_device(n, d, c);
-    lower_gate_for_recovery(dev, g);
+    const std::uint64_t mine = claim_recovery(dev, force);
+    if (mine == 0) return recovery::in_progress;
+    if (dev.lease_slot.load() != 0 || dev.gate.load() != g) {
+      release_recovery(dev, mine);
+      return recovery::in_progress;
+    }
+    thaw_device(n, d, c, mine, 0);
+    if (still_recovering(dev, mine, 0)) lower_gate_for_recovery(dev, g, h);
     dev.recoveries.fetch_add(1, std::memory_order_relaxed);
     dev.last_recovery_ns.store(now, std::memory_order_relaxed);
+    release_recovery(dev, mine);
     return recovery::holder_dead;
   }
   const std::uint32_t h = ls & lease_slot_mask;
+  const auto judge = [&](bool& dead, bool& expired) {
+    dead = !as_safe::alive(dev.lease_pid.load(), dev.lease_start_time.load());
+    const std::uint64_t deadline = dev.lease_deadline_ns.load();
+    expired = !dead && deadline != 0 && now > deadline;
+  };
   bool dead = false;
   bool expired = false;
+  std::uint64_t mine = 0;
   if ((ls & lease_recovering) != 0) {
-    // Another recoverer is at work; take over only if it stalled (died).
-    std::uint64_t claim = dev.recover_claim_ns.load();
-    if (now - claim < recovery_takeover_ns ||
-        !dev.recover_claim_ns.compare_exchange_strong(claim, now))
+    // Another recoverer is at work: taken over only if it died (or forced).
+    mine = claim_recovery(dev, force);
+    if (mine == 0 || dev.lease_slot.load() != ls) {
+      if (mine != 0) release_recovery(dev, mine);
       return recovery::in_progress;
-    dead = true;
+    }
+    judge(dead, expired);
   } else {
-    const std::int32_t pid = dev.lease_pid.load();
-    dead = !as_safe::alive(pid, dev.lease_start_time.load());
-    const std::uint64_t deadline = dev.lease_deadline_ns.load();
-    const std::uint32_t ph = dev.phase.load();
-    expired = !dead && (ls & lease_exiting) == 0 && deadline != 0 && now > deadline &&
-              (ph == phase_frozen || ph == phase_pinned || ph == phase_body);
+    judge(dead, expired);
     if (!dead && !expired && !force) return recovery::nothing;
-    dev.recover_claim_ns.store(now);
-    if (!dev.lease_slot.compare_exchange_strong(ls, h | lease_recovering))
-      return recovery::in_progress;
+    mine = claim_recovery(dev, force);
+    if (mine == 0) return recovery::in_progress;
+    const std::uint32_t plain = ls;
+    if (!dev.lease_slot.compare_exchange_strong(ls, h | lease_recovering)) {
+      release_recovery(dev, mine);
+      return ls == 0 || (ls & lease_recovering) != 0 || ls != plain ? recovery::in_progress
+                                                                   : recovery::nothing;
+    }
   }
+  const std::uint32_t lease = h | lease_recovering;
+  // Snapshot at the claim: the gate the holder raised (or not yet), its
+  // holder word and the ticket the lock moves past.
+  const std::uint32_t g = dev.gate.load();
+  const std::uint32_t gh = dev.holder.load();
+  const std::uint32_t t = dev.lease_ticket.load();
+  if (recovery_hook != nullptr) recovery_hook();
   // 1. Thaw (every tenant of the device: the holder may have died halfway
   //    through freezing, before it marked who it froze).
-  thaw_device(n, d, c);
-  // 2. Lower the gate with a new epoch.
-  lower_gate_for_recovery(dev, dev.gate.load());
+  thaw_device(n, d, c, mine, lease);
+  if (!still_recovering(dev, mine, lease)) return recovery::in_progress;
+  // 2. Lower the gate with a new epoch (CAS from the snapshot).
+  lower_gate_for_recovery(dev, g, gh == h ? gh : 0);
   // 3. Reap a dead holder (its in_submit discarded, its leaf removed).
   if (dead && h != 0 && h <= max_tenants) {
     tenant_slot& hs = n.tenants[h - 1];
     const std::int32_t hp = hs.owner.load();
     if (hp > 0 && !slot_alive(hs) && reap_slot(n, h - 1, hp, &c)) n.reaped.fetch_add(1);
   }
-  // 4. Clear the lease, then move the region lock past the holder's ticket:
-  //    the next holder publishes its own lease only once it is served.
-  std::uint32_t t = dev.lease_ticket.load();
+  // 4. Release the lease, then move the region lock past the holder's
+  //    ticket: the next holder publishes its own lease only once it is served.
+  if (!still_recovering(dev, mine, lease)) return recovery::in_progress;
   dev.phase.store(phase_idle);
-  dev.lease_deadline_ns.store(0);
-  dev.lease_acquired_ns.store(0);
-  dev.lease_start_time.store(0);
-  dev.lease_pid.store(0);
   dev.recoveries.fetch_add(1, std::memory_order_relaxed);
   if (expired) dev.lease_expiries.fetch_add(1, std::memory_order_relaxed);
   dev.last_recovery_ns.store(as_safe::now_ns(), std::memory_order_relaxed);
-  std::uint32_t mine = h | lease_recovering;
-  dev.lease_slot.compare_exchange_strong(mine, 0);
-  dev.now_serving.compare_exchange_strong(t, t + 1);
-  as_safe::futex_wake_all(dev.now_serving);
+  std::uint32_t expected = lease;
+  if (dev.lease_slot.compare_exchange_strong(expected, 0)) serve_next(dev, t);
+  release_recovery(dev, mine);
   return expired ? recovery::lease_expired : recovery::holder_dead;
+}
+
+/// Moves device `d`'s lock queue past served tickets nobody takes: tickets
+/// whose owner died or gave up (at once), and tickets whose live owner has not
+/// claimed them within handoff_ns (stopped, frozen; `force`: at once). A
+/// served ticket with a lease is the holder's: it moves on only through
+/// recover_device (dead or expired holder), which thaws first. Returns the
+/// number of tickets skipped. Async-signal-safe.
+inline std::uint32_t advance_queue(node_state& n, std::uint32_t d, const recovery_config& c,
+                                   bool force = false) noexcept {
+  if (d >= max_devices) return 0;
+  device_state& dev = n.devices[d];
+  std::uint32_t skipped = 0;
+  for (int guard = 0; guard < 4 * static_cast<int>(max_tenants); ++guard) {
+    const std::uint32_t s = dev.now_serving.load();
+    if (s == dev.next_ticket.load()) return skipped;  // nobody waiting
+    const std::uint32_t ls = dev.lease_slot.load();
+    if (ls != 0 && dev.lease_ticket.load() == s) {
+      const recovery r = recover_device(n, d, c);
+      if (r == recovery::nothing || r == recovery::in_progress) return skipped;
+      continue;
+    }
+    if (ls != 0) return skipped;  // a lease is being published or released
+    std::uint64_t m = 0;
+    if (!stamp_served(dev, s, m)) continue;
+    if ((m & served_skipped) != 0) {  // a skipper stopped half-way: finish its move
+      serve_next(dev, s);
+      continue;
+    }
+    bool owned = false;
+    for (std::uint32_t i = 0; i < max_tenants && !owned; ++i) {
+      tenant_slot& ts = n.tenants[i];
+      if (ts.owner.load() <= 0 || ts.device.load() != d) continue;
+      const std::uint64_t tk = ts.ticket.load();
+      if (tk != s && tk != taking_ticket) continue;
+      if (reap_if_dead(n, i, &c)) continue;
+      owned = true;
+    }
+    const bool stale = (m & served_claimed) == 0 &&
+                       (force || mark_age_ns(m, as_safe::now_ns()) >= handoff_ns);
+    if (owned && !stale) return skipped;
+    if (!skip_served(dev, s, m)) continue;
+    ++skipped;
+    if (owned) dev.handoff_skips.fetch_add(1, std::memory_order_relaxed);
+  }
+  return skipped;
 }
 
 /// Reaps every tenant slot whose owner is dead (not a current lease holder:

@@ -124,6 +124,14 @@ struct device_state {
   std::atomic<std::uint64_t> lease_start_time;
   std::atomic<std::uint64_t> lease_acquired_ns;
   std::atomic<std::uint64_t> lease_deadline_ns;
+  /// The hand-off of the served ticket (region_lock.hpp): ticket << 32, then
+  /// served_claimed / served_skipped, then the ms clock (30 bits) at which it
+  /// was served. Its waiter claims it, or a skipper skips it, by one CAS.
+  std::atomic<std::uint64_t> served_mark;
+  /// Who holds lease_recovering: claim ms clock (32 bits) << 32 | recoverer
+  /// pid. A stale recoverer's steps check it before acting (guardian_recover.hpp).
+  std::atomic<std::uint64_t> recover_claim;
+  std::atomic<std::uint64_t> recover_start_time;  ///< the claimant's /proc start time
 
   // Counters (relaxed).
   line_pad pad9;
@@ -139,6 +147,7 @@ struct device_state {
   std::atomic<std::uint64_t> recoveries;       ///< holders recovered (death or lease expiry)
   std::atomic<std::uint64_t> lease_expiries;   ///< of those, lease expiries
   std::atomic<std::uint64_t> last_recovery_ns; ///< when the last recovery finished (now_ns clock)
+  std::atomic<std::uint64_t> handoff_skips;    ///< served tickets skipped: not taken within the hand-off
 };
 
 /// The node segment's one object.

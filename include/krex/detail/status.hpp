@@ -7,7 +7,9 @@
 // trusts the segment: values are copied, checked and sanitized before use,
 // and no path is ever taken from it.
 
+#include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/guardian_sys.hpp>
+#include <krex/detail/handoff.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/slots.hpp>
 
@@ -83,7 +85,16 @@ struct device_view {
   std::uint64_t contended = 0;
   std::uint64_t recoveries = 0;
   std::uint64_t lease_expiries = 0;
+  std::uint64_t handoff_skips = 0;
   std::uint32_t tenants = 0;
+  /// The served ticket's hand-off (queue not empty, no lease): how long ago
+  /// it was served (-1: not stamped yet) and whether its waiter claimed it.
+  double served_age_ms = -1;
+  bool served_claimed = false;
+  /// A recovery in progress (lease_recovering, or a claim without a lease).
+  std::int32_t recoverer_pid = 0;
+  bool recoverer_alive = false;
+  double recovery_age_ms = 0;
 };
 
 /// One tenant slot in use.
@@ -207,15 +218,55 @@ inline node_view read_status(const node_state& n, const std::string& segment_nam
     x.contended = dev.contended.load();
     x.recoveries = dev.recoveries.load();
     x.lease_expiries = dev.lease_expiries.load();
+    x.handoff_skips = dev.handoff_skips.load();
+    const std::uint64_t claim = dev.recover_claim.load();
+    if (claim != 0) {
+      x.recoverer_pid = claim_pid(claim);
+      x.recoverer_alive = claimant_alive(dev, claim, now);
+      x.recovery_age_ms = static_cast<double>(claim_age_ns(claim, now)) / 1e6;
+    }
+    const std::uint64_t mark = dev.served_mark.load();
+    const bool queued = x.now_serving != x.next_ticket;
+    if (queued && ls == 0 && mark_ticket(mark) == x.now_serving &&
+        (mark & served_stamped) != 0) {
+      x.served_age_ms = static_cast<double>(mark_age_ns(mark, now)) / 1e6;
+      x.served_claimed = (mark & served_claimed) != 0;
+    }
     for (const tenant_view& t : v.tenants)
       if (t.device == d) ++x.tenants;
     const std::string at = "device " + std::to_string(d) + ": ";
+    const auto ms = [](double v) { return std::to_string(static_cast<long long>(v)); };
     if (ls != 0 && !x.lease_holder_alive)
       v.problems.push_back(at + "region holder pid " + std::to_string(x.lease_pid) +
                            " is dead (its siblings may be frozen, the gate raised)");
     else if (ls != 0 && dl != 0 && x.lease_left_ms < 0)
-      v.problems.push_back(at + "the region lease expired " +
-                           std::to_string(static_cast<long long>(-x.lease_left_ms)) + " ms ago");
+      v.problems.push_back(at + "the region lease of pid " + std::to_string(x.lease_pid) +
+                           ((ls & lease_exiting) != 0 ? " (exiting)" : "") + " expired " +
+                           ms(-x.lease_left_ms) +
+                           " ms ago (stopped or starved?); the guardian or `krexctl recover` "
+                           "takes the device back");
+    // A recovery claim older than the grace is stalled: its recoverer died
+    // (the next recoverer takes over) or is stopped (only --force takes over).
+    if (claim != 0 && x.recovery_age_ms * 1e6 >= static_cast<double>(recovery_claim_grace_ns))
+      v.problems.push_back(
+          at + "a recovery by pid " + std::to_string(x.recoverer_pid) + " has been in progress " +
+          ms(x.recovery_age_ms) + " ms" +
+          (x.recoverer_alive ? " (the recoverer is alive but stalled: `krexctl recover --force` "
+                               "takes it over)"
+                             : " (the recoverer is dead: the next recoverer takes over)"));
+    // A live waiter takes its served ticket within microseconds; one that has
+    // not for a quarter of the hand-off deadline is stopped or starved.
+    if (x.served_age_ms >= 0 && !x.served_claimed &&
+        x.served_age_ms * 1e6 >= static_cast<double>(handoff_ns / 4))
+      v.problems.push_back(
+          at + "ticket " + std::to_string(x.now_serving) + " was served " + ms(x.served_age_ms) +
+          " ms ago and its waiter has not taken the region (stopped?): " +
+          (x.served_age_ms * 1e6 >= static_cast<double>(handoff_ns)
+               ? "past its hand-off deadline, the next waiter, the guardian or `krexctl "
+                 "recover` skips it"
+               : "it is skipped at the hand-off deadline (" +
+                     std::to_string(handoff_ns / 1'000'000) + " ms), or at once by `krexctl "
+                     "recover --force`"));
     if (ls == 0 && x.raised) v.problems.push_back(at + "gate raised with no region holder");
     v.devices.push_back(x);
   }
@@ -353,7 +404,24 @@ inline std::string to_json(const node_view& v) {
         .num("contended", d.contended)
         .num("recoveries", d.recoveries)
         .num("lease_expiries", d.lease_expiries)
+        .num("handoff_skips", d.handoff_skips)
         .end();
+    if (d.served_age_ms >= 0)
+      j.begin("served")
+          .num("ticket", d.now_serving)
+          .num("age_ms", d.served_age_ms, "%.1f")
+          .flag("claimed", d.served_claimed)
+          .end();
+    else
+      j.null("served");
+    if (d.recoverer_pid != 0)
+      j.begin("recovery")
+          .num("pid", d.recoverer_pid)
+          .flag("alive", d.recoverer_alive)
+          .num("age_ms", d.recovery_age_ms, "%.1f")
+          .end();
+    else
+      j.null("recovery");
     j.end();
   }
   j.end_array().begin_array("tenants");
@@ -404,7 +472,14 @@ inline std::string to_text(const node_view& v) {
          std::to_string(d.drains) + ", freezes " + std::to_string(d.freezes) + ", gate parks " +
          std::to_string(d.gate_parks) + ", contended " + std::to_string(d.contended) +
          ", recoveries " + std::to_string(d.recoveries) + " (" + std::to_string(d.lease_expiries) +
-         " lease expiries)\n";
+         " lease expiries), hand-off skips " + std::to_string(d.handoff_skips) + "\n";
+    if (d.served_age_ms >= 0)
+      o += "  served  ticket " + std::to_string(d.now_serving) + " " + fmt("%.1f", d.served_age_ms) +
+           " ms ago, " + (d.served_claimed ? "taken" : "NOT TAKEN") + "\n";
+    if (d.recoverer_pid != 0)
+      o += "  recovery by pid " + std::to_string(d.recoverer_pid) +
+           (d.recoverer_alive ? "" : " (DEAD)") + ", " + fmt("%.1f", d.recovery_age_ms) +
+           " ms\n";
   }
   if (!v.tenants.empty())
     o += "slot  pid       device  state     alive  frozen  in_submit  joined\n";
