@@ -111,12 +111,21 @@ args parse(int argc, char** argv) {
 
 /// 0 and a copy of the segment's node state in `out` (read, never mapped:
 /// see read_segment), or no_segment / unusable with the reason in `why`.
-int inspect(const kd::segment_id& id, std::unique_ptr<kd::node_state>& out, std::string& why) {
+/// `brief`: the finding only, without the "krex: segment: " prefix and the hint.
+int inspect(const kd::segment_id& id, std::unique_ptr<kd::node_state>& out, std::string& why,
+            bool brief = false) {
   try {
     out = kd::read_segment(id);
     return ok;
   } catch (const krex::error& e) {
     why = e.what();
+    if (brief) {
+      const std::string prefix = "krex: segment: ", tail = " — " + e.hint();
+      if (why.compare(0, prefix.size(), prefix) == 0) why.erase(0, prefix.size());
+      if (!e.hint().empty() && why.size() >= tail.size() &&
+          why.compare(why.size() - tail.size(), tail.size(), tail) == 0)
+        why.erase(why.size() - tail.size());
+    }
     return e.code() == ENOENT ? no_segment : unusable;
   }
 }
@@ -346,7 +355,7 @@ int clean_segments(const args& a, int& left) {
     }
     std::unique_ptr<kd::node_state> node;
     std::string why;
-    if (inspect(id, node, why) == ok) {
+    if (inspect(id, node, why, true) == ok) {
       const std::uint32_t live = live_members(*node);
       if (live != 0) {
         std::printf("segment %s: in use (%u live member(s)), kept\n", path.c_str(), live);
@@ -355,7 +364,7 @@ int clean_segments(const args& a, int& left) {
       std::printf("segment %s: no live member", path.c_str());
     } else {
       // No process of this build can have joined it: nothing to judge.
-      std::printf("%s; unusable", why.c_str());
+      std::printf("%s: unusable", why.c_str());
     }
     remove_entry(a, path, removed, left);
   }

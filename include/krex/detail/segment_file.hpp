@@ -145,15 +145,14 @@ inline bool owned_by(const struct stat& st, const segment_domain& d) {
 
 /// Why the file described by `st` cannot be a segment of domain `d` ("" if it can).
 inline std::string file_problem(const struct stat& st, const segment_domain& d) {
+  if (S_ISREG(st.st_mode) && owned_by(st, d) && (st.st_mode & 07777) == d.mode()) return {};
   const std::string found = std::string("is a ") + file_type_text(st.st_mode) + " owned by " +
                             user_text(st.st_uid) + ", " + group_text(st.st_gid) + ", mode " +
                             mode_text(st.st_mode);
   const std::string want =
       d.group ? "a regular file of " + group_text(d.gid) + " with mode 0660"
               : "a regular file owned by " + user_text(d.uid) + " with mode 0600";
-  if (!S_ISREG(st.st_mode) || !owned_by(st, d) || (st.st_mode & 07777) != d.mode())
-    return found + "; a krex segment of this domain must be " + want;
-  return {};
+  return found + "; a krex segment of this domain must be " + want;
 }
 
 /// What to do about a file that is not a usable segment.
