@@ -101,25 +101,27 @@ void patch_pairs(unsigned char* bytes, std::size_t limit, const std::uint8_t* da
   }
 }
 
-/// The segment of the file-image modes, in a private directory.
+/// The segment of the file-image modes, in a private directory (removed at
+/// exit; never destroyed, so the exit handler can still use it).
 const kd::segment_id& file_id() {
-  static const kd::segment_id id = [] {
+  static const kd::segment_id* const id = [] {
     const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): one thread
     std::string dir = std::string(tmp != nullptr && *tmp == '/' ? tmp : "/tmp") +
                       "/krex-fuzz-XXXXXX";
     if (::mkdtemp(&dir[0]) == nullptr) std::abort();
-    kd::segment_id i;
-    i.dir = dir;
-    i.base = "fuzz";
-    i.domain = kd::segment_domain::of(krex::segment_access::user);
-    i.name = kd::segment_file_name(i.base, i.domain);
-    std::atexit([] {
-      ::unlink(file_id().path().c_str());
-      ::rmdir(file_id().dir.c_str());
-    });
+    auto* i = new kd::segment_id;
+    i->dir = dir;
+    i->base = "fuzz";
+    i->domain = kd::segment_domain::of(krex::segment_access::user);
+    i->name = kd::segment_file_name(i->base, i->domain);
     return i;
   }();
-  return id;
+  static const int cleanup = std::atexit([] {
+    ::unlink(file_id().path().c_str());
+    ::rmdir(file_id().dir.c_str());
+  });
+  (void)cleanup;
+  return *id;
 }
 
 void through_file(const unsigned char* bytes, std::size_t size, mode_t mode) {

@@ -163,6 +163,9 @@ class segment {
   /// Opens segment `id`, creating it if `create`; without `create`, a missing
   /// segment throws krex::error with code ENOENT.
   segment(segment_id id, bool create) : m_id(std::move(id)) {
+    // A creator killed between publishing and removing its temporary name
+    // leaves a temporary file behind a complete segment: any joiner removes it.
+    if (create) (void)remove_dead_temp_files(m_id);
     // Each round either maps a file or sees the name change under it (a
     // creator that won the race, a file removed meanwhile); only a process
     // removing and recreating the segment in a loop can exhaust the rounds.
@@ -228,7 +231,6 @@ class segment {
   // True when this process's segment was published (and is mapped); false
   // when the final name appeared meanwhile or the temporary file vanished.
   bool create_and_publish() {
-    (void)remove_dead_temp_files(m_id);
     const std::string tmp = m_id.dir + "/" + temp_file_name(m_id.name);
     ::unlink(tmp.c_str());  // this very process's, from an earlier round
     unique_fd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
