@@ -84,7 +84,7 @@ inline void check_head(const segment_id& id, const unsigned char* head, std::uin
   if (size < 12 || magic != segment_magic)
     throw error(step::segment,
                 "segment " + path + " is not a krex segment (" + std::to_string(size) +
-                    " bytes, " + (size < 8 ? "too short" : "no krex magic number") + ")",
+                    " bytes, " + (size < 12 ? "too short" : "no krex magic number") + ")",
                 0, hint);
   std::memcpy(&layout, head + 8, 4);
   if (layout != layout_version)

@@ -131,9 +131,9 @@ inline const char* slot_state_name(std::uint32_t s) noexcept {
 }
 
 /// Copies what krexctl shows out of `n` (the segment file at `segment_path`),
-/// and notes what is wrong: the
-/// validate() findings, dead lease holders, raised gates without a live
-/// holder, dead tenants still holding slots, a missing guardian.
+/// and notes what is wrong: the validate() findings, dead lease holders,
+/// raised gates without a live holder, dead tenants still holding slots, a
+/// missing guardian.
 inline node_view read_status(const node_state& n, const std::string& segment_path) {
   node_view v;
   v.segment = segment_path;
