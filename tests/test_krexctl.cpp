@@ -2,16 +2,22 @@
 // krexctl, the real binary, on real state: status of a missing, a live, a
 // wedged and a corrupt segment (text and --json), recover of a wedged device
 // (holder and guardian killed, a sibling left frozen), clean of a crashed
-// run's segment and leaves (and of a leaf with live processes, with --kill).
+// run's segment and leaves (and of a leaf with live processes, with --kill);
+// every broken form of a segment file (exit 3, never a hang or a crash, and
+// removed by clean), another user's file (never removed without root's
+// --any-owner), exact name matching, per-segment cgroup directories.
 
 #include "cgroup_util.hpp"
 #include "krex_test.hpp"
+#include "segment_util.hpp"
 
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -263,4 +269,156 @@ TEST_F(krexctl_cgroup, CleanACrashedRun) {
   EXPECT_TRUE(contains(r.out, "t9: removed")) << r.out;
   EXPECT_TRUE(krex_test::exit_code(stray.wait(5s)) == -1);
   EXPECT_NE(::access((m_root + "/t9").c_str(), F_OK), 0);
+}
+
+namespace {
+
+std::string shm_path(const scoped_segment& seg) {
+  return "/dev/shm/" + krex::detail::segment_name(seg.opts());
+}
+
+}  // namespace
+
+// Finding 3/4 and "krexctl on each broken form": status, status --json and
+// recover exit 3 at once naming the file and what is wrong (today's main hung
+// on an empty file and crashed on patched metadata); clean removes it.
+TEST(Krexctl, BrokenSegmentForms) {
+  namespace kd = krex::detail;
+  const std::string image = krex_test::valid_image();
+  std::string not_ready = image;
+  krex_test::patch(not_ready, offsetof(kd::node_state, ready), std::uint32_t{0});
+  std::string bad_magic = image;
+  krex_test::patch(bad_magic, 0, std::uint64_t{42});
+  std::string bad_layout = image;
+  krex_test::patch(bad_layout, offsetof(kd::node_state, layout), std::uint32_t{7});
+  std::string bad_count = image;
+  krex_test::patch(bad_count, offsetof(kd::node_state, n_tenants), std::uint32_t{1U << 30});
+  struct form {
+    const char* what;
+    std::string bytes;
+    mode_t mode;
+    const char* needle;
+  };
+  const form forms[] = {
+      {"empty", "", 0600, "empty file (0 bytes)"},
+      {"short", image.substr(0, 100), 0600, "is 100 bytes, but a layout"},
+      {"bad magic", bad_magic, 0600, "not a krex segment"},
+      {"other layout", bad_layout, 0600, "layout version 7"},
+      {"not ready", not_ready, 0600, "never completely initialized"},
+      {"bad count", bad_count, 0600, "tenant count = 1073741824"},
+      {"wrong mode", image, 0644, "mode 0644"},
+  };
+  for (const form& f : forms) {
+    SCOPED_TRACE(f.what);
+    scoped_segment seg;
+    const std::string path = shm_path(seg);
+    ASSERT_TRUE(krex_test::plant_file(path, f.bytes, f.mode));
+    result r = krexctl("status --segment " + seg.name());
+    EXPECT_EQ(r.rc, 3) << r.out;
+    EXPECT_TRUE(contains(r.out, path)) << r.out;
+    EXPECT_TRUE(contains(r.out, f.needle)) << r.out;
+    r = krexctl("status --json --segment " + seg.name());
+    EXPECT_EQ(r.rc, 3) << r.out;
+    EXPECT_TRUE(contains(r.out, "\"healthy\":false")) << r.out;
+    EXPECT_TRUE(contains(r.out, f.needle)) << r.out;
+    r = krexctl("recover --freeze none --segment " + seg.name());
+    EXPECT_EQ(r.rc, 3) << r.out;
+    EXPECT_TRUE(contains(r.out, f.needle)) << r.out;
+    r = krexctl("clean --freeze none --dry-run --segment " + seg.name());
+    EXPECT_TRUE(contains(r.out, "would be removed")) << r.out;
+    EXPECT_EQ(::access(path.c_str(), F_OK), 0);
+    r = krexctl("clean --freeze none --segment " + seg.name());
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, ", removed")) << r.out;
+    EXPECT_NE(::access(path.c_str(), F_OK), 0) << r.out;
+  }
+  // A symlink: reported, and clean removes the link, never its target.
+  scoped_segment target, seg;
+  ASSERT_TRUE(krex_test::plant_file(shm_path(target), image, 0600));
+  ASSERT_EQ(::symlink(shm_path(target).c_str(), shm_path(seg).c_str()), 0);
+  result r = krexctl("status --segment " + seg.name());
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_TRUE(contains(r.out, "symbolic link")) << r.out;
+  r = krexctl("clean --freeze none --segment " + seg.name());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  struct stat st {};
+  EXPECT_NE(::lstat(shm_path(seg).c_str(), &st), 0) << r.out;
+  EXPECT_EQ(::lstat(shm_path(target).c_str(), &st), 0) << "clean removed the link's target";
+}
+
+// Finding 8: clean matches segment names exactly and never removes a file
+// that is not the caller's (not even with --force); root removes it only
+// with --any-owner. Today's main removed "krex-…-u<other>-x-u<me>-NAME" for
+// `clean --force --segment NAME` (a substring match).
+TEST(Krexctl, CleanRemovesOnlyOwnExactNames) {
+  namespace kd = krex::detail;
+  scoped_segment seg;
+  const std::string image = krex_test::valid_image();
+  const std::string me = "u" + std::to_string(::geteuid());
+  const std::string other_uid = ::geteuid() == 0 ? "65534" : "0";
+  // Another user's segment whose base name ends in "-<my domain>-<name>".
+  const std::string lookalike = "/dev/shm/krex-L" + std::to_string(kd::layout_version) + "-u" +
+                                other_uid + "-x-" + me + "-" + seg.name();
+  // A longer base that starts with ours.
+  const std::string longer = shm_path(seg) + "2";
+  ASSERT_TRUE(krex_test::plant_file(lookalike, "junk", 0600));
+  ASSERT_TRUE(krex_test::plant_file(longer, "junk", 0600));
+  result r = krexctl("clean --force --freeze none --segment " + seg.name());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(::access(lookalike.c_str(), F_OK), 0) << r.out;
+  EXPECT_EQ(::access(longer.c_str(), F_OK), 0) << r.out;
+  ::unlink(lookalike.c_str());
+  ::unlink(longer.c_str());
+
+  r = krexctl("clean --any-owner --segment " + seg.name());
+  if (::geteuid() != 0) {
+    EXPECT_EQ(r.rc, 64) << r.out;  // only root may
+    return;
+  }
+  // Our exact name, another owner: skipped with a reason, even with --force.
+  ASSERT_TRUE(krex_test::plant_file(shm_path(seg), image, 0600));
+  ASSERT_EQ(::chown(shm_path(seg).c_str(), 65534, 65534), 0);
+  r = krexctl("status --segment " + seg.name());
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_TRUE(contains(r.out, "owned by uid 65534")) << r.out;
+  r = krexctl("clean --force --freeze none --segment " + seg.name());
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "not yours: skipped")) << r.out;
+  EXPECT_EQ(::access(shm_path(seg).c_str(), F_OK), 0) << r.out;
+  r = krexctl("clean --any-owner --freeze none --segment " + seg.name());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(::access(shm_path(seg).c_str(), F_OK), 0) << r.out;
+}
+
+// Finding 8: under the derived cgroup root each segment has a directory
+// `<krex root>/<segment>/`; after a SIGKILL of its tenant and guardian, clean
+// finds and removes its leaves and the directory, also when the segment file
+// is already gone.
+TEST_F(krexctl_cgroup, CleanRemovesPerSegmentDirectory) {
+  namespace kd = krex::detail;
+  const krex::options o = m_seg.opts().freeze(krex::freeze_method::cgroup_v2);  // derived root
+  const std::string dir =
+      kd::freezer::open(krex::freeze_method::cgroup_v2, "", kd::segment_name(o)).root();
+  m_kids.push_back(krex_test::spawn([&] {
+    krex::tenant t{o};
+    m_b->ready.store(1);
+    for (;;) ::pause();
+    return 0;
+  }));
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  {
+    kd::segment seg{o};
+    ASSERT_TRUE(krex_test::wait_until([&] { return seg.node().guardian_pid.load() > 0; }, 5s));
+    ::kill(seg.node().guardian_pid.load(), SIGKILL);
+  }
+  ::kill(m_kids.back().pid(), SIGKILL);
+  (void)m_kids.back().wait(5s);
+  ASSERT_EQ(::access((dir + "/t0").c_str(), F_OK), 0) << dir;
+  m_seg.remove();  // the segment file is gone too
+  result r = krexctl("clean --freeze cgroup2 --segment " + m_seg.name());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, dir + "/t0: removed")) << r.out;
+  EXPECT_TRUE(contains(r.out, dir + ": segment directory removed")) << r.out;
+  EXPECT_NE(::access(dir.c_str(), F_OK), 0) << r.out;
+  krex_test::scrub_cgroup_root(dir);
 }

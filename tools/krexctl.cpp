@@ -5,11 +5,14 @@
 //   krexctl recover [--segment NAME] [--group] [--device N] [--force]
 //                   [--freeze METHOD] [--cgroup-root PATH]
 //   krexctl clean   [--segment NAME | --all] [--group] [--freeze METHOD]
-//                   [--cgroup-root PATH] [--kill] [--force] [--dry-run]
+//                   [--cgroup-root PATH] [--kill] [--force] [--dry-run] [--any-owner]
 //
 // Exit codes: 0 healthy / done, 1 problems found or left, 2 no such segment,
-// 3 the segment cannot be used (corrupt, another layout, another freeze
-// domain), 64 usage. See docs/KREXCTL.md.
+// 3 the segment cannot be used (a file that is no complete segment of this
+// build and domain, a corrupt node state, another freeze domain), 64 usage.
+// krexctl reads a segment the way a joining tenant checks it (segment.hpp),
+// status from a copy read with pread: a hostile or broken file can make it
+// exit 3, never hang or crash it. See docs/KREXCTL.md.
 
 #include <krex/detail/cgroup.hpp>
 #include <krex/detail/guardian_recover.hpp>
@@ -19,16 +22,17 @@
 #include <krex/options.hpp>
 #include <krex/region_lock.hpp>
 
-#include <boost/interprocess/managed_shared_memory.hpp>
-#include <boost/version.hpp>
-
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -36,7 +40,6 @@
 
 namespace {
 
-namespace bip = boost::interprocess;
 namespace kd = krex::detail;
 
 enum exit_code { ok = 0, problems = 1, no_segment = 2, unusable = 3, usage = 64 };
@@ -44,7 +47,7 @@ enum exit_code { ok = 0, problems = 1, no_segment = 2, unusable = 3, usage = 64 
 struct args {
   std::string command;
   krex::options opts;
-  bool json = false, force = false, all = false, kill = false, dry_run = false;
+  bool json = false, force = false, all = false, kill = false, dry_run = false, any_owner = false;
   int device = -1;
 };
 
@@ -55,7 +58,8 @@ struct args {
                "       krexctl recover [--segment NAME] [--group] [--device N] [--force]\n"
                "                       [--freeze METHOD] [--cgroup-root PATH]\n"
                "       krexctl clean   [--segment NAME | --all] [--group] [--freeze METHOD]\n"
-               "                       [--cgroup-root PATH] [--kill] [--force] [--dry-run]\n",
+               "                       [--cgroup-root PATH] [--kill] [--force] [--dry-run]\n"
+               "                       [--any-owner]\n",
                what.c_str());
   std::exit(usage);
 }
@@ -88,6 +92,8 @@ args parse(int argc, char** argv) {
       a.kill = true;
     else if (f == "--dry-run")
       a.dry_run = true;
+    else if (f == "--any-owner")
+      a.any_owner = true;
     else if (f == "--device")
       a.device =
           static_cast<int>(kd::parse_int("--device", value(), 0, kd::max_devices - 1, "0..15"));
@@ -98,58 +104,49 @@ args parse(int argc, char** argv) {
     else
       usage_error("unknown option '" + f + "'");
   }
+  if (a.any_owner && (a.command != "clean" || ::geteuid() != 0))
+    usage_error("--any-owner is for `clean` run as root (only root may remove another user's file)");
   return a;
 }
 
-/// An existing segment, mapped without creating it and read without taking
-/// any lock a dead process could hold (find_no_lock).
-struct attached {
-  bip::managed_shared_memory shm;
-  kd::node_state* node = nullptr;
-};
-
-/// 0 and `out` set, or no_segment / unusable with the reason in `why`.
-int attach(const std::string& full, std::optional<attached>& out, std::string& why) {
-  attached a;
+/// 0 and a copy of the segment's node state in `out` (read, never mapped:
+/// see read_segment), or no_segment / unusable with the reason in `why`.
+/// `brief`: the finding only, without the "krex: segment: " prefix and the hint.
+int inspect(const kd::segment_id& id, std::unique_ptr<kd::node_state>& out, std::string& why,
+            bool brief = false) {
   try {
-    a.shm = bip::managed_shared_memory(bip::open_only, full.c_str());
-  } catch (const bip::interprocess_exception& e) {
-    why = "no segment /dev/shm/" + full + " (" + e.what() + ")";
-    return e.get_error_code() == bip::not_found_error ? no_segment : unusable;
+    out = kd::read_segment(id);
+    return ok;
+  } catch (const krex::error& e) {
+    why = e.what();
+    if (brief) {
+      const std::string prefix = "krex: segment: ", tail = " — " + e.hint();
+      if (why.compare(0, prefix.size(), prefix) == 0) why.erase(0, prefix.size());
+      if (!e.hint().empty() && why.size() >= tail.size() &&
+          why.compare(why.size() - tail.size(), tail.size(), tail) == 0)
+        why.erase(why.size() - tail.size());
+    }
+    return e.code() == ENOENT ? no_segment : unusable;
   }
-  const auto h = a.shm.find_no_lock<kd::segment_header>(kd::header_object_name).first;
-  const auto n = a.shm.find_no_lock<kd::node_object>(kd::node_object_name).first;
-  if (h == nullptr || n == nullptr) {
-    why = "segment /dev/shm/" + full + " holds no krex node state";
-    return unusable;
-  }
-  if (h->magic.load() != kd::segment_magic || h->layout.load() != kd::layout_version ||
-      h->boost_version.load() != BOOST_VERSION || h->node_size.load() != sizeof(kd::node_state)) {
-    why = "segment /dev/shm/" + full + " has layout " + std::to_string(h->layout.load()) +
-          ", Boost " + std::to_string(h->boost_version.load()) + "; this krexctl reads layout " +
-          std::to_string(kd::layout_version) + ", Boost " + std::to_string(BOOST_VERSION);
-    return unusable;
-  }
-  a.node = n;
-  out.emplace(std::move(a));
-  return ok;
 }
 
+kd::segment_id id_of(const args& a) { return kd::segment_id_of(a.opts); }
+
 int cmd_status(const args& a) {
-  const std::string full = kd::segment_name(a.opts);
-  std::optional<attached> seg;
+  const kd::segment_id id = id_of(a);
+  std::unique_ptr<kd::node_state> node;
   std::string why;
-  if (const int e = attach(full, seg, why)) {
+  if (const int e = inspect(id, node, why)) {
     if (a.json)
       std::printf("{\"segment\":\"%s\",\"error\":\"%s\",\"healthy\":false}\n",
-                  kd::json_escape(full).c_str(), kd::json_escape(why).c_str());
+                  kd::json_escape(id.path()).c_str(), kd::json_escape(why).c_str());
     else
       std::fprintf(stderr, "krexctl: %s\n", why.c_str());
     return e;
   }
-  const kd::node_view v = kd::read_status(*seg->node, full);
+  const kd::node_view v = kd::read_status(*node, id.path());
   std::fputs((a.json ? kd::to_json(v) + "\n" : kd::to_text(v)).c_str(), stdout);
-  const bool corrupt = !kd::validate(*seg->node).empty();
+  const bool corrupt = !kd::validate(*node).empty();
   return corrupt ? unusable : v.problems.empty() ? ok : problems;
 }
 
@@ -181,21 +178,17 @@ int own_recovery(const args& a, const kd::node_state* n, kd::recovery_config& c,
 }
 
 int cmd_recover(const args& a) {
-  const std::string full = kd::segment_name(a.opts);
-  std::optional<attached> seg;
-  std::string why;
-  if (const int e = attach(full, seg, why)) {
-    std::fprintf(stderr, "krexctl: %s\n", why.c_str());
-    return e;
+  const kd::segment_id id = id_of(a);
+  std::unique_ptr<kd::segment> seg;
+  try {
+    // The checks of a joining tenant, validate() included: recovery acts
+    // only on a segment it can trust to be laid out as it expects.
+    seg = std::make_unique<kd::segment>(id, false);
+  } catch (const krex::error& e) {
+    std::fprintf(stderr, "krexctl: %s\n", e.what());
+    return e.code() == ENOENT ? no_segment : unusable;
   }
-  kd::node_state& n = *seg->node;
-  if (const auto p = kd::validate(n); !p.empty()) {
-    std::fprintf(stderr,
-                 "krexctl: segment /dev/shm/%s is corrupt (%s); remove it with "
-                 "`krexctl clean --force` once its processes are gone\n",
-                 full.c_str(), p[0].c_str());
-    return unusable;
-  }
+  kd::node_state& n = seg->node();
   kd::recovery_config c;
   kd::freezer* fz = nullptr;
   std::optional<kd::freezer> fz_holder;
@@ -249,12 +242,12 @@ int cmd_recover(const args& a) {
     if (skipped != 0)
       std::printf("device %u: skipped %u served ticket(s) nobody took\n", d, skipped);
   }
-  const kd::node_view v = kd::read_status(n, full);
+  const kd::node_view v = kd::read_status(n, id.path());
   for (const std::string& p : v.problems) std::printf("problem left: %s\n", p.c_str());
   return v.problems.empty() ? ok : problems;
 }
 
-/// Live tenants and guardian of an attached segment.
+/// Live tenants and guardian of a segment.
 std::uint32_t live_members(const kd::node_state& n) {
   std::uint32_t live = 0;
   for (std::uint32_t i = 0; i < kd::max_tenants; ++i)
@@ -265,75 +258,136 @@ std::uint32_t live_members(const kd::node_state& n) {
   return live;
 }
 
+/// A directory entry that is a segment file of domain `tag`:
+/// "krex-L<layout>-<tag>-<base>" (or layout 1 and 2's "krex-L<layout>-B<boost>-<tag>-<base>").
+struct segment_entry {
+  std::string base;
+  unsigned long layout = 0;
+};
+bool parse_segment_entry(const std::string& e, const std::string& tag, segment_entry& out) {
+  const auto digits = [&](size_t& i) {
+    const size_t from = i;
+    while (i < e.size() && e[i] >= '0' && e[i] <= '9') ++i;
+    return i > from && i - from <= 9;
+  };
+  if (e.compare(0, 6, "krex-L") != 0) return false;
+  size_t i = 6;
+  const size_t layout_at = i;
+  if (!digits(i) || i >= e.size() || e[i] != '-') return false;
+  out.layout = std::strtoul(e.c_str() + layout_at, nullptr, 10);
+  ++i;
+  if (i < e.size() && e[i] == 'B') {
+    ++i;
+    if (!digits(i) || i >= e.size() || e[i] != '-') return false;
+    ++i;
+  }
+  if (e.compare(i, tag.size() + 1, tag + "-") != 0) return false;
+  out.base = e.substr(i + tag.size() + 1);
+  return kd::valid_segment_name(out.base);
+}
+
+/// Removes a directory entry, or says it would; counts into removed / left.
+void remove_entry(const args& a, const std::string& path, int& removed, int& left) {
+  if (a.dry_run) {
+    std::printf(", would be removed\n");
+  } else if (::unlink(path.c_str()) == 0 || errno == ENOENT) {
+    std::printf(", removed\n");
+    ++removed;
+  } else {
+    std::printf(", cannot be removed: %s\n", std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
+    ++left;
+  }
+}
+
+/// Segment files named exactly for --segment (every base with --all) in
+/// this user's (or group's) domain, and the temporary files their dead
+/// creators left. A file that does not belong to the domain (another
+/// owner, or another group in group mode) is never removed, except by root
+/// with --any-owner; one that is no usable segment is removed (nobody can
+/// have joined it); a segment with a live tenant or guardian is kept.
 int clean_segments(const args& a, int& left) {
-  const std::string mine = kd::segment_name(a.opts);
-  // "krex-L<layout>-B<boost>-<domain>-<base>": this user's (or group's) domain.
-  const std::string domain = mine.substr(0, mine.size() - a.opts.segment().size());
-  const std::string domain_tail = domain.substr(domain.find("-", domain.find("-B") + 1));
-  DIR* dir = ::opendir("/dev/shm");
+  const kd::segment_id mine = id_of(a);
+  const std::string tag = mine.domain.tag();
+  DIR* dir = ::opendir(mine.dir.c_str());
   if (dir == nullptr) return 0;
-  std::vector<std::string> names;
+  std::vector<std::pair<std::string, segment_entry>> names;
+  std::vector<std::string> temps;
   while (const dirent* e = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe)
     const std::string name = e->d_name;
-    if (name.compare(0, 6, "krex-L") != 0) continue;
-    const size_t at = name.find(domain_tail);
-    if (at == std::string::npos) continue;
-    if (!a.all && name.substr(at + domain_tail.size()) != a.opts.segment()) continue;
-    names.push_back(name);
+    const size_t plus = name.find("+tmp-");
+    segment_entry s;
+    if (!parse_segment_entry(plus == std::string::npos ? name : name.substr(0, plus), tag, s))
+      continue;
+    if (!a.all && s.base != a.opts.segment()) continue;
+    if (plus == std::string::npos)
+      names.emplace_back(name, s);
+    else
+      temps.push_back(name.substr(0, plus));
   }
   ::closedir(dir);
   int removed = 0;
-  for (const std::string& name : names) {
-    std::optional<attached> seg;
-    std::string why;
-    bool remove = false;
-    if (attach(name, seg, why) == ok) {
-      const std::uint32_t live = live_members(*seg->node);
-      if (live == 0) {
-        remove = true;
-        std::printf("segment /dev/shm/%s: no live member", name.c_str());
-      } else {
-        std::printf("segment /dev/shm/%s: in use (%u live member(s)), kept\n", name.c_str(), live);
-      }
-    } else if (a.force) {
-      remove = true;
-      std::printf("%s; --force", why.c_str());
-    } else {
-      std::printf("%s; kept (--force removes it)\n", why.c_str());
+  for (const auto& [name, entry] : names) {
+    kd::segment_id id = mine;
+    id.name = name;
+    id.base = entry.base;
+    const std::string path = id.path();
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    if (!kd::owned_by(st, id.domain) && !a.any_owner) {
+      std::printf("segment %s %s; not yours: skipped (it blocks this segment name: have its owner "
+                  "or root remove it, root with --any-owner)\n",
+                  path.c_str(), kd::file_problem(st, id.domain).c_str());
       ++left;
+      continue;
     }
-    seg.reset();
-    if (!remove) continue;
-    if (a.dry_run) {
-      std::printf(", would be removed\n");
-    } else if (bip::shared_memory_object::remove(name.c_str())) {
-      std::printf(", removed\n");
-      ++removed;
+    if (entry.layout != kd::layout_version) {
+      if (!a.force) {
+        std::printf("segment %s: layout %lu, which this krexctl cannot judge; kept (--force "
+                    "removes it)\n",
+                    path.c_str(), entry.layout);
+        ++left;
+        continue;
+      }
+      std::printf("segment %s: layout %lu; --force", path.c_str(), entry.layout);
+      remove_entry(a, path, removed, left);
+      continue;
+    }
+    std::unique_ptr<kd::node_state> node;
+    std::string why;
+    if (inspect(id, node, why, true) == ok) {
+      const std::uint32_t live = live_members(*node);
+      if (live != 0) {
+        std::printf("segment %s: in use (%u live member(s)), kept\n", path.c_str(), live);
+        continue;
+      }
+      std::printf("segment %s: no live member", path.c_str());
     } else {
-      std::printf(", cannot be removed\n");
-      ++left;
+      // No process of this build can have joined it: nothing to judge.
+      std::printf("%s: unusable", why.c_str());
+    }
+    remove_entry(a, path, removed, left);
+  }
+  for (const std::string& name : temps) {
+    kd::segment_id id = mine;
+    id.name = name;
+    if (a.dry_run) continue;
+    for (const std::string& t : kd::remove_dead_temp_files(id)) {
+      std::printf("temporary file %s/%s of a dead creator: removed\n", id.dir.c_str(), t.c_str());
+      ++removed;
     }
   }
   return removed;
 }
 
-int clean_leaves(const args& a, int& left) {
-  std::optional<attached> seg;
-  std::string why;
-  const bool have = attach(kd::segment_name(a.opts), seg, why) == ok;
-  kd::recovery_config c;
-  kd::freezer* fz = nullptr;
-  std::optional<kd::freezer> fz_holder;
-  if (const int e = own_recovery(a, have ? seg->node : nullptr, c, fz, fz_holder)) {
-    ++left;
-    return -e;
-  }
-  if (c.method != krex::freeze_method::cgroup_v2 && c.method != krex::freeze_method::cgroup_v1) {
-    std::printf("cgroups: freeze method %s uses none\n", krex::to_string(c.method));
-    return 0;
-  }
+/// Stale leaves `t<N>` of one krex root: a leaf whose slot in `node` (the
+/// segment's copy; nullptr when there is none) is not held by a live tenant.
+/// `own_dir`: `root` is a segment's directory under the derived root,
+/// removed once its last leaf is gone.
+int clean_root(const args& a, const std::string& root, const kd::node_state* node,
+               const kd::recovery_config& c, bool own_dir, int& left) {
+  const bool have = node != nullptr;
   const bool v2 = c.method == krex::freeze_method::cgroup_v2;
-  DIR* dir = ::opendir(fz->root().c_str());
+  DIR* dir = ::opendir(root.c_str());
   if (dir == nullptr) return 0;
   std::vector<std::string> leaves;
   while (const dirent* e = ::readdir(dir))  // NOLINT(concurrency-mt-unsafe)
@@ -342,9 +396,9 @@ int clean_leaves(const args& a, int& left) {
   int removed = 0;
   for (const std::string& name : leaves) {
     const unsigned long slot = std::strtoul(name.c_str() + 1, nullptr, 10);
-    const std::string leaf = fz->root() + "/" + name;
-    if (have && slot < kd::max_tenants && seg->node->tenants[slot].owner.load() > 0 &&
-        kd::slot_alive(seg->node->tenants[slot])) {
+    const std::string leaf = root + "/" + name;
+    if (have && slot < kd::max_tenants && node->tenants[slot].owner.load() > 0 &&
+        kd::slot_alive(node->tenants[slot])) {
       continue;  // a live tenant's leaf
     }
     std::string procs;
@@ -382,6 +436,68 @@ int clean_leaves(const args& a, int& left) {
       ++removed;
     else
       ++left;
+  }
+  // Under the derived root each segment has a directory of its own: it
+  // goes with its last leaf (rmdir fails while a leaf is left).
+  if (own_dir && !a.dry_run && ::rmdir(root.c_str()) == 0) {
+    std::printf("cgroup %s: segment directory removed\n", root.c_str());
+    ++removed;
+  }
+  return removed;
+}
+
+
+int clean_leaves(const args& a, int& left) {
+  const kd::segment_id mine = id_of(a);
+  std::unique_ptr<kd::node_state> node;
+  std::string why;
+  const bool have = inspect(mine, node, why) == ok;
+  kd::recovery_config c;
+  kd::freezer* fz = nullptr;
+  std::optional<kd::freezer> fz_holder;
+  if (const int e = own_recovery(a, have ? node.get() : nullptr, c, fz, fz_holder)) {
+    ++left;
+    return -e;
+  }
+  if (c.method != krex::freeze_method::cgroup_v2 && c.method != krex::freeze_method::cgroup_v1) {
+    std::printf("cgroups: freeze method %s uses none\n", krex::to_string(c.method));
+    return 0;
+  }
+  const bool derived = a.opts.cgroup_root().empty();
+  int removed = clean_root(a, fz->root(), have ? node.get() : nullptr, c, derived, left);
+  if (!derived || !a.all) return removed;
+  // --all: every segment directory of this domain under the derived root,
+  // also of segments whose file is gone. Each is judged by its own segment
+  // (if readable) and thawed by its own root, never by a path from a segment.
+  const std::string base = fz->root().substr(0, fz->root().rfind('/'));
+  DIR* dir = ::opendir(base.c_str());
+  if (dir == nullptr) return removed;
+  std::vector<std::pair<std::string, segment_entry>> dirs;
+  while (const dirent* e = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe)
+    segment_entry s;
+    if (e->d_type == DT_DIR && e->d_name != mine.name &&
+        parse_segment_entry(e->d_name, mine.domain.tag(), s))
+      dirs.emplace_back(e->d_name, s);
+  }
+  ::closedir(dir);
+  for (const auto& [name, entry] : dirs) {
+    kd::segment_id id = mine;
+    id.name = name;
+    id.base = entry.base;
+    std::unique_ptr<kd::node_state> other;
+    const bool readable = entry.layout == kd::layout_version && inspect(id, other, why) == ok;
+    kd::recovery_config rc = c;
+    const std::string root = base + "/" + name;
+    if (!kd::as_safe::copy_text(rc.root, sizeof rc.root, root.c_str())) continue;
+    rc.domain_hash = kd::freeze_domain_hash(c.method, root);
+    const std::uint64_t recorded = readable ? other->cgroup_root_hash.load() : 0;
+    if (recorded != 0 && recorded != rc.domain_hash) {
+      std::printf("cgroup %s: its segment's tenants freeze by %s; skipped\n", root.c_str(),
+                  kd::load_text(other->cgroup_root_text).c_str());
+      ++left;
+      continue;
+    }
+    removed += clean_root(a, root, readable ? other.get() : nullptr, rc, true, left);
   }
   return removed;
 }

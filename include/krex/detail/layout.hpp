@@ -5,6 +5,7 @@
 // possibly different builds, so: only lock-free, address-free std::atomic
 // (never a pointer, never a path), fixed sizes, and a header that a process
 // of another layout refuses to attach to. Bump `layout_version` on any change.
+// The segment file holds exactly one node_state at offset 0 (segment.hpp).
 
 #include <atomic>
 #include <cstdint>
@@ -12,7 +13,9 @@
 namespace krex::detail {
 
 inline constexpr std::uint64_t segment_magic = 0x6b7265782e6e6f64ULL;  // "krex.nod"
-inline constexpr std::uint32_t layout_version = 2;
+inline constexpr std::uint32_t layout_version = 3;
+/// node_state::ready once its creator has initialized every byte (stored last, release).
+inline constexpr std::uint32_t segment_ready = 0x5245'4459U;  // "REDY"
 inline constexpr std::uint32_t max_tenants = 256;
 inline constexpr std::uint32_t max_devices = 16;
 
@@ -32,10 +35,8 @@ inline constexpr std::uint32_t lease_exiting = 0x8000'0000U;
 inline constexpr std::uint32_t lease_recovering = 0x4000'0000U;
 inline constexpr std::uint32_t lease_slot_mask = 0x0000'ffffU;
 
-/// Keeps what follows off the previous words' cache line. Objects in a
-/// Boost.Interprocess segment are only 16-byte aligned, so `alignas(64)` would
-/// be undefined behaviour there; 64 bytes of padding separate the hot words
-/// whatever the base address.
+/// Keeps what follows off the previous words' cache line: 64 bytes of padding
+/// separate the hot words whatever the base address.
 struct line_pad {
   unsigned char bytes[64];
 };
@@ -150,15 +151,21 @@ struct device_state {
   std::atomic<std::uint64_t> handoff_skips;    ///< served tickets skipped: not taken within the hand-off
 };
 
-/// The node segment's one object.
+/// The node segment's one object: the whole segment file.
 struct node_state {
-  // Header: checked before anything else is touched.
+  // Header: checked before anything else is touched. `magic` and `layout`
+  // stay the first 12 bytes in every layout, so any build can tell a segment
+  // of another layout from a file that is no segment at all.
   std::atomic<std::uint64_t> magic;
   std::atomic<std::uint32_t> layout;
-  std::atomic<std::uint32_t> boost_version;
-  std::atomic<std::uint32_t> n_devices;
-  std::atomic<std::uint32_t> n_tenants;
-  std::atomic<std::uint64_t> size;  ///< sizeof(node_state) of the creator
+  std::atomic<std::uint32_t> ready;        ///< segment_ready once initialized (release)
+  std::atomic<std::uint64_t> size;         ///< sizeof(node_state) = the file's size
+  std::atomic<std::uint32_t> n_devices;    ///< max_devices
+  std::atomic<std::uint32_t> n_tenants;    ///< max_tenants
+  std::atomic<std::uint32_t> device_size;  ///< sizeof(device_state)
+  std::atomic<std::uint32_t> tenant_size;  ///< sizeof(tenant_slot)
+  std::atomic<std::int32_t> creator_pid;   ///< who initialized it (messages only)
+  std::atomic<std::uint32_t> header_reserved;
 
   /// Hash of the freeze method and krex cgroup root the first tenant
   /// recorded (0 = none yet). The text is for messages only: no path is ever

@@ -1,154 +1,290 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// The node segment: one Boost.Interprocess managed_shared_memory per node,
-// layout version and security domain, holding one node_state.
+// The node segment: one file per node, layout version and security domain
+// (`/dev/shm/krex-L3-u1000-krex`), holding exactly one node_state at offset
+// 0 and nothing else — no allocator, no named objects, no lock a dead process
+// could hold.
+//
+// Creation is crash-safe: the creator builds the whole segment under a
+// temporary name (O_EXCL, exact mode whatever the umask, space reserved with
+// posix_fallocate so a full /dev/shm is an error and never a SIGBUS, every
+// byte initialized, `ready` stored last), then publishes it with link(2). A
+// file under the final name is therefore complete or not a krex segment at
+// all: nobody ever waits for another process's initialization. A creator
+// killed at any point leaves at most a temporary file, which the next
+// creator (or krexctl clean) removes.
+//
+// Joining trusts nothing it finds: the file checks of segment_file.hpp, then
+// its size, every header field and validate() of the node state, before the
+// first use. Every problem is a krex::error(step::segment) naming the path,
+// what was found and what to do.
 
 #include <krex/detail/layout.hpp>
+#include <krex/detail/segment_file.hpp>
 #include <krex/detail/status.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
-#include <boost/interprocess/managed_shared_memory.hpp>
-#include <boost/interprocess/permissions.hpp>
-#include <boost/version.hpp>
-
-#include <sys/types.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 namespace krex::detail {
 
-/// The first object of every krex segment. Its own layout never changes, so
-/// any krex build can read it and refuse a segment it does not understand.
-struct segment_header {
-  std::atomic<std::uint64_t> magic;
-  std::atomic<std::uint32_t> layout;
-  std::atomic<std::uint32_t> boost_version;
-  std::atomic<std::uint64_t> node_size;
-  segment_header() noexcept : magic(segment_magic), layout(layout_version),
-                              boost_version(BOOST_VERSION), node_size(sizeof(node_state)) {}
-};
+static_assert(offsetof(node_state, magic) == 0 && offsetof(node_state, layout) == 8,
+              "magic and layout open every layout: any build must be able to read them");
+inline constexpr std::size_t segment_size = sizeof(node_state);
 
-struct node_object : node_state {
-  node_object() noexcept : node_state() {
-    magic.store(segment_magic);
-    layout.store(layout_version);
-    boost_version.store(BOOST_VERSION);
-    n_devices.store(max_devices);
-    n_tenants.store(max_tenants);
-    size.store(sizeof(node_state));
-  }
-};
-
-inline constexpr const char* header_object_name = "krex.header";
-inline constexpr const char* node_object_name = "krex.node";
-
-/// Full segment name: base, layout version, Boost version and security domain,
-/// e.g. "krex-L1-B107400-u1000-krex".
+/// Full segment file name for `o`: layout version, security domain, base
+/// name, e.g. "krex-L3-u1000-krex".
 inline std::string segment_name(const options& o) {
-  std::string domain = o.access() == segment_access::user
-                           ? "u" + std::to_string(::getuid())
-                           : "g" + std::to_string(::getgid());
-  return "krex-L" + std::to_string(layout_version) + "-B" + std::to_string(BOOST_VERSION) + "-" +
-         domain + "-" + o.segment();
+  return segment_file_name(o.segment(), segment_domain::of(o.access()));
+}
+
+/// Why `n` (a file of `file_size` bytes, at least segment_size) is not a
+/// complete node state of this build: the header fields, then validate().
+/// Empty when it can be used.
+inline std::vector<std::string> header_problems(const node_state& n, std::uint64_t file_size) {
+  std::vector<std::string> out;
+  const auto bad = [&](const std::string& what, std::uint64_t v, std::uint64_t want) {
+    out.push_back(what + " = " + std::to_string(v) + " (expected " + std::to_string(want) + ")");
+  };
+  if (n.ready.load(std::memory_order_acquire) != segment_ready)
+    out.emplace_back("it was never completely initialized (ready = " +
+                     std::to_string(n.ready.load()) + ")");
+  if (n.size.load() != file_size) bad("header size", n.size.load(), file_size);
+  return out;
+}
+
+/// Checks the first bytes of a found file (its size from fstat): empty, too
+/// short, not a krex segment, another layout, another size. Throws
+/// krex::error(step::segment). `head` holds min(size, 12) bytes.
+inline void check_head(const segment_id& id, const unsigned char* head, std::uint64_t size) {
+  const std::string path = id.path();
+  const std::string hint = remove_hint(id, true);
+  if (size == 0)
+    throw error(step::segment,
+                "segment " + path + " is an empty file (0 bytes): not a krex segment (a krex "
+                "creator publishes its segment only once complete)",
+                0, hint);
+  std::uint64_t magic = 0;
+  std::uint32_t layout = 0;
+  if (size >= 8) std::memcpy(&magic, head, 8);
+  if (size < 12 || magic != segment_magic)
+    throw error(step::segment,
+                "segment " + path + " is not a krex segment (" + std::to_string(size) +
+                    " bytes, " + (size < 12 ? "too short" : "no krex magic number") + ")",
+                0, hint);
+  std::memcpy(&layout, head + 8, 4);
+  if (layout != layout_version)
+    throw error(step::segment,
+                "segment " + path + " has layout version " + std::to_string(layout) +
+                    " but this build of krex uses " + std::to_string(layout_version),
+                0,
+                "processes built against different krex versions cannot share a segment; "
+                "rebuild them against one version, or " + hint);
+  if (size != segment_size)
+    throw error(step::segment,
+                "segment " + path + " is " + std::to_string(size) + " bytes, but a layout " +
+                    std::to_string(layout_version) + " segment is " +
+                    std::to_string(segment_size) + " bytes",
+                0, hint);
+}
+
+/// Throws krex::error(step::segment) for the first problems of a full image.
+inline void check_image(const segment_id& id, const node_state& n, std::uint64_t size) {
+  std::vector<std::string> p = header_problems(n, size);
+  const bool header = !p.empty();
+  if (!header) p = validate(n);
+  if (p.empty()) return;
+  throw error(step::segment,
+              "segment " + id.path() + (header ? " is unusable (" : " holds a corrupt node state (") +
+                  p[0] +
+                  (p.size() > 1 ? ", and " + std::to_string(p.size() - 1) + " more problem(s)"
+                                : std::string()) +
+                  ")",
+              0, remove_hint(id, true));
+}
+
+/// The first bytes of an open file, whatever its size.
+inline std::uint64_t read_head(int fd, unsigned char (&head)[12]) {
+  std::memset(head, 0, sizeof head);
+  const ssize_t r = ::pread(fd, head, sizeof head, 0);
+  return r < 0 ? 0 : static_cast<std::uint64_t>(r);
+}
+
+/// A copy of an existing segment's node state, read with pread: nothing is
+/// mapped, so a hostile, truncated or sparse file can neither SIGBUS the
+/// reader nor change under it. Runs every check a joining tenant runs, except
+/// validate() (krexctl reports its findings itself). Throws like segment.
+inline std::unique_ptr<node_state> read_segment(const segment_id& id) {
+  const found_file f = open_segment_file(id, false);
+  unsigned char head[12];
+  (void)read_head(f.fd.get(), head);
+  check_head(id, head, static_cast<std::uint64_t>(f.st.st_size));
+  std::unique_ptr<node_state> n(new node_state());
+  std::size_t done = 0;
+  auto* bytes = reinterpret_cast<unsigned char*>(n.get());
+  while (done < segment_size) {
+    const ssize_t r = ::pread(f.fd.get(), bytes + done, segment_size - done,
+                              static_cast<off_t>(done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      throw error(step::segment, "cannot read segment " + id.path(), r < 0 ? errno : EIO,
+                  "it shrank while being read");
+    done += static_cast<std::size_t>(r);
+  }
+  const std::vector<std::string> p = header_problems(*n, segment_size);
+  if (!p.empty())
+    throw error(step::segment, "segment " + id.path() + " is unusable (" + p[0] + ")", 0,
+                remove_hint(id, true));
+  return n;
 }
 
 class segment {
  public:
-  /// Creates or attaches to the node segment named by `o`. Throws
-  /// krex::error(step::segment) if it cannot be opened or has another layout.
-  explicit segment(const options& o) : m_name(segment_name(o)) {
-    namespace bip = boost::interprocess;
-    bip::permissions perm;
-    perm.set_permissions(o.access() == segment_access::user ? 0600 : 0660);
-    const std::size_t size = sizeof(node_object) + sizeof(segment_header) + std::size_t{64} * 1024;
-    try {
-      m_shm = bip::managed_shared_memory(bip::open_or_create, m_name.c_str(), size, nullptr, perm);
-    } catch (const bip::interprocess_exception& e) {
-      const int err = e.get_native_error();
-      throw error(step::segment, "cannot open shared memory segment /dev/shm/" + m_name + " (" +
-                                     e.what() + ")",
-                  err > 0 ? err : 0,
-                  "check that /dev/shm is writable and that the segment belongs to you "
-                  "(another user's segment: set KREX_SEGMENT to another name, or use "
-                  "access(segment_access::group) for a shared fleet)");
+  /// Joins the node segment named by `o`, creating it if there is none.
+  /// Throws krex::error(step::segment) if the file found is not a complete
+  /// segment of this build and domain, or if it cannot be created (a full
+  /// /dev/shm: ENOSPC).
+  explicit segment(const options& o) : segment(segment_id_of(o), true) {}
+
+  /// Opens segment `id`, creating it if `create`; without `create`, a missing
+  /// segment throws krex::error with code ENOENT.
+  segment(segment_id id, bool create) : m_id(std::move(id)) {
+    // A creator killed between publishing and removing its temporary name
+    // leaves a temporary file behind a complete segment: any joiner removes it.
+    if (create) (void)remove_dead_temp_files(m_id);
+    // Each round either maps a file or sees the name change under it (a
+    // creator that won the race, a file removed meanwhile); only a process
+    // removing and recreating the segment in a loop can exhaust the rounds.
+    for (int round = 0; round < 8; ++round) {
+      try {
+        map_existing(open_segment_file(m_id, true));
+        return;
+      } catch (const error& e) {
+        if (e.code() != ENOENT || !create) throw;
+      }
+      if (create_and_publish()) return;
     }
-    check_header(*find_or_construct<segment_header>(header_object_name));
-    auto* n = find_or_construct<node_object>(node_object_name);
-    if (n->magic.load() != segment_magic || n->layout.load() != layout_version ||
-        n->size.load() != sizeof(node_state) || n->n_tenants.load() != max_tenants ||
-        n->n_devices.load() != max_devices)
-      throw error(step::segment, "segment /dev/shm/" + m_name + " holds a corrupt node state", 0,
-                  remove_hint());
-    // Every index and enumerated value a tenant reads from it must be in
-    // range (tenants check again where they use them).
-    const std::vector<std::string> problems = validate(*n);
-    if (!problems.empty())
-      throw error(step::segment,
-                  "segment /dev/shm/" + m_name + " holds a corrupt node state (" + problems[0] +
-                      (problems.size() > 1
-                           ? ", and " + std::to_string(problems.size() - 1) + " more problem(s)"
-                           : std::string()) +
-                      ")",
-                  0, remove_hint());
-    m_node = n;
+    throw error(step::segment,
+                "segment " + m_id.path() + " kept appearing and disappearing while joining", 0,
+                "something removes it in a loop: stop it, or choose another KREX_SEGMENT");
+  }
+
+  segment(const segment&) = delete;
+  segment& operator=(const segment&) = delete;
+  ~segment() {
+    if (m_node != nullptr) ::munmap(m_node, segment_size);
   }
 
   node_state& node() const noexcept { return *m_node; }
-  const std::string& name() const noexcept { return m_name; }
+  /// The file name (in its directory, /dev/shm unless KREX_SHM_DIR).
+  const std::string& name() const noexcept { return m_id.name; }
+  std::string path() const { return m_id.path(); }
 
   /// Removes the named segment (processes attached keep their mapping).
   static bool remove(const options& o) noexcept {
-    return boost::interprocess::shared_memory_object::remove(segment_name(o).c_str());
-  }
-
- private:
-  // The named object, constructed by whichever process attaches first.
-  template <class T>
-  T* find_or_construct(const char* object_name) {
     try {
-      return m_shm.find_or_construct<T>(object_name)();
-    } catch (const std::exception& e) {
-      throw error(step::segment, "segment /dev/shm/" + m_name + " is unusable (" + e.what() + ")",
-                  0, remove_hint());
+      return ::unlink(segment_id_of(o).path().c_str()) == 0;
+    } catch (...) {
+      return false;
     }
   }
 
-  std::string remove_hint() const {
-    return "no krex build can share it; once no process uses it, remove it with "
-           "`rm /dev/shm/" + m_name + "` (or choose another KREX_SEGMENT)";
-  }
-  void check_header(const segment_header& h) const {
-    if (h.magic.load() != segment_magic)
-      throw error(step::segment, "segment /dev/shm/" + m_name + " is not a krex segment", 0,
-                  remove_hint());
-    if (h.layout.load() != layout_version)
-      throw error(step::segment,
-                  "segment /dev/shm/" + m_name + " has layout version " +
-                      std::to_string(h.layout.load()) + " but this build of krex uses " +
-                      std::to_string(layout_version),
-                  0,
-                  "processes built against different krex versions cannot share a segment; "
-                  "rebuild them against one version, or " + remove_hint());
-    if (h.boost_version.load() != BOOST_VERSION)
-      throw error(step::segment,
-                  "segment /dev/shm/" + m_name + " was made with Boost " +
-                      std::to_string(h.boost_version.load()) + " but this build uses " +
-                      std::to_string(BOOST_VERSION),
-                  0, "build every tenant against one Boost version, or " + remove_hint());
-    if (h.node_size.load() != sizeof(node_state))
-      throw error(step::segment,
-                  "segment /dev/shm/" + m_name + " has a node state of " +
-                      std::to_string(h.node_size.load()) + " bytes, this build expects " +
-                      std::to_string(sizeof(node_state)),
-                  0, remove_hint());
+ private:
+  void map_existing(found_file f) {
+    unsigned char head[12];
+    (void)read_head(f.fd.get(), head);
+    check_head(m_id, head, static_cast<std::uint64_t>(f.st.st_size));
+    // Pages never allocated (a sparse file) would be a SIGBUS on first touch
+    // in a full tmpfs: allocate them now, where a failure is an error.
+    if (static_cast<std::uint64_t>(f.st.st_blocks) * 512 < segment_size)
+      if (const int e = ::posix_fallocate(f.fd.get(), 0, static_cast<off_t>(segment_size)))
+        throw error(step::segment, "cannot allocate the sparse segment " + m_id.path(), e,
+                    space_hint());
+    void* p = ::mmap(nullptr, segment_size, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd.get(), 0);
+    if (p == MAP_FAILED)
+      throw error(step::segment, "cannot map segment " + m_id.path(), errno);
+    auto* n = static_cast<node_state*>(p);
+    try {
+      check_image(m_id, *n, segment_size);
+    } catch (...) {
+      ::munmap(p, segment_size);
+      throw;
+    }
+    m_node = n;
   }
 
-  std::string m_name;
-  boost::interprocess::managed_shared_memory m_shm;
+  // Builds the segment under a temporary name and links it to the final one.
+  // True when this process's segment was published (and is mapped); false
+  // when the final name appeared meanwhile or the temporary file vanished.
+  bool create_and_publish() {
+    const std::string tmp = m_id.dir + "/" + temp_file_name(m_id.name);
+    ::unlink(tmp.c_str());  // this very process's, from an earlier round
+    unique_fd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (fd.get() < 0) {
+      const int e = errno;
+      throw error(step::segment, "cannot create segment " + tmp, e,
+                  e == ENOSPC || e == EDQUOT ? space_hint()
+                                             : "check that " + m_id.dir + " is writable");
+    }
+    struct unlink_guard {
+      const std::string& path;
+      ~unlink_guard() { ::unlink(path.c_str()); }
+    } guard{tmp};
+    // Exact mode and group whatever the umask and the directory.
+    if ((m_id.domain.group && ::fchown(fd.get(), static_cast<uid_t>(-1), m_id.domain.gid) != 0) ||
+        ::fchmod(fd.get(), m_id.domain.mode()) != 0)
+      throw error(step::segment, "cannot set the mode of segment " + tmp, errno);
+    if (const int e = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(segment_size)))
+      throw error(step::segment,
+                  "cannot reserve " + std::to_string(segment_size) + " bytes for segment " +
+                      m_id.path(),
+                  e, space_hint());
+    void* p = ::mmap(nullptr, segment_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (p == MAP_FAILED) throw error(step::segment, "cannot map segment " + tmp, errno);
+    auto* n = new (p) node_state();  // value-initialized: every byte zero
+    n->magic.store(segment_magic, std::memory_order_relaxed);
+    n->layout.store(layout_version, std::memory_order_relaxed);
+    n->size.store(segment_size, std::memory_order_relaxed);
+    n->n_devices.store(max_devices, std::memory_order_relaxed);
+    n->n_tenants.store(max_tenants, std::memory_order_relaxed);
+    n->device_size.store(sizeof(device_state), std::memory_order_relaxed);
+    n->tenant_size.store(sizeof(tenant_slot), std::memory_order_relaxed);
+    n->creator_pid.store(static_cast<std::int32_t>(::getpid()), std::memory_order_relaxed);
+    n->ready.store(segment_ready, std::memory_order_release);
+    // Publish: link(2) fails with EEXIST if another creator won, and never
+    // replaces a file (rename would).
+    if (::link(tmp.c_str(), m_id.path().c_str()) != 0) {
+      const int e = errno;
+      ::munmap(p, segment_size);
+      if (e == EEXIST || e == ENOENT) return false;  // theirs won / our temp was removed
+      throw error(step::segment, "cannot publish segment " + m_id.path(), e,
+                  "check that " + m_id.dir + " is writable and supports hard links");
+    }
+    m_node = n;
+    return true;
+  }
+
+  std::string space_hint() const {
+    return "free space in " + m_id.dir + " (df -h " + m_id.dir +
+           "; krexctl clean --all removes stale segments), or set KREX_SHM_DIR to another tmpfs "
+           "directory";
+  }
+
+  segment_id m_id;
   node_state* m_node = nullptr;
 };
 

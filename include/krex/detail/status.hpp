@@ -22,7 +22,8 @@
 namespace krex::detail {
 
 /// Every problem found in `n`, as one line each; empty when it is a node state
-/// this build can use. Checks the header and that every index and enumerated
+/// this build can use. Checks every header field (magic, layout, ready, sizes,
+/// counts; segment.hpp checked the file's size) and that every index and enumerated
 /// value a tenant reads from the segment is in range (a tenant bounds-checks
 /// them again where it uses them: the segment may change after this).
 inline std::vector<std::string> validate(const node_state& n) {
@@ -32,9 +33,12 @@ inline std::vector<std::string> validate(const node_state& n) {
   };
   if (n.magic.load() != segment_magic) bad("node magic", n.magic.load());
   if (n.layout.load() != layout_version) bad("node layout version", n.layout.load());
+  if (n.ready.load(std::memory_order_acquire) != segment_ready) bad("ready word", n.ready.load());
   if (n.size.load() != sizeof(node_state)) bad("node size", n.size.load());
   if (n.n_devices.load() != max_devices) bad("device count", n.n_devices.load());
   if (n.n_tenants.load() != max_tenants) bad("tenant count", n.n_tenants.load());
+  if (n.device_size.load() != sizeof(device_state)) bad("device size", n.device_size.load());
+  if (n.tenant_size.load() != sizeof(tenant_slot)) bad("tenant slot size", n.tenant_size.load());
   const std::uint32_t fm = n.freeze_method.load();
   if (fm > static_cast<std::uint32_t>(freeze_method::none)) bad("freeze method", fm);
   for (std::uint32_t d = 0; d < max_devices; ++d) {
@@ -137,12 +141,13 @@ inline const char* slot_state_name(std::uint32_t s) noexcept {
   return s <= slot_leaving ? names[s] : "?";
 }
 
-/// Copies what krexctl shows out of `n`, and notes what is wrong: the
-/// validate() findings, dead lease holders, raised gates without a live
-/// holder, dead tenants still holding slots, a missing guardian.
-inline node_view read_status(const node_state& n, const std::string& segment_name) {
+/// Copies what krexctl shows out of `n` (the segment file at `segment_path`),
+/// and notes what is wrong: the validate() findings, dead lease holders,
+/// raised gates without a live holder, dead tenants still holding slots, a
+/// missing guardian.
+inline node_view read_status(const node_state& n, const std::string& segment_path) {
   node_view v;
-  v.segment = segment_name;
+  v.segment = segment_path;
   v.problems = validate(n);
   v.freeze_domain = load_text(n.cgroup_root_text);
   v.guardian_pid = n.guardian_pid.load();
@@ -449,7 +454,7 @@ inline std::string to_json(const node_view& v) {
 
 /// The snapshot as text for a terminal.
 inline std::string to_text(const node_view& v) {
-  std::string o = "segment   /dev/shm/" + v.segment + "\n";
+  std::string o = "segment   " + v.segment + "\n";
   o += "freeze    " + (v.freeze_domain.empty() ? std::string("-") : v.freeze_domain) + "\n";
   o += "guardian  " +
        (v.guardian_pid > 0 ? "pid " + std::to_string(v.guardian_pid) +
