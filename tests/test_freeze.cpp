@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 
 #include <cstdlib>
 #include <string>
@@ -136,6 +137,9 @@ class freeze_test : public ::testing::TestWithParam<freeze_method> {
       const int fd = ::open(("/dev/shm/" + m_shm).c_str(), O_RDWR | O_CLOEXEC);
       if (fd < 0 || ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED)
         return 9;
+      char name[16];  // and run the agent thread of their slot
+      krex::detail::as_safe::agent_thread_name(slot, name);
+      ::prctl(PR_SET_NAME, name, 0, 0, 0);
       freezer f = freezer::open(m_method, m_root);
       f.enter(slot);
       const pid_t g = ::fork();

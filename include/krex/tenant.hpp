@@ -270,8 +270,13 @@ class basic_tenant {
     m_joined = true;
     try {
       isolate(count);
-      m_member.slot->state.store(detail::slot_active);
       m_agent = std::make_unique<std::thread>([this] { agent_loop(); });
+      // The agent thread's name is this process's proof of membership of
+      // its slot (detail/identity.hpp): named before any holder may look.
+      char name[16];
+      detail::as_safe::agent_thread_name(m_member.index, name);
+      ::pthread_setname_np(m_agent->native_handle(), name);
+      m_member.slot->state.store(detail::slot_active);
       detail::backend_attach(m_backend, m_member, 0);
       m_attached = true;
       // Last, once confined off the reserved cores (the guardian inherits

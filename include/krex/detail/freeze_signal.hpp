@@ -74,18 +74,19 @@ struct stop_record {
 /// start time (re-read at every use) tells a reused pid.
 class member_cache {
  public:
-  identity_verdict check(const identity_domain& d, pid_t pid, std::uint64_t start_time) {
+  identity_verdict check(const identity_domain& d, pid_t pid, std::uint64_t start_time,
+                         std::uint32_t slot) {
     if (pid <= 1) return identity_bad_pid;
     for (const entry& e : m_ok)
-      if (e.pid == pid && e.start_time == start_time && start_time != 0) {
+      if (e.pid == pid && e.start_time == start_time && e.slot == slot && start_time != 0) {
         const proc_stat st = read_proc_stat(pid);
         if (!st.exists || st.state == 'Z' || st.state == 'X') return identity_gone;
         return st.start_time == start_time ? identity_ok : identity_start_time;
       }
-    const identity_verdict v = as_safe::verify_member(d, pid, start_time);
+    const identity_verdict v = as_safe::verify_member(d, pid, start_time, slot);
     if (v == identity_ok) {
       if (m_ok.size() >= 2 * std::size_t{max_tenants}) m_ok.erase(m_ok.begin());
-      m_ok.push_back(entry{pid, start_time});
+      m_ok.push_back(entry{pid, start_time, slot});
     }
     return v;
   }
@@ -95,6 +96,7 @@ class member_cache {
   struct entry {
     pid_t pid;
     std::uint64_t start_time;
+    std::uint32_t slot;
   };
   std::vector<entry> m_ok;
 };
@@ -120,7 +122,7 @@ inline int stop(const identity_domain& d, member_cache& cache, stop_record& r,
   if (fd < 0 && errno == ESRCH) return ESRCH;
   if (fd < 0 && errno != ENOSYS) return errno;
   r.pidfd = unique_fd(fd);
-  verdict = cache.check(d, r.pid, r.start_time);
+  verdict = cache.check(d, r.pid, r.start_time, r.slot);
   if (verdict == identity_gone) return ESRCH;
   if (verdict != identity_ok) return 0;
   r.group = led_group(r.pid) != 0;

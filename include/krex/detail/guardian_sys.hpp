@@ -128,14 +128,14 @@ inline path_buf leaf_path(const recovery_config& c, std::uint32_t slot, const ch
   return p;
 }
 
-/// SIGCONTs what a region holder recorded as stopped: `target` = a pid, or
-/// minus the process group that pid leads; `start_time` = that pid's start
-/// time at join. Nothing is signalled unless the pid is verified, through a
+/// SIGCONTs what a region holder recorded as stopped for slot `slot`:
+/// `target` = a pid, or minus the process group that pid leads;
+/// `start_time` = that pid's start time at join. Nothing is signalled unless the pid is verified, through a
 /// pidfd taken first, as a member of `c.identity` with that start time
 /// (identity.hpp); pid <= 1 never. The group only while its leader lives and
 /// still leads it, and never this process's own. Returns 0 or errno; a
 /// process that is gone, or not verified, counts as continued.
-inline int continue_verified(const recovery_config& c, std::int32_t target,
+inline int continue_verified(const recovery_config& c, std::uint32_t slot, std::int32_t target,
                              std::uint64_t start_time) noexcept {
   if (target == 0 || target == INT32_MIN) return 0;
   const std::int32_t pid = target < 0 ? -target : target;
@@ -143,7 +143,7 @@ inline int continue_verified(const recovery_config& c, std::int32_t target,
   const int fd = pidfd_open(pid);
   if (fd < 0 && errno != ENOSYS) return errno == ESRCH ? 0 : errno;
   int e = 0;
-  if (verify_member(c.identity, pid, start_time) == identity_ok) {
+  if (verify_member(c.identity, pid, start_time, slot) == identity_ok) {
     // Without pidfds (kernel < 5.3) the pid is signalled right after the checks.
     const int rc = fd >= 0 ? pidfd_signal(fd, SIGCONT) : ::kill(pid, SIGCONT);
     if (rc != 0) e = errno;
@@ -156,7 +156,7 @@ inline int continue_verified(const recovery_config& c, std::int32_t target,
 }
 
 /// Thaws tenant slot `slot` (bounded by the caller) the way `c` freezes:
-/// the leaf's freeze file, or (signal) continue_verified(c, pid, start_time),
+/// the leaf's freeze file, or (signal) continue_verified(c, slot, pid, start_time),
 /// where `pid` is what the holder stopped (a pid, or minus the group it
 /// leads). Returns 0 or errno; a leaf or process that is gone counts as thawed.
 inline int thaw_slot(const recovery_config& c, std::uint32_t slot, std::int32_t pid,
@@ -170,7 +170,7 @@ inline int thaw_slot(const recovery_config& c, std::uint32_t slot, std::int32_t 
     case freeze_method::cgroup_v1:
       e = write_file(leaf_path(c, slot, "/freezer.state").c_str(), "THAWED");
       break;
-    case freeze_method::signal: e = continue_verified(c, pid, start_time); break;
+    case freeze_method::signal: e = continue_verified(c, slot, pid, start_time); break;
     default: break;
   }
   return e == ENOENT || e == ESRCH ? 0 : e;

@@ -14,7 +14,11 @@
 //     the domain's uid; group mode, real gid = the domain's gid;
 //   - it lives in the verifier's pid namespace (a pid recorded in another
 //     namespace names some other process here);
-//   - it has this segment mapped: /proc/<pid>/maps names /dev/shm/<segment>.
+//   - it has this segment mapped: /proc/<pid>/maps names /dev/shm/<segment>;
+//   - it runs the agent thread of that very slot: a thread named
+//     "krex:t<slot>" (agent_thread_name). Only a process can name its own
+//     threads, so this ties the pid to the slot: the mapping alone would
+//     also pass the guardian and any child forked from a member.
 //
 // Callers take a pidfd before verifying and signal through it, so a pid
 // reused between the check and the signal is never touched.
@@ -58,6 +62,7 @@ enum identity_verdict : int {
   identity_namespace,    ///< another pid namespace
   identity_not_mapped,   ///< does not have the segment mapped
   identity_unreadable,   ///< its /proc entries cannot be read (another user's process)
+  identity_no_agent,     ///< has no agent thread of the slot (not that slot's tenant)
   identity_no_domain,    ///< the verifier has no domain configured
 };
 
@@ -72,6 +77,7 @@ inline const char* to_string(identity_verdict v) noexcept {
     case identity_not_mapped: return "does not have this segment mapped (not a member)";
     case identity_unreadable: return "its /proc entries cannot be read (another user's process?)";
     case identity_no_domain: return "no identity domain configured";
+    case identity_no_agent: return "runs no krex agent thread for this slot (not its tenant)";
   }
   return "?";
 }
@@ -197,10 +203,77 @@ inline int maps_file(std::int64_t pid, const char* path, bool& found) noexcept {
   return found ? 0 : err;
 }
 
-/// Checks that the process at `pid` is the member that joined with
-/// `start_time` (see the top of this file). Async-signal-safe.
+/// The name of the agent thread of the tenant in slot `slot`: "krex:t<slot>"
+/// (at most 15 characters, the kernel's limit).
+inline void agent_thread_name(std::uint32_t slot, char (&out)[16]) noexcept {
+  const char* head = "krex:t";
+  std::size_t i = 0;
+  for (; head[i] != '\0'; ++i) out[i] = head[i];
+  char digits[12];
+  int nd = 0;
+  do {
+    digits[nd++] = static_cast<char>('0' + slot % 10);
+    slot /= 10;
+  } while (slot != 0 && nd < 9);
+  while (nd > 0) out[i++] = digits[--nd];
+  out[i] = '\0';
+}
+
+/// Whether some thread of `pid` is named `name` (/proc/<pid>/task/*/comm).
+/// Returns 0 (and `found`) or errno.
+inline int has_thread_named(std::int64_t pid, const char* name, bool& found) noexcept {
+  found = false;
+  char dpath[48];
+  if (!proc_path(dpath, sizeof dpath, pid, "/task")) return ENAMETOOLONG;
+  const int dfd = ::open(dpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return errno;
+  alignas(8) char buf[4096];
+  int err = 0;
+  while (!found) {
+    const long n = ::syscall(SYS_getdents64, dfd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    // struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, name.
+    for (long off = 0; off + 19 < n && !found;) {
+      const auto* rec = reinterpret_cast<const unsigned char*>(buf + off);
+      const std::size_t reclen = static_cast<std::size_t>(rec[16]) |
+                                 (static_cast<std::size_t>(rec[17]) << 8);
+      if (reclen == 0) break;
+      const char* tid = buf + off + 19;
+      if (*tid >= '0' && *tid <= '9') {
+        char rel[40];
+        std::size_t k = 0;
+        for (; tid[k] != '\0' && k < 20; ++k) rel[k] = tid[k];
+        for (const char* t = "/comm"; *t != '\0'; ++t) rel[k++] = *t;
+        rel[k] = '\0';
+        const int fd = ::openat(dfd, rel, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+          char comm[32];
+          ssize_t m;
+          do m = ::read(fd, comm, sizeof comm - 1);
+          while (m < 0 && errno == EINTR);
+          ::close(fd);
+          if (m > 0) {
+            std::size_t len = static_cast<std::size_t>(m);
+            if (comm[len - 1] == '\n') --len;
+            std::size_t q = 0;
+            while (q < len && name[q] != '\0' && comm[q] == name[q]) ++q;
+            found = q == len && name[q] == '\0';
+          }
+        }
+      }
+      off += static_cast<long>(reclen);
+    }
+  }
+  ::close(dfd);
+  return found ? 0 : err;
+}
+
+/// Checks that the process at `pid` is the member that joined slot `slot`
+/// with `start_time` (see the top of this file). Async-signal-safe.
 inline identity_verdict verify_member(const identity_domain& d, std::int64_t pid,
-                                      std::uint64_t start_time) noexcept {
+                                      std::uint64_t start_time, std::uint32_t slot) noexcept {
   if (pid <= 1 || pid > INT32_MAX) return identity_bad_pid;
   if (!d.valid()) return identity_no_domain;
   const proc_stat st = read_proc_stat(pid);
@@ -220,6 +293,13 @@ inline identity_verdict verify_member(const identity_domain& d, std::int64_t pid
   if (e == ENOENT || e == ESRCH) return identity_gone;
   if (e != 0) return identity_unreadable;
   if (!mapped) return identity_not_mapped;
+  char agent[16];
+  agent_thread_name(slot, agent);
+  bool has_agent = false;
+  e = has_thread_named(pid, agent, has_agent);
+  if (e == ENOENT || e == ESRCH) return identity_gone;
+  if (e != 0) return identity_unreadable;
+  if (!has_agent) return identity_no_agent;
   // The start time again: the process we read /proc of is still the same one.
   const proc_stat again = read_proc_stat(pid);
   if (!again.exists || again.start_time != start_time) return identity_gone;
