@@ -125,14 +125,17 @@ struct throwaway_users {
                        " >/dev/null 2>&1")
                           .c_str()) != 0)
         return;
+    // One at a time: getpwnam returns a static buffer.
     const struct group* g = ::getgrnam(group.c_str());
-    const passwd* pa = ::getpwnam(a.c_str());
-    const passwd* pb = ::getpwnam(b.c_str());
-    if (g == nullptr || pa == nullptr || pb == nullptr) return;
+    if (g == nullptr) return;
     gid = g->gr_gid;
-    uid_a = pa->pw_uid;
-    uid_b = pb->pw_uid;
-    ok = true;
+    const passwd* p = ::getpwnam(a.c_str());
+    if (p == nullptr) return;
+    uid_a = p->pw_uid;
+    p = ::getpwnam(b.c_str());
+    if (p == nullptr) return;
+    uid_b = p->pw_uid;
+    ok = uid_a != uid_b;
   }
   ~throwaway_users() {
     for (const std::string& u : {a, b})
