@@ -165,8 +165,9 @@ class freezer {
           m_stopped.push_back(std::move(r));
         } else if (e == ESRCH) {
           e = 0;  // gone: nothing left to run
-        } else if (r.pidfd.get() >= 0 || r.group) {
-          m_stopped.push_back(std::move(r));  // thaw whatever of it did stop
+        } else {
+          m_stopped.push_back(std::move(r));  // give_up thaws whatever of it did stop
+          started.push_back(s);
         }
       } else {
         e = request(s.slot, true);
