@@ -62,7 +62,8 @@ struct stop_record {
   pid_t pid = 0;
   std::uint64_t start_time = 0;
   unique_fd pidfd;     ///< the verified process (-1 only where the kernel has no pidfds)
-  bool group = false;  ///< the group it leads was stopped too
+  bool group = false;  ///< the group it leads is to be stopped too
+  bool sent = false;   ///< a SIGSTOP went out: there is something to continue
   /// Where the stop is recorded in the segment for recoverers (may be null).
   tenant_slot* shared = nullptr;
   /// The signal target: -pid for its group, else pid.
@@ -132,6 +133,7 @@ inline int stop(const identity_domain& d, member_cache& cache, stop_record& r,
   }
   // Without pidfds (kernel < 5.3) the pid is signalled right after the
   // checks; with them, only the verified process can be reached.
+  r.sent = true;  // a failed send may still have reached it: thaw it either way
   const int rc = fd >= 0 ? sys().pidfd_send_signal(fd, SIGSTOP) : sys().kill(r.pid, SIGSTOP);
   if (rc != 0) return errno;
   // The leader is alive (the pidfd reaches it), so its pid, and with it the
@@ -148,6 +150,7 @@ inline int stop(const identity_domain& d, member_cache& cache, stop_record& r,
 /// anybody's). Clears the segment's record. Returns 0 or an errno value; a
 /// process that is gone counts as continued.
 inline int resume(stop_record& r) {
+  if (!r.sent) return 0;
   int e = 0;
   const int fd = r.pidfd.get();
   const int rc = fd >= 0 ? sys().pidfd_send_signal(fd, SIGCONT)
