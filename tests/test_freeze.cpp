@@ -4,9 +4,14 @@
 
 #include "proc_util.hpp"
 
+#include <krex/detail/identity.hpp>
 #include <krex/freeze.hpp>
 
 #include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 
 #include <cstdlib>
 #include <string>
@@ -63,7 +68,12 @@ int open_fake(const char* p, int f, mode_t m) {
   return krex::detail::sys_impl::open(p, f, m);
 }
 ssize_t write_eio(int, const void*, size_t) { return ++g_calls, errno = EIO, -1; }
-int kill_eperm(pid_t, int) { return ++g_calls, errno = EPERM, -1; }
+int pidfd_signal_eperm(int, int) { return ++g_calls, errno = EPERM, -1; }
+
+// A sibling as a region names it: slot, pid and the pid's start time.
+freezer::target tg(std::uint32_t slot, pid_t pid) {
+  return {slot, pid, krex::detail::read_proc_stat(pid).start_time};
+}
 
 // --- the fixture: a unique root per test, everything torn down ---------------
 class freeze_test : public ::testing::TestWithParam<freeze_method> {
@@ -81,10 +91,18 @@ class freeze_test : public ::testing::TestWithParam<freeze_method> {
       m_root = base + "/" + krex_test::unique_name("krex-test");
     }
     krex_test::become_subreaper();  // grandchildren come back to us to be reaped
+    // Signal freezing only stops verified members: processes that have the
+    // segment mapped. The tenants here map this file, as joined tenants do.
+    m_shm = krex_test::unique_name("krex-test-shm");
+    const int fd = ::open(("/dev/shm/" + m_shm).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, 4096), 0);
+    ::close(fd);
   }
 
   void TearDown() override {
     krex::detail::sys() = m_saved;
+    if (!m_shm.empty()) ::unlink(("/dev/shm/" + m_shm).c_str());
     if (!m_root.empty())
       for (std::uint32_t s = 0; s < 16; ++s) {  // thaw first: a v1-frozen task cannot die
         const std::string l = m_root + "/t" + std::to_string(s);
@@ -116,6 +134,12 @@ class freeze_test : public ::testing::TestWithParam<freeze_method> {
     const int before = m_mem->ready.load();
     m_kids.push_back(krex_test::spawn([this, slot] {
       if (m_method == freeze_method::signal) ::setpgid(0, 0);  // a group of its own to stop
+      const int fd = ::open(("/dev/shm/" + m_shm).c_str(), O_RDWR | O_CLOEXEC);
+      if (fd < 0 || ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED)
+        return 9;
+      char name[16];  // and run the agent thread of their slot
+      krex::detail::as_safe::agent_thread_name(slot, name);
+      ::prctl(PR_SET_NAME, name, 0, 0, 0);
       freezer f = freezer::open(m_method, m_root);
       f.enter(slot);
       const pid_t g = ::fork();
@@ -145,10 +169,15 @@ class freeze_test : public ::testing::TestWithParam<freeze_method> {
         3000ms);
   }
   // Holder side: the test process never enters a leaf itself.
-  freezer holder() { return freezer::open(m_method, m_root); }
+  freezer holder() {
+    freezer f = freezer::open(m_method, m_root);
+    f.bind(krex::detail::make_identity_domain(krex::segment_access::user, ("/dev/shm/" + m_shm).c_str()));
+    return f;
+  }
 
   freeze_method m_method{};
   std::string m_root;
+  std::string m_shm;  // name of the /dev/shm file the tenants map
   krex_test::shared<krex_test::counters> m_mem;
   std::vector<krex_test::child> m_kids;
   krex::detail::sys_table m_saved{};
@@ -178,7 +207,8 @@ TEST_P(freeze_test, freezes_child_and_grandchild_then_thaws) {
   freezer h = holder();
   const pid_t pid = start_tenant(3);
   ASSERT_TRUE(both_move(3)) << "tenant never ran";
-  h.freeze({{3, pid}}, clock_type::now() + 2s);
+  h.freeze({tg(3, pid)}, clock_type::now() + 2s);
+  EXPECT_TRUE(h.refused().empty());
   const auto a = sample(3);
   std::this_thread::sleep_for(200ms);
   const auto b = sample(3);
@@ -187,7 +217,7 @@ TEST_P(freeze_test, freezes_child_and_grandchild_then_thaws) {
     EXPECT_EQ(read_text(h.leaf(3) + control_of(m_method)),
               m_method == freeze_method::cgroup_v2 ? "1\n" : "FROZEN\n");
   }
-  EXPECT_TRUE(h.thaw({{3, pid}})) << h.last_error();
+  EXPECT_TRUE(h.thaw({tg(3, pid)})) << h.last_error();
   EXPECT_TRUE(both_move(3)) << "a counter did not move after thaw";
 }
 
@@ -195,13 +225,13 @@ TEST_P(freeze_test, freezes_several_siblings_with_one_deadline) {
   freezer h = holder();
   const pid_t p1 = start_tenant(1);
   const pid_t p2 = start_tenant(2);
-  h.freeze({{1, p1}, {2, p2}}, clock_type::now() + 2s);
+  h.freeze({tg(1, p1), tg(2, p2)}, clock_type::now() + 2s);
   const auto a1 = sample(1);
   const auto a2 = sample(2);
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(a1, sample(1));
   EXPECT_EQ(a2, sample(2));
-  EXPECT_TRUE(h.thaw({{1, p1}, {2, p2}}));
+  EXPECT_TRUE(h.thaw({tg(1, p1), tg(2, p2)}));
   EXPECT_TRUE(both_move(1));
   EXPECT_TRUE(both_move(2));
 }
@@ -226,7 +256,7 @@ TEST_P(freeze_test, missed_deadline_throws_and_leaves_nothing_frozen) {
   krex::detail::sys().open = open_fake;
   const auto t0 = clock_type::now();
   try {
-    h.freeze({{4, pid}}, t0 + 100ms);
+    h.freeze({tg(4, pid)}, t0 + 100ms);
     ADD_FAILURE() << "freeze did not throw";
   } catch (const krex::error& e) {
     EXPECT_EQ(e.where(), krex::step::freeze);
@@ -249,7 +279,7 @@ TEST_P(freeze_test, failed_write_thaws_what_it_froze) {
   const pid_t pid = start_tenant(5);
   // Slot 6 has no leaf: the freeze of slot 5 must be undone.
   try {
-    h.freeze({{5, pid}, {6, pid + 100000}}, clock_type::now() + 2s);
+    h.freeze({tg(5, pid), {6, pid + 100000}}, clock_type::now() + 2s);
     ADD_FAILURE() << "freeze did not throw";
   } catch (const krex::error& e) {
     EXPECT_EQ(e.code(), ENOENT);
@@ -263,11 +293,14 @@ TEST_P(freeze_test, thaw_tries_every_sibling_and_reports_failure) {
   const pid_t p1 = start_tenant(1);
   const pid_t p2 = start_tenant(2);
   g_calls = 0;
-  if (m_method == freeze_method::signal)
-    krex::detail::sys().kill = kill_eperm;
-  else
+  if (m_method == freeze_method::signal) {
+    // The signal method continues only what it stopped: stop them first.
+    h.freeze({tg(1, p1), tg(2, p2)}, clock_type::now() + 2s);
+    krex::detail::sys().pidfd_send_signal = pidfd_signal_eperm;
+  } else {
     krex::detail::sys().write = write_eio;
-  EXPECT_FALSE(h.thaw({{1, p1}, {2, p2}}));
+  }
+  EXPECT_FALSE(h.thaw({tg(1, p1), tg(2, p2)}));
   EXPECT_EQ(g_calls, 2);
   EXPECT_FALSE(h.last_error().empty());
 }

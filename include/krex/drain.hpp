@@ -24,7 +24,8 @@ namespace krex::detail {
 /// A sibling as the region holder saw it when the gate rose.
 struct sibling {
   std::uint32_t slot;
-  std::int32_t pid;
+  std::int32_t pid;  ///< as its slot says: a claim, verified before any signal (freeze.hpp)
+  std::uint64_t start_time = 0;  ///< as its slot says (0 while it is still claiming)
   bool acked = false;
   bool gone = false;  ///< left or died during the region's entry
   bool proxied = false;  ///< acked by the holder: it had nothing to drain
@@ -81,14 +82,17 @@ inline std::vector<sibling> snapshot_siblings(member& m) {
     if (pid <= 0 || s.device.load() != m.device || s.state.load() == slot_leaving) continue;
     // Liveness is checked only for siblings that are slow to drain: reading
     // /proc for every sibling on every region would dominate the region's cost.
-    out.push_back(sibling{i, pid});
+    out.push_back(sibling{i, pid, s.start_time.load()});
   }
   return out;
 }
 
+/// The slot's owner is no longer the one snapshotted (left, died, or the
+/// slot was taken by another process), or it is dead.
 inline bool sibling_gone(member& m, const sibling& sb) noexcept {
   tenant_slot& s = m.slot_at(sb.slot);
   if (s.owner.load() != sb.pid) return true;
+  if (sb.start_time != 0 && s.start_time.load() != sb.start_time) return true;
   return reap_if_dead(*m.node, sb.slot, m.recovery);
 }
 
@@ -123,6 +127,7 @@ inline std::size_t proxy_acks(member& m, std::vector<sibling>& sibs, std::uint32
     // runs): one still joining has no leaf to freeze yet, and must ack itself.
     if (s.in_submit.load() == 0 && s.dirty.load() == 0 && s.syncing.load() == 0 &&
         s.state.load() == slot_active && s.owner.load() == sb.pid) {
+      sb.start_time = s.start_time.load();  // written before slot_active
       s.active.store(0);
       s.ack_epoch.store(epoch);
       sb.acked = true;

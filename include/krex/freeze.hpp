@@ -13,8 +13,13 @@
 #include <krex/detail/freeze_cgroup_v2.hpp>
 #include <krex/detail/freeze_none.hpp>
 #include <krex/detail/freeze_signal.hpp>
+#include <krex/detail/identity.hpp>
+#include <krex/detail/layout.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -28,9 +33,18 @@ namespace krex::detail {
 
 class freezer {
  public:
+  /// A sibling to freeze: its slot, and (signal method) the pid and start
+  /// time its slot recorded at join, which are verified before any signal.
   struct target {
     std::uint32_t slot;
     pid_t pid;
+    std::uint64_t start_time = 0;
+  };
+
+  /// A sibling the signal method refused to signal, and why.
+  struct refusal {
+    target who;
+    identity_verdict why;
   };
 
   /// Resolves the method and the krex cgroup root. `requested`: options.freeze();
@@ -90,6 +104,20 @@ class freezer {
   /// The leaf of `slot`: root + "/t" + slot.
   std::string leaf(std::uint32_t slot) const { return m_root + "/t" + std::to_string(slot); }
 
+  /// Who may be signalled (signal method): only processes verified as
+  /// members of this domain (see detail/identity.hpp); without a domain,
+  /// nobody. `node`: where stops are recorded for recoverers (may be null).
+  /// Cgroup methods in group mode share each leaf with the domain's group.
+  void bind(const identity_domain& d, node_state* node = nullptr) noexcept {
+    m_identity = d;
+    m_node = node;
+    m_cache.clear();
+  }
+  const identity_domain& identity() const noexcept { return m_identity; }
+  /// Siblings the last freeze() did not signal because they were not
+  /// verified as the tenants that joined (signal method).
+  const std::vector<refusal>& refused() const noexcept { return m_refused; }
+
   /// Tenant side, at join: creates leaf t<slot> and moves this process (all
   /// its threads; children forked later follow) into it, remembering where it
   /// was. A stale leaf without live processes is thawed and recreated; one
@@ -111,24 +139,44 @@ class freezer {
   /// to report frozen by `deadline`. On a failed write or a missed deadline
   /// it thaws everything it froze and throws krex::error(step::freeze).
   void freeze(const std::vector<target>& siblings, std::chrono::steady_clock::time_point deadline) {
+    m_refused.clear();
     if (m_method == freeze_method::none) return;
+    // Stops a lost lease left behind are not ours to continue any more.
+    m_stopped.clear();
     std::vector<target> started;
-    std::vector<pid_t> signal_to;  // signal method: where each SIGSTOP went
+    std::vector<pid_t> signal_to(siblings.size(), 0);  // signal: what to watch; 0 = nothing
     const auto give_up = [&](const std::string& what, const std::string& path, int err,
                              const std::string& hint) {
       thaw(started);
       cgroup::fail(what, path, err, hint);
     };
-    for (const target& s : siblings) {
+    for (std::size_t i = 0; i < siblings.size(); ++i) {
+      const target& s = siblings[i];
       if (s.pid == ::getpid() || (m_entered && s.slot == m_slot))
         give_up("refusing to freeze the caller's own slot", leaf_or_pid(s), EDEADLK,
                 "the region holder must not be in its sibling list");
       int e;
       if (m_method == freeze_method::signal) {
-        if (s.pid <= 0) give_up("invalid sibling pid for", leaf_or_pid(s), EINVAL, {});
-        signal_to.push_back(freeze_signal::target_of(s.pid));
-        e = freeze_signal::send(signal_to.back(), SIGSTOP);
-        if (e == ESRCH) e = 0;  // gone: nothing left to run
+        freeze_signal::stop_record r;
+        r.slot = s.slot;
+        r.pid = s.pid;
+        r.start_time = s.start_time;
+        r.shared = m_node != nullptr && s.slot < max_tenants ? &m_node->tenants[s.slot] : nullptr;
+        identity_verdict v = identity_ok;
+        e = freeze_signal::stop(m_identity, m_cache, r, v);
+        if (v != identity_ok) {
+          m_refused.push_back(refusal{s, v});  // not signalled
+          continue;
+        }
+        if (e == 0) {
+          signal_to[i] = r.target();
+          m_stopped.push_back(std::move(r));
+        } else if (e == ESRCH) {
+          e = 0;  // gone: nothing left to run
+        } else {
+          m_stopped.push_back(std::move(r));  // give_up thaws whatever of it did stop
+          started.push_back(s);
+        }
       } else {
         e = request(s.slot, true);
       }
@@ -146,9 +194,9 @@ class freezer {
       for (size_t i = 0; i < siblings.size(); ++i) {
         if (done[i]) continue;
         bool ok = false;
-        const int e = m_method == freeze_method::signal
-                          ? freeze_signal::is_stopped(signal_to[i], ok)
-                          : frozen(siblings[i].slot, ok);
+        const int e = m_method != freeze_method::signal ? frozen(siblings[i].slot, ok)
+                      : signal_to[i] == 0                 ? (ok = true, 0)
+                                          : freeze_signal::is_stopped(signal_to[i], ok);
         if (e) give_up("cannot read the freeze state of", status_path(siblings[i]), e, hint_text);
         done[i] = ok;
         all = all && ok;
@@ -173,9 +221,14 @@ class freezer {
     bool ok = true;
     try {
       int e = 0;
-      if (m_method == freeze_method::signal)
-        e = s.pid > 0 ? freeze_signal::is_stopped(freeze_signal::target_of(s.pid), ok) : 0;
-      else if (m_method != freeze_method::none)
+      if (m_method == freeze_method::signal) {
+        // Only what freeze() really stopped, by the target it signalled.
+        for (const freeze_signal::stop_record& r : m_stopped)
+          if (r.slot == s.slot && r.pid == s.pid && r.sent) {
+            e = freeze_signal::is_stopped(r.target(), ok);
+            break;
+          }
+      } else if (m_method != freeze_method::none)
         e = frozen(s.slot, ok);
       return e != 0 || ok;
     } catch (...) {
@@ -185,15 +238,23 @@ class freezer {
 
   /// Thaws these siblings: tries every one, returns false if any thaw failed
   /// (the failure is kept in last_error()). A sibling whose leaf or process is
-  /// already gone counts as thawed.
+  /// already gone counts as thawed. Signal method: continues exactly what
+  /// freeze() stopped for them (the same processes, through the same pidfds),
+  /// and nothing it did not stop.
   bool thaw(const std::vector<target>& siblings) noexcept {
     bool ok = true;
     for (const target& s : siblings) {
       int e = 0;
       try {
         if (m_method == freeze_method::signal) {
-          if (s.pid > 0) e = freeze_signal::send(freeze_signal::target_of(s.pid), SIGCONT);
-          if (e == ESRCH) e = 0;
+          for (auto it = m_stopped.begin(); it != m_stopped.end();) {
+            if (it->slot != s.slot || it->pid != s.pid) {
+              ++it;
+              continue;
+            }
+            if (const int r = freeze_signal::resume(*it)) e = r;
+            it = m_stopped.erase(it);
+          }
         } else if (m_method != freeze_method::none) {
           e = request(s.slot, false);
           if (e == ENOENT) e = 0;
@@ -306,6 +367,7 @@ class freezer {
         cgroup::fail("cannot recreate the stale leaf", l, errno,
                      "it may hold child cgroups: remove them (krexctl clean)");
     }
+    share_with_group<M>(l);
     const std::string origin = cgroup::self_view::read().locate(M::v2).own;
     int e = origin.empty() ? ENOENT : 0;
     if (!e) e = cgroup::write_file(l + "/cgroup.procs", std::to_string(::getpid()));
@@ -316,6 +378,36 @@ class freezer {
     m_origin = origin;
     m_slot = slot;
     m_entered = true;
+  }
+
+  // Group mode (segment_access::group): a sibling of another user freezes,
+  // thaws and removes this leaf, and creates its own next to it. The leaf,
+  // the freeze file a holder or recoverer writes, and the segment's own
+  // directory (if this process made it) go to the domain's group,
+  // group-writable; mkdir's 0755 would lock every other user out.
+  template <class M>
+  void share_with_group(const std::string& l) {
+    if (m_identity.access != segment_access::group || !m_identity.valid()) return;
+    const auto g = static_cast<gid_t>(m_identity.id);
+    const auto share = [&](const std::string& path, mode_t mode) {
+      if (::chown(path.c_str(), static_cast<uid_t>(-1), g) == 0 && ::chmod(path.c_str(), mode) == 0)
+        return;
+      const int e = errno;
+      sys().rmdir(l.c_str());
+      cgroup::fail("cannot give the segment's group (gid " + std::to_string(g) +
+                       ") write access to",
+                   path, e,
+                   "group mode (KREX_SEGMENT_ACCESS=group) with cgroup freezing makes every leaf "
+                   "writable by the segment's group: run every tenant with that group as its "
+                   "primary group and KREX_CGROUP_ROOT a directory that group may write, or use "
+                   "KREX_SEGMENT_ACCESS=user");
+    };
+    struct stat st {};
+    if (m_own_dir && ::stat(m_root.c_str(), &st) == 0 && st.st_uid == ::geteuid() &&
+        (st.st_gid != g || (st.st_mode & 0070) != 0070))
+      share(m_root, 0775);
+    share(l, 0775);
+    share(l + "/" + M::control, 0664);
   }
 
   template <class M>
@@ -361,6 +453,11 @@ class freezer {
   }
 
   freeze_method m_method;
+  identity_domain m_identity;           // who may be signalled
+  node_state* m_node = nullptr;         // where stops are recorded for recoverers
+  freeze_signal::member_cache m_cache;  // verified (pid, start time)s
+  std::vector<freeze_signal::stop_record> m_stopped;  // what freeze() stopped, until thawed
+  std::vector<refusal> m_refused;
   std::string m_root;
   std::string m_notes;
   std::string m_last_error;

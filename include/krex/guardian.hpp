@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -221,6 +222,8 @@ inline bool ensure_guardian(node_state& n, const recovery_config& c) noexcept {
     return false;  // the claim stays: nobody retries before guardian_claim_ns
   }
   if (child == 0) {
+    // Not the agent thread's name, which proves slot membership (identity.hpp).
+    ::prctl(PR_SET_NAME, "krex-guardian", 0, 0, 0);
     // Intermediate child: out of the leaf, a new session, then the guardian
     // as its child, so that it is nobody's child in the tenant's process tree.
     if (!raw && as_safe::move_home(c) != 0) ::_exit(0);  // claim stays: back-off

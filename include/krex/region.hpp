@@ -39,6 +39,7 @@ class basic_region {
   /// the device's reserved cores. Throws krex::error (step::lock, drain,
   /// freeze, pin) with everything it had done undone.
   explicit basic_region(basic_tenant<Backend>& t) : m_tenant(&t), m_member(&t.detail_member()) {
+    t.detail_check_owner(step::lock);
     if (!t.joined())
       throw error(step::lock, "region on a tenant that has left the node", 0,
                   "construct a new krex::tenant");
@@ -157,7 +158,7 @@ class basic_region {
           ++idle;
           continue;
         }
-        m_frozen.push_back(detail::freezer::target{sb.slot, sb.pid});
+        m_frozen.push_back(detail::freezer::target{sb.slot, sb.pid, sb.start_time});
       }
       for (int attempt = 0;; ++attempt) {
         check_lease("freezing the siblings");
@@ -171,7 +172,8 @@ class basic_region {
           const std::size_t before = m_frozen.size();
           m_frozen.erase(std::remove_if(m_frozen.begin(), m_frozen.end(),
                                         [&](const detail::freezer::target& f) {
-                                          return detail::sibling_gone(m, {f.slot, f.pid});
+                                          return detail::sibling_gone(
+                                              m, {f.slot, f.pid, f.start_time});
                                         }),
                          m_frozen.end());
           if (attempt >= 2 || m_frozen.size() == before) throw;
@@ -190,6 +192,16 @@ class basic_region {
         check_lease("freezing the siblings");
       }
       m_stage = stage::frozen;
+      // Signal freezing signals only verified tenants: the others were not
+      // stopped, and are reported, not counted as frozen.
+      for (const auto& r : fz->refused()) {
+        m_report.unverified_pids.push_back(r.who.pid);
+        m_frozen.erase(std::remove_if(m_frozen.begin(), m_frozen.end(),
+                                      [&](const detail::freezer::target& f) {
+                                        return f.slot == r.who.slot && f.pid == r.who.pid;
+                                      }),
+                       m_frozen.end());
+      }
       for (const auto& f : m_frozen) {
         m.slot_at(f.slot).frozen.store(1);
         m_report.frozen_pids.push_back(f.pid);
@@ -230,6 +242,13 @@ class basic_region {
   }
 
   void unwind() noexcept {
+    if (m_tenant->detail_forked()) {
+      // A forked child's copy of the region: the region is the parent's.
+      m_pin.reset();
+      m_frozen.clear();
+      m_stage = stage::none;
+      return;
+    }
     detail::member& m = *m_member;
     if (m_stage != stage::none && !detail::claim_exit(m)) {
       // A recoverer took the lease away (it expired, or krexctl recover): it

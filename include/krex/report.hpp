@@ -19,6 +19,10 @@ struct region_report {
   std::uint32_t siblings_gone = 0;     ///< siblings that left or died while being drained
   std::vector<int> undrained_pids;     ///< siblings that missed the drain deadline (contended)
   std::vector<int> frozen_pids;        ///< siblings frozen for the body
+  /// Signal freezing: siblings not signalled, because the process at their
+  /// recorded pid is not verifiably the tenant that joined (a forged or stale
+  /// slot, pid <= 1, another pid namespace or user; see docs/FAULTS.md).
+  std::vector<int> unverified_pids;
 
   std::uint64_t lock_ns = 0;    ///< waiting for the region lock
   std::uint64_t gate_ns = 0;    ///< raising the gate, waiting for in-flight submissions

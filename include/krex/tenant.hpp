@@ -12,9 +12,13 @@
 #include <krex/options.hpp>
 #include <krex/pin.hpp>
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -47,6 +51,56 @@ template <class B>
 std::string backend_gating_note(const B&, long) {
   return "explicit";
 }
+
+/// The tenants of this process, so that fork() can cut the child's copies
+/// off the parent's membership before any code of the child runs. An
+/// intrusive list (nothing is allocated at fork); pthread_atfork keeps it
+/// consistent across a fork from another thread.
+struct fork_link {
+  fork_link* prev = nullptr;
+  fork_link* next = nullptr;
+  void* owner = nullptr;
+  void (*on_child)(void* owner) noexcept = nullptr;  ///< runs in the child, right after fork
+};
+
+struct fork_registry {
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  fork_link head;
+
+  static fork_registry& get() noexcept {
+    static fork_registry r;
+    static std::once_flag hooks;
+    std::call_once(hooks, [] {
+      ::pthread_atfork([] { ::pthread_mutex_lock(&get().mu); },
+                       [] { ::pthread_mutex_unlock(&get().mu); },
+                       [] {
+                         fork_registry& g = get();
+                         for (fork_link* l = g.head.next; l != nullptr;) {
+                           fork_link* next = l->next;  // on_child may unlink nothing: keep going
+                           l->on_child(l->owner);
+                           l = next;
+                         }
+                         ::pthread_mutex_unlock(&g.mu);
+                       });
+    });
+    return r;
+  }
+  void add(fork_link& l) noexcept {
+    ::pthread_mutex_lock(&mu);
+    l.prev = &head;
+    l.next = head.next;
+    if (head.next != nullptr) head.next->prev = &l;
+    head.next = &l;
+    ::pthread_mutex_unlock(&mu);
+  }
+  void remove(fork_link& l) noexcept {
+    ::pthread_mutex_lock(&mu);
+    if (l.prev != nullptr) l.prev->next = l.next;
+    if (l.next != nullptr) l.next->prev = l.prev;
+    l.prev = l.next = nullptr;
+    ::pthread_mutex_unlock(&mu);
+  }
+};
 }  // namespace detail
 
 /// One process's membership of the node for one device: a slot in the node
@@ -65,14 +119,27 @@ class basic_tenant {
   explicit basic_tenant(const options& o = options{})
       : basic_tenant(o.with_env(), resolved_tag{}) {}
 
-  ~basic_tenant() { leave(); }
+  ~basic_tenant() {
+    leave();
+    detail::fork_registry::get().remove(m_fork_link);
+  }
   basic_tenant(const basic_tenant&) = delete;
   basic_tenant& operator=(const basic_tenant&) = delete;
 
   /// Leaves the node: stops the agent, frees the slot. Idempotent. Guards
   /// taken after leave() pass ungated; regions and submit() throw.
+  ///
+  /// In a forked child, the copy of the parent's tenant touches nothing
+  /// shared: leave() and the destructor do nothing, guards pass ungated on a
+  /// private gate, and regions and submit() throw. The membership stays the
+  /// parent's; a child that wants one constructs its own tenant.
   void leave() noexcept {
     if (!m_joined) return;
+    if (m_owner_pid != ::getpid()) {
+      // A child made without fork()'s atfork handlers (a raw clone).
+      detach_in_child();
+      return;
+    }
     m_joined = false;
     // Leave through the gate: while a sibling's region is between its drain
     // and its freeze, this tenant must not vanish (its leaf would be gone when
@@ -83,7 +150,8 @@ class basic_tenant {
     m_stop.store(true);
     m_member.dev->agent_bell.fetch_add(1);
     detail::futex_wake_all(m_member.dev->agent_bell);
-    if (m_agent.joinable()) m_agent.join();
+    if (m_agent && m_agent->joinable()) m_agent->join();
+    m_agent.reset();
     if (m_attached) detail::backend_detach(m_backend, 0);
     m_attached = false;
     if (m_freezer) m_freezer->leave(m_member.index);
@@ -111,11 +179,15 @@ class basic_tenant {
     m_member.slot = &m_detached_slot;
   }
 
+  /// True while this object is a member of the node (false after leave(),
+  /// and in a forked child).
   bool joined() const noexcept { return m_joined; }
 
   /// Runs `fn` inside a submit_guard: parks while a sibling holds a region.
+  /// Throws krex::error(step::gate) after leave() and in a forked child.
   template <class F>
   decltype(auto) submit(F&& fn) {
+    detail_check_owner(step::gate);
     if (!m_joined)
       throw error(step::gate, "submit() on a tenant that has left the node", 0,
                   "construct a new krex::tenant to submit again");
@@ -164,6 +236,18 @@ class basic_tenant {
   }
   /// Not part of the API: how this tenant (and the guardians it starts) thaws siblings.
   const detail::recovery_config& detail_recovery() const noexcept { return m_recovery; }
+  /// Not part of the API: throws krex::error(`s`) if this object is a forked
+  /// child's copy of its parent's tenant.
+  void detail_check_owner(step s) const {
+    if (!m_forked && (!m_joined || m_owner_pid == ::getpid())) return;
+    throw error(s,
+                "this krex::tenant was joined by process " + std::to_string(m_owner_pid) +
+                    "; process " + std::to_string(::getpid()) +
+                    " is a forked child and holds only a copy of it, which is not a member",
+                0, "a forked child must construct its own krex::tenant (the parent's stays the parent's)");
+  }
+  /// Not part of the API: true in a forked child's copy of a tenant.
+  bool detail_forked() const noexcept { return m_forked || (m_joined && m_owner_pid != ::getpid()); }
   /// Not part of the API: the freezer regions use for siblings.
   detail::freezer* detail_freezer() noexcept { return m_freezer ? &*m_freezer : nullptr; }
 
@@ -187,16 +271,28 @@ class basic_tenant {
     m_member.index = detail::claim_slot(n, m_member.device);
     m_member.slot = &n.tenants[m_member.index];
     m_member.slot->syncing.store(0);  // a reaped slot may keep a dead agent's flag
+    m_owner_pid = ::getpid();
     m_joined = true;
     try {
       isolate(count);
+      m_agent = std::make_unique<std::thread>([this] { agent_loop(); });
+      // The agent thread's name is this process's proof of membership of
+      // its slot (detail/identity.hpp): named before any holder may look.
+      char name[16];
+      detail::as_safe::agent_thread_name(m_member.index, name);
+      ::pthread_setname_np(m_agent->native_handle(), name);
       m_member.slot->state.store(detail::slot_active);
-      m_agent = std::thread([this] { agent_loop(); });
       detail::backend_attach(m_backend, m_member, 0);
       m_attached = true;
       // Last, once confined off the reserved cores (the guardian inherits
       // this thread's CPU mask) and with the recovery config complete.
       detail::ensure_guardian(n, m_recovery);
+      // From here on a fork() cuts the child's copy off (detach_in_child).
+      m_fork_link.owner = this;
+      m_fork_link.on_child = [](void* self) noexcept {
+        static_cast<basic_tenant*>(self)->detach_in_child();
+      };
+      detail::fork_registry::get().add(m_fork_link);
     } catch (const error&) {
       leave();
       throw;
@@ -214,7 +310,13 @@ class basic_tenant {
         detail::freezer::open(o.freeze(), o.cgroup_root(), m_segment->name()));
     detail::check_freeze_domain(*m_member.node, m_member.index, m_freezer->method(),
                                 m_freezer->root());
+    const detail::identity_domain id =
+        detail::make_identity_domain(o.access(), m_segment->path().c_str());
+    if (m_freezer->method() == freeze_method::signal)
+      detail::check_signal_namespace(*m_member.node, m_member.index, id.pidns);
+    m_freezer->bind(id, m_member.node);
     prepare_recovery();
+    m_recovery.identity = id;
     m_member.recovery = &m_recovery;
     m_freezer->enter(m_member.index);
     note_downgrades();
@@ -291,10 +393,27 @@ class basic_tenant {
     }
   }
 
+  // In a forked child (see fork_registry): the copy lets go of everything
+  // shared, without touching it. Runs right after fork, in the child's only
+  // thread: plain stores, nothing that allocates or locks.
+  void detach_in_child() noexcept {
+    m_forked = true;
+    m_joined = false;
+    m_attached = false;       // the backend's hooks are the parent's
+    (void)m_agent.release();  // that thread does not exist here; never join it
+    m_previous_mask.clear();
+    m_member.node = nullptr;
+    m_member.dev = &m_detached_dev;
+    m_member.slot = &m_detached_slot;
+  }
+
   Backend m_backend;
   std::unique_ptr<detail::segment> m_segment;
   detail::member m_member;
-  std::thread m_agent;
+  std::unique_ptr<std::thread> m_agent;
+  detail::fork_link m_fork_link;
+  pid_t m_owner_pid = 0;  // the process that joined
+  bool m_forked = false;  // this is a forked child's copy
   std::atomic<bool> m_stop{false};
   bool m_joined = false;
   bool m_attached = false;

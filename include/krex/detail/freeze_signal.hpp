@@ -6,25 +6,167 @@
 // group is not the caller's), otherwise the sibling process alone; children
 // that left the group, and processes that catch up with SIGCONT from
 // elsewhere, escape it. That is why it ranks below both cgroup freezers.
+//
+// A pid comes from the shared segment, which other processes can write: it
+// is signalled only once verified as the tenant that joined (identity.hpp),
+// through a pidfd taken before the verification, so that a pid reused in
+// between is never touched. A group is only ever the one the verified tenant
+// leads: never the caller's, never <= 1. The thaw continues exactly what the
+// freeze stopped, through the same pidfd.
 
 #include <krex/detail/cgroup.hpp>
+#include <krex/detail/identity.hpp>
+#include <krex/detail/layout.hpp>
+#include <krex/detail/sys.hpp>
 #include <krex/options.hpp>
 
 #include <dirent.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace krex::detail::freeze_signal {
 
-/// What a signal goes to for sibling `pid`: -pgid for its own group, else pid.
-inline pid_t target_of(pid_t pid) noexcept {
+/// An owned file descriptor (a pidfd), closed when dropped.
+class unique_fd {
+ public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) noexcept : m_fd(fd) {}
+  unique_fd(unique_fd&& o) noexcept : m_fd(std::exchange(o.m_fd, -1)) {}
+  unique_fd& operator=(unique_fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      m_fd = std::exchange(o.m_fd, -1);
+    }
+    return *this;
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() { reset(); }
+  int get() const noexcept { return m_fd; }
+  void reset() noexcept {
+    if (m_fd >= 0) ::close(m_fd);
+    m_fd = -1;
+  }
+
+ private:
+  int m_fd = -1;
+};
+
+/// What a freeze stopped for one sibling, kept until its thaw.
+struct stop_record {
+  std::uint32_t slot = 0;
+  pid_t pid = 0;
+  std::uint64_t start_time = 0;
+  unique_fd pidfd;     ///< the verified process (-1 only where the kernel has no pidfds)
+  bool group = false;  ///< the group it leads is to be stopped too
+  bool sent = false;   ///< a SIGSTOP went out: there is something to continue
+  /// Where the stop is recorded in the segment for recoverers (may be null).
+  tenant_slot* shared = nullptr;
+  /// The signal target: -pid for its group, else pid.
+  pid_t target() const noexcept { return group ? -pid : pid; }
+};
+
+/// Verdicts already reached, by pid and start time, so that a region does
+/// not read every sibling's maps again. Only positive verdicts are kept: the
+/// start time (re-read at every use) tells a reused pid.
+class member_cache {
+ public:
+  identity_verdict check(const identity_domain& d, pid_t pid, std::uint64_t start_time,
+                         std::uint32_t slot) {
+    if (pid <= 1) return identity_bad_pid;
+    for (const entry& e : m_ok)
+      if (e.pid == pid && e.start_time == start_time && e.slot == slot && start_time != 0) {
+        const proc_stat st = read_proc_stat(pid);
+        if (!st.exists || st.state == 'Z' || st.state == 'X') return identity_gone;
+        return st.start_time == start_time ? identity_ok : identity_start_time;
+      }
+    const identity_verdict v = as_safe::verify_member(d, pid, start_time, slot);
+    if (v == identity_ok) {
+      if (m_ok.size() >= 2 * std::size_t{max_tenants}) m_ok.erase(m_ok.begin());
+      m_ok.push_back(entry{pid, start_time, slot});
+    }
+    return v;
+  }
+  void clear() noexcept { m_ok.clear(); }
+
+ private:
+  struct entry {
+    pid_t pid;
+    std::uint64_t start_time;
+    std::uint32_t slot;
+  };
+  std::vector<entry> m_ok;
+};
+
+/// The process group `pid` leads, if it may be signalled as a whole: led by
+/// `pid` itself (pgid == pid), not the caller's group, and > 1. Else 0.
+inline pid_t led_group(pid_t pid) noexcept {
+  if (pid <= 1) return 0;
   const pid_t group = ::getpgid(pid);
-  return group == pid && group != ::getpgrp() ? -group : pid;
+  return group == pid && group != ::getpgrp() ? group : 0;
 }
 
-/// Sends `sig` to `target` (see target_of). Returns 0 or an errno value.
-inline int send(pid_t target, int sig) { return sys().kill(target, sig) == 0 ? 0 : errno; }
+/// Stops `r.pid` (and the group it leads) after verifying it against `d`:
+/// pidfd first, then the checks, then SIGSTOP through the pidfd. The stop is
+/// recorded in `r.shared` (if set) before it is sent. `verdict` says whether
+/// it was verified; if not, nothing was signalled and 0 is returned. Returns
+/// 0, ESRCH (gone: nothing stopped) or an errno value.
+inline int stop(const identity_domain& d, member_cache& cache, stop_record& r,
+                identity_verdict& verdict) {
+  verdict = r.pid <= 1 ? identity_bad_pid : identity_ok;
+  if (verdict != identity_ok) return 0;
+  const int fd = sys().pidfd_open(r.pid);
+  if (fd < 0 && errno == ESRCH) return ESRCH;
+  if (fd < 0 && errno != ENOSYS) return errno;
+  r.pidfd = unique_fd(fd);
+  verdict = cache.check(d, r.pid, r.start_time, r.slot);
+  if (verdict == identity_gone) return ESRCH;
+  if (verdict != identity_ok) return 0;
+  r.group = led_group(r.pid) != 0;
+  if (r.shared != nullptr) {
+    r.shared->stop_start_time.store(r.start_time);
+    r.shared->stop_target.store(r.target());
+  }
+  // Without pidfds (kernel < 5.3) the pid is signalled right after the
+  // checks; with them, only the verified process can be reached.
+  r.sent = true;  // a failed send may still have reached it: thaw it either way
+  const int rc = fd >= 0 ? sys().pidfd_send_signal(fd, SIGSTOP) : sys().kill(r.pid, SIGSTOP);
+  if (rc != 0) return errno;
+  // The leader is alive (the pidfd reaches it), so its pid, and with it the
+  // group id, cannot have been reused.
+  if (r.group && led_group(r.pid) == r.pid &&
+      (fd < 0 || sys().pidfd_send_signal(fd, 0) == 0) && sys().kill(-r.pid, SIGSTOP) != 0 &&
+      errno != ESRCH)
+    return errno;
+  return 0;
+}
+
+/// Continues what `r` stopped: the process through its pidfd; the group it
+/// leads only while the leader still lives (else its group id may be
+/// anybody's). Clears the segment's record. Returns 0 or an errno value; a
+/// process that is gone counts as continued.
+inline int resume(stop_record& r) {
+  if (!r.sent) return 0;
+  int e = 0;
+  const int fd = r.pidfd.get();
+  const int rc = fd >= 0 ? sys().pidfd_send_signal(fd, SIGCONT)
+                         : (as_safe::verify_member_start(r.pid, r.start_time)
+                                ? sys().kill(r.pid, SIGCONT)
+                                : (errno = ESRCH, -1));
+  if (rc != 0) e = errno;
+  if (rc == 0 && r.group && led_group(r.pid) == r.pid && sys().kill(-r.pid, SIGCONT) != 0)
+    e = errno;
+  if (e == ESRCH) e = 0;
+  if (e == 0 && r.shared != nullptr) {
+    std::int32_t t = r.target();
+    r.shared->stop_target.compare_exchange_strong(t, 0);
+  }
+  return e;
+}
 
 /// State letter and process group of /proc/<pid>/stat; 0 if the process is gone.
 /// Returns 0 or an errno value other than ENOENT/ESRCH.

@@ -99,9 +99,9 @@ inline int thaw_device(node_state& n, std::uint32_t d, const recovery_config& c,
     tenant_slot& s = n.tenants[i];
     if (s.device.load() != d) continue;
     const std::int32_t pid = s.owner.load();
-    if (pid == 0 && s.frozen.load() == 0) continue;
+    if (pid == 0 && s.frozen.load() == 0 && s.stop_target.load() == 0) continue;
     if (mine != 0 && !still_recovering(dev, mine, lease)) return failures;
-    if (as_safe::thaw_slot(c, i, pid, s.start_time.load()) != 0) ++failures;
+    if (as_safe::thaw_slot(c, i, s) != 0) ++failures;
     s.frozen.store(0);
   }
   return failures;

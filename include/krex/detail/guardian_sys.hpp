@@ -12,6 +12,7 @@
 // configuration, never from the segment. Leaf paths are built here from that
 // root and a slot number the caller bounds-checked.
 
+#include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
 #include <krex/options.hpp>
@@ -40,6 +41,9 @@ struct recovery_config {
   /// (the cgroup the forking tenant came from). Empty: where it was forked.
   char home[1024] = {};
   std::uint64_t domain_hash = 0;  ///< freeze_domain_hash of method and root
+  /// Signal method: who may be continued (the recoverer's own domain, never
+  /// the segment's word; see identity.hpp). Invalid: nobody.
+  identity_domain identity;
 };
 
 namespace as_safe {
@@ -124,10 +128,37 @@ inline path_buf leaf_path(const recovery_config& c, std::uint32_t slot, const ch
   return p;
 }
 
+/// SIGCONTs what a region holder recorded as stopped for slot `slot`:
+/// `target` = a pid, or minus the process group that pid leads;
+/// `start_time` = that pid's start time at join. Nothing is signalled unless the pid is verified, through a
+/// pidfd taken first, as a member of `c.identity` with that start time
+/// (identity.hpp); pid <= 1 never. The group only while its leader lives and
+/// still leads it, and never this process's own. Returns 0 or errno; a
+/// process that is gone, or not verified, counts as continued.
+inline int continue_verified(const recovery_config& c, std::uint32_t slot, std::int32_t target,
+                             std::uint64_t start_time) noexcept {
+  if (target == 0 || target == INT32_MIN) return 0;
+  const std::int32_t pid = target < 0 ? -target : target;
+  if (pid <= 1) return 0;
+  const int fd = pidfd_open(pid);
+  if (fd < 0 && errno != ENOSYS) return errno == ESRCH ? 0 : errno;
+  int e = 0;
+  if (verify_member(c.identity, pid, start_time, slot) == identity_ok) {
+    // Without pidfds (kernel < 5.3) the pid is signalled right after the checks.
+    const int rc = fd >= 0 ? pidfd_signal(fd, SIGCONT) : ::kill(pid, SIGCONT);
+    if (rc != 0) e = errno;
+    if (rc == 0 && target < 0 && ::getpgid(pid) == pid && pid != ::getpgrp() &&
+        ::kill(-pid, SIGCONT) != 0)
+      e = errno;
+  }
+  if (fd >= 0) ::close(fd);
+  return e == ESRCH ? 0 : e;
+}
+
 /// Thaws tenant slot `slot` (bounded by the caller) the way `c` freezes:
-/// the leaf's freeze file, or SIGCONT to the live pid `pid` (pid + start time
-/// checked, so a reused pid is never signalled). Returns 0 or errno; a leaf
-/// or process that is gone counts as thawed.
+/// the leaf's freeze file, or (signal) continue_verified(c, slot, pid, start_time),
+/// where `pid` is what the holder stopped (a pid, or minus the group it
+/// leads). Returns 0 or errno; a leaf or process that is gone counts as thawed.
 inline int thaw_slot(const recovery_config& c, std::uint32_t slot, std::int32_t pid,
                      std::uint64_t start_time) noexcept {
   if (slot >= max_tenants) return EINVAL;
@@ -139,17 +170,22 @@ inline int thaw_slot(const recovery_config& c, std::uint32_t slot, std::int32_t 
     case freeze_method::cgroup_v1:
       e = write_file(leaf_path(c, slot, "/freezer.state").c_str(), "THAWED");
       break;
-    case freeze_method::signal:
-      if (pid > 0 && alive(pid, start_time)) {
-        // The region holder stopped the sibling's group if it leads one.
-        const pid_t group = ::getpgid(pid);
-        if (group == pid && group != ::getpgrp()) ::kill(-group, SIGCONT);
-        if (::kill(pid, SIGCONT) != 0) e = errno;
-      }
-      break;
+    case freeze_method::signal: e = continue_verified(c, slot, pid, start_time); break;
     default: break;
   }
   return e == ENOENT || e == ESRCH ? 0 : e;
+}
+
+/// Thaws slot `slot` of the segment: its leaf (cgroup methods), or exactly
+/// what its region holder recorded as stopped (signal; the record is cleared
+/// once that is continued).
+inline int thaw_slot(const recovery_config& c, std::uint32_t slot, tenant_slot& s) noexcept {
+  if (c.method != freeze_method::signal) return thaw_slot(c, slot, 0, 0);
+  std::int32_t target = s.stop_target.load();
+  if (target == 0) return 0;
+  const int e = thaw_slot(c, slot, target, s.stop_start_time.load());
+  if (e == 0) s.stop_target.compare_exchange_strong(target, 0);
+  return e;
 }
 
 /// Removes the leaf of a dead tenant (thawed first: a frozen v1 leaf keeps
@@ -196,16 +232,7 @@ inline long fork_into_cgroup(int cgroup_fd) noexcept {
 #endif  // defined(SYS_clone3)
 }
 
-/// pidfd_open(2), or -1 where the kernel lacks it (then liveness is polled).
-inline int pidfd_open(std::int32_t pid) noexcept {
-#if defined(SYS_pidfd_open)
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  errno = ENOSYS;
-  return -1;
-#endif  // defined(SYS_pidfd_open)
-}
+// pidfd_open(2) and pidfd_send_signal(2) live in identity.hpp.
 
 }  // namespace as_safe
 }  // namespace krex::detail

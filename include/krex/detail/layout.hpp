@@ -73,6 +73,19 @@ struct tenant_slot {
   std::atomic<std::int32_t> pgid;         ///< owner's process group (signal freezing)
   std::atomic<std::uint64_t> heartbeat_ns;
   std::atomic<std::uint64_t> joined_ns;
+  /// Recorded at join, for messages and join-time checks only: nobody
+  /// signals on their word (see detail/identity.hpp for what is re-checked).
+  std::atomic<std::uint64_t> pidns;  ///< inode of the owner's pid namespace
+  std::atomic<std::uint32_t> uid;    ///< owner's real uid
+  std::atomic<std::uint32_t> gid;    ///< owner's real gid
+  /// Signal freezing: what the region holder SIGSTOPped for this slot, so a
+  /// recoverer can SIGCONT exactly that after the holder died: the owner pid
+  /// (> 0) or minus the process group it leads (< 0); 0 = nothing. Written
+  /// before the signal, cleared after the thaw; verified again (identity.hpp)
+  /// before any SIGCONT.
+  std::atomic<std::int32_t> stop_target;
+  std::atomic<std::uint32_t> stop_reserved;
+  std::atomic<std::uint64_t> stop_start_time;  ///< start time of the stopped owner
 
   // Written by every submission of the owner: a line of its own.
   line_pad pad1;

@@ -176,7 +176,7 @@ class segment {
       } catch (const error& e) {
         if (e.code() != ENOENT || !create) throw;
       }
-      if (create_and_publish()) return;
+      create_and_publish();
     }
     throw error(step::segment,
                 "segment " + m_id.path() + " kept appearing and disappearing while joining", 0,
@@ -228,9 +228,9 @@ class segment {
   }
 
   // Builds the segment under a temporary name and links it to the final one.
-  // True when this process's segment was published (and is mapped); false
-  // when the final name appeared meanwhile or the temporary file vanished.
-  bool create_and_publish() {
+  // Whether it published or found the final name taken (or its temporary
+  // file removed), the caller's next round maps the file by its final name.
+  void create_and_publish() {
     const std::string tmp = m_id.dir + "/" + temp_file_name(m_id.name);
     ::unlink(tmp.c_str());  // this very process's, from an earlier round
     unique_fd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -270,12 +270,15 @@ class segment {
     if (::link(tmp.c_str(), m_id.path().c_str()) != 0) {
       const int e = errno;
       ::munmap(p, segment_size);
-      if (e == EEXIST || e == ENOENT) return false;  // theirs won / our temp was removed
+      if (e == EEXIST || e == ENOENT) return;  // theirs won / our temp was removed
       throw error(step::segment, "cannot publish segment " + m_id.path(), e,
                   "check that " + m_id.dir + " is writable and supports hard links");
     }
-    m_node = n;
-    return true;
+    // Published. The mapping goes, and the caller maps the file again by its
+    // final name: /proc/<pid>/maps must name the segment as every other
+    // member's does (signal freezing verifies members by it), not the
+    // temporary name that is about to be unlinked.
+    ::munmap(p, segment_size);
   }
 
   std::string space_hint() const {

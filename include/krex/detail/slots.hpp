@@ -61,6 +61,10 @@ inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid,
   s.ticket.store(no_ticket);
   s.frozen.store(0);
   s.start_time.store(0);
+  // A stop recorded for the dead owner cannot be continued any more (the
+  // pid is not verifiable); its stopped group is continued by the kernel
+  // once the leader's death orphans it.
+  s.stop_target.store(0);
   // The leaf goes unless a region is in progress on the slot's device: its
   // holder may be about to freeze it (then the guardian's sweep removes it).
   const std::uint32_t d = s.device.load();
@@ -101,24 +105,30 @@ inline bool reap_if_dead(node_state& n, std::uint32_t i,
   return true;
 }
 
-/// Claims a free slot for this process on device `device`. Reaps dead slots on the way.
+/// Claims a free slot for this process on device `device`. The second pass
+/// reaps dead slots and claims the first one it frees.
 inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
   const auto me = static_cast<std::int32_t>(::getpid());
   const std::uint64_t start = self_start_time();
+  const std::uint64_t pidns = as_safe::pid_namespace();
   for (int pass = 0; pass < 2; ++pass) {
     for (std::uint32_t i = 0; i < max_tenants; ++i) {
       tenant_slot& s = n.tenants[i];
       std::int32_t expected = 0;
       if (s.owner.load() != 0) {
         if (pass == 0) continue;
-        reap_if_dead(n, i);
-        continue;
+        if (!reap_if_dead(n, i)) continue;  // a live tenant's
       }
       if (!s.owner.compare_exchange_strong(expected, me)) continue;
       s.state.store(slot_claiming);
       s.start_time.store(start);
       s.device.store(device);
       s.pgid.store(static_cast<std::int32_t>(::getpgrp()));
+      s.pidns.store(pidns);
+      s.uid.store(static_cast<std::uint32_t>(::getuid()));
+      s.gid.store(static_cast<std::uint32_t>(::getgid()));
+      s.stop_target.store(0);
+      s.stop_start_time.store(0);
       s.in_submit.store(0);
       s.in_submit_waiters.store(0);
       s.dirty.store(0);
@@ -141,6 +151,30 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
               "no free tenant slot: " + std::to_string(max_tenants) +
                   " tenants are already joined to this node's segment",
               0, "wait for some to leave, or run `krexctl status` to see who holds them");
+}
+
+/// Signal freezing reaches only processes of the holder's own pid namespace
+/// (a pid is namespace-local): a tenant joining from another namespace than
+/// the segment's live tenants is refused, clearly, instead of never being
+/// frozen (or, worse, having some other process of this namespace named by
+/// its pid). Reads only what slots recorded at join; signals are verified
+/// on their own (identity.hpp).
+inline void check_signal_namespace(node_state& n, std::uint32_t self, std::uint64_t pidns) {
+  if (pidns == 0) return;
+  for (std::uint32_t i = 0; i < max_tenants; ++i) {
+    if (i == self) continue;
+    const tenant_slot& s = n.tenants[i];
+    const std::uint64_t theirs = s.pidns.load();
+    if (s.owner.load() <= 0 || theirs == 0 || theirs == pidns) continue;
+    throw error(step::join,
+                "signal freezing cannot reach across pid namespaces: this process is in pid "
+                "namespace " + std::to_string(pidns) + ", the tenant in slot " +
+                    std::to_string(i) + " (pid " + std::to_string(s.owner.load()) +
+                    " there) joined from pid namespace " + std::to_string(theirs),
+                0,
+                "run every tenant of a segment in one pid namespace, use cgroup freezing "
+                "(KREX_FREEZE=cgroup2 or cgroup1), or give each namespace its own KREX_SEGMENT");
+  }
 }
 
 /// Finds (or claims) the segment's index for the device with node-wide identity `key`.

@@ -35,6 +35,10 @@ struct sys_table {
   long (*futex_wait)(const void* word, std::uint32_t expected, const timespec* rel_timeout);
   /// futex(2) FUTEX_WAKE (non-private).
   long (*futex_wake)(const void* word, int count);
+  /// pidfd_open(2): -1 with errno ENOSYS where the kernel lacks it.
+  int (*pidfd_open)(pid_t pid);
+  /// pidfd_send_signal(2) (signal freezing signals processes only through pidfds).
+  int (*pidfd_send_signal)(int pidfd, int sig);
 };
 
 namespace sys_impl {
@@ -53,13 +57,33 @@ inline long futex_wait(const void* w, std::uint32_t expected, const timespec* t)
 inline long futex_wake(const void* w, int count) {
   return ::syscall(SYS_futex, w, FUTEX_WAKE, count, nullptr, nullptr, 0);
 }
+inline int pidfd_open(pid_t pid) {
+#if defined(SYS_pidfd_open)
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif  // defined(SYS_pidfd_open)
+}
+inline int pidfd_send_signal(int pidfd, int sig) {
+#if defined(SYS_pidfd_send_signal)
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+#else
+  (void)pidfd;
+  (void)sig;
+  errno = ENOSYS;
+  return -1;
+#endif  // defined(SYS_pidfd_send_signal)
+}
 }  // namespace sys_impl
 
 /// The table in use. Tests may swap entries (see tests/sys_override.hpp).
 inline sys_table& sys() noexcept {
   static sys_table table{sys_impl::open,  sys_impl::read,   sys_impl::write,      sys_impl::close,
                          sys_impl::mkdir, sys_impl::rmdir,  sys_impl::setaff,     sys_impl::getaff,
-                         sys_impl::kill,  sys_impl::futex_wait, sys_impl::futex_wake};
+                         sys_impl::kill,  sys_impl::futex_wait, sys_impl::futex_wake,
+                         sys_impl::pidfd_open, sys_impl::pidfd_send_signal};
   return table;
 }
 

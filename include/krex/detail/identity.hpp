@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Is the process at pid P the tenant that joined this segment? The segment is
+// written by other local processes, so a slot's pid and start time prove
+// nothing: anyone who can write the segment can name any pid with its real
+// start time. Before a pid is signalled (signal freezing, and the thaw that
+// undoes it) it must pass every check here, each read from /proc, none from
+// the segment:
+//
+//   - pid > 1 (0 and -1 are broadcasts to kill(2); 1 is an init);
+//   - its start time is the one recorded at join (a reused pid differs);
+//   - it belongs to this segment's security domain: user mode, real uid =
+//     the domain's uid; group mode, real gid = the domain's gid;
+//   - it lives in the verifier's pid namespace (a pid recorded in another
+//     namespace names some other process here);
+//   - it has this segment mapped: /proc/<pid>/maps names the segment file;
+//   - it runs the agent thread of that very slot: a thread named
+//     "krex:t<slot>" (agent_thread_name). Only a process can name its own
+//     threads, so this ties the pid to the slot: the mapping alone would
+//     also pass the guardian and any child forked from a member.
+//
+// Callers take a pidfd before verifying and signal through it, so a pid
+// reused between the check and the signal is never touched.
+//
+// Everything here is async-signal-safe (raw system calls, fixed buffers): the
+// guardian verifies with it after fork.
+
+#include <krex/detail/proc.hpp>
+#include <krex/options.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
+namespace krex::detail {
+
+/// Who may be signalled: the segment's security domain, as this process
+/// knows it (never as the segment says). Plain data: copied into the
+/// guardian by fork.
+struct identity_domain {
+  segment_access access = segment_access::user;
+  std::uint32_t id = 0;      ///< user mode: uid; group mode: gid
+  std::uint64_t pidns = 0;   ///< inode of this process's pid namespace
+  char shm_path[1024] = {};  ///< the segment file's path: the mapping members have
+  bool valid() const noexcept { return shm_path[0] != '\0' && pidns != 0; }
+};
+
+/// Why a pid is not verified as a member (0: it is).
+enum identity_verdict : int {
+  identity_ok = 0,
+  identity_bad_pid,      ///< pid <= 1
+  identity_gone,         ///< no such process (or a zombie)
+  identity_start_time,   ///< another process (start time differs or none recorded)
+  identity_domain_id,    ///< uid / gid outside the segment's domain
+  identity_namespace,    ///< another pid namespace
+  identity_not_mapped,   ///< does not have the segment mapped
+  identity_unreadable,   ///< its /proc entries cannot be read (another user's process)
+  identity_no_agent,     ///< has no agent thread of the slot (not that slot's tenant)
+  identity_no_domain,    ///< the verifier has no domain configured
+};
+
+inline const char* to_string(identity_verdict v) noexcept {
+  switch (v) {
+    case identity_ok: return "verified";
+    case identity_bad_pid: return "pid <= 1 is never signalled";
+    case identity_gone: return "no such process";
+    case identity_start_time: return "start time differs from the one recorded at join (pid reused?)";
+    case identity_domain_id: return "owned by a user or group outside the segment's domain";
+    case identity_namespace: return "in another pid namespace";
+    case identity_not_mapped: return "does not have this segment mapped (not a member)";
+    case identity_unreadable: return "its /proc entries cannot be read (another user's process?)";
+    case identity_no_domain: return "no identity domain configured";
+    case identity_no_agent: return "runs no krex agent thread for this slot (not its tenant)";
+  }
+  return "?";
+}
+
+namespace as_safe {
+
+/// "/proc/<pid><tail>" into `out[n]`. False if it does not fit.
+inline bool proc_path(char* out, std::size_t n, std::int64_t pid, const char* tail) noexcept {
+  const char* head = "/proc/";
+  std::size_t len = 0;
+  for (; head[len] != '\0'; ++len) out[len] = head[len];
+  char digits[24];
+  int nd = 0;
+  auto v = static_cast<std::uint64_t>(pid);
+  do {
+    digits[nd++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0 && nd < 24);
+  while (nd > 0) {
+    if (len + 1 >= n) return false;
+    out[len++] = digits[--nd];
+  }
+  for (; *tail != '\0'; ++tail) {
+    if (len + 1 >= n) return false;
+    out[len++] = *tail;
+  }
+  out[len] = '\0';
+  return true;
+}
+
+/// Inode of the pid namespace of `pid` (0 for this process); 0 if unreadable.
+inline std::uint64_t pid_namespace(std::int64_t pid = 0) noexcept {
+  char path[48];
+  if (pid == 0) {
+    const char* self = "/proc/self/ns/pid";
+    std::size_t i = 0;
+    for (; self[i] != '\0'; ++i) path[i] = self[i];
+    path[i] = '\0';
+  } else if (!proc_path(path, sizeof path, pid, "/ns/pid")) {
+    return 0;
+  }
+  struct stat st {};
+  if (::stat(path, &st) != 0) return 0;
+  return static_cast<std::uint64_t>(st.st_ino);
+}
+
+/// Real uid and gid of `pid` from /proc/<pid>/status. Returns 0 or errno.
+inline int real_ids(std::int64_t pid, std::uint32_t& uid, std::uint32_t& gid) noexcept {
+  char path[48];
+  if (!proc_path(path, sizeof path, pid, "/status")) return ENAMETOOLONG;
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  char buf[4096];
+  std::size_t len = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf + len, sizeof buf - 1 - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += static_cast<std::size_t>(n);
+    if (len + 1 >= sizeof buf) break;
+  }
+  ::close(fd);
+  buf[len] = '\0';
+  // "Uid:\t<real>\t<effective>..." and "Gid:\t<real>..." at line starts.
+  const auto field = [&](const char* key, std::uint32_t& out) {
+    for (std::size_t i = 0; i + 4 < len; ++i) {
+      if ((i != 0 && buf[i - 1] != '\n') || buf[i] != key[0] || buf[i + 1] != key[1] ||
+          buf[i + 2] != key[2] || buf[i + 3] != ':')
+        continue;
+      std::size_t j = i + 4;
+      while (buf[j] == '\t' || buf[j] == ' ') ++j;
+      if (buf[j] < '0' || buf[j] > '9') return false;
+      std::uint64_t v = 0;
+      while (buf[j] >= '0' && buf[j] <= '9') v = v * 10 + static_cast<std::uint64_t>(buf[j++] - '0');
+      out = static_cast<std::uint32_t>(v);
+      return true;
+    }
+    return false;
+  };
+  return field("Uid", uid) && field("Gid", gid) ? 0 : EPROTO;
+}
+
+/// Whether /proc/<pid>/maps has a line ending in " <path>". Returns 0 (and
+/// `found`) or errno. Reads in fixed chunks: a CUDA process maps thousands
+/// of regions.
+inline int maps_file(std::int64_t pid, const char* path, bool& found) noexcept {
+  found = false;
+  std::size_t plen = 0;
+  while (path[plen] != '\0') ++plen;
+  if (plen == 0 || plen + 1 >= 512) return ENAMETOOLONG;
+  char mpath[48];
+  if (!proc_path(mpath, sizeof mpath, pid, "/maps")) return ENAMETOOLONG;
+  const int fd = ::open(mpath, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  // The last 512 characters of the current line, as a ring.
+  char tail[512];
+  std::size_t count = 0;  // characters of the current line seen
+  char chunk[4096];
+  int err = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    for (ssize_t k = 0; k < n && !found; ++k) {
+      const char c = chunk[k];
+      if (c != '\n') {
+        tail[count % sizeof tail] = c;
+        ++count;
+        continue;
+      }
+      if (count > plen) {
+        bool same = tail[(count - plen - 1) % sizeof tail] == ' ';
+        for (std::size_t q = 0; same && q < plen; ++q)
+          same = tail[(count - plen + q) % sizeof tail] == path[q];
+        found = same;
+      }
+      count = 0;
+    }
+    if (found) break;
+  }
+  ::close(fd);
+  return found ? 0 : err;
+}
+
+/// The name of the agent thread of the tenant in slot `slot`: "krex:t<slot>"
+/// (at most 15 characters, the kernel's limit).
+inline void agent_thread_name(std::uint32_t slot, char (&out)[16]) noexcept {
+  const char* head = "krex:t";
+  std::size_t i = 0;
+  for (; head[i] != '\0'; ++i) out[i] = head[i];
+  char digits[12];
+  int nd = 0;
+  do {
+    digits[nd++] = static_cast<char>('0' + slot % 10);
+    slot /= 10;
+  } while (slot != 0 && nd < 9);
+  while (nd > 0) out[i++] = digits[--nd];
+  out[i] = '\0';
+}
+
+/// Whether some thread of `pid` is named `name` (/proc/<pid>/task/*/comm).
+/// Returns 0 (and `found`) or errno.
+inline int has_thread_named(std::int64_t pid, const char* name, bool& found) noexcept {
+  found = false;
+  char dpath[48];
+  if (!proc_path(dpath, sizeof dpath, pid, "/task")) return ENAMETOOLONG;
+  const int dfd = ::open(dpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return errno;
+  alignas(8) char buf[4096];
+  int err = 0;
+  while (!found) {
+    const long n = ::syscall(SYS_getdents64, dfd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    // struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, name.
+    for (long off = 0; off + 19 < n && !found;) {
+      const auto* rec = reinterpret_cast<const unsigned char*>(buf + off);
+      const std::size_t reclen = static_cast<std::size_t>(rec[16]) |
+                                 (static_cast<std::size_t>(rec[17]) << 8);
+      if (reclen == 0) break;
+      const char* tid = buf + off + 19;
+      if (*tid >= '0' && *tid <= '9') {
+        char rel[40];
+        std::size_t k = 0;
+        for (; tid[k] != '\0' && k < 20; ++k) rel[k] = tid[k];
+        for (const char* t = "/comm"; *t != '\0'; ++t) rel[k++] = *t;
+        rel[k] = '\0';
+        const int fd = ::openat(dfd, rel, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+          char comm[32];
+          ssize_t m;
+          do m = ::read(fd, comm, sizeof comm - 1);
+          while (m < 0 && errno == EINTR);
+          ::close(fd);
+          if (m > 0) {
+            std::size_t len = static_cast<std::size_t>(m);
+            if (comm[len - 1] == '\n') --len;
+            std::size_t q = 0;
+            while (q < len && name[q] != '\0' && comm[q] == name[q]) ++q;
+            found = q == len && name[q] == '\0';
+          }
+        }
+      }
+      off += static_cast<long>(reclen);
+    }
+  }
+  ::close(dfd);
+  return found ? 0 : err;
+}
+
+/// Checks that the process at `pid` is the member that joined slot `slot`
+/// with `start_time` (see the top of this file). Async-signal-safe.
+inline identity_verdict verify_member(const identity_domain& d, std::int64_t pid,
+                                      std::uint64_t start_time, std::uint32_t slot) noexcept {
+  if (pid <= 1 || pid > INT32_MAX) return identity_bad_pid;
+  if (!d.valid()) return identity_no_domain;
+  const proc_stat st = read_proc_stat(pid);
+  if (!st.exists || st.state == 'Z' || st.state == 'X') return identity_gone;
+  if (start_time == 0 || st.start_time != start_time) return identity_start_time;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  int e = real_ids(pid, uid, gid);
+  if (e == ENOENT || e == ESRCH) return identity_gone;
+  if (e != 0) return identity_unreadable;
+  if ((d.access == segment_access::user ? uid : gid) != d.id) return identity_domain_id;
+  const std::uint64_t ns = pid_namespace(pid);
+  if (ns == 0) return identity_unreadable;
+  if (ns != d.pidns) return identity_namespace;
+  bool mapped = false;
+  e = maps_file(pid, d.shm_path, mapped);
+  if (e == ENOENT || e == ESRCH) return identity_gone;
+  if (e != 0) return identity_unreadable;
+  if (!mapped) return identity_not_mapped;
+  char agent[16];
+  agent_thread_name(slot, agent);
+  bool has_agent = false;
+  e = has_thread_named(pid, agent, has_agent);
+  if (e == ENOENT || e == ESRCH) return identity_gone;
+  if (e != 0) return identity_unreadable;
+  if (!has_agent) return identity_no_agent;
+  // The start time again: the process we read /proc of is still the same one.
+  const proc_stat again = read_proc_stat(pid);
+  if (!again.exists || again.start_time != start_time) return identity_gone;
+  return identity_ok;
+}
+
+/// Only the pid and start-time checks of verify_member: what the no-pidfd
+/// fallback re-checks right before a SIGCONT.
+inline bool verify_member_start(std::int64_t pid, std::uint64_t start_time) noexcept {
+  if (pid <= 1 || pid > INT32_MAX || start_time == 0) return false;
+  const proc_stat st = read_proc_stat(pid);
+  return st.exists && st.state != 'Z' && st.state != 'X' && st.start_time == start_time;
+}
+
+/// pidfd_open(2), or -1 where the kernel lacks it (ENOSYS; then liveness is polled).
+inline int pidfd_open(std::int32_t pid) noexcept {
+#if defined(SYS_pidfd_open)
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif  // defined(SYS_pidfd_open)
+}
+
+/// pidfd_send_signal(2). Returns 0 or -1 with errno.
+inline int pidfd_signal(int pidfd, int sig) noexcept {
+#if defined(SYS_pidfd_send_signal)
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+#else
+  (void)pidfd;
+  (void)sig;
+  errno = ENOSYS;
+  return -1;
+#endif  // defined(SYS_pidfd_send_signal)
+}
+
+}  // namespace as_safe
+
+/// The domain of a process that joined the segment file `segment_path`
+/// (absolute, as detail::segment::path() gives it) with access `a`: its own
+/// uid or gid (as in the segment's name) and pid namespace.
+inline identity_domain make_identity_domain(segment_access a, const char* segment_path) noexcept {
+  identity_domain d;
+  d.access = a;
+  d.id = a == segment_access::user ? static_cast<std::uint32_t>(::getuid())
+                                   : static_cast<std::uint32_t>(::getgid());
+  d.pidns = as_safe::pid_namespace();
+  std::size_t i = 0;
+  for (const char* s = segment_path; *s != '\0'; ++s) {
+    if (i + 1 >= sizeof d.shm_path) {
+      d.shm_path[0] = '\0';  // invalid: verifies nothing
+      return d;
+    }
+    d.shm_path[i++] = *s;
+  }
+  d.shm_path[i] = '\0';
+  if (d.shm_path[0] != '/') d.shm_path[0] = '\0';  // a relative path verifies nothing
+  return d;
+}
+
+}  // namespace krex::detail
