@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 
 namespace krex_test {
 
@@ -39,6 +40,20 @@ class scoped_segment {
  private:
   std::string m_name;
 };
+
+/// The segment's guardian pid once one runs (> 0), or 0 after `timeout`.
+/// guardian_pid is negative while a tenant is starting a guardian: never
+/// pass that to kill(2), it would signal a whole process group.
+inline int wait_guardian_pid(const krex::detail::node_state& n,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const int g = n.guardian_pid.load();
+    if (g > 0) return g;
+    if (std::chrono::steady_clock::now() >= end) return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 inline std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -309,8 +309,8 @@ TEST_F(expiry, KrexctlRecoversAnExpiredExit) {
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
   ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(holder.pid()) == 'T'; }, 5s));
-  ASSERT_TRUE(krex_test::wait_until([&] { return n.guardian_pid.load() > 0; }, 5s));
-  const int g = n.guardian_pid.load();
+  const int g = krex_test::wait_guardian_pid(n);
+  ASSERT_GT(g, 0);
   ::kill(g, SIGSTOP);
   const int s0 = m_b->slot[0].load();
   EXPECT_TRUE(frozen(s0));

@@ -421,7 +421,7 @@ TEST_F(faults, GuardianKilledMidRegionThenHolder) {
     child holder = spawn_holder(krex::detail::phase_body, opts());
     ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
     m_b->go.store(1);
-    const int g = n.guardian_pid.load();
+    const int g = krex_test::wait_guardian_pid(n);
     ASSERT_GT(g, 0);
     const std::uint32_t starts = n.guardian_starts.load();
     ::kill(g, how == "stopped" ? SIGSTOP : SIGKILL);

@@ -176,7 +176,7 @@ TEST_F(krexctl_cgroup, RecoverAWedgedDevice) {
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
   ASSERT_TRUE(frozen(0));
-  const int g = n.guardian_pid.load();
+  const int g = krex_test::wait_guardian_pid(n);
   ASSERT_GT(g, 0);
   const int holder_pid = holder.pid();
   ::kill(g, SIGKILL);
@@ -229,8 +229,9 @@ TEST_F(krexctl_cgroup, CleanACrashedRun) {
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
   {
     krex::detail::segment seg{opts()};
-    ASSERT_TRUE(krex_test::wait_until([&] { return seg.node().guardian_pid.load() > 0; }, 5s));
-    ::kill(seg.node().guardian_pid.load(), SIGKILL);
+    const int g = krex_test::wait_guardian_pid(seg.node());
+    ASSERT_GT(g, 0);
+    ::kill(g, SIGKILL);
   }
   ::kill(t.pid(), SIGKILL);
   (void)t.wait(5s);
@@ -408,8 +409,9 @@ TEST_F(krexctl_cgroup, CleanRemovesPerSegmentDirectory) {
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
   {
     kd::segment seg{o};
-    ASSERT_TRUE(krex_test::wait_until([&] { return seg.node().guardian_pid.load() > 0; }, 5s));
-    ::kill(seg.node().guardian_pid.load(), SIGKILL);
+    const int g = krex_test::wait_guardian_pid(seg.node());
+    ASSERT_GT(g, 0);
+    ::kill(g, SIGKILL);
   }
   ::kill(m_kids.back().pid(), SIGKILL);
   (void)m_kids.back().wait(5s);

@@ -69,7 +69,9 @@ TEST_F(stale, CrashedRunIsCleanedByTheNextJoin) {
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
   ASSERT_NE(read_text(leaf(0) + "/cgroup.events").find("frozen 1"), std::string::npos);
-  ::kill(n.guardian_pid.load(), SIGKILL);
+  const int g = krex_test::wait_guardian_pid(n);
+  ASSERT_GT(g, 0);
+  ::kill(g, SIGKILL);
   ::kill(holder.pid(), SIGKILL);
   ::kill(sibling.pid(), SIGKILL);  // frozen (v2 lets a frozen task die)
   (void)holder.wait(5s);
@@ -139,7 +141,8 @@ TEST_F(stale, GuardianLifeCycle) {
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
   ASSERT_TRUE(krex_test::wait_until([&] { return krex::detail::guardian_alive(n); }, 5s));
-  const int g = n.guardian_pid.load();
+  const int g = krex_test::wait_guardian_pid(n);
+  ASSERT_GT(g, 0);
   EXPECT_NE(::getsid(g), ::getsid(t.pid())) << "the guardian is in the tenant's session";
   const std::string cg = read_text("/proc/" + std::to_string(g) + "/cgroup");
   EXPECT_EQ(cg.find(m_root.substr(m_base.size())), std::string::npos)

@@ -128,7 +128,8 @@ TEST(trust_signal, region_does_not_stop_a_process_a_forged_slot_names) {
   // The guardian maps the segment (it was forked from a member): the
   // mapping alone must not make it signallable.
   ASSERT_TRUE(krex_test::wait_until([&] { return kd::guardian_alive(n); }, 3000ms));
-  const pid_t guardian = n.guardian_pid.load();
+  const pid_t guardian = krex_test::wait_guardian_pid(n);
+  ASSERT_GT(guardian, 0);
   const std::uint32_t g = forge_slot(n, d, guardian, n.guardian_start_time.load());
   {
     krex::region r{t};
