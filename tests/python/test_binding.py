@@ -147,30 +147,31 @@ def test_region_entry_releases_the_gil_while_it_waits():
             sys.stdin.readline()
         say("released")
     """ % LIGHT, args=[name])
-    waiter = Child("""
-        t = krex.Tenant(segment=sys.argv[1], **%s)
-        about_to_enter = threading.Event()
-        entered = threading.Event()
-        def measure_thread():
-            about_to_enter.set()
-            with krex.region(t) as r:
-                entered.set()
-        th = threading.Thread(target=measure_thread)
-        th.start()
-        about_to_enter.wait(10)
-        time.sleep(0.2)                      # the thread is inside region entry by now
-        ticks, end = 0, time.monotonic() + 0.5
-        while time.monotonic() < end:
-            ticks += 1
-        say("ticks", {"ticks": ticks, "entered": entered.is_set()})
-        th.join(30)
-        say("joined", {"entered": entered.is_set(), "alive": th.is_alive()})
-        t.leave()
-    """ % LIGHT, args=[name])
+    waiter = None
     try:
         holder.expect("held")
+        waiter = Child("""
+            t = krex.Tenant(segment=sys.argv[1], **%s)
+            about_to_enter = threading.Event()
+            entered = threading.Event()
+            def measure_thread():
+                about_to_enter.set()
+                with krex.region(t) as r:
+                    entered.set()
+            th = threading.Thread(target=measure_thread)
+            th.start()
+            about_to_enter.wait(10)
+            time.sleep(0.2)                      # the thread is inside region entry by now
+            ticks, end = 0, time.monotonic() + 0.5
+            while time.monotonic() < end:
+                ticks += 1
+            say("ticks", {"ticks": ticks, "entered": entered.is_set()})
+            th.join(30)
+            say("joined", {"entered": entered.is_set(), "alive": th.is_alive()})
+            t.leave()
+        """ % LIGHT, args=[name])
         got = waiter.expect("ticks", timeout=15)
-        assert got["entered"] is False, "the waiter entered while another process held the region"
+        assert got["entered"] is False, ("the waiter entered while another process held the region", got)
         assert got["ticks"] > 1000, got
         holder.send("release")
         holder.expect("released")
@@ -178,7 +179,7 @@ def test_region_entry_releases_the_gil_while_it_waits():
         assert done == {"entered": True, "alive": False}, done
         assert holder.wait() == 0 and waiter.wait() == 0
     finally:
-        cleanup(name, [holder, waiter])
+        cleanup(name, [c for c in (holder, waiter) if c is not None])
 
 
 def test_region_wait_is_bounded_by_lock_wait():
@@ -189,19 +190,20 @@ def test_region_wait_is_bounded_by_lock_wait():
             say("held")
             sys.stdin.readline()
     """ % LIGHT, args=[name])
-    waiter = Child("""
-        t = krex.Tenant(segment=sys.argv[1], freeze="none", pin=False, confine=False,
-                        lock_wait_ms=300)
-        t0 = time.monotonic()
-        try:
-            with krex.region(t):
-                say("entered")
-        except krex.Error as e:
-            say("error", {"step": e.step, "msg": str(e), "s": time.monotonic() - t0})
-        t.leave()
-    """, args=[name])
+    waiter = None
     try:
         holder.expect("held")
+        waiter = Child("""
+            t = krex.Tenant(segment=sys.argv[1], freeze="none", pin=False, confine=False,
+                            lock_wait_ms=300)
+            t0 = time.monotonic()
+            try:
+                with krex.region(t):
+                    say("entered")
+            except krex.Error as e:
+                say("error", {"step": e.step, "msg": str(e), "s": time.monotonic() - t0})
+            t.leave()
+        """, args=[name])
         got = waiter.expect("error", timeout=15)
         assert got["step"] == "lock" and "timed out" in got["msg"], got
         assert str(holder.pid) in got["msg"], got
@@ -209,7 +211,7 @@ def test_region_wait_is_bounded_by_lock_wait():
         holder.send("release")
         assert holder.wait() == 0 and waiter.wait() == 0
     finally:
-        cleanup(name, [holder, waiter])
+        cleanup(name, [c for c in (holder, waiter) if c is not None])
 
 
 def test_nested_region_and_misuse_are_errors():
