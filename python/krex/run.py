@@ -43,5 +43,10 @@ def main(argv=None):
     return 0
 
 
+def _entry():
+    """The `krex-run` console script."""
+    sys.exit(main())
+
+
 if __name__ == "__main__":
     sys.exit(main())
