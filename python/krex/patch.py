@@ -245,6 +245,20 @@ def unpatch(leave=True):
             _leave_all()
 
 
+def _forget_in_child():
+    # A forked child inherits the parent's tenants as Python objects; their
+    # slots are the parent's. Never leave them here (that would free the
+    # parent's slot): keep them referenced for the child's life, and join anew.
+    _inherited.extend(_state["tenants"].values())
+    _state["tenants"].clear()
+    _state["last_report"] = None
+
+
+_inherited = []
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def _leave_all():
     for t in _state["tenants"].values():
         try:

@@ -206,6 +206,53 @@ def test_krex_run_runs_an_unmodified_script_with_patch_applied():
             cleanup(name)
 
 
+def test_a_forked_child_joins_its_own_tenant_and_leaves_the_parents_alone():
+    name = unique_name("pyfork")
+    c = Child("""
+        import types
+        testing = types.ModuleType("triton.testing")
+        testing.do_bench = lambda fn, **kw: krex.in_region()
+        sys.modules["triton.testing"] = testing
+        krex.patch(segment=sys.argv[1])
+        out = {"parent_first": testing.do_bench(None), "parent_slot": krex.process_tenant().slot}
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                res = {"in_region": testing.do_bench(None), "slot": krex.process_tenant().slot,
+                       "level": krex.last_report()["level"]}
+                krex.process_tenant().leave()
+            except BaseException as e:
+                res = {"error": repr(e)}
+            os.write(w, json.dumps(res).encode())
+            os._exit(0)
+        os.close(w)
+        data = b""
+        while True:
+            chunk = os.read(r, 4096)
+            if not chunk:
+                break
+            data += chunk
+        os.waitpid(pid, 0)
+        out["child"] = json.loads(data)
+        t = krex.process_tenant()
+        out["parent_after"] = testing.do_bench(None)
+        out["parent_joined"] = t.joined and t.slot == out["parent_slot"]
+        say("out", out)
+    """, env=LIGHT_ENV, args=[name])
+    try:
+        out = c.expect("out")
+        assert out["parent_first"] is True and out["parent_after"] is True
+        child = out["child"]
+        assert child.get("in_region") is True, child
+        assert child["slot"] != out["parent_slot"], out
+        assert out["parent_joined"] is True
+        assert c.wait() == 0
+    finally:
+        cleanup(name, [c])
+
+
 if __name__ == "__main__":
     import run_tests
     raise SystemExit(run_tests.main([os.path.abspath(__file__)]))
