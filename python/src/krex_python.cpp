@@ -190,6 +190,15 @@ class py_tenant {
     py::gil_scoped_release nogil;
     m_tenant = std::make_unique<tenant>(o);
   }
+  // Leaving passes the gate: it waits while a sibling holds a region.
+  ~py_tenant() {
+    if (m_tenant && Py_IsInitialized() != 0) {
+      py::gil_scoped_release nogil;
+      m_tenant.reset();
+    }
+  }
+  py_tenant(const py_tenant&) = delete;
+  py_tenant& operator=(const py_tenant&) = delete;
 
   tenant& get() {
     if (!m_tenant || !m_tenant->joined())
