@@ -4,7 +4,7 @@
 # sudo command to run and exits 1).
 set -euo pipefail
 
-packages=(cmake g++ make libboost-dev libgtest-dev libgmock-dev libbenchmark-dev)
+packages=(cmake g++ make libboost-dev libgtest-dev libgmock-dev libbenchmark-dev python3-dev pybind11-dev)
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "deps.sh: this is not a Debian/Ubuntu system; install by hand: CMake >= 3.21," \

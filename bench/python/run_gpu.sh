@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The Python binding on a GPU machine, offline: install krex from this checkout
+# (pip install --no-build-isolation ./python, which needs scikit-build-core and
+# pybind11 already installed; if pip refuses, a plain CMake build of python/
+# put on PYTHONPATH), check it, then run bench/python/kernelbench_style.py.
+#
+#   bash bench/python/run_gpu.sh [kernelbench_style.py arguments...]
+#
+# Writes to $OUT (default build-cuda/python-logs): install.log, env.txt,
+# kernelbench_style.{md,json}, run.log.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-build-cuda/python-logs}"
+mkdir -p "$out"
+py="${PYTHON:-python3}"
+t0=$(date +%s)
+
+installed=0
+if "$py" -m pip install --no-build-isolation -v ./python >"$out/install.log" 2>&1; then
+  installed=1
+elif "$py" -m pip install --no-build-isolation --break-system-packages -v ./python \
+    >>"$out/install.log" 2>&1; then
+  installed=1
+else
+  echo "pip install failed (tail of install.log below); building python/ with CMake instead"
+  tail -15 "$out/install.log"
+  if cmake -S python -B build-py -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v "$py")" \
+       >>"$out/install.log" 2>&1 &&
+     cmake --build build-py -j"$(nproc)" >>"$out/install.log" 2>&1; then
+    export PYTHONPATH="$PWD/build-py${PYTHONPATH:+:$PYTHONPATH}"
+    installed=1
+  fi
+fi
+t1=$(date +%s)
+echo "install: $((t1 - t0)) s (ok=$installed)"
+[ "$installed" = 1 ] || { tail -30 "$out/install.log"; exit 1; }
+
+# Run from elsewhere so ./python (the source package, without the extension)
+# does not shadow the installed one.
+(cd /tmp && "$py" - <<'EOF'
+import krex, torch, triton
+print("krex", krex.__version__, "backend", krex.backend, "from", krex.__file__)
+print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)
+print("device", torch.cuda.get_device_name(0))
+EOF
+) 2>&1 | tee "$out/env.txt"
+grep -q "backend cuda" "$out/env.txt" || { echo "krex is not the CUDA build (see env.txt, install.log)"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv >>"$out/env.txt" 2>&1 || true
+
+"$py" bench/python/kernelbench_style.py --out "$out" "$@" 2>&1 | tee "$out/run.log"
+rc=${PIPESTATUS[0]}
+echo "total: $(( $(date +%s) - t0 )) s, exit $rc"
+exit "$rc"

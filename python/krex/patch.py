@@ -1,0 +1,271 @@
+# SPDX-License-Identifier: Apache-2.0
+"""krex.patch(): protect harnesses that time through well-known functions.
+
+Harnesses look their timing function up when they call it: as a module
+attribute (``triton.testing.do_bench(...)``, KernelBench's
+``timing.get_timing_function(...)`` returning a module global, or a module
+global called by name). patch() replaces those attributes with wrappers that
+run each call inside a region of a process-wide tenant:
+
+- in modules already imported, and in every imported module that bound the
+  original by ``from triton.testing import do_bench``;
+- in modules imported later, through an import hook that patches the module
+  right after it has executed (before anyone can import names from it).
+
+Calls made while the thread is already inside a region (a patched function
+calling another one, or a harness timing inside its own ``krex.region``) go
+straight through. unpatch() restores every attribute it replaced.
+"""
+
+import atexit
+import functools
+import importlib.abc
+import os
+import sys
+import threading
+
+from . import _krex
+
+# Module -> the timing functions in it that patch() wraps.
+_kernelbench_timing = (
+    "time_execution_with_cuda_event",
+    "time_execution_with_do_bench_interface",
+    "time_execution_with_do_bench_impl",
+    "time_execution_with_host_time",
+)
+TARGETS = {
+    "triton.testing": ("do_bench", "do_bench_cudagraph"),
+    # KernelBench as a package (src/kernelbench/timing.py, current layout).
+    "kernelbench.timing": _kernelbench_timing,
+    # KernelBench run from its checkout: src/timing.py, and the older
+    # src/eval.py that defined time_execution_with_cuda_event itself.
+    "src.timing": _kernelbench_timing,
+    "src.eval": ("time_execution_with_cuda_event",),
+}
+
+_lock = threading.RLock()
+_state = {
+    "active": False,
+    "targets": {},       # module name -> attribute names
+    "options": {},       # keyword options of the process tenant
+    "replaced": [],      # (namespace, attribute, original, wrapper), in order
+    "wrappers": {},      # id(original) -> wrapper
+    "finder": None,
+    "tenants": {},       # device -> krex.Tenant
+    "last_report": None,
+    "calls": 0,
+}
+
+
+def _package():
+    return sys.modules[__package__]
+
+
+def process_tenant(device=None):
+    """The process-wide tenant patched calls use, joined on first use.
+
+    Its options are those given to patch() (KREX_* variables override them).
+    The device, unless patch() named one: PyTorch's current device when
+    PyTorch is imported and CUDA is initialized on a CUDA build, else 0.
+    """
+    with _lock:
+        opts = dict(_state["options"])
+        if device is None:
+            device = opts.pop("device", None)
+        else:
+            opts.pop("device", None)
+        if device is None:
+            device = 0
+            torch = sys.modules.get("torch")
+            if _krex.backend == "cuda" and torch is not None and torch.cuda.is_initialized():
+                device = torch.cuda.current_device()
+        t = _state["tenants"].get(device)
+        if t is None or not t.joined:
+            t = _krex.Tenant(device, **opts)
+            _state["tenants"][device] = t
+        return t
+
+
+def last_report():
+    """The report (dict) of the region around the latest patched call, or None."""
+    return _state["last_report"]
+
+
+def patched():
+    """The 'module.attribute' names currently wrapped (sorted)."""
+    with _lock:
+        return sorted({"%s.%s" % (getattr(ns, "__name__", "?"), a)
+                       for ns, a, _, _ in _state["replaced"]})
+
+
+def _wrap(original, name):
+    wrapper = _state["wrappers"].get(id(original))
+    if wrapper is not None:
+        return wrapper
+
+    @functools.wraps(original)
+    def krex_timed(*args, **kwargs):
+        pkg = _package()
+        if pkg.in_region():
+            return original(*args, **kwargs)
+        with pkg.region(process_tenant()) as r:
+            result = original(*args, **kwargs)
+        _state["last_report"] = r.report
+        _state["calls"] += 1
+        return result
+
+    krex_timed.__krex_original__ = original
+    krex_timed.__krex_name__ = name
+    _state["wrappers"][id(original)] = krex_timed
+    return krex_timed
+
+
+def _replace(namespace, attr, original, wrapper):
+    setattr(namespace, attr, wrapper)
+    _state["replaced"].append((namespace, attr, original, wrapper))
+
+
+def _patch_module(module):
+    """Wraps the target attributes of a just-loaded or already-loaded module."""
+    with _lock:
+        if not _state["active"]:
+            return
+        for attr in _state["targets"].get(module.__name__, ()):
+            original = getattr(module, attr, None)
+            if not callable(original) or hasattr(original, "__krex_original__"):
+                continue
+            _replace(module, attr, original, _wrap(original, module.__name__ + "." + attr))
+
+
+def _rebind_imported_names():
+    """Modules that did `from triton.testing import do_bench` before patch()."""
+    originals = {id(w.__krex_original__): w for w in _state["wrappers"].values()}
+    for mod in list(sys.modules.values()):
+        d = getattr(mod, "__dict__", None)
+        if not isinstance(d, dict) or mod is sys.modules.get(__name__):
+            continue
+        for attr, value in list(d.items()):
+            w = originals.get(id(value))
+            if w is not None and value is w.__krex_original__:
+                _replace(mod, attr, value, w)
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """Delegates to the real loader, then patches the module it executed."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _patch_module(module)
+
+    def __getattr__(self, name):  # get_resource_reader, is_package, get_source, ...
+        return getattr(self._loader, name)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: wraps the loader of the target modules' real spec."""
+
+    def find_spec(self, name, path, target=None):
+        if name not in _state["targets"] or not _state["active"]:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _PatchingLoader(spec.loader)
+        return spec
+
+
+def patch(also=(), **options):
+    """Wraps triton.testing.do_bench / do_bench_cudagraph and KernelBench's
+    timing functions (see TARGETS) so each call runs inside a krex region.
+
+    ``also``: more ("module", "attribute") pairs to wrap. ``options``: keyword
+    options of the process-wide tenant (as krex.Tenant takes them; device
+    included), joined at the first patched call. Returns True, or False when
+    KREX_PATCH=0 turns krex off (the control run of a comparison).
+    Calling patch() again adds targets and updates options.
+    """
+    if os.environ.get("KREX_PATCH", "1") == "0":
+        return False
+    if os.environ.get("KREX_PATCH", "1") != "1":
+        e = _krex.Error("krex: options: invalid value '%s' for KREX_PATCH — accepted: 1, 0"
+                        % os.environ["KREX_PATCH"])
+        e.step, e.hint, e.code = "options", "accepted: 1, 0", 0
+        raise e
+    with _lock:
+        targets = {k: tuple(v) for k, v in TARGETS.items()}
+        for pair in also:
+            module, attr = pair
+            targets[module] = targets.get(module, ()) + (attr,)
+        for module, attrs in _state["targets"].items():
+            targets[module] = tuple(dict.fromkeys(attrs + targets.get(module, ())))
+        _state["targets"] = targets
+        _state["options"].update(options)
+        _state["active"] = True
+        if _state["finder"] is None:
+            _state["finder"] = _Finder()
+            sys.meta_path.insert(0, _state["finder"])
+        for name in targets:
+            if name in sys.modules:
+                _patch_module(sys.modules[name])
+        _rebind_imported_names()
+    return True
+
+
+def unpatch(leave=True):
+    """Restores every attribute patch() replaced and removes the import hook.
+    With ``leave``, the process tenants leave the node too."""
+    with _lock:
+        for namespace, attr, original, wrapper in reversed(_state["replaced"]):
+            if getattr(namespace, attr, None) is wrapper:
+                setattr(namespace, attr, original)
+        _state["replaced"].clear()
+        _state["wrappers"].clear()
+        if _state["finder"] is not None:
+            try:
+                sys.meta_path.remove(_state["finder"])
+            except ValueError:
+                pass
+            _state["finder"] = None
+        _state["active"] = False
+        _state["targets"] = {}
+        _state["options"] = {}
+        if leave:
+            _leave_all()
+
+
+def _forget_in_child():
+    # A forked child inherits the parent's tenants as Python objects; their
+    # slots are the parent's. Never leave them here (that would free the
+    # parent's slot): keep them referenced for the child's life, and join anew.
+    _inherited.extend(_state["tenants"].values())
+    _state["tenants"].clear()
+    _state["last_report"] = None
+
+
+_inherited = []
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _leave_all():
+    for t in _state["tenants"].values():
+        try:
+            t.leave()
+        except _krex.Error:
+            pass  # a region is still open on it; its process is exiting anyway
+    _state["tenants"].clear()
+
+
+atexit.register(_leave_all)

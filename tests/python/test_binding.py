@@ -1,0 +1,275 @@
+# SPDX-License-Identifier: Apache-2.0
+"""krex.Tenant, krex.region, r.report, krex.measure and krex.Error, with real
+processes on a real segment (the host backend in CI)."""
+
+import os
+
+import krex
+from pyutil import Child, cleanup, unique_name
+
+# Light tenants for tests that are not about freezing or pinning.
+LIGHT = "dict(freeze='none', pin=False, confine=False, lock_wait_ms=30000)"
+
+
+def _expect_error(fn, step, *fragments):
+    try:
+        fn()
+    except krex.Error as e:
+        msg = str(e)
+        assert e.step == step, "step %r, expected %r: %s" % (e.step, step, msg)
+        for f in fragments:
+            assert f in msg, "%r not in %r" % (f, msg)
+        assert isinstance(e, RuntimeError)
+        return e
+    raise AssertionError("no krex.Error raised")
+
+
+def test_module_says_its_backend():
+    assert krex.backend in ("host", "cuda"), krex.backend
+    assert issubclass(krex.Error, RuntimeError)
+
+
+def test_bad_options_raise_krex_error_with_message_step_and_hint():
+    # All of these fail while the options are read, before anything joins.
+    e = _expect_error(lambda: krex.Tenant(lease_ms=0), "options", "lease", "at least 1 ms")
+    assert "at least 1 ms" in e.hint
+    _expect_error(lambda: krex.Tenant(freeze="sometimes"), "options", "'sometimes'", "freeze",
+                  "cgroup2")
+    _expect_error(lambda: krex.Tenant(pin="yes"), "options", "'pin'", "True or False")
+    _expect_error(lambda: krex.Tenant(segment="no/slash"), "options", "segment")
+    _expect_error(lambda: krex.Tenant(device=99), "options", "device", "0..15")
+    _expect_error(lambda: krex.Tenant(device=True), "options", "device")
+    _expect_error(lambda: krex.Tenant(reserved_cores=0), "options", "reserved_cores", "1..64")
+    _expect_error(lambda: krex.Tenant(colour="red"), "options", "unknown option 'colour'",
+                  "lease_ms")
+    # The backend has fewer devices than asked for: named, with the range to use.
+    _expect_error(lambda: krex.Tenant(device=15, host_devices=1), "options", "out of range")
+
+
+def test_bad_environment_value_names_the_variable():
+    name = unique_name("pyenv")
+    c = Child("""
+        try:
+            krex.Tenant(segment=sys.argv[1])
+            say("joined")
+        except krex.Error as e:
+            say("error", {"msg": str(e), "step": e.step, "hint": e.hint})
+    """, env={"KREX_FREEZE": "bogus"}, args=[name])
+    try:
+        got = c.expect("error")
+        assert got["step"] == "options"
+        assert "KREX_FREEZE" in got["msg"] and "'bogus'" in got["msg"], got
+        assert "cgroup2" in got["hint"], got
+        assert c.wait() == 0
+    finally:
+        cleanup(name, [c])
+
+
+def test_region_report_and_measure_round_trip_with_a_sibling():
+    name = unique_name("pyrt")
+    # A sibling tenant that only sits on the device (and must be frozen while
+    # the region is held, then thawed), reporting a heartbeat on request.
+    sib = Child("""
+        t = krex.Tenant(segment=sys.argv[1], lock_wait_ms=30000)
+        say("joined", {"slot": t.slot})
+        for line in sys.stdin:
+            if line.strip() == "ping":
+                say("pong")
+            else:
+                break
+        t.leave()
+        say("left")
+    """, args=[name])
+    holder = None
+    try:
+        sib.expect("joined")
+        # Only now: a region raised earlier could freeze the sibling before it says so.
+        holder = Child("""
+            t = krex.Tenant(segment=sys.argv[1], lock_wait_ms=30000)
+            before = t.protection_notes
+            with krex.region(t) as r:
+                during = r.report
+                m = krex.measure(r, lambda: sum(range(2000)), warmup=2, samples=7, timer="host")
+                say("inside", {"active": r.active})
+                sys.stdin.readline()          # the test pings the sibling now: it must be frozen
+            say("report", {"during": during, "after": r.report, "measure": m,
+                           "active": r.active, "freeze": t.freeze, "notes": before})
+            t.leave()
+        """, args=[name])
+        inside = holder.expect("inside")
+        assert inside["active"] is True
+        sib.send("ping")
+        frozen_pong = sib.readline(1.0)
+        holder.send("go")
+        rep = holder.expect("report")
+        after, m = rep["after"], rep["measure"]
+
+        assert after["level"].startswith("gate+drain"), after["level"]
+        assert after["gated"] and after["drained"] and not after["lease_lost"]
+        assert after["epoch"] % 2 == 1 and after["epoch"] == rep["during"]["epoch"]
+        assert after["siblings_seen"] == 1 and after["siblings_drained"] == 1, after
+        assert after["body_ns"] > 0 and rep["during"]["body_ns"] == 0
+        assert after["notes"] == rep["notes"]
+        for key in ("lock_ns", "gate_ns", "drain_ns", "freeze_ns", "pin_ns", "exit_ns",
+                    "frozen_pids", "warnings", "undrained_pids", "gating", "scope"):
+            assert key in after, key
+        assert rep["active"] is False
+        if rep["freeze"] != "none":
+            assert after["frozen_pids"] == [sib.pid], (after["frozen_pids"], sib.pid)
+            assert "freeze(" in after["level"]
+            assert frozen_pong is None, "the sibling answered while frozen"
+        # Thawed at exit: the sibling answers now (the frozen ping first).
+        if frozen_pong is None:
+            sib.expect("pong", timeout=10)
+        sib.send("ping")
+        sib.expect("pong", timeout=10)
+
+        assert m["method"] == "host" and len(m["samples_ms"]) == 7
+        assert m["min_ms"] <= m["p5_ms"] <= m["median_ms"] <= m["p95_ms"] <= m["max_ms"]
+        assert all(s > 0 for s in m["samples_ms"])
+        sib.send("bye")
+        sib.expect("left")
+        assert holder.wait() == 0 and sib.wait() == 0
+    finally:
+        cleanup(name, [c for c in (holder, sib) if c is not None])
+
+
+def test_region_entry_releases_the_gil_while_it_waits():
+    """Process H holds a region; in process W a thread waits to enter one. W's
+    main thread must keep running Python meanwhile. Were the GIL held during
+    the wait, W's main thread would stop until H released, and W's 'ticks'
+    line would not come before the test releases H."""
+    name = unique_name("pygil")
+    holder = Child("""
+        t = krex.Tenant(segment=sys.argv[1], **%s)
+        with krex.region(t):
+            say("held")
+            sys.stdin.readline()
+        say("released")
+    """ % LIGHT, args=[name])
+    waiter = None
+    try:
+        holder.expect("held")
+        waiter = Child("""
+            t = krex.Tenant(segment=sys.argv[1], **%s)
+            about_to_enter = threading.Event()
+            entered = threading.Event()
+            def measure_thread():
+                about_to_enter.set()
+                with krex.region(t) as r:
+                    entered.set()
+            th = threading.Thread(target=measure_thread)
+            th.start()
+            about_to_enter.wait(10)
+            time.sleep(0.2)                      # the thread is inside region entry by now
+            ticks, end = 0, time.monotonic() + 0.5
+            while time.monotonic() < end:
+                ticks += 1
+            say("ticks", {"ticks": ticks, "entered": entered.is_set()})
+            th.join(30)
+            say("joined", {"entered": entered.is_set(), "alive": th.is_alive()})
+            t.leave()
+        """ % LIGHT, args=[name])
+        got = waiter.expect("ticks", timeout=15)
+        assert got["entered"] is False, ("the waiter entered while another process held the region", got)
+        assert got["ticks"] > 1000, got
+        holder.send("release")
+        holder.expect("released")
+        done = waiter.expect("joined", timeout=30)
+        assert done == {"entered": True, "alive": False}, done
+        assert holder.wait() == 0 and waiter.wait() == 0
+    finally:
+        cleanup(name, [c for c in (holder, waiter) if c is not None])
+
+
+def test_region_wait_is_bounded_by_lock_wait():
+    name = unique_name("pywait")
+    holder = Child("""
+        t = krex.Tenant(segment=sys.argv[1], **%s)
+        with krex.region(t):
+            say("held")
+            sys.stdin.readline()
+    """ % LIGHT, args=[name])
+    waiter = None
+    try:
+        holder.expect("held")
+        waiter = Child("""
+            t = krex.Tenant(segment=sys.argv[1], freeze="none", pin=False, confine=False,
+                            lock_wait_ms=300)
+            t0 = time.monotonic()
+            try:
+                with krex.region(t):
+                    say("entered")
+            except krex.Error as e:
+                say("error", {"step": e.step, "msg": str(e), "s": time.monotonic() - t0})
+            t.leave()
+        """, args=[name])
+        got = waiter.expect("error", timeout=15)
+        assert got["step"] == "lock" and "timed out" in got["msg"], got
+        assert str(holder.pid) in got["msg"], got
+        assert got["s"] >= 0.25, got
+        holder.send("release")
+        assert holder.wait() == 0 and waiter.wait() == 0
+    finally:
+        cleanup(name, [c for c in (holder, waiter) if c is not None])
+
+
+def test_nested_region_and_misuse_are_errors():
+    name = unique_name("pynest")
+    c = Child("""
+        t = krex.Tenant(segment=sys.argv[1], **%s)
+        out = {}
+        with krex.region(t) as r:
+            try:
+                with krex.region(t):
+                    out["nested"] = "entered"
+            except krex.Error as e:
+                out["nested"] = [e.step, str(e)]
+            out["in_region"] = krex.in_region()
+            try:
+                r.enter()
+            except krex.Error as e:
+                out["reenter"] = str(e)
+        out["after"] = krex.in_region()
+        try:
+            krex.measure(r, lambda: None)
+        except krex.Error as e:
+            out["measure_after_exit"] = str(e)
+        t.leave()
+        try:
+            krex.region(t).enter()
+        except krex.Error as e:
+            out["after_leave"] = str(e)
+        say("out", out)
+    """ % LIGHT, args=[name])
+    try:
+        out = c.expect("out")
+        assert out["nested"][0] == "lock" and "already holds a region" in out["nested"][1], out
+        assert out["in_region"] is True and out["after"] is False
+        assert "entered region" in out["measure_after_exit"]
+        assert "already entered" in out["reenter"], out
+        assert "left the node" in out["after_leave"]
+        assert c.wait() == 0
+    finally:
+        cleanup(name, [c])
+
+
+def test_submit_runs_the_callable_through_the_gate():
+    name = unique_name("pysub")
+    c = Child("""
+        t = krex.Tenant(segment=sys.argv[1], **%s)
+        before = t.submits
+        got = t.submit(lambda: 41 + 1)
+        say("out", {"got": got, "submits": t.submits - before})
+        t.leave()
+    """ % LIGHT, args=[name])
+    try:
+        assert c.expect("out") == {"got": 42, "submits": 1}
+        assert c.wait() == 0
+    finally:
+        cleanup(name, [c])
+
+
+if __name__ == "__main__":
+    import run_tests
+    raise SystemExit(run_tests.main([os.path.abspath(__file__)]))

@@ -1,0 +1,258 @@
+# SPDX-License-Identifier: Apache-2.0
+"""krex.patch() / unpatch() and `python -m krex.run` with stand-ins for
+triton.testing and KernelBench's timing module (neither is installed in CI):
+fake modules that record whether they ran inside a krex region."""
+
+import os
+import subprocess
+import sys
+
+from pyutil import Child, TempTree, cleanup, unique_name
+
+LIGHT_ENV = {"KREX_FREEZE": "none", "KREX_PIN": "0", "KREX_CONFINE": "0",
+             "KREX_LOCK_WAIT_MS": "30000"}
+
+# On-disk stand-ins, importable once their directory is on sys.path.
+FAKE_TRITON = {
+    "triton/__init__.py": "",
+    "triton/testing.py": """
+        import krex
+        def do_bench(fn, warmup=25, rep=100, quantiles=None, return_mode="mean"):
+            fn()
+            return {"in_region": krex.in_region(), "name": "do_bench"}
+        def do_bench_cudagraph(fn, rep=20):
+            # Real do_bench_cudagraph may call do_bench: a nested patched call.
+            inner = do_bench(fn)
+            return {"in_region": krex.in_region(), "inner": inner, "name": "do_bench_cudagraph"}
+    """,
+}
+FAKE_KERNELBENCH = {
+    "kernelbench/__init__.py": "",
+    "kernelbench/timing.py": """
+        import krex
+        def time_execution_with_cuda_event(kernel_fn, args, num_warmup=3, num_trials=10,
+                                           discard_first=1, verbose=True, device=None):
+            kernel_fn(*args)
+            return [1.0 if krex.in_region() else -1.0] * num_trials
+        def get_timing_function(method="cuda_event"):
+            if method == "cuda_event":
+                return time_execution_with_cuda_event
+            raise ValueError(method)
+    """,
+}
+
+
+def test_patch_wraps_an_imported_fake_triton_and_unpatch_restores_it():
+    name = unique_name("pypatch")
+    c = Child("""
+        import types
+        # A triton.testing installed in sys.modules before patch(), and a
+        # harness module that bound do_bench by name before patch().
+        triton = types.ModuleType("triton")
+        testing = types.ModuleType("triton.testing")
+        calls = []
+        def do_bench(fn, **kw):
+            calls.append(krex.in_region())
+            return fn()
+        testing.do_bench = do_bench
+        original = [do_bench]    # a reference patch() does not rebind
+        triton.testing = testing
+        sys.modules["triton"], sys.modules["triton.testing"] = triton, testing
+        harness = types.ModuleType("harness")
+        harness.do_bench = testing.do_bench
+        sys.modules["harness"] = harness
+        out = {"before": testing.do_bench(lambda: 1)}
+
+        out["patch"] = krex.patch(segment=sys.argv[1])
+        out["patched"] = krex.patched()
+        out["wrapped"] = testing.do_bench is not original[0]
+        out["value"] = testing.do_bench(lambda: 7)
+        out["report"] = krex.last_report()
+        harness.do_bench(lambda: 2)
+        # Inside an explicit region the patched call goes straight through.
+        t = krex.process_tenant()
+        with krex.region(t) as r:
+            testing.do_bench(lambda: 3)
+            epoch_inside = r.report["epoch"]
+        out["nested_kept_last_report"] = krex.last_report()["epoch"] != epoch_inside
+
+        krex.unpatch()
+        out["restored"] = all(f is original[0] for f in (testing.do_bench, harness.do_bench,
+                                                         do_bench))
+        out["patched_after"] = krex.patched()
+        testing.do_bench(lambda: 4)
+        out["calls"] = calls
+        say("out", out)
+    """, env=LIGHT_ENV, args=[name])
+    try:
+        out = c.expect("out")
+        assert out["before"] == 1 and out["patch"] is True
+        assert "triton.testing.do_bench" in out["patched"], out["patched"]
+        assert "harness.do_bench" in out["patched"], out["patched"]
+        assert "__main__.do_bench" in out["patched"], out["patched"]  # the script's own global
+        assert out["wrapped"] is True and out["value"] == 7, out
+        assert out["report"]["level"].startswith("gate+drain"), out["report"]
+        assert out["report"]["epoch"] % 2 == 1
+        assert out["nested_kept_last_report"] is True
+        assert out["restored"] is True and out["patched_after"] == []
+        # before, patched, harness (patched), explicit region, after unpatch
+        assert out["calls"] == [False, True, True, True, False], out["calls"]
+        assert c.wait() == 0
+    finally:
+        cleanup(name, [c])
+
+
+def test_patch_wraps_modules_imported_later_through_the_import_hook():
+    name = unique_name("pyhook")
+    with TempTree({**FAKE_TRITON, **FAKE_KERNELBENCH}) as tree:
+        c = Child("""
+            sys.path.insert(0, sys.argv[2])
+            krex.patch(segment=sys.argv[1])
+            import triton.testing
+            from triton.testing import do_bench          # bound after patch(): the wrapper
+            import kernelbench.timing as kt
+            out = {
+                "do_bench": triton.testing.do_bench(lambda: None),
+                "from_import": do_bench(lambda: None)["in_region"],
+                "cudagraph": triton.testing.do_bench_cudagraph(lambda: None),
+                "kernelbench": kt.get_timing_function("cuda_event")(lambda: None, [],
+                                                                   num_trials=3),
+                "patched": krex.patched(),
+                "loader_ok": triton.testing.__spec__.loader.get_source("triton.testing") is not None,
+            }
+            krex.unpatch()
+            out["after"] = kt.time_execution_with_cuda_event(lambda: None, [], num_trials=1)
+            import importlib
+            out["not_hooked"] = not any(type(f).__name__ == "_Finder" for f in sys.meta_path)
+            say("out", out)
+        """, env=LIGHT_ENV, args=[name, tree.path])
+        try:
+            out = c.expect("out")
+            assert out["do_bench"]["in_region"] is True, out
+            assert out["from_import"] is True
+            assert out["cudagraph"]["in_region"] is True
+            assert out["cudagraph"]["inner"]["in_region"] is True  # nested: passed through
+            assert out["kernelbench"] == [1.0, 1.0, 1.0], out["kernelbench"]
+            for n in ("triton.testing.do_bench", "triton.testing.do_bench_cudagraph",
+                      "kernelbench.timing.time_execution_with_cuda_event"):
+                assert n in out["patched"], (n, out["patched"])
+            assert out["loader_ok"] is True
+            assert out["after"] == [-1.0] and out["not_hooked"] is True
+            assert c.wait() == 0
+        finally:
+            cleanup(name, [c])
+
+
+def test_patch_is_off_with_krex_patch_0_and_rejects_other_values():
+    name = unique_name("pyoff")
+    code = """
+        import types
+        testing = types.ModuleType("triton.testing")
+        testing.do_bench = lambda fn, **kw: krex.in_region()
+        sys.modules["triton.testing"] = testing
+        try:
+            on = krex.patch(segment=sys.argv[1])
+            say("out", {"patch": on, "in_region": testing.do_bench(None)})
+        except krex.Error as e:
+            say("out", {"error": str(e), "step": e.step})
+    """
+    off = Child(code, env=dict(LIGHT_ENV, KREX_PATCH="0"), args=[name])
+    bad = Child(code, env=dict(LIGHT_ENV, KREX_PATCH="maybe"), args=[name])
+    try:
+        assert off.expect("out") == {"patch": False, "in_region": False}
+        got = bad.expect("out")
+        assert got["step"] == "options" and "KREX_PATCH" in got["error"], got
+        assert off.wait() == 0 and bad.wait() == 0
+    finally:
+        cleanup(name, [off, bad])
+
+
+def test_krex_run_runs_an_unmodified_script_with_patch_applied():
+    name = unique_name("pyrun")
+    files = dict(FAKE_TRITON)
+    files["script.py"] = """
+        import json, sys
+        import triton.testing
+        import krex
+        r = triton.testing.do_bench(lambda: None)
+        print("RESULT", json.dumps({"argv": sys.argv, "main": __name__,
+                                    "in_region": r["in_region"],
+                                    "level": (krex.last_report() or {}).get("level")}))
+        sys.exit(int(sys.argv[-1]))
+    """
+    with TempTree(files) as tree:
+        script = os.path.join(tree.path, "script.py")
+        env = dict(os.environ, KREX_SEGMENT=name, **LIGHT_ENV)
+        try:
+            runs = {}
+            for label, extra in (("krex", {}), ("control", {"KREX_PATCH": "0"})):
+                p = subprocess.run([sys.executable, "-m", "krex.run", script, "a b", "3"],
+                                   env=dict(env, **extra), capture_output=True, text=True,
+                                   timeout=60)
+                lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+                assert lines, (label, p.stdout, p.stderr)
+                import json
+                runs[label] = (p.returncode, json.loads(lines[0][len("RESULT "):]))
+            rc, got = runs["krex"]
+            assert rc == 3, runs
+            assert got["argv"] == [script, "a b", "3"] and got["main"] == "__main__", got
+            assert got["in_region"] is True and got["level"].startswith("gate+drain"), got
+            rc, got = runs["control"]
+            assert rc == 3 and got["in_region"] is False and got["level"] is None, got
+            p = subprocess.run([sys.executable, "-m", "krex.run"], capture_output=True,
+                               text=True, timeout=60)
+            assert p.returncode == 2 and "usage" in p.stderr
+        finally:
+            cleanup(name)
+
+
+def test_a_forked_child_joins_its_own_tenant_and_leaves_the_parents_alone():
+    name = unique_name("pyfork")
+    c = Child("""
+        import types
+        testing = types.ModuleType("triton.testing")
+        testing.do_bench = lambda fn, **kw: krex.in_region()
+        sys.modules["triton.testing"] = testing
+        krex.patch(segment=sys.argv[1])
+        out = {"parent_first": testing.do_bench(None), "parent_slot": krex.process_tenant().slot}
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                res = {"in_region": testing.do_bench(None), "slot": krex.process_tenant().slot,
+                       "level": krex.last_report()["level"]}
+                krex.process_tenant().leave()
+            except BaseException as e:
+                res = {"error": repr(e)}
+            os.write(w, json.dumps(res).encode())
+            os._exit(0)
+        os.close(w)
+        data = b""
+        while True:
+            chunk = os.read(r, 4096)
+            if not chunk:
+                break
+            data += chunk
+        os.waitpid(pid, 0)
+        out["child"] = json.loads(data)
+        t = krex.process_tenant()
+        out["parent_after"] = testing.do_bench(None)
+        out["parent_joined"] = t.joined and t.slot == out["parent_slot"]
+        say("out", out)
+    """, env=LIGHT_ENV, args=[name])
+    try:
+        out = c.expect("out")
+        assert out["parent_first"] is True and out["parent_after"] is True
+        child = out["child"]
+        assert child.get("in_region") is True, child
+        assert child["slot"] != out["parent_slot"], out
+        assert out["parent_joined"] is True
+        assert c.wait() == 0
+    finally:
+        cleanup(name, [c])
+
+
+if __name__ == "__main__":
+    import run_tests
+    raise SystemExit(run_tests.main([os.path.abspath(__file__)]))
