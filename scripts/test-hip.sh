@@ -2,7 +2,7 @@
 # The HIP CI stage (no AMD GPU needed): installs hipcc (Debian 12: ROCm 5.2),
 # fetches and patches the pinned Composable Kernel (scripts/ck.sh), configures
 # preset `hip` (hipcc, gfx90a), builds the HIP backend's test, the header
-# self-tests (compiled by hipcc, host and device passes), the CK GEMM example
+# self-tests (compiled by hipcc, host and device passes, and by g++), the CK GEMM example
 # and the patched ckProfiler GEMM profiler, and runs test_hip: the tests that
 # need a device skip with hipErrorNoDevice. See docs/HIP.md.
 # Exits with ctest's status. Extra arguments go to ctest.
@@ -14,4 +14,10 @@ scripts/ck.sh
 cmake --preset hip
 # One CK instance compiles for ~1 min on two cores; -j stays at the core count.
 cmake --build --preset hip -j"$(nproc)"
+# The same headers as plain host C++ (g++: what a harness that is not built
+# with hipcc sees), header self-tests only (device sources are skipped with a
+# warning there).
+cmake -S . -B build-hip-gcc -DCMAKE_BUILD_TYPE=Release -DKREX_WITH_HIP=ON \
+      -DAMDGPU_TARGETS=gfx90a -DKREX_BUILD_BENCH=OFF -DKREX_BUILD_EXAMPLES=OFF
+cmake --build build-hip-gcc -j"$(nproc)" --target krex_header_tests
 exec ctest --preset hip "$@"
