@@ -55,9 +55,9 @@ int probe() {
 }
 int gpu_count() { return probe() >= 0 && probe() <= 100 ? probe() : 0; }
 
-#define REQUIRE_GPU()                                                                         \
-  if (gpu_count() == 0)                                                                       \
-  GTEST_SKIP() << "no AMD GPU (hipGetDeviceCount: "                                           \
+#define REQUIRE_GPU()                                                                          \
+  if (gpu_count() == 0)                                                                        \
+  GTEST_SKIP() << "no AMD GPU (hipGetDeviceCount: "                                            \
                << (probe() == probe_no_device ? "hipErrorNoDevice" : "another error or crash") \
                << "): needs a ROCm device, see docs/HIP.md"
 
@@ -94,19 +94,32 @@ __global__ void axpy(float a, const float* x, float* y, int n) {
 // Which HIP API calls automatic gating registers for (no GPU needed).
 TEST(HipGate, GatedApiNames) {
   using krex::detail::hip_callbacks::gated_api;
-  for (const char* n :
-       {"hipLaunchKernel", "hipLaunchCooperativeKernel", "hipLaunchHostFunc", "hipExtLaunchKernel",
-        "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel",
-        "hipGraphLaunch", "hipMemcpy", "hipMemcpyAsync", "hipMemcpyHtoDAsync", "hipMemcpyToSymbol",
-        "hipMemcpy2DAsync", "hipMemset", "hipMemsetD32Async", "hipEventRecord",
-        "hipStreamWriteValue64", "hipStreamWaitValue32", "hipMemPrefetchAsync",
-        "hipSignalExternalSemaphoresAsync", "hipWaitExternalSemaphoresAsync"})
+  for (const char* n : {"hipLaunchKernel",
+                        "hipLaunchCooperativeKernel",
+                        "hipLaunchHostFunc",
+                        "hipExtLaunchKernel",
+                        "hipModuleLaunchKernel",
+                        "hipExtModuleLaunchKernel",
+                        "hipHccModuleLaunchKernel",
+                        "hipGraphLaunch",
+                        "hipMemcpy",
+                        "hipMemcpyAsync",
+                        "hipMemcpyHtoDAsync",
+                        "hipMemcpyToSymbol",
+                        "hipMemcpy2DAsync",
+                        "hipMemset",
+                        "hipMemsetD32Async",
+                        "hipEventRecord",
+                        "hipStreamWriteValue64",
+                        "hipStreamWaitValue32",
+                        "hipMemPrefetchAsync",
+                        "hipSignalExternalSemaphoresAsync",
+                        "hipWaitExternalSemaphoresAsync"})
     EXPECT_TRUE(gated_api(n)) << n;
-  for (const char* n :
-       {"hipDeviceSynchronize", "hipStreamSynchronize", "hipMalloc", "hipFree", "hipSetDevice",
-        "hipEventSynchronize", "hipStreamIsCapturing", "hipStreamBeginCapture",
-        "hipGraphInstantiate", "hipStreamWaitEvent", "__hipPushCallConfiguration",
-        "hipGetDeviceCount", "hipMallocAsync"})
+  for (const char* n : {"hipDeviceSynchronize", "hipStreamSynchronize", "hipMalloc", "hipFree",
+                        "hipSetDevice", "hipEventSynchronize", "hipStreamIsCapturing",
+                        "hipStreamBeginCapture", "hipGraphInstantiate", "hipStreamWaitEvent",
+                        "__hipPushCallConfiguration", "hipGetDeviceCount", "hipMallocAsync"})
     EXPECT_FALSE(gated_api(n)) << n;
   EXPECT_FALSE(gated_api(nullptr));
 }
@@ -134,8 +147,9 @@ TEST(HipGate, UnsupportedRuntimesAreNamed) {
   EXPECT_EQ(unsupported_runtime(v52, false, true, false), "");
   EXPECT_NE(unsupported_runtime(v52, false, true, true).find("roctracer is loaded"),
             std::string::npos);
-  EXPECT_NE(unsupported_runtime(v52, false, false, false).find("HIP 5.2 has no hipRegisterApiCallback"),
-            std::string::npos);
+  EXPECT_NE(
+      unsupported_runtime(v52, false, false, false).find("HIP 5.2 has no hipRegisterApiCallback"),
+      std::string::npos);
   const std::string six = unsupported_runtime(60241134, false, true, false);
   EXPECT_NE(six.find("HIP 6.2"), std::string::npos) << six;
   EXPECT_NE(six.find("rocprofiler-sdk"), std::string::npos) << six;
@@ -178,7 +192,7 @@ TEST(HipMeasure, FlushIsTwiceTheL2AtLeastOneMiB) {
   using krex::detail::hip_measure::flush_size_for;
   EXPECT_EQ(flush_size_for(0, 8 << 20), std::size_t{16} << 20);  // MI210/MI250X: 8 MiB L2
   EXPECT_EQ(flush_size_for(0, 0), std::size_t{1} << 20);         // no L2 reported
-  EXPECT_EQ(flush_size_for(12345, 8 << 20), 12345U);              // measure_options::flush_bytes
+  EXPECT_EQ(flush_size_for(12345, 8 << 20), 12345U);             // measure_options::flush_bytes
 }
 
 // Without a device (this is what CI sees) the backend counts 0 devices and a
@@ -297,7 +311,8 @@ TEST(HipMeasure, TimesAKernelInARegion) {
     krex::measure_options o;
     o.samples = 5;
     const krex::measure_result m = krex::measure(
-        r, s, [&] { hipLaunchKernelGGL(axpy, dim3((n + 255) / 256), dim3(256), 0, s, 2.0f, x, y, n); },
+        r, s,
+        [&] { hipLaunchKernelGGL(axpy, dim3((n + 255) / 256), dim3(256), 0, s, 2.0f, x, y, n); },
         o);
     CHILD_EXPECT(m.samples_ms.size() == 5, 54);
     CHILD_EXPECT(m.method == "hip-events+cold-l2", 55);

@@ -14,13 +14,13 @@
 // the others prepare. Needs an MI200/MI300-class GPU (gfx90a XDL instance);
 // without a device it says so and exits 2.
 
-#include <krex/hip/measure.hpp>
-#include <krex/region.hpp>
-
 #include "ck/ck.hpp"
 #include "ck/tensor_operation/gpu/device/device_gemm_xdl_cshuffle.hpp"
 #include "ck/tensor_operation/gpu/device/gemm_specialization.hpp"
 #include "ck/tensor_operation/gpu/element/element_wise_operation.hpp"
+
+#include <krex/hip/measure.hpp>
+#include <krex/region.hpp>
 
 #include <hip/hip_runtime.h>
 
@@ -115,12 +115,17 @@ int main(int argc, char** argv) {
       krex::region r{t};
       krex::measure_options o;
       o.samples = samples;
-      const krex::measure_result res =
-          krex::measure(r, s, [&] { invoker.Run(arg, StreamConfig{s, false}); }, o);
-      std::printf("%s\n  krex::measure (%s): median %.4f ms (p5 %.4f, p95 %.4f), %.1f TFLOPS, "
-                  "region %s\n",
-                  gemm.GetTypeString().c_str(), res.method.c_str(), res.median_ms, res.p5_ms,
-                  res.p95_ms, tflop / (res.median_ms / 1e3), r.report().level().c_str());
+      const krex::measure_result res = krex::measure(
+          r, s,
+          [&] {
+            invoker.Run(arg, StreamConfig{s, false});
+          },
+          o);
+      std::printf(
+          "%s\n  krex::measure (%s): median %.4f ms (p5 %.4f, p95 %.4f), %.1f TFLOPS, "
+          "region %s\n",
+          gemm.GetTypeString().c_str(), res.method.c_str(), res.median_ms, res.p5_ms, res.p95_ms,
+          tflop / (res.median_ms / 1e3), r.report().level().c_str());
     }
     {  // 2. CK's own timing inside a region (what the ckProfiler patch does)
       krex::region r{t};

@@ -50,7 +50,9 @@
 #include <cstdint>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,7 +83,8 @@ struct state {
   std::atomic<member*> target{nullptr};          ///< the tenant whose gate calls pass
   std::atomic<std::uint64_t> gated{0};           ///< calls that passed the gate
   std::atomic<std::uint64_t> capture_passes{0};  ///< captured launches let through a raised gate
-  std::atomic<std::uint64_t> too_deep{0};        ///< nested calls past the frame stack (ungated)
+  std::atomic<std::uint64_t> too_deep{
+      0};                    ///< calls given no record (ungated): nested too deep, or no memory
   std::atomic<int> open{0};  ///< calls between their enter and exit callbacks (see detach)
   std::vector<std::uint32_t> ids;  ///< API ids krex registered
   remove_fn remove_api = nullptr;
@@ -97,19 +100,35 @@ inline state& the_state() {
 /// a library's HIP call may make others).
 inline constexpr int max_frames = 16;
 struct frames {
-  hip_api_data_t data[max_frames];
+  // Raw storage: hip_api_data_t is a C struct whose unions of dim3 members
+  // have no default constructor in C++; the runtime fills the arguments.
+  alignas(hip_api_data_t) unsigned char data[max_frames][sizeof(hip_api_data_t)];
   member* gated[max_frames];  ///< the member whose gate this frame's call passed, or null
-  int depth = 0;
+  int depth;
+  hip_api_data_t* record(int i) noexcept {
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): storage for a C struct
+    return reinterpret_cast<hip_api_data_t*>(data[i]);
+  }
 };
-inline thread_local frames tls_frames{};
+
+/// This thread's frames, allocated at its first gated call (13 KB: not put in
+/// every thread's static TLS). Null if that allocation failed.
+inline frames* thread_frames() noexcept {
+  thread_local std::unique_ptr<frames> f;
+  if (!f) {
+    f.reset(new (std::nothrow) frames);
+    if (f) f->depth = 0;
+  }
+  return f.get();
+}
 
 /// Whether the HIP API named `name` can leave work on the device.
 inline bool gated_api(const char* name) noexcept {
   if (name == nullptr) return false;
   static const char* const prefixes[] = {
-      "hipLaunch",          "hipExtLaunch",         "hipModuleLaunch",     "hipExtModuleLaunch",
-      "hipHccModuleLaunch", "hipGraphLaunch",       "hipMemcpy",           "hipMemset",
-      "hipEventRecord",     "hipStreamWriteValue",  "hipStreamWaitValue",  "hipMemPrefetch",
+      "hipLaunch",          "hipExtLaunch",        "hipModuleLaunch",    "hipExtModuleLaunch",
+      "hipHccModuleLaunch", "hipGraphLaunch",      "hipMemcpy",          "hipMemset",
+      "hipEventRecord",     "hipStreamWriteValue", "hipStreamWaitValue", "hipMemPrefetch",
       "hipSignalExternal",  "hipWaitExternal"};
   for (const char* p : prefixes)
     if (std::strncmp(name, p, std::strlen(p)) == 0) return true;
@@ -122,9 +141,7 @@ inline bool gated_api(const char* name) noexcept {
 inline bool launch_stream(std::uint32_t cid, const hip_api_data_t& d, hipStream_t* out) noexcept {
   switch (cid) {
     case HIP_API_ID_hipLaunchKernel: *out = d.args.hipLaunchKernel.stream; return true;
-    case HIP_API_ID_hipModuleLaunchKernel:
-      *out = d.args.hipModuleLaunchKernel.stream;
-      return true;
+    case HIP_API_ID_hipModuleLaunchKernel: *out = d.args.hipModuleLaunchKernel.stream; return true;
     default: return false;
   }
 }
@@ -140,14 +157,19 @@ inline bool capturing(hipStream_t s) noexcept {
 
 /// Activity callback: hands out a call record at entry, pops it when the call is done.
 inline void* on_activity(std::uint32_t /*cid*/, void* record, const void* data, void* arg) {
-  frames& f = tls_frames;
+  frames* fp = thread_frames();
+  if (fp == nullptr) {
+    if (arg == nullptr) the_state().too_deep.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;  // no record: this call passes ungated (no memory for records)
+  }
+  frames& f = *fp;
   if (record == nullptr && data == nullptr && arg == nullptr) {  // entry: give a record
     if (f.depth == max_frames) {
       // No record: the runtime then calls neither callback for this call.
       the_state().too_deep.fetch_add(1, std::memory_order_relaxed);
       return nullptr;
     }
-    hip_api_data_t& d = f.data[f.depth];
+    hip_api_data_t& d = *f.record(f.depth);
     d.correlation_id = 0;
     d.phase = phase_enter;
     f.gated[f.depth] = nullptr;
@@ -160,11 +182,17 @@ inline void* on_activity(std::uint32_t /*cid*/, void* record, const void* data, 
 
 /// API callback: the gate at enter, its release at exit.
 inline void on_api(std::uint32_t /*domain*/, std::uint32_t cid, const void* data, void* /*arg*/) {
-  frames& f = tls_frames;
-  if (data == nullptr || f.depth == 0) return;
+  frames* fp = thread_frames();
+  if (data == nullptr || fp == nullptr || fp->depth == 0) return;
+  frames& f = *fp;
   const auto* d = static_cast<const hip_api_data_t*>(data);
-  const auto i = d - f.data;
-  if (i < 0 || i >= max_frames) return;  // not one of our records
+  // Which of our records (by address; a record not ours is left alone).
+  // NOLINTBEGIN(cppcoreguidelines-pro-type-reinterpret-cast): addresses compared as integers
+  const auto at = reinterpret_cast<std::uintptr_t>(data);
+  const auto base = reinterpret_cast<std::uintptr_t>(f.data);
+  // NOLINTEND(cppcoreguidelines-pro-type-reinterpret-cast)
+  if (at < base || at >= base + sizeof f.data || (at - base) % sizeof(hip_api_data_t) != 0) return;
+  const auto i = static_cast<int>((at - base) / sizeof(hip_api_data_t));
   state& st = the_state();
   if (d->phase == phase_enter) {
     member* m = st.target.load(std::memory_order_acquire);
@@ -214,15 +242,15 @@ inline bool loaded(const char* soname) noexcept {
 
 /// Why this process's HIP runtime has no callbacks krex can use ("" if it has).
 /// `version` is hipRuntimeGetVersion's (major * 10^7 + minor * 10^5 + patch).
-inline std::string unsupported_runtime(int version, bool has_tracer_callback, bool has_api_callbacks,
-                                       bool roctracer_loaded) {
+inline std::string unsupported_runtime(int version, bool has_tracer_callback,
+                                       bool has_api_callbacks, bool roctracer_loaded) {
   const int major = version / 10000000;
   const int minor = version / 100000 % 100;
   const std::string v = std::to_string(major) + "." + std::to_string(minor);
-  if (roctracer_loaded)
-    return "roctracer is loaded (a profiler owns the HIP API callbacks)";
+  if (roctracer_loaded) return "roctracer is loaded (a profiler owns the HIP API callbacks)";
   if (has_tracer_callback || major > 5)
-    return "HIP " + v + " traces through hipRegisterTracerCallback/rocprofiler-sdk, which krex "
+    return "HIP " + v +
+           " traces through hipRegisterTracerCallback/rocprofiler-sdk, which krex "
            "does not use yet (ROCm 5.0-5.4 API callbacks only)";
   if (major < 5 || !has_api_callbacks)
     return "HIP " + v + " has no hipRegisterApiCallback/hipRegisterActivityCallback";
