@@ -2,9 +2,20 @@
 # Installs what krex's build and tests need, via apt-get (Debian 12, Ubuntu 24.04).
 # A no-op when everything is present; otherwise needs root (or prints the
 # sudo command to run and exits 1).
+#
+# KREX_WITH_HIP=ON (or the argument --hip) adds the HIP toolchain: Debian 12's
+# hipcc (ROCm 5.2: hipcc, clang 15, libamdhip64-dev, the device libraries) and
+# git (scripts/ck.sh fetches Composable Kernel): 26 packages, 66 MB to download,
+# 353 MB installed on Debian 12 (clang 15 and LLVM 15 included); only
+# for the `hip` preset (scripts/test-hip.sh).
 set -euo pipefail
 
 packages=(cmake g++ make libboost-dev libgtest-dev libgmock-dev libbenchmark-dev python3-dev pybind11-dev)
+with_hip=${KREX_WITH_HIP:-OFF}
+[ "${1:-}" = "--hip" ] && with_hip=ON
+case "$with_hip" in
+  ON | on | 1 | TRUE | true | YES | yes) packages+=(hipcc git ca-certificates) ;;
+esac
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "deps.sh: this is not a Debian/Ubuntu system; install by hand: CMake >= 3.21," \
