@@ -17,7 +17,6 @@
 #include <pwd.h>
 #include <sys/stat.h>
 
-#include <boost/version.hpp>
 
 #include <cstdlib>
 #include <string>
@@ -247,8 +246,8 @@ TEST(group_mode, a_region_of_one_user_freezes_the_leaf_of_another) {
       },
       5s))
       << "test cgroup left behind: " << top;
-  ::unlink(("/dev/shm/krex-L" + std::to_string(kd::layout_version) + "-B" +
-            std::to_string(BOOST_VERSION) + "-g" + std::to_string(users.gid) + "-" + seg.name())
+  ::unlink(("/dev/shm/krex-L" + std::to_string(kd::layout_version) + "-g" +
+            std::to_string(users.gid) + "-" + seg.name())
                .c_str());
 }
 
