@@ -22,7 +22,11 @@ if ! scripts/ck.sh; then
 fi
 cmake --preset hip "${ck[@]}"
 # One CK instance compiles for ~1 min on two cores; -j stays at the core count.
-cmake --build --preset hip -j"$(nproc)"
+if [ ${#ck[@]} -eq 0 ]; then
+  cmake --build --preset hip -j"$(nproc)"
+else
+  cmake --build build-hip -j"$(nproc)" --target test_hip krex_header_tests
+fi
 # The same headers as plain host C++ (g++: what a harness that is not built
 # with hipcc sees), header self-tests only (device sources are skipped with a
 # warning there).
