@@ -29,10 +29,6 @@ set(args -S "${KREX_SOURCE_DIR}/tests/consumer" -G "${KREX_GENERATOR}"
 if(KREX_MAKE_PROGRAM)
   list(APPEND args "-DCMAKE_MAKE_PROGRAM=${KREX_MAKE_PROGRAM}")
 endif()
-if(KREX_BOOST_DIR)
-  # The Boost this build found, not whatever the consumer would find first.
-  list(APPEND args "-DBoost_DIR=${KREX_BOOST_DIR}")
-endif()
 
 if(KREX_STEP STREQUAL "find_package")
   set(bin "${KREX_BINARY_DIR}/consumer/find_package")

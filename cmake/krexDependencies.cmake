@@ -2,13 +2,8 @@
 # CMakeLists.txt; cmake/krexConfig.cmake.in repeats the same search for
 # consumers of an installed krex.
 
-# Boost: prefer BoostConfig.cmake (Boost >= 1.70 ships it; CMake >= 3.30
-# drops the FindBoost module), fall back to FindBoost for older setups.
-# Both define Boost::headers (FindBoost since CMake 3.15).
-find_package(Boost 1.71 QUIET CONFIG)
-if(NOT Boost_FOUND)
-  find_package(Boost 1.71 REQUIRED)
-endif()
+# No Boost: since segment layout 3 the node segment is a fixed-layout file
+# that krex maps itself (include/krex/detail/segment.hpp).
 
 set(THREADS_PREFER_PTHREAD_FLAG ON)
 find_package(Threads REQUIRED)

@@ -10,7 +10,7 @@
 # for the `hip` preset (scripts/test-hip.sh).
 set -euo pipefail
 
-packages=(cmake g++ make libboost-dev libgtest-dev libgmock-dev libbenchmark-dev python3-dev pybind11-dev)
+packages=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev python3-dev pybind11-dev)
 with_hip=${KREX_WITH_HIP:-OFF}
 [ "${1:-}" = "--hip" ] && with_hip=ON
 case "$with_hip" in
@@ -19,7 +19,7 @@ esac
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "deps.sh: this is not a Debian/Ubuntu system; install by hand: CMake >= 3.21," \
-       "a C++17 compiler, Boost >= 1.71 (headers), GoogleTest, Google Benchmark" >&2
+       "a C++17 compiler, GoogleTest, Google Benchmark" >&2
   exit 1
 fi
 
