@@ -3,9 +3,11 @@
 //
 //   krexctl status  [--segment NAME] [--group] [--json]
 //   krexctl recover [--segment NAME] [--group] [--device N] [--force]
-//                   [--freeze METHOD] [--cgroup-root PATH]
+//                   [--freeze METHOD] [--cgroup-root PATH] [--json]
 //   krexctl clean   [--segment NAME | --all] [--group] [--freeze METHOD]
 //                   [--cgroup-root PATH] [--kill] [--force] [--dry-run] [--any-owner]
+//                   [--json]
+//   krexctl --help | --version | COMMAND --help
 //
 // Exit codes: 0 healthy / done, 1 problems found or left, 2 no such segment,
 // 3 the segment cannot be used (a file that is no complete segment of this
@@ -22,16 +24,21 @@
 #include <krex/options.hpp>
 #include <krex/region_lock.hpp>
 
+#include <krex_tools/cli.hpp>
+#include <krex_tools/json.hpp>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +51,9 @@ namespace kd = krex::detail;
 
 enum exit_code { ok = 0, problems = 1, no_segment = 2, unusable = 3, usage = 64 };
 
+namespace cli = krex_tools::cli;
+namespace json = krex_tools::json;
+
 struct args {
   std::string command;
   krex::options opts;
@@ -51,62 +61,115 @@ struct args {
   int device = -1;
 };
 
-[[noreturn]] void usage_error(const std::string& what) {
-  std::fprintf(stderr,
-               "krexctl: %s\n"
-               "usage: krexctl status  [--segment NAME] [--group] [--json]\n"
-               "       krexctl recover [--segment NAME] [--group] [--device N] [--force]\n"
-               "                       [--freeze METHOD] [--cgroup-root PATH]\n"
-               "       krexctl clean   [--segment NAME | --all] [--group] [--freeze METHOD]\n"
-               "                       [--cgroup-root PATH] [--kill] [--force] [--dry-run]\n"
-               "                       [--any-owner]\n",
-               what.c_str());
-  std::exit(usage);
+/// A setter that turns a krex::error (an invalid value) into a usage error.
+std::function<void(const std::string&)> checked(std::function<void(const std::string&)> set) {
+  return [set = std::move(set)](const std::string& v) {
+    try {
+      set(v);
+    } catch (const krex::error& e) {
+      throw cli::usage_error(e.what());
+    }
+  };
 }
 
 args parse(int argc, char** argv) {
   args a;
-  a.opts = krex::options{}.with_env();
-  if (argc < 2) usage_error("no command");
-  a.command = argv[1];
-  if (a.command == "-h" || a.command == "--help") usage_error("help");
-  if (a.command != "status" && a.command != "recover" && a.command != "clean")
-    usage_error("unknown command '" + a.command + "'");
-  for (int i = 2; i < argc; ++i) {
-    const std::string f = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(f + " needs a value");
-      return argv[++i];
-    };
-    if (f == "--segment")
-      a.opts.segment(value());
-    else if (f == "--group")
-      a.opts.access(krex::segment_access::group);
-    else if (f == "--json")
-      a.json = true;
-    else if (f == "--force")
-      a.force = true;
-    else if (f == "--all")
-      a.all = true;
-    else if (f == "--kill")
-      a.kill = true;
-    else if (f == "--dry-run")
-      a.dry_run = true;
-    else if (f == "--any-owner")
-      a.any_owner = true;
-    else if (f == "--device")
-      a.device =
-          static_cast<int>(kd::parse_int("--device", value(), 0, kd::max_devices - 1, "0..15"));
-    else if (f == "--freeze")
-      a.opts.freeze(kd::parse_freeze_method("--freeze", value()));
-    else if (f == "--cgroup-root")
-      a.opts.cgroup_root(value());
-    else
-      usage_error("unknown option '" + f + "'");
+  cli::program prog("krexctl", "A node's krex state, and recovering it by hand (docs/KREXCTL.md).");
+  prog.epilog(
+      "exit status: 0 healthy / done, 1 problems found or left, 2 no such segment,\n"
+      "3 the segment cannot be used, 64 usage.");
+  try {
+    a.opts = krex::options{}.with_env();
+  } catch (const krex::error& e) {
+    prog.fail(e.what());  // a KREX_* variable krexctl cannot use
   }
-  if (a.any_owner && (a.command != "clean" || ::geteuid() != 0))
-    usage_error("--any-owner is for `clean` run as root (only root may remove another user's file)");
+  const auto segment = [&](cli::command& c) -> cli::command& {
+    return c
+        .value("--segment", "NAME", checked([&](const std::string& v) { a.opts.segment(v); }),
+               "the tenants' segment base name (KREX_SEGMENT, default krex)")
+        .flag("--group", [&] { a.opts.access(krex::segment_access::group); },
+              "the group's segment (segment_access::group), not this user's");
+  };
+  const auto freeze = [&](cli::command& c) -> cli::command& {
+    return c
+        .value("--freeze", "METHOD",
+               checked([&](const std::string& v) {
+                 a.opts.freeze(kd::parse_freeze_method("--freeze", v));
+               }),
+               "how the tenants freeze (KREX_FREEZE): auto, cgroup2, cgroup1, signal, none")
+        .value("--cgroup-root", "PATH",
+               checked([&](const std::string& v) { a.opts.cgroup_root(v); }),
+               "the tenants' krex cgroup root (KREX_CGROUP_ROOT; default: derived)");
+  };
+  const std::string json_help = "one JSON document on stdout";
+  segment(prog.add("status", "Show the segment: guardian, devices, tenants, problems."))
+      .flag("--json", a.json, json_help);
+  cli::command& recover = prog.add(
+      "recover", "Recover wedged devices: thaw, lower the gate, release the lock, reap.");
+  segment(recover).value(
+      "--device", "N",
+      checked([&](const std::string& v) {
+        a.device = static_cast<int>(kd::parse_int("--device", v, 0, kd::max_devices - 1, "0..15"));
+      }),
+      "only device N");
+  freeze(recover)
+      .flag("--force", a.force, "also take the lease from a live holder, a stalled recovery over")
+      .flag("--json", a.json, json_help);
+  cli::command& clean = prog.add(
+      "clean", "Remove what crashed runs left: stale leaves, segments, temporary files.");
+  segment(clean).flag("--all", a.all, "every segment base name of this domain");
+  freeze(clean)
+      .flag("--kill", a.kill, "end processes still running in a stale leaf")
+      .flag("--force", a.force, "also remove segments of another layout")
+      .flag("--dry-run", a.dry_run, "say what would be removed; remove nothing")
+      .flag("--any-owner", a.any_owner, "root only: also remove another owner's file")
+      .flag("--json", a.json, json_help)
+      .synopsis("[--segment NAME | --all] [--group] [--freeze METHOD] [--cgroup-root PATH] "
+                "[--kill] [--force] [--dry-run] [--any-owner] [--json]");
+  a.command = prog.parse(argc, argv);
+  if (a.any_owner && ::geteuid() != 0)
+    prog.fail("--any-owner is for `clean` run as root (only root may remove another user's file)",
+              a.command);
   return a;
+}
+
+/// What a command did: lines of text on stdout, or (--json) the items of
+/// one JSON document, each {kind, ..., message} with the same line as message.
+class actions {
+ public:
+  explicit actions(bool as_json) : m_json(as_json) { m_j.begin_array(); }
+  bool json() const noexcept { return m_json; }
+  void add(const std::string& text, const std::function<void(json::writer&)>& fields) {
+    if (!m_json) {
+      std::printf("%s\n", text.c_str());
+      return;
+    }
+    m_j.begin_object();
+    fields(m_j);
+    m_j.field("message", text).end_object();
+  }
+  /// The items as one JSON array.
+  std::string items() {
+    m_j.end_array();
+    return m_j.str();
+  }
+
+ private:
+  bool m_json;
+  json::writer m_j;
+};
+
+/// An error as the command's one JSON document (--json) or a line on stderr.
+void report_error(const args& a, const std::string& segment, const std::string& why) {
+  if (!a.json) {
+    std::fprintf(stderr, "krexctl: %s\n", why.c_str());
+    return;
+  }
+  json::writer j;
+  j.begin_object().field("command", a.command);
+  if (!segment.empty()) j.field("segment", segment);
+  j.field("error", why).field("healthy", false).end_object();
+  std::printf("%s\n", j.str().c_str());
 }
 
 /// 0 and a copy of the segment's node state in `out` (read, never mapped:
@@ -137,11 +200,7 @@ int cmd_status(const args& a) {
   std::unique_ptr<kd::node_state> node;
   std::string why;
   if (const int e = inspect(id, node, why)) {
-    if (a.json)
-      std::printf("{\"segment\":\"%s\",\"error\":\"%s\",\"healthy\":false}\n",
-                  kd::json_escape(id.path()).c_str(), kd::json_escape(why).c_str());
-    else
-      std::fprintf(stderr, "krexctl: %s\n", why.c_str());
+    report_error(a, id.path(), why);
     return e;
   }
   const kd::node_view v = kd::read_status(*node, id.path());
@@ -153,11 +212,12 @@ int cmd_status(const args& a) {
 /// The recovery config krexctl thaws by: its own freeze options, never the segment's.
 int own_recovery(const args& a, const kd::node_state* n, kd::recovery_config& c, kd::freezer*& fz,
                  std::optional<kd::freezer>& holder) {
+  const std::string path = id_of(a).path();
   try {
     holder.emplace(
         kd::freezer::open(a.opts.freeze(), a.opts.cgroup_root(), kd::segment_name(a.opts)));
   } catch (const krex::error& e) {
-    std::fprintf(stderr, "krexctl: %s\n", e.what());
+    report_error(a, path, e.what());
     return unusable;
   }
   fz = &*holder;
@@ -166,12 +226,12 @@ int own_recovery(const args& a, const kd::node_state* n, kd::recovery_config& c,
   c.domain_hash = kd::freeze_domain_hash(fz->method(), fz->root());
   const std::uint64_t recorded = n != nullptr ? n->cgroup_root_hash.load() : 0;
   if (recorded != 0 && recorded != c.domain_hash) {
-    std::fprintf(stderr,
-                 "krexctl: this segment's tenants freeze by %s, but krexctl resolved %s:%s — "
-                 "pass --freeze and --cgroup-root (or KREX_FREEZE / KREX_CGROUP_ROOT) as the "
-                 "tenants set them\n",
-                 kd::load_text(n->cgroup_root_text).c_str(), krex::to_string(c.method),
-                 fz->root().empty() ? "-" : fz->root().c_str());
+    report_error(a, path,
+                 "this segment's tenants freeze by " + kd::load_text(n->cgroup_root_text) +
+                     ", but krexctl resolved " + krex::to_string(c.method) + ":" +
+                     (fz->root().empty() ? "-" : fz->root()) +
+                     " — pass --freeze and --cgroup-root (or KREX_FREEZE / KREX_CGROUP_ROOT) "
+                     "as the tenants set them");
     return unusable;
   }
   return ok;
@@ -185,7 +245,7 @@ int cmd_recover(const args& a) {
     // only on a segment it can trust to be laid out as it expects.
     seg = std::make_unique<kd::segment>(id, false);
   } catch (const krex::error& e) {
-    std::fprintf(stderr, "krexctl: %s\n", e.what());
+    report_error(a, id.path(), e.what());
     return e.code() == ENOENT ? no_segment : unusable;
   }
   kd::node_state& n = seg->node();
@@ -193,45 +253,73 @@ int cmd_recover(const args& a) {
   kd::freezer* fz = nullptr;
   std::optional<kd::freezer> fz_holder;
   if (const int e = own_recovery(a, &n, c, fz, fz_holder)) return e;
+  actions out(a.json);
+  char line[512];
   for (std::uint32_t d = 0; d < kd::max_devices; ++d) {
     if (a.device >= 0 && d != static_cast<std::uint32_t>(a.device)) continue;
     kd::device_state& dev = n.devices[d];
     if (dev.key.load() == 0 && dev.lease_slot.load() == 0 && (dev.gate.load() & 1U) == 0) continue;
     const std::int32_t holder = dev.lease_pid.load();
     const kd::recovery r = kd::recover_device(n, d, c, a.force);
+    const auto device = [&](const char* result, const char* reason) {
+      out.add(line, [&](json::writer& j) {
+        j.field("kind", "device").field("device", d).field("result", result);
+        if (reason != nullptr)
+          j.field("reason", reason).field("holder_pid", holder);
+      });
+    };
     switch (r) {
       case kd::recovery::holder_dead:
-        std::printf(
-            "device %u: recovered (holder pid %d was dead): thawed, gate lowered, lock released\n",
+        std::snprintf(
+            line, sizeof line,
+            "device %u: recovered (holder pid %d was dead): thawed, gate lowered, lock released",
             d, holder);
+        device("recovered", "holder_dead");
         break;
       case kd::recovery::lease_expired:
-        std::printf("device %u: recovered (holder pid %d outlived its lease)\n", d, holder);
+        std::snprintf(line, sizeof line, "device %u: recovered (holder pid %d outlived its lease)",
+                      d, holder);
+        device("recovered", "lease_expired");
         break;
       case kd::recovery::in_progress: {
         const std::uint64_t claim = dev.recover_claim.load();
         const bool live = claim != 0 && kd::claimant_alive(dev, claim, kd::now_ns());
-        std::printf("device %u: a recovery is already in progress (pid %d, %s)%s\n", d,
-                    kd::claim_pid(claim), live ? "alive" : "gone",
-                    live && !a.force ? ": --force takes it over if it is stalled" : "");
+        std::snprintf(line, sizeof line, "device %u: a recovery is already in progress (pid %d, %s)%s",
+                      d, kd::claim_pid(claim), live ? "alive" : "gone",
+                      live && !a.force ? ": --force takes it over if it is stalled" : "");
+        out.add(line, [&](json::writer& j) {
+          j.field("kind", "device").field("device", d).field("result", "in_progress");
+          j.field("recoverer_pid", kd::claim_pid(claim)).field("recoverer_alive", live);
+        });
         break;
       }
       case kd::recovery::nothing:
         if (a.force && dev.lease_slot.load() == 0) {
           // No holder: thaw whatever is still frozen, as a wedged device needs.
           const int failed = kd::thaw_device(n, d, c);
-          std::printf("device %u: no region holder; thawed its tenants%s\n", d,
-                      failed ? " (some thaws failed)" : "");
+          std::snprintf(line, sizeof line, "device %u: no region holder; thawed its tenants%s", d,
+                        failed ? " (some thaws failed)" : "");
+          out.add(line, [&](json::writer& j) {
+            j.field("kind", "device").field("device", d).field("result", "thawed");
+            j.field("failed_thaws", failed);
+          });
         } else {
-          std::printf(
-              "device %u: nothing to recover%s\n", d,
-              dev.lease_slot.load() != 0 ? " (a live holder: --force takes its lease away)" : "");
+          const bool live_holder = dev.lease_slot.load() != 0;
+          std::snprintf(line, sizeof line, "device %u: nothing to recover%s", d,
+                        live_holder ? " (a live holder: --force takes its lease away)" : "");
+          out.add(line, [&](json::writer& j) {
+            j.field("kind", "device").field("device", d).field("result", "nothing");
+            j.field("live_holder", live_holder);
+          });
         }
         break;
     }
   }
   const std::uint32_t reaped = kd::reap_dead_tenants(n, c);
-  if (reaped != 0) std::printf("reaped %u dead tenant slot(s)\n", reaped);
+  if (reaped != 0) {
+    std::snprintf(line, sizeof line, "reaped %u dead tenant slot(s)", reaped);
+    out.add(line, [&](json::writer& j) { j.field("kind", "reap").field("slots", reaped); });
+  }
   // Move each lock queue past served tickets nobody takes: dead waiters, and
   // live ones past the hand-off deadline (--force: at once; they queue anew).
   for (std::uint32_t d = 0; d < kd::max_devices; ++d) {
@@ -239,11 +327,25 @@ int cmd_recover(const args& a) {
     kd::device_state& dev = n.devices[d];
     if (dev.key.load() == 0) continue;
     const std::uint32_t skipped = kd::advance_queue(n, d, c, a.force);
-    if (skipped != 0)
-      std::printf("device %u: skipped %u served ticket(s) nobody took\n", d, skipped);
+    if (skipped != 0) {
+      std::snprintf(line, sizeof line, "device %u: skipped %u served ticket(s) nobody took", d,
+                    skipped);
+      out.add(line, [&](json::writer& j) {
+        j.field("kind", "queue").field("device", d).field("skipped_tickets", skipped);
+      });
+    }
   }
   const kd::node_view v = kd::read_status(n, id.path());
-  for (const std::string& p : v.problems) std::printf("problem left: %s\n", p.c_str());
+  if (a.json) {
+    json::writer j;
+    j.begin_object().field("command", "recover").field("segment", id.path());
+    j.key("actions").raw(out.items()).key("problems").begin_array();
+    for (const std::string& p : v.problems) j.value(p);
+    j.end_array().field("healthy", v.problems.empty()).end_object();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    for (const std::string& p : v.problems) std::printf("problem left: %s\n", p.c_str());
+  }
   return v.problems.empty() ? ok : problems;
 }
 
@@ -286,17 +388,55 @@ bool parse_segment_entry(const std::string& e, const std::string& tag, segment_e
   return kd::valid_segment_name(out.base);
 }
 
-/// Removes a directory entry, or says it would; counts into removed / left.
-void remove_entry(const args& a, const std::string& path, int& removed, int& left) {
-  if (a.dry_run) {
-    std::printf(", would be removed\n");
-  } else if (::unlink(path.c_str()) == 0 || errno == ENOENT) {
-    std::printf(", removed\n");
-    ++removed;
-  } else {
-    std::printf(", cannot be removed: %s\n", std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
-    ++left;
+/// What clean found and did (or, --dry-run, would do).
+struct cleaner {
+  const args& a;
+  actions out;
+  int segments = 0;  // segment and temporary files removed (--dry-run: to remove)
+  int cgroups = 0;   // leaves and segment directories removed (--dry-run: to remove)
+  int left = 0;      // stale items left
+
+  /// One line of the report: `<text>` and, in JSON, {kind, path, action, reason?}.
+  void say(const std::string& text, const char* kind, const std::string& path, const char* action,
+           const std::string& reason = "") {
+    out.add(text, [&](json::writer& j) {
+      j.field("kind", kind).field("path", path).field("action", action);
+      if (!reason.empty()) j.field("reason", reason);
+    });
   }
+  /// Removes a segment's directory entry (`what`: why it may go), or says it would.
+  void remove_file(const std::string& path, const std::string& what) {
+    if (a.dry_run) {
+      say(what + ", would be removed", "segment", path, "would be removed", what);
+      ++segments;
+    } else if (::unlink(path.c_str()) == 0 || errno == ENOENT) {
+      say(what + ", removed", "segment", path, "removed", what);
+      ++segments;
+    } else {
+      const std::string err = std::strerror(errno);  // NOLINT(concurrency-mt-unsafe)
+      say(what + ", cannot be removed: " + err, "segment", path, "cannot be removed", err);
+      ++left;
+    }
+  }
+};
+
+/// Temporary files of segment `id` that remove_dead_temp_files() would
+/// remove: a dead creator's, a regular file, the caller's.
+std::vector<std::string> dead_temp_files(const kd::segment_id& id) {
+  std::vector<std::string> found;
+  DIR* dir = ::opendir(id.dir.c_str());
+  if (dir == nullptr) return found;
+  while (const dirent* e = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe)
+    std::int64_t pid = 0;
+    std::uint64_t start = 0;
+    struct stat st {};
+    if (kd::parse_temp_name(e->d_name, id.name, pid, start) && !kd::alive(pid, start) &&
+        ::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st.st_mode) && st.st_uid == ::geteuid())
+      found.emplace_back(e->d_name);
+  }
+  ::closedir(dir);
+  return found;
 }
 
 /// Segment files named exactly for --segment (every base with --all) in
@@ -305,11 +445,12 @@ void remove_entry(const args& a, const std::string& path, int& removed, int& lef
 /// owner, or another group in group mode) is never removed, except by root
 /// with --any-owner; one that is no usable segment is removed (nobody can
 /// have joined it); a segment with a live tenant or guardian is kept.
-int clean_segments(const args& a, int& left) {
+void clean_segments(cleaner& k) {
+  const args& a = k.a;
   const kd::segment_id mine = id_of(a);
   const std::string tag = mine.domain.tag();
   DIR* dir = ::opendir(mine.dir.c_str());
-  if (dir == nullptr) return 0;
+  if (dir == nullptr) return;
   std::vector<std::pair<std::string, segment_entry>> names;
   std::vector<std::string> temps;
   while (const dirent* e = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe)
@@ -321,11 +462,10 @@ int clean_segments(const args& a, int& left) {
     if (!a.all && s.base != a.opts.segment()) continue;
     if (plus == std::string::npos)
       names.emplace_back(name, s);
-    else
+    else if (std::find(temps.begin(), temps.end(), name.substr(0, plus)) == temps.end())
       temps.push_back(name.substr(0, plus));
   }
   ::closedir(dir);
-  int removed = 0;
   for (const auto& [name, entry] : names) {
     kd::segment_id id = mine;
     id.name = name;
@@ -334,22 +474,24 @@ int clean_segments(const args& a, int& left) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) continue;
     if (!kd::owned_by(st, id.domain) && !a.any_owner) {
-      std::printf("segment %s %s; not yours: skipped (it blocks this segment name: have its owner "
-                  "or root remove it, root with --any-owner)\n",
-                  path.c_str(), kd::file_problem(st, id.domain).c_str());
-      ++left;
+      const std::string problem = kd::file_problem(st, id.domain);
+      k.say("segment " + path + " " + problem +
+                "; not yours: skipped (it blocks this segment name: have its owner or root "
+                "remove it, root with --any-owner)",
+            "segment", path, "skipped", problem);
+      ++k.left;
       continue;
     }
+    const std::string layout = "layout " + std::to_string(entry.layout);
     if (entry.layout != kd::layout_version) {
       if (!a.force) {
-        std::printf("segment %s: layout %lu, which this krexctl cannot judge; kept (--force "
-                    "removes it)\n",
-                    path.c_str(), entry.layout);
-        ++left;
+        k.say("segment " + path + ": " + layout +
+                  ", which this krexctl cannot judge; kept (--force removes it)",
+              "segment", path, "kept", layout);
+        ++k.left;
         continue;
       }
-      std::printf("segment %s: layout %lu; --force", path.c_str(), entry.layout);
-      remove_entry(a, path, removed, left);
+      k.remove_file(path, "segment " + path + ": " + layout + "; --force");
       continue;
     }
     std::unique_ptr<kd::node_state> node;
@@ -357,48 +499,59 @@ int clean_segments(const args& a, int& left) {
     if (inspect(id, node, why, true) == ok) {
       const std::uint32_t live = live_members(*node);
       if (live != 0) {
-        std::printf("segment %s: in use (%u live member(s)), kept\n", path.c_str(), live);
+        k.say("segment " + path + ": in use (" + std::to_string(live) + " live member(s)), kept",
+              "segment", path, "kept", "in use");
         continue;
       }
-      std::printf("segment %s: no live member", path.c_str());
+      k.remove_file(path, "segment " + path + ": no live member");
     } else {
       // No process of this build can have joined it: nothing to judge.
-      std::printf("%s: unusable", why.c_str());
+      k.remove_file(path, why + ": unusable");
     }
-    remove_entry(a, path, removed, left);
   }
   for (const std::string& name : temps) {
     kd::segment_id id = mine;
     id.name = name;
-    if (a.dry_run) continue;
-    for (const std::string& t : kd::remove_dead_temp_files(id)) {
-      std::printf("temporary file %s/%s of a dead creator: removed\n", id.dir.c_str(), t.c_str());
-      ++removed;
+    const std::vector<std::string> files =
+        a.dry_run ? dead_temp_files(id) : kd::remove_dead_temp_files(id);
+    for (const std::string& t : files) {
+      const std::string path = id.dir + "/" + t;
+      const char* action = a.dry_run ? "would be removed" : "removed";
+      k.say("temporary file " + path + " of a dead creator: " + action, "temporary file", path,
+            action);
+      ++k.segments;
     }
   }
-  return removed;
 }
 
 /// Stale leaves `t<N>` of one krex root: a leaf whose slot in `node` (the
 /// segment's copy; nullptr when there is none) is not held by a live tenant.
 /// `own_dir`: `root` is a segment's directory under the derived root,
 /// removed once its last leaf is gone.
-int clean_root(const args& a, const std::string& root, const kd::node_state* node,
-               const kd::recovery_config& c, bool own_dir, int& left) {
+void clean_root(cleaner& k, const std::string& root, const kd::node_state* node,
+                const kd::recovery_config& c, bool own_dir) {
+  const args& a = k.a;
   const bool have = node != nullptr;
   const bool v2 = c.method == krex::freeze_method::cgroup_v2;
   DIR* dir = ::opendir(root.c_str());
-  if (dir == nullptr) return 0;
+  if (dir == nullptr) return;
   std::vector<std::string> leaves;
-  while (const dirent* e = ::readdir(dir))  // NOLINT(concurrency-mt-unsafe)
-    if (e->d_type == DT_DIR && kd::cgroup::is_leaf_name(e->d_name)) leaves.push_back(e->d_name);
+  int others = 0;  // subdirectories that are no leaf: they keep the directory
+  while (const dirent* e = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe)
+    if (e->d_type != DT_DIR) continue;
+    if (kd::cgroup::is_leaf_name(e->d_name))
+      leaves.push_back(e->d_name);
+    else if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      ++others;
+  }
   ::closedir(dir);
-  int removed = 0;
+  int kept = 0;  // leaves that stay: live tenants', busy ones without --kill
   for (const std::string& name : leaves) {
     const unsigned long slot = std::strtoul(name.c_str() + 1, nullptr, 10);
     const std::string leaf = root + "/" + name;
     if (have && slot < kd::max_tenants && node->tenants[slot].owner.load() > 0 &&
         kd::slot_alive(node->tenants[slot])) {
+      ++kept;
       continue;  // a live tenant's leaf
     }
     std::string procs;
@@ -407,14 +560,17 @@ int clean_root(const args& a, const std::string& root, const kd::node_state* nod
     if (busy && !a.kill) {
       for (char& ch : procs)
         if (ch == '\n') ch = ' ';
-      std::printf("cgroup %s: stale, but processes %sstill run in it; kept (--kill ends them)\n",
-                  leaf.c_str(), procs.c_str());
-      ++left;
+      k.say("cgroup " + leaf + ": stale, but processes " + procs +
+                "still run in it; kept (--kill ends them)",
+            "cgroup", leaf, "kept", "processes run in it");
+      ++k.left;
+      ++kept;
       continue;
     }
     if (a.dry_run) {
-      std::printf("cgroup %s: stale, would be %s\n", leaf.c_str(),
-                  busy ? "killed and removed" : "removed");
+      const char* action = busy ? "would be killed and removed" : "would be removed";
+      k.say("cgroup " + leaf + ": stale, " + action, "cgroup", leaf, action, "stale");
+      ++k.cgroups;
       continue;
     }
     if (slot < kd::max_tenants) kd::as_safe::thaw_slot(c, static_cast<std::uint32_t>(slot), 0, 0);
@@ -431,23 +587,32 @@ int clean_root(const args& a, const std::string& root, const kd::node_state* nod
       gone = ::rmdir(leaf.c_str()) == 0 || errno == ENOENT;
       if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    std::printf("cgroup %s: %s\n", leaf.c_str(), gone ? "removed" : "cannot be removed");
+    const char* action = gone ? "removed" : "cannot be removed";
+    k.say("cgroup " + leaf + ": " + action, "cgroup", leaf, action, "stale");
     if (gone)
-      ++removed;
+      ++k.cgroups;
     else
-      ++left;
+      ++k.left;
   }
   // Under the derived root each segment has a directory of its own: it
   // goes with its last leaf (rmdir fails while a leaf is left).
-  if (own_dir && !a.dry_run && ::rmdir(root.c_str()) == 0) {
-    std::printf("cgroup %s: segment directory removed\n", root.c_str());
-    ++removed;
+  if (!own_dir) return;
+  if (a.dry_run) {
+    if (kept == 0 && others == 0) {
+      k.say("cgroup " + root + ": segment directory would be removed", "cgroup directory", root,
+            "would be removed");
+      ++k.cgroups;
+    }
+  } else if (::rmdir(root.c_str()) == 0) {
+    k.say("cgroup " + root + ": segment directory removed", "cgroup directory", root, "removed");
+    ++k.cgroups;
   }
-  return removed;
 }
 
-
-int clean_leaves(const args& a, int& left) {
+/// Stale leaves and segment directories; false when krexctl's freeze
+/// domain cannot be used (the exit status is then in `rc`).
+bool clean_leaves(cleaner& k, int& rc) {
+  const args& a = k.a;
   const kd::segment_id mine = id_of(a);
   std::unique_ptr<kd::node_state> node;
   std::string why;
@@ -456,22 +621,23 @@ int clean_leaves(const args& a, int& left) {
   kd::freezer* fz = nullptr;
   std::optional<kd::freezer> fz_holder;
   if (const int e = own_recovery(a, have ? node.get() : nullptr, c, fz, fz_holder)) {
-    ++left;
-    return -e;
+    rc = e;
+    return false;
   }
   if (c.method != krex::freeze_method::cgroup_v2 && c.method != krex::freeze_method::cgroup_v1) {
-    std::printf("cgroups: freeze method %s uses none\n", krex::to_string(c.method));
-    return 0;
+    k.say(std::string("cgroups: freeze method ") + krex::to_string(c.method) + " uses none",
+          "cgroups", "", "none");
+    return true;
   }
   const bool derived = a.opts.cgroup_root().empty();
-  int removed = clean_root(a, fz->root(), have ? node.get() : nullptr, c, derived, left);
-  if (!derived || !a.all) return removed;
+  clean_root(k, fz->root(), have ? node.get() : nullptr, c, derived);
+  if (!derived || !a.all) return true;
   // --all: every segment directory of this domain under the derived root,
   // also of segments whose file is gone. Each is judged by its own segment
   // (if readable) and thawed by its own root, never by a path from a segment.
   const std::string base = fz->root().substr(0, fz->root().rfind('/'));
   DIR* dir = ::opendir(base.c_str());
-  if (dir == nullptr) return removed;
+  if (dir == nullptr) return true;
   std::vector<std::pair<std::string, segment_entry>> dirs;
   while (const dirent* e = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe)
     segment_entry s;
@@ -486,46 +652,62 @@ int clean_leaves(const args& a, int& left) {
     id.base = entry.base;
     std::unique_ptr<kd::node_state> other;
     const bool readable = entry.layout == kd::layout_version && inspect(id, other, why) == ok;
-    kd::recovery_config rc = c;
+    kd::recovery_config rc_other = c;
     const std::string root = base + "/" + name;
-    if (!kd::as_safe::copy_text(rc.root, sizeof rc.root, root.c_str())) continue;
-    rc.domain_hash = kd::freeze_domain_hash(c.method, root);
+    if (!kd::as_safe::copy_text(rc_other.root, sizeof rc_other.root, root.c_str())) continue;
+    rc_other.domain_hash = kd::freeze_domain_hash(c.method, root);
     const std::uint64_t recorded = readable ? other->cgroup_root_hash.load() : 0;
-    if (recorded != 0 && recorded != rc.domain_hash) {
-      std::printf("cgroup %s: its segment's tenants freeze by %s; skipped\n", root.c_str(),
-                  kd::load_text(other->cgroup_root_text).c_str());
-      ++left;
+    if (recorded != 0 && recorded != rc_other.domain_hash) {
+      const std::string theirs = kd::load_text(other->cgroup_root_text);
+      k.say("cgroup " + root + ": its segment's tenants freeze by " + theirs + "; skipped",
+            "cgroup directory", root, "skipped", "another freeze domain: " + theirs);
+      ++k.left;
       continue;
     }
-    removed += clean_root(a, root, readable ? other.get() : nullptr, rc, true, left);
+    clean_root(k, root, readable ? other.get() : nullptr, rc_other, true);
   }
-  return removed;
+  return true;
 }
 
 int cmd_clean(const args& a) {
-  int left = 0;
+  cleaner k{a, actions(a.json)};
+  int rc = ok;
   // Leaves first: deciding which leaf is stale needs the segment.
-  const int leaves = clean_leaves(a, left);
-  if (leaves < 0) return -leaves;
-  const int segments = clean_segments(a, left);
-  std::printf("clean: %d segment(s) and %d cgroup(s) %s, %d stale item(s) left\n", segments, leaves,
-              a.dry_run ? "to remove" : "removed", left);
-  return left == 0 ? ok : problems;
+  if (!clean_leaves(k, rc)) return rc;
+  clean_segments(k);
+  const int status = k.left == 0 ? ok : problems;
+  if (a.json) {
+    json::writer j;
+    j.begin_object().field("command", "clean").field("segment", id_of(a).path());
+    j.field("dry_run", a.dry_run).key("actions").raw(k.out.items());
+    j.key(a.dry_run ? "to_remove" : "removed").begin_object();
+    j.field("segments", k.segments).field("cgroups", k.cgroups).end_object();
+    j.field("left", k.left).field("healthy", status == ok).end_object();
+    std::printf("%s\n", j.str().c_str());
+  } else if (a.dry_run) {
+    std::printf("clean --dry-run: %d segment(s) and %d cgroup(s) would be removed, %d stale "
+                "item(s) would be left; nothing was removed\n",
+                k.segments, k.cgroups, k.left);
+  } else {
+    std::printf("clean: %d segment(s) and %d cgroup(s) removed, %d stale item(s) left\n",
+                k.segments, k.cgroups, k.left);
+  }
+  return status;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const args a = parse(argc, argv);  // usage errors, --help and --version exit here
   try {
-    const args a = parse(argc, argv);
     if (a.command == "status") return cmd_status(a);
     if (a.command == "recover") return cmd_recover(a);
     return cmd_clean(a);
   } catch (const krex::error& e) {
-    std::fprintf(stderr, "krexctl: %s\n", e.what());
+    report_error(a, "", e.what());
     return e.where() == krex::step::options ? usage : unusable;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "krexctl: %s\n", e.what());
+    report_error(a, "", e.what());
     return unusable;
   }
 }
