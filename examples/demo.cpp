@@ -12,10 +12,14 @@
 // run on the idle machine (median and p95 over every sample).
 //
 //   krex_demo [--commands N] [--concurrency C] [--samples S] [--kernel-ms K]
-//             [--compile-ms M] [--json FILE]
+//             [--compile-ms M] [--json FILE]      (krex_demo --help)
 // krex options come from KREX_* variables (e.g. KREX_FREEZE=signal).
+// Exit status: 0 every command ran, 1 one failed, 64 usage.
 
 #include <krex/region.hpp>
+
+#include <krex_tools/cli.hpp>
+#include <krex_tools/json.hpp>
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -210,37 +214,21 @@ double quantile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "krex_demo: %s\nusage: krex_demo [--commands 1..%d] [--concurrency 1..64] "
-               "[--samples 1..%d] [--kernel-ms 0.05..1000] [--compile-ms 0..10000] [--json FILE]\n",
-               why.c_str(), max_commands, max_samples);
-  std::exit(2);
-}
-
-double number(const char* flag, const char* v, double lo, double hi) {
-  char* end = nullptr;
-  const double x = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !(x >= lo && x <= hi))
-    usage(std::string("invalid value '") + v + "' for " + flag);
-  return x;
-}
-
 config parse(int argc, char** argv) {
   config c;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") usage("runs serial, unprotected and krex modes");
-    if (i + 1 >= argc) usage("missing value for " + a);
-    const char* v = argv[++i];
-    if (a == "--commands") c.commands = static_cast<int>(number("--commands", v, 1, max_commands));
-    else if (a == "--concurrency") c.concurrency = static_cast<int>(number("--concurrency", v, 1, 64));
-    else if (a == "--samples") c.samples = static_cast<int>(number("--samples", v, 1, max_samples));
-    else if (a == "--kernel-ms") c.kernel_ms = number("--kernel-ms", v, 0.05, 1000);
-    else if (a == "--compile-ms") c.compile_ms = number("--compile-ms", v, 0, 10000);
-    else if (a == "--json") c.json = v;
-    else usage("unknown option " + a);
-  }
+  krex_tools::cli::program prog(
+      "krex_demo",
+      "What region-granular exclusivity buys, on the host backend: N synthetic benchmarking\n"
+      "commands run serial, unprotected and under krex; one table of commands/min and the\n"
+      "timed kernel's inflation. krex options come from KREX_* variables (KREX_FREEZE=signal).");
+  prog.root()
+      .integer("--commands", "N", c.commands, 1, max_commands, "commands per mode (default 24)")
+      .integer("--concurrency", "C", c.concurrency, 1, 64, "commands at once (default 4)")
+      .integer("--samples", "S", c.samples, 1, max_samples, "timed kernel samples per command (default 10)")
+      .number("--kernel-ms", "K", c.kernel_ms, 0.05, 1000, "the timed kernel's length (default 2)")
+      .number("--compile-ms", "M", c.compile_ms, 0, 10000, "the compile-like phase (default 200)")
+      .text("--json", "FILE", c.json, "also write the results as JSON to FILE");
+  prog.parse(argc, argv);
   return c;
 }
 
@@ -276,10 +264,10 @@ int main(int argc, char** argv) {
   std::printf("|-------------|----|--------------|-----------|------------------|---------------|------------|\n");
   const double serial_rate = 60.0 * cfg.commands / results[0].seconds;
   int rc = 0;
-  std::string json = "{\"commands\":" + std::to_string(cfg.commands) +
-                     ",\"concurrency\":" + std::to_string(cfg.concurrency) +
-                     ",\"kernel_ms\":" + std::to_string(cfg.kernel_ms) +
-                     ",\"solo_median_ms\":" + std::to_string(ref) + ",\"modes\":[";
+  krex_tools::json::writer json;
+  json.begin_object().field("commands", cfg.commands).field("concurrency", cfg.concurrency);
+  json.field("kernel_ms", cfg.kernel_ms).field("solo_median_ms", ref);
+  json.key("modes").begin_array();
   for (const mode_result& r : results) {
     const double rate = 60.0 * (cfg.commands - r.failed) / r.seconds;
     std::vector<double> infl;
@@ -297,22 +285,16 @@ int main(int argc, char** argv) {
                    r.first_error.c_str());
       rc = 1;
     }
-    json += std::string(&r == &results[0] ? "" : ",") + "{\"mode\":\"" + name(r.m) +
-            "\",\"seconds\":" + std::to_string(r.seconds) +
-            ",\"commands_per_min\":" + std::to_string(rate) +
-            ",\"failed\":" + std::to_string(r.failed) +
-            ",\"regions_warned\":" + std::to_string(r.warned) +
-            ",\"inflation_median\":" + std::to_string(med) +
-            ",\"inflation_p95\":" + std::to_string(p95) + ",\"protection\":\"" + r.level +
-            "\",\"samples_ms\":[";
-    for (std::size_t i = 0; i < r.samples_ms.size(); ++i)
-      json += (i ? "," : "") + std::to_string(r.samples_ms[i]);
-    json += "]}";
+    json.begin_object().field("mode", name(r.m)).field("seconds", r.seconds);
+    json.field("commands_per_min", rate).field("failed", r.failed);
+    json.field("regions_warned", r.warned).field("inflation_median", med);
+    json.field("inflation_p95", p95).field("protection", r.level);
+    json.key("samples_ms").values(r.samples_ms).end_object();
   }
-  json += "]}\n";
+  json.end_array().end_object();
   if (!cfg.json.empty()) {
     std::ofstream f(cfg.json);
-    f << json;
+    f << json.str() << "\n";
     if (!f) {
       std::fprintf(stderr, "krex_demo: cannot write %s\n", cfg.json.c_str());
       rc = 1;
