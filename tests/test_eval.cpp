@@ -254,16 +254,22 @@ TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
       {"--configs serial:1,krex:0,serial:1", "an integer 1..256"},
       {"--configs serial:1,krex:4:sideways,serial:1", "persistent or process"},
       {"--config huge", "smoke, quick or full"},
-      {"--reps 0", "a number 1..100"},
+      {"--reps 0", "an integer 1..100"},
+      {"--reps=1.5", "invalid value '1.5' for --reps"},
+      {"--timeout-s=0", "a number 1..86400"},
       {"--filter no-such-kernel", "matches no candidate"},
       {"--bogus 1", "unknown option '--bogus'"},
       {"--reps", "needs a value"},
+      {"stray", "unexpected argument 'stray'"},
   };
+  // A wrong command line: exit 64 (EX_USAGE), the message, then the usage.
   for (const auto& c : cases) {
     const auto r = run(driver(c.args));
-    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
+    EXPECT_EQ(r.status, 64) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find(c.says), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find("usage: krex_eval "), std::string::npos) << c.args << "\n" << r.output;
   }
+  // What keeps it from starting that is not the command line: exit 2.
   const auto r = run(std::string(KREX_EVAL_PATH) + " --worker /nonexistent/worker --out '" + dir + "'");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("build krex_eval_worker"), std::string::npos) << r.output;

@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// Just enough JSON for the evaluation: a writer for flat objects (the
-// worker's one-line results) and a reader for the same shape (the driver):
-// string, number, bool and number-array values, no nesting.
+// Just enough JSON for the evaluation: flat objects (the worker's one-line
+// results) written with the tools' shared writer (tools/krex_tools/json.hpp),
+// and a reader for the same shape (the driver): string, number, bool and
+// number-array values, no nesting.
+
+// Included by path: the tests and the CUDA worker include this header
+// without the krex_tools include directory.
+#include "../../tools/krex_tools/json.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -14,57 +19,42 @@
 
 namespace krex_eval {
 
-inline std::string json_escape(const std::string& s) {
-  std::string o;
-  o.reserve(s.size() + 2);
-  for (char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          o += b;
-        } else {
-          o += c;
-        }
-    }
-  }
-  return o;
-}
+inline std::string json_escape(const std::string& s) { return krex_tools::json::escape(s); }
 
-inline std::string json_num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", v);
-  return b;
-}
+/// The eval's numbers: 6 significant digits, null when not finite.
+inline constexpr int json_digits = 6;
+inline std::string json_num(double v) { return krex_tools::json::number(v, json_digits); }
 
-/// Builds one flat JSON object.
+/// Builds one flat JSON object (the worker's one-line results) with the
+/// tools' shared writer.
 class json_object {
  public:
+  json_object() { m_w.begin_object(); }
   json_object& str(const std::string& k, const std::string& v) {
-    return raw(k, "\"" + json_escape(v) + "\"");
+    m_w.field(k, v);
+    return *this;
   }
-  json_object& num(const std::string& k, double v) { return raw(k, json_num(v)); }
-  json_object& boolean(const std::string& k, bool v) { return raw(k, v ? "true" : "false"); }
+  json_object& num(const std::string& k, double v) {
+    m_w.field(k, v, json_digits);
+    return *this;
+  }
+  json_object& boolean(const std::string& k, bool v) {
+    m_w.field(k, v);
+    return *this;
+  }
   json_object& nums(const std::string& k, const std::vector<double>& v) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + json_num(v[i]);
-    return raw(k, s + "]");
+    m_w.key(k).values(v, json_digits);
+    return *this;
   }
   /// `v` must already be valid JSON.
   json_object& raw(const std::string& k, const std::string& v) {
-    m_s += (m_s.empty() ? "{" : ",") + std::string("\"") + json_escape(k) + "\":" + v;
+    m_w.key(k).raw(v);
     return *this;
   }
-  std::string text() const { return m_s.empty() ? "{}" : m_s + "}"; }
+  std::string text() const { return m_w.str() + "}"; }
 
  private:
-  std::string m_s;
+  krex_tools::json::writer m_w;
 };
 
 /// A parsed flat object: strings, numbers (null reads as NaN), bools (as 0/1
@@ -108,6 +98,7 @@ struct cursor {
         const char e = s[i++];
         switch (e) {
           case 'n': c = '\n'; break;
+          case 'r': c = '\r'; break;
           case 't': c = '\t'; break;
           case 'u':
             if (i + 4 > s.size()) return false;

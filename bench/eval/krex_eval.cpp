@@ -27,11 +27,15 @@
 // Output in DIR: eval.json (every command, every sample, the summary),
 // summary.md (tables), workers.log (the workers' stderr).
 // Exit status: 0 when every configuration ran and its commands passed their
-// checks, 1 when any command failed, 2 on bad usage.
+// checks, 1 when any command failed, 2 when it cannot start (no worker, an
+// --out directory it cannot write), 64 on bad usage (krex_eval --help).
 
 #include "candidates.hpp"
 #include "json.hpp"
 #include "stats.hpp"
+
+#include <krex_tools/cli.hpp>
+#include <krex_tools/json.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -65,9 +69,13 @@ double ms_between(clk::time_point a, clk::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "krex_eval: %s\n(see the comment at the top of bench/eval/krex_eval.cpp or docs/EVAL.md)\n",
-               msg.c_str());
+/// A wrong command line: main() prints it with the usage and exits 64.
+[[noreturn]] void usage_error(const std::string& msg) { throw krex_tools::cli::usage_error(msg); }
+
+/// What keeps the run from starting that is not the command line (no
+/// worker, an --out directory that cannot be written): exit 2.
+[[noreturn]] void cannot_start(const std::string& msg) {
+  std::fprintf(stderr, "krex_eval: %s\n", msg.c_str());
   std::exit(2);
 }
 
@@ -593,74 +601,68 @@ int main(int argc, char** argv) {
   options_t o;
   std::string cmdline;
   for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    const auto val = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(k + " needs a value");
-      return argv[++i];
-    };
-    const auto num = [&](const std::string& v, double lo, double hi) {
-      char* end = nullptr;
-      const double x = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || !(x >= lo && x <= hi))
-        usage_error("bad value '" + v + "' for " + k + ": a number " + fmt(lo, "%g") + ".." + fmt(hi, "%g"));
-      return x;
-    };
-    if (k == "--out") o.out = val();
-    else if (k == "--worker") o.worker = val();
-    else if (k == "--config") o.preset = val();
-    else if (k == "--configs") o.configs = val();
-    else if (k == "--reps") o.reps = static_cast<int>(num(val(), 1, 100));
-    else if (k == "--timeout-s") o.timeout_s = num(val(), 1, 86400);
-    else if (k == "--device") o.device = static_cast<int>(num(val(), 0, 15));
-    else if (k == "--seed") o.seed = static_cast<unsigned>(num(val(), 0, 1e9));
-    else if (k == "--filter") {
-      std::stringstream ss(val());
-      for (std::string x; std::getline(ss, x, ',');)
-        if (!x.empty()) o.filter.push_back(x);
-    } else if (k == "--help" || k == "-h") {
-      std::printf("usage: krex_eval [--config smoke|quick|full] [--out DIR] [--worker PATH]\n"
-                  "                 [--configs MODE:C[:persistent],...] [--reps N] [--filter S,...]\n"
-                  "                 [--timeout-s N] [--device N] [--seed N]\n");
-      return 0;
-    } else {
-      usage_error("unknown option '" + k + "'");
+  namespace cli = krex_tools::cli;
+  cli::program prog("krex_eval",
+                    "The evaluation: the same benchmark commands under every sharing mode "
+                    "(docs/EVAL.md).");
+  prog.root()
+      .text("--config", "smoke|quick|full", o.preset, "the preset (default quick)")
+      .text("--out", "DIR", o.out, "where eval.json, summary.md and workers.log go (default eval-out)")
+      .text("--worker", "PATH", o.worker, "the benchmark command (default: krex_eval_worker beside krex_eval)")
+      .text("--configs", "LIST", o.configs, "MODE:C[:persistent],... instead of the preset's")
+      .integer("--reps", "N", o.reps, 1, 100, "repetitions of each candidate")
+      .value("--filter", "S1,S2,...",
+             [&](const std::string& v) {
+               std::stringstream ss(v);
+               for (std::string x; std::getline(ss, x, ',');)
+                 if (!x.empty()) o.filter.push_back(x);
+             },
+             "candidates whose id contains one of S, or whose set is S")
+      .number("--timeout-s", "N", o.timeout_s, 1, 86400, "kill a command after N s (default 300)")
+      .integer("--device", "N", o.device, 0, 15, "the GPU (default 0)")
+      .integer("--seed", "N", o.seed, 0, 1000000000, "the command order's seed (default 1)")
+      .epilog("Modes: serial, unprotected, lock, krex, krex-mps, krex-active, krex-nopin, "
+              "krex-nofreeze.\nExit status: 0 all passed, 1 a command failed, 2 cannot start "
+              "(no worker, --out not writable), 64 usage.");
+  prog.parse(argc, argv);
+  const std::vector<krex_eval::candidate> all = krex_eval::all_candidates();
+  std::vector<config> cfgs;
+  std::vector<std::string> ids;
+  try {  // what the options say together; usage_error() throws
+    int preset_reps = 1;
+    const std::string list = preset_configs(o.preset, &preset_reps);
+    cfgs = parse_configs(o.configs.empty() ? list : o.configs);
+    if (o.reps < 0) o.reps = preset_reps;
+    // The first configuration is the reference and the last the native
+    // repeat; both must be serial.
+    if (cfgs.size() < 2 || cfgs.front().mode != "serial" || cfgs.front().persistent ||
+        cfgs.back().mode != "serial" || cfgs.back().persistent)
+      usage_error("--configs must start and end with serial:1 (the reference and the native repeat)");
+    for (const auto& c : all) {
+      bool keep = o.filter.empty();
+      for (const auto& f : o.filter) keep = keep || c.id.find(f) != std::string::npos || c.set == f;
+      if (keep) ids.push_back(c.id);
     }
+    if (ids.empty()) usage_error("--filter matches no candidate");
+  } catch (const cli::usage_error& e) {
+    prog.fail(e.what());
   }
-  int preset_reps = 1;
-  const std::string list = preset_configs(o.preset, &preset_reps);
-  std::vector<config> cfgs = parse_configs(o.configs.empty() ? list : o.configs);
-  if (o.reps < 0) o.reps = preset_reps;
-  // The first configuration is the reference and the last the native repeat;
-  // both must be serial.
-  if (cfgs.size() < 2 || cfgs.front().mode != "serial" || cfgs.front().persistent ||
-      cfgs.back().mode != "serial" || cfgs.back().persistent)
-    usage_error("--configs must start and end with serial:1 (the reference and the native repeat)");
   cfgs.front().role = "reference";
   cfgs.back().role = "repeat";
   if (o.worker.empty()) o.worker = self_dir() + "/krex_eval_worker";
   if (::access(o.worker.c_str(), X_OK) != 0)
-    usage_error("the worker '" + o.worker + "' is not an executable: build krex_eval_worker "
-                "(cmake --preset cuda && cmake --build build-cuda --target krex_eval_worker) or pass --worker");
-
-  const std::vector<krex_eval::candidate> all = krex_eval::all_candidates();
-  std::vector<std::string> ids;
-  for (const auto& c : all) {
-    bool keep = o.filter.empty();
-    for (const auto& f : o.filter) keep = keep || c.id.find(f) != std::string::npos || c.set == f;
-    if (keep) ids.push_back(c.id);
-  }
-  if (ids.empty()) usage_error("--filter matches no candidate");
+    cannot_start("the worker '" + o.worker + "' is not an executable: build krex_eval_worker "
+                 "(cmake --preset cuda && cmake --build build-cuda --target krex_eval_worker) or pass --worker");
   std::vector<std::string> order;
   for (int r = 0; r < o.reps; ++r) order.insert(order.end(), ids.begin(), ids.end());
   std::mt19937 rng(o.seed);
   std::shuffle(order.begin(), order.end(), rng);  // the same order for every configuration
 
   if (::mkdir(o.out.c_str(), 0755) != 0 && errno != EEXIST)
-    usage_error("cannot create --out directory '" + o.out + "': " + std::strerror(errno));
+    cannot_start("cannot create --out directory '" + o.out + "': " + std::strerror(errno));
   const std::string log_path = o.out + "/workers.log";
   const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (log_fd < 0) usage_error("cannot write " + log_path + ": " + std::strerror(errno));
+  if (log_fd < 0) cannot_start("cannot write " + log_path + ": " + std::strerror(errno));
   ::signal(SIGPIPE, SIG_IGN);
 
   runner run(o, log_fd);
@@ -768,66 +770,65 @@ int main(int argc, char** argv) {
   }
 
   // ---- JSON: every command with its samples, and the summary rows
-  std::ofstream js(o.out + "/eval.json");
-  js << "{\"meta\":"
-     << krex_eval::json_object{}
-            .str("date", now_utc())
-            .str("gpu", gpu)
-            .str("host", host)
-            .num("cores", static_cast<double>(cores))
-            .str("preset", o.preset)
-            .str("command", cmdline)
-            .num("reps", o.reps)
-            .num("candidates", static_cast<double>(ids.size()))
-            .num("serial_cpm", serial_cpm)
-            .num("reference_cmd_ms", ref.cmd_ms)
-            .num("reference_critical_ms", ref.critical_ms)
-            .num("critical_fraction_median", frac_med)
-            .num("critical_fraction_under_25", frac_under25)
-            .nums("critical_fractions", frac)
-            .text();
-  js << ",\"reference\":{";
-  bool first = true;
-  for (const auto& kv : ref.median) {
-    js << (first ? "" : ",") << "\"" << krex_eval::json_escape(kv.first) << "\":" << krex_eval::json_num(kv.second);
-    first = false;
-  }
-  js << "},\"configs\":[";
+  constexpr int digits = krex_eval::json_digits;
+  krex_tools::json::writer j;
+  j.begin_object().key("meta").begin_object();
+  j.field("date", now_utc()).field("gpu", gpu).field("host", host);
+  j.field("cores", cores).field("preset", o.preset);
+  j.field("command", cmdline).field("reps", o.reps);
+  j.field("candidates", ids.size());
+  j.field("serial_cpm", serial_cpm, digits).field("reference_cmd_ms", ref.cmd_ms, digits);
+  j.field("reference_critical_ms", ref.critical_ms, digits);
+  j.field("critical_fraction_median", frac_med, digits);
+  j.field("critical_fraction_under_25", frac_under25, digits);
+  j.key("critical_fractions").values(frac, digits);
+  j.end_object().key("reference").begin_object();
+  for (const auto& kv : ref.median) j.field(kv.first, kv.second, digits);
+  j.end_object().key("configs").begin_array();
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     const auto& s = rows[i];
-    krex_eval::json_object h;
-    h.str("label", r.cfg.label()).str("mode", r.cfg.mode).num("c", r.cfg.c);
-    h.str("shape", r.cfg.persistent ? "persistent" : "process").str("role", r.cfg.role);
-    h.boolean("skipped", r.skipped).str("skip_reason", r.skip_reason).num("wall_s", r.wall_s);
-    h.num("ok", static_cast<double>(s.ok)).num("failed", static_cast<double>(s.failed));
-    h.num("throughput_cpm", s.cpm).num("speedup_vs_serial", s.speedup).num("bound_speedup", s.bound);
-    std::string bands = "{";
+    j.begin_object();
+    j.field("label", r.cfg.label()).field("mode", r.cfg.mode).field("c", r.cfg.c);
+    j.field("shape", r.cfg.persistent ? "persistent" : "process").field("role", r.cfg.role);
+    j.field("skipped", r.skipped).field("skip_reason", r.skip_reason).field("wall_s", r.wall_s, digits);
+    j.field("ok", s.ok).field("failed", s.failed);
+    j.field("throughput_cpm", s.cpm, digits).field("speedup_vs_serial", s.speedup, digits);
+    j.field("bound_speedup", s.bound, digits);
+    j.key("inflation").begin_object();
     for (const auto& b : krex_eval::bands()) {
-      krex_eval::json_object bo;
-      bo.num("median_pct", s.band.at(b.name).first).num("p95_pct", s.band.at(b.name).second);
-      bo.num("n", static_cast<double>(s.band_n.at(b.name))).num("paper_p95_pct", krex_eval::paper_p95_target(b.name));
-      bands += (bands.size() > 1 ? ",\"" : "\"") + krex_eval::json_escape(b.name) + "\":" + bo.text();
+      j.key(b.name).begin_object();
+      j.field("median_pct", s.band.at(b.name).first, digits).field("p95_pct", s.band.at(b.name).second, digits);
+      j.field("n", s.band_n.at(b.name));
+      j.field("paper_p95_pct", krex_eval::paper_p95_target(b.name), digits);
+      j.end_object();
     }
-    h.raw("inflation", bands + "}");
-    h.num("rank_pairs", static_cast<double>(s.rank.pairs)).num("rank_flips", static_cast<double>(s.rank.flips));
-    h.num("flip_rate", s.rank.flip_rate()).num("kendall_tau", s.tau_mean);
-    std::string cmds = "[";
-    for (std::size_t j = 0; j < r.cmds.size(); ++j) {
-      const auto& c = r.cmds[j];
-      krex_eval::json_object e;
-      e.str("id", c.id).num("rep", c.rep).num("t_total_ms", c.t_total_ms).num("exit", c.exit_code);
-      e.boolean("ok", c.ok).str("error", c.error);
+    j.end_object();
+    j.field("rank_pairs", s.rank.pairs);
+    j.field("rank_flips", s.rank.flips);
+    j.field("flip_rate", s.rank.flip_rate(), digits).field("kendall_tau", s.tau_mean, digits);
+    j.key("commands").begin_array();
+    for (const auto& c : r.cmds) {
+      j.begin_object();
+      j.field("id", c.id).field("rep", c.rep);
+      j.field("t_total_ms", c.t_total_ms, digits).field("exit", c.exit_code);
+      j.field("ok", c.ok).field("error", c.error);
       auto it = ref.median.find(c.id);
-      if (c.ok && it != ref.median.end())
-        e.num("reference_ms", it->second).num("inflation_pct", krex_eval::inflation_pct(c.r.num("median_ms"), it->second));
-      e.raw("result", c.raw.empty() ? "null" : c.raw);
-      cmds += (j ? "," : "") + e.text();
+      if (c.ok && it != ref.median.end()) {
+        j.field("reference_ms", it->second, digits);
+        j.field("inflation_pct", krex_eval::inflation_pct(c.r.num("median_ms"), it->second), digits);
+      }
+      if (c.raw.empty())
+        j.key("result").null();
+      else
+        j.key("result").raw(c.raw);  // the worker's line, parsed (parse_flat) before it was kept
+      j.end_object();
     }
-    h.raw("commands", cmds + "]");
-    js << (i ? "," : "") << h.text();
+    j.end_array().end_object();
   }
-  js << "]}\n";
+  j.end_array().end_object();
+  std::ofstream js(o.out + "/eval.json");
+  js << j.str() << "\n";
   js.close();
   std::ofstream(o.out + "/summary.md") << md.str();
   std::printf("%s", md.str().c_str());
