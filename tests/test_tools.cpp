@@ -308,7 +308,8 @@ TEST(Tools, UnknownAndUnusedOptionsAreRejected) {
   const bad_case cases[] = {
       {"status --bogus", "unknown option '--bogus'"},
       {"status --kill", "option --kill is not used by `krexctl status`"},
-      {"status --freeze none", "option --freeze is not used by `krexctl status`"},
+      {"status --force", "option --force is not used by `krexctl status`"},
+      {"status --device 0", "option --device is not used by `krexctl status`"},
       {"status --dry-run", "option --dry-run is not used by `krexctl status`"},
       {"recover --dry-run", "option --dry-run is not used by `krexctl recover`"},
       {"recover --all", "option --all is not used by `krexctl recover`"},

@@ -90,20 +90,24 @@ args parse(int argc, char** argv) {
         .flag("--group", [&] { a.opts.access(krex::segment_access::group); },
               "the group's segment (segment_access::group), not this user's");
   };
-  const auto freeze = [&](cli::command& c) -> cli::command& {
+  const auto freeze = [&](cli::command& c, const std::string& note) -> cli::command& {
     return c
         .value("--freeze", "METHOD",
                checked([&](const std::string& v) {
                  a.opts.freeze(kd::parse_freeze_method("--freeze", v));
                }),
-               "how the tenants freeze (KREX_FREEZE): auto, cgroup2, cgroup1, signal, none")
+               "how the tenants freeze (KREX_FREEZE): auto, cgroup2, cgroup1, signal, none" + note)
         .value("--cgroup-root", "PATH",
                checked([&](const std::string& v) { a.opts.cgroup_root(v); }),
-               "the tenants' krex cgroup root (KREX_CGROUP_ROOT; default: derived)");
+               "the tenants' krex cgroup root (KREX_CGROUP_ROOT; default: derived)" + note);
   };
   const std::string json_help = "one JSON document on stdout";
-  segment(prog.add("status", "Show the segment: guardian, devices, tenants, problems."))
-      .flag("--json", a.json, json_help);
+  // status takes the freeze options too, so that one command line serves
+  // status, recover and clean; it shows the domain the tenants recorded.
+  freeze(segment(prog.add("status", "Show the segment: guardian, devices, tenants, problems.")),
+         " (status shows the domain the tenants recorded)")
+      .flag("--json", a.json, json_help)
+      .synopsis("[--segment NAME] [--group] [--json]");
   cli::command& recover = prog.add(
       "recover", "Recover wedged devices: thaw, lower the gate, release the lock, reap.");
   segment(recover).value(
@@ -112,13 +116,13 @@ args parse(int argc, char** argv) {
         a.device = static_cast<int>(kd::parse_int("--device", v, 0, kd::max_devices - 1, "0..15"));
       }),
       "only device N");
-  freeze(recover)
+  freeze(recover, "")
       .flag("--force", a.force, "also take the lease from a live holder, a stalled recovery over")
       .flag("--json", a.json, json_help);
   cli::command& clean = prog.add(
       "clean", "Remove what crashed runs left: stale leaves, segments, temporary files.");
   segment(clean).flag("--all", a.all, "every segment base name of this domain");
-  freeze(clean)
+  freeze(clean, "")
       .flag("--kill", a.kill, "end processes still running in a stale leaf")
       .flag("--force", a.force, "also remove segments of another layout")
       .flag("--dry-run", a.dry_run, "say what would be removed; remove nothing")
