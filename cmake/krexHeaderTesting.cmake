@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Header self-containment: every public header under include/krex/ gets a
 # generated translation unit that includes only that header (twice, so a
 # missing `#pragma once` fails too). All of them form the object library
