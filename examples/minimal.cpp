@@ -23,7 +23,8 @@ double kernel() {
 
 int main() try {
   krex::tenant t{krex::options{}};  // device 0 of this node; KREX_* override
-  kernel();  // compile, generate inputs, check: concurrent with siblings
+  // Compile, generate inputs, check correctness: concurrent with siblings.
+  kernel();
 
   krex::region r{t};  // lock -> gate -> drain -> freeze -> pin
   const auto t0 = std::chrono::steady_clock::now();

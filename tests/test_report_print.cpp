@@ -2,9 +2,12 @@
 // region_report is printable: operator<< for people and to_json for tools,
 // each with every field, and JSON that parses whatever the notes hold.
 
+#include "proc_util.hpp"
+
 #include <krex/report.hpp>
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,8 +17,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "proc_util.hpp"
 
 namespace {
 
@@ -59,14 +60,36 @@ krex::region_report full_report() {
 }
 
 // name=value for every field, as operator<< writes them.
-const std::vector<std::string> text_fields = {
-    "epoch=11", "ticket=12", "siblings_seen=13", "siblings_drained=14", "siblings_gone=15",
-    "undrained_pids=[101,102]", "frozen_pids=[103]", "unverified_pids=[104,105,106]",
-    "lock_ns=1001", "gate_ns=1002", "drain_ns=1003", "freeze_ns=1004", "pin_ns=1005",
-    "body_ns=18446744073709551615", "exit_ns=1007", "gated=true", "drained=false",
-    "contended=true", "frozen=true", "pinned=true", "took_over_gate=true", "lease_lost=false",
-    "thaw_failed=true", "freeze_broken=true", "freeze=cgroup2", "scope=active",
-    "pinned_cpus=[7,9]", "gating=auto", "body_preemptions=21", "reserved_foreign_ns=-22"};
+const std::vector<std::string> text_fields = {"epoch=11",
+                                              "ticket=12",
+                                              "siblings_seen=13",
+                                              "siblings_drained=14",
+                                              "siblings_gone=15",
+                                              "undrained_pids=[101,102]",
+                                              "frozen_pids=[103]",
+                                              "unverified_pids=[104,105,106]",
+                                              "lock_ns=1001",
+                                              "gate_ns=1002",
+                                              "drain_ns=1003",
+                                              "freeze_ns=1004",
+                                              "pin_ns=1005",
+                                              "body_ns=18446744073709551615",
+                                              "exit_ns=1007",
+                                              "gated=true",
+                                              "drained=false",
+                                              "contended=true",
+                                              "frozen=true",
+                                              "pinned=true",
+                                              "took_over_gate=true",
+                                              "lease_lost=false",
+                                              "thaw_failed=true",
+                                              "freeze_broken=true",
+                                              "freeze=cgroup2",
+                                              "scope=active",
+                                              "pinned_cpus=[7,9]",
+                                              "gating=auto",
+                                              "body_preemptions=21",
+                                              "reserved_foreign_ns=-22"};
 
 std::string printed(const krex::region_report& r) {
   std::ostringstream os;
@@ -107,10 +130,12 @@ TEST(report_json, has_every_field_under_its_name) {
     EXPECT_NE(j.find(kv), std::string::npos) << "missing " << kv << " in " << j;
   }
   EXPECT_NE(j.find("\"level\":\"gate+drain(contended)+freeze(cgroup2,broken)+pin\""),
-            std::string::npos) << j;
+            std::string::npos)
+      << j;
   EXPECT_NE(j.find("\"notes\":[\"freeze: auto chose signal: \\\"quoted\\\" C:\\\\path\","
                    "\"tab\\there\\nnewline \\u0001 \xc2\xb5s\"]"),
-            std::string::npos) << j;
+            std::string::npos)
+      << j;
   EXPECT_NE(j.find("\"warnings\":[\"bad byte \\ufffd end\"]"), std::string::npos) << j;
 }
 
@@ -125,7 +150,8 @@ TEST(report_json, strings_are_escaped_and_always_utf8) {
   EXPECT_EQ(lit("\b\f\n\r\t\x1f\x7f"), "\"\\b\\f\\n\\r\\t\\u001f\x7f\"");
   EXPECT_EQ(lit(std::string("nul\0in", 6)), "\"nul\\u0000in\"");
   // Well-formed UTF-8 passes: 2, 3 and 4 bytes.
-  EXPECT_EQ(lit("\xc2\xb5 \xe2\x82\xac \xf0\x9f\x98\x80"), "\"\xc2\xb5 \xe2\x82\xac \xf0\x9f\x98\x80\"");
+  EXPECT_EQ(lit("\xc2\xb5 \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "\"\xc2\xb5 \xe2\x82\xac \xf0\x9f\x98\x80\"");
   // Not UTF-8: a lone continuation byte, a truncated sequence, an overlong
   // '/', a surrogate, above U+10FFFF, 0xff.
   EXPECT_EQ(lit("\x80"), "\"\\ufffd\"");
@@ -150,7 +176,8 @@ TEST(report_json, parses_and_round_trips_in_python) {
   }
   const std::string cmd =
       "python3 -c 'import json,sys; d=json.load(open(sys.argv[1], encoding=\"utf-8\")); "
-      "print(json.dumps(d, sort_keys=True))' " + in + " > " + out;
+      "print(json.dumps(d, sort_keys=True))' " +
+      in + " > " + out;
   const int rc = std::system(cmd.c_str());
   std::ifstream f(out);
   std::string parsed((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -14,7 +14,8 @@
 #include <string>
 
 #ifndef KREX_PROJECT_VERSION
-#error "tests/CMakeLists.txt passes KREX_PROJECT_VERSION (the CMake project version) to test_version"
+#error \
+    "tests/CMakeLists.txt passes KREX_PROJECT_VERSION (the CMake project version) to test_version"
 #endif
 
 namespace {
@@ -43,7 +44,8 @@ TEST(version, parts_string_and_number_agree) {
                             std::to_string(KREX_VERSION_MINOR) + "." +
                             std::to_string(KREX_VERSION_PATCH);
   EXPECT_EQ(parts, KREX_VERSION_STRING);
-  EXPECT_EQ(KREX_VERSION, KREX_VERSION_MAJOR * 10000 + KREX_VERSION_MINOR * 100 + KREX_VERSION_PATCH);
+  EXPECT_EQ(KREX_VERSION,
+            KREX_VERSION_MAJOR * 10000 + KREX_VERSION_MINOR * 100 + KREX_VERSION_PATCH);
   static_assert(KREX_VERSION_MINOR < 100 && KREX_VERSION_PATCH < 100,
                 "KREX_VERSION packs minor and patch in two decimal digits each");
 }

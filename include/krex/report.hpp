@@ -100,7 +100,9 @@ class report_json {
     return m_s;
   }
   template <class T>
-  void num(const char* k, T v) { key(k) += std::to_string(v); }
+  void num(const char* k, T v) {
+    key(k) += std::to_string(v);
+  }
   void flag(const char* k, bool v) { key(k) += v ? "true" : "false"; }
   void str(const char* k, const std::string& v) { append_json_string(key(k), v); }
   void ints(const char* k, const std::vector<int>& v) { append_int_list(key(k), v); }
