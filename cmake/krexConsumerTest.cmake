@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -P driver for the consumer tests (see cmake/krexConsumerTests.cmake).
 #   KREX_STEP=install       cmake --install KREX_BINARY_DIR into a fresh KREX_PREFIX
 #   KREX_STEP=find_package  configure, build and run tests/consumer against KREX_PREFIX

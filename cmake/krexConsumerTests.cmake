@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Consumer tests (label "consumer"), included from tests/CMakeLists.txt:
 #   consumer_install        installs this build tree into <build>/consumer-prefix
 #   consumer_find_package   builds tests/consumer against that prefix with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Finds what the krex INTERFACE target links. Included by the top-level
 # CMakeLists.txt; cmake/krexConfig.cmake.in repeats the same search for
 # consumers of an installed krex.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # KREX_WITH_HIP: how krex's own HIP device sources are built. Included by the
 # top-level CMakeLists.txt after krexDependencies (which finds hip::host, all
 # that the krex target itself needs: the backend is host C++ over the HIP

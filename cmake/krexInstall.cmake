@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Install rules and the relocatable CMake package:
 #   <prefix>/include/krex/...                      headers
 #   <prefix>/<libdir>/cmake/krex/krexConfig.cmake  find_package(krex CONFIG)
@@ -31,3 +32,5 @@ install(FILES "${PROJECT_BINARY_DIR}/krexConfig.cmake"
 if(TARGET krexctl)
   install(TARGETS krexctl RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 endif()
+
+install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/doc/krex")

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Puts the pinned Composable Kernel (CK) source under .deps/composable_kernel
 # and applies krex's patch (patches/ck-krex-regions.patch) to it. CK is never
 # committed to krex: only the pin below and the patch are.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # clang-tidy over every public header, through the generated one-header
 # translation units of the header tests (<build>/krex_headers/**/*.cpp) and
 # the build's compile_commands.json. Each run reports only on the header its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The CUTLASS profiler with krex regions around its timed loops (docs/CUTLASS.md):
 # a pinned CUTLASS release, patches/cutlass/krex-region.patch, krex installed
 # with the CUDA backend, and a narrow SM90 build of cutlass_profiler.

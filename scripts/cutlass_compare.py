@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Compares cutlass_profiler CSV outputs of concurrent runs with solo runs.
 
 usage: cutlass_compare.py SOLO.csv[,SOLO.csv...] MODE=RUN.csv[,RUN.csv...] [MODE=...]

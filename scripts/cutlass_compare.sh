@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The krex-patched cutlass_profiler on one GPU (docs/CUTLASS.md): solo runs, then
 # N profilers at once unprotected (KREX_CUTLASS=0), then N at once under krex,
 # all over the same problems and kernels; compared by scripts/cutlass_compare.py

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build and run the demo (examples/demo.cpp -> build/examples/krex_demo).
 # Arguments go to krex_demo.
 set -euo pipefail

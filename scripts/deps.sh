@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what krex's build and tests need, via apt-get (Debian 12, Ubuntu 24.04).
 # A no-op when everything is present; otherwise needs root (or prints the
 # sudo command to run and exits 1).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The evaluation on a GPU machine, one command (docs/EVAL.md):
 #
 #   scripts/eval.sh [smoke|quick|full] [krex_eval options...]

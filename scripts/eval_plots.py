@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Plot the krex evaluation (eval.json written by bench/eval/krex_eval) as PNGs.
 
 Usage: python3 scripts/eval_plots.py EVAL_JSON [OUT_DIR]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer targets with clang (build-fuzz/) and runs fuzz_segment
 # for FUZZ_SECONDS (default 60). Skips cleanly (exit 0) where clang or
 # libFuzzer is missing, so a CI job can call it unconditionally.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Compares Google Benchmark JSON outputs of concurrent runs with a solo run.
 
 usage: gbench_compare.py SOLO.json MODE=RUN.json[,RUN.json...] [MODE=...] [--json OUT]

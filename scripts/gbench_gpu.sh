@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Google Benchmark integration on a GPU: krex_gbench_cuda alone, then N
 # copies at once under krex, then N copies at once unprotected (KREX_GBENCH=0),
 # compared with scripts/gbench_compare.py. Needs a CUDA build (scripts/gpu.sh build).

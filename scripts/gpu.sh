@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Build krex with the CUDA backend and run everything on a GPU machine:
 #
 #   scripts/gpu.sh [stage...]     stages: build test bench mps two   (default: all five)

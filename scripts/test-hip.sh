@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The HIP CI stage (no AMD GPU needed): installs hipcc (Debian 12: ROCm 5.2),
 # fetches and patches the pinned Composable Kernel (scripts/ck.sh), configures
 # preset `hip` (hipcc, gfx90a), builds the HIP backend's test, the header

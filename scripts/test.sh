@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Configure (preset "default": Release, build/), build, and run every test.
 # Exits with ctest's status. Extra arguments go to ctest (e.g. -L unit, -R gate).
 set -euo pipefail

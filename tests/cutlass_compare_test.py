@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Tests scripts/cutlass_compare.py on synthetic cutlass_profiler CSVs.
 
 The CSVs have the columns cutlass_profiler v4.3.5 writes for --operation=Gemm

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Python binding on a GPU machine, offline: install krex from this checkout
 # (pip install --no-build-isolation ./python, which needs scikit-build-core and
 # pybind11 already installed; if pip refuses, a plain CMake build of python/

@@ -2,6 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <krex/detail/config.hpp>
+
 #include <cerrno>
 #include <stdexcept>
 #include <string>

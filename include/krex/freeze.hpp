@@ -343,7 +343,7 @@ class freezer {
     int made = -1;
     // A segment directory can vanish between the two mkdirs when its last
     // tenant leaves (leave_as removes it): make it again and retry.
-    for (int attempt = 0; attempt < 3 && made != 0; ++attempt) {
+    for (int tries = 0; tries < 3 && made != 0; ++tries) {
       if (const int e = cgroup::make_dir(m_root))
         cgroup::fail("cannot create the krex cgroup root (KREX_CGROUP_ROOT)", m_root, e, hint_text);
       made = sys().mkdir(l.c_str(), 0755) == 0 ? 0 : errno;

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <krex/detail/json.hpp>
 #include <krex/options.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -75,5 +78,125 @@ struct region_report {
     return s;
   }
 };
+
+namespace detail {
+
+inline void append_int_list(std::string& out, const std::vector<int>& v) {
+  out += '[';
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i != 0) out += ',';
+    out += std::to_string(v[i]);
+  }
+  out += ']';
+}
+
+/// Builds `{"key":value,...}` in one line; values are appended by the caller.
+class report_json {
+ public:
+  std::string& key(const char* k) {
+    m_s += m_s.empty() ? '{' : ',';
+    append_json_string(m_s, k);
+    m_s += ':';
+    return m_s;
+  }
+  template <class T>
+  void num(const char* k, T v) {
+    key(k) += std::to_string(v);
+  }
+  void flag(const char* k, bool v) { key(k) += v ? "true" : "false"; }
+  void str(const char* k, const std::string& v) { append_json_string(key(k), v); }
+  void ints(const char* k, const std::vector<int>& v) { append_int_list(key(k), v); }
+  void strs(const char* k, const std::vector<std::string>& v) {
+    std::string& s = key(k);
+    s += '[';
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i != 0) s += ',';
+      append_json_string(s, v[i]);
+    }
+    s += ']';
+  }
+  std::string done() { return m_s.empty() ? "{}" : m_s + '}'; }
+
+ private:
+  std::string m_s;
+};
+
+}  // namespace detail
+
+/// The report as one JSON object on one line: "level" (see level()) and every
+/// field under its member name; pid and CPU lists are arrays, freeze and
+/// scope their option names ("cgroup2", "all"). Strings are escaped, and bytes
+/// that are not UTF-8 become U+FFFD, so the result always parses.
+inline std::string to_json(const region_report& r) {
+  detail::report_json j;
+  j.str("level", r.level());
+  j.num("epoch", r.epoch);
+  j.num("ticket", r.ticket);
+  j.num("siblings_seen", r.siblings_seen);
+  j.num("siblings_drained", r.siblings_drained);
+  j.num("siblings_gone", r.siblings_gone);
+  j.ints("undrained_pids", r.undrained_pids);
+  j.ints("frozen_pids", r.frozen_pids);
+  j.ints("unverified_pids", r.unverified_pids);
+  j.num("lock_ns", r.lock_ns);
+  j.num("gate_ns", r.gate_ns);
+  j.num("drain_ns", r.drain_ns);
+  j.num("freeze_ns", r.freeze_ns);
+  j.num("pin_ns", r.pin_ns);
+  j.num("body_ns", r.body_ns);
+  j.num("exit_ns", r.exit_ns);
+  j.flag("gated", r.gated);
+  j.flag("drained", r.drained);
+  j.flag("contended", r.contended);
+  j.flag("frozen", r.frozen);
+  j.flag("pinned", r.pinned);
+  j.flag("took_over_gate", r.took_over_gate);
+  j.flag("lease_lost", r.lease_lost);
+  j.flag("thaw_failed", r.thaw_failed);
+  j.flag("freeze_broken", r.freeze_broken);
+  j.str("freeze", to_string(r.freeze));
+  j.str("scope", to_string(r.scope));
+  j.ints("pinned_cpus", r.pinned_cpus);
+  j.str("gating", r.gating);
+  j.strs("notes", r.notes);
+  j.strs("warnings", r.warnings);
+  j.num("body_preemptions", r.body_preemptions);
+  j.num("reserved_foreign_ns", r.reserved_foreign_ns);
+  return j.done();
+}
+
+/// Writes the report for a person: a first line with the level, then every
+/// field as `name=value`, a few to a line, then the notes and warnings one per
+/// line. No trailing newline, as for any other value.
+inline std::ostream& operator<<(std::ostream& os, const region_report& r) {
+  const auto b = [](bool v) { return v ? "true" : "false"; };
+  const auto ints = [](const std::vector<int>& v) {
+    std::string s;
+    detail::append_int_list(s, v);
+    return s;
+  };
+  const auto lines = [&os](const char* name, const std::vector<std::string>& v) {
+    os << "\n  " << name << ':';
+    if (v.empty()) os << " none";
+    for (const std::string& l : v) os << "\n    - " << l;
+  };
+  os << "krex region: " << r.level() << "\n  epoch=" << r.epoch << " ticket=" << r.ticket
+     << " siblings_seen=" << r.siblings_seen << " siblings_drained=" << r.siblings_drained
+     << " siblings_gone=" << r.siblings_gone << "\n  undrained_pids=" << ints(r.undrained_pids)
+     << " frozen_pids=" << ints(r.frozen_pids) << " unverified_pids=" << ints(r.unverified_pids)
+     << "\n  lock_ns=" << r.lock_ns << " gate_ns=" << r.gate_ns << " drain_ns=" << r.drain_ns
+     << " freeze_ns=" << r.freeze_ns << " pin_ns=" << r.pin_ns << " body_ns=" << r.body_ns
+     << " exit_ns=" << r.exit_ns << "\n  gated=" << b(r.gated) << " drained=" << b(r.drained)
+     << " contended=" << b(r.contended) << " frozen=" << b(r.frozen) << " pinned=" << b(r.pinned)
+     << "\n  took_over_gate=" << b(r.took_over_gate) << " lease_lost=" << b(r.lease_lost)
+     << " thaw_failed=" << b(r.thaw_failed) << " freeze_broken=" << b(r.freeze_broken)
+     << "\n  freeze=" << to_string(r.freeze) << " scope=" << to_string(r.scope)
+     << " pinned_cpus=" << ints(r.pinned_cpus) << " gating=" << r.gating
+     << "\n  body_preemptions=" << r.body_preemptions
+     << " reserved_foreign_ns=" << r.reserved_foreign_ns;
+  lines("notes", r.notes);
+  lines("warnings", r.warnings);
+  return os;
+}
 
 }  // namespace krex

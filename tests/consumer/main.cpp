@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A downstream program: it must compile against krex as installed or as a
 // subproject, and run.
 #if __has_include(<krex/region.hpp>)

@@ -240,7 +240,7 @@ inline node_view read_status(const node_state& n, const std::string& segment_pat
     for (const tenant_view& t : v.tenants)
       if (t.device == d) ++x.tenants;
     const std::string at = "device " + std::to_string(d) + ": ";
-    const auto ms = [](double v) { return std::to_string(static_cast<long long>(v)); };
+    const auto ms = [](double d_ms) { return std::to_string(static_cast<long long>(d_ms)); };
     if (ls != 0 && !x.lease_holder_alive)
       v.problems.push_back(at + "region holder pid " + std::to_string(x.lease_pid) +
                            " is dead (its siblings may be frozen, the gate raised)");

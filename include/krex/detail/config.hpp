@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// What every public krex header needs of the compiler, checked before anything
+// else so that the first error a C++14 build sees says what to do.
+#pragma once
+
+// MSVC keeps __cplusplus at 199711L unless /Zc:__cplusplus; _MSVC_LANG is the real one.
+#if defined(_MSVC_LANG)
+#define KREX_DETAIL_CPLUSPLUS _MSVC_LANG
+#else
+#define KREX_DETAIL_CPLUSPLUS __cplusplus
+#endif  // defined(_MSVC_LANG)
+
+#if KREX_DETAIL_CPLUSPLUS < 201703L
+#error "krex needs C++17 or later: compile with -std=c++17 (MSVC: /std:c++17), or link the CMake target krex::krex, which asks for C++17"
+#endif  // KREX_DETAIL_CPLUSPLUS < 201703L
+
+// The header tests (cmake/krexHeaderTesting.cmake) check that every public
+// header defines this, i.e. that it cannot be used without the check above.
+#define KREX_DETAIL_CONFIG_INCLUDED 1
