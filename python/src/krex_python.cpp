@@ -156,6 +156,8 @@ py::dict report_dict(const region_report& r) {
   d["took_over_gate"] = r.took_over_gate;
   d["lease_lost"] = r.lease_lost;
   d["thaw_failed"] = r.thaw_failed;
+  d["freeze_broken"] = r.freeze_broken;
+  d["unverified_pids"] = r.unverified_pids;
   d["freeze"] = to_string(r.freeze);
   d["scope"] = to_string(r.scope);
   d["pinned_cpus"] = r.pinned_cpus;

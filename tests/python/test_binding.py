@@ -111,7 +111,8 @@ def test_region_report_and_measure_round_trip_with_a_sibling():
         assert after["body_ns"] > 0 and rep["during"]["body_ns"] == 0
         assert after["notes"] == rep["notes"]
         for key in ("lock_ns", "gate_ns", "drain_ns", "freeze_ns", "pin_ns", "exit_ns",
-                    "frozen_pids", "warnings", "undrained_pids", "gating", "scope"):
+                    "frozen_pids", "warnings", "undrained_pids", "gating", "scope",
+                    "freeze_broken", "unverified_pids", "body_preemptions"):
             assert key in after, key
         assert rep["active"] is False
         if rep["freeze"] != "none":
