@@ -10,6 +10,7 @@
 #include "cgroup_util.hpp"
 #include "krex_test.hpp"
 
+#include <krex/detail/status.hpp>
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>

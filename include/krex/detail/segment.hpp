@@ -22,7 +22,7 @@
 
 #include <krex/detail/layout.hpp>
 #include <krex/detail/segment_file.hpp>
-#include <krex/detail/status.hpp>
+#include <krex/detail/validate.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 

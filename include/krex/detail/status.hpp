@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// Reading a node segment from outside the protocol: validation of a node
-// state (every index and value a tenant would use, bounds-checked), a plain
-// snapshot of it for krexctl, and that snapshot as text or JSON. Nothing here
+// Reading a node segment from outside the protocol, for krexctl: a plain
+// snapshot of a node state (validate() in validate.hpp says whether it is
+// usable), and that snapshot as text or JSON. Tenants never include this
+// header (tests/layers_test.py checks it). Nothing here
 // trusts the segment: values are copied, checked and sanitized before use,
 // and no path is ever taken from it.
 
@@ -12,6 +13,7 @@
 #include <krex/detail/handoff.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/slots.hpp>
+#include <krex/detail/validate.hpp>
 
 #include <climits>
 #include <cstdint>
@@ -21,48 +23,6 @@
 
 namespace krex::detail {
 
-/// Every problem found in `n`, as one line each; empty when it is a node state
-/// this build can use. Checks every header field (magic, layout, ready, sizes,
-/// counts; segment.hpp checked the file's size) and that every index and enumerated
-/// value a tenant reads from the segment is in range (a tenant bounds-checks
-/// them again where it uses them: the segment may change after this).
-inline std::vector<std::string> validate(const node_state& n) {
-  std::vector<std::string> out;
-  const auto bad = [&](const std::string& what, std::uint64_t v) {
-    out.push_back(what + " = " + std::to_string(v));
-  };
-  if (n.magic.load() != segment_magic) bad("node magic", n.magic.load());
-  if (n.layout.load() != layout_version) bad("node layout version", n.layout.load());
-  if (n.ready.load(std::memory_order_acquire) != segment_ready) bad("ready word", n.ready.load());
-  if (n.size.load() != sizeof(node_state)) bad("node size", n.size.load());
-  if (n.n_devices.load() != max_devices) bad("device count", n.n_devices.load());
-  if (n.n_tenants.load() != max_tenants) bad("tenant count", n.n_tenants.load());
-  if (n.device_size.load() != sizeof(device_state)) bad("device size", n.device_size.load());
-  if (n.tenant_size.load() != sizeof(tenant_slot)) bad("tenant slot size", n.tenant_size.load());
-  const std::uint32_t fm = n.freeze_method.load();
-  if (fm > static_cast<std::uint32_t>(freeze_method::none)) bad("freeze method", fm);
-  for (std::uint32_t d = 0; d < max_devices; ++d) {
-    const device_state& dev = n.devices[d];
-    const std::string at = "device " + std::to_string(d) + " ";
-    if (dev.holder.load() > max_tenants) bad(at + "gate holder", dev.holder.load());
-    const std::uint32_t ls = dev.lease_slot.load();
-    if ((ls & ~(lease_slot_mask | lease_exiting | lease_recovering)) != 0 ||
-        (ls & lease_slot_mask) > max_tenants || (ls != 0 && (ls & lease_slot_mask) == 0))
-      bad(at + "lease slot", ls);
-    if (dev.phase.load() > phase_exiting) bad(at + "phase", dev.phase.load());
-    if (dev.lease_pid.load() < 0)
-      bad(at + "lease pid", static_cast<std::uint32_t>(dev.lease_pid.load()));
-    if (dev.key.load() == 0 && (ls != 0 || (dev.gate.load() & 1U) != 0))
-      out.push_back(at + "is unused (key 0) but holds a lease or a raised gate");
-  }
-  for (std::uint32_t i = 0; i < max_tenants; ++i) {
-    const tenant_slot& s = n.tenants[i];
-    const std::string at = "tenant slot " + std::to_string(i) + " ";
-    if (s.state.load() > slot_leaving) bad(at + "state", s.state.load());
-    if (s.owner.load() != 0 && s.device.load() >= max_devices) bad(at + "device", s.device.load());
-  }
-  return out;
-}
 
 /// One device as krexctl shows it.
 struct device_view {

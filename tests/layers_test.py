@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The layer rules of docs/ARCHITECTURE.md, checked on the #include lines of
+include/krex/ (and tools/). Exits 1 naming every broken rule.
+
+usage: layers_test.py [SOURCE_DIR]
+"""
+import os
+import re
+import sys
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*<(krex/[^>]+)>', re.M)
+
+
+def headers(root):
+    out = {}
+    base = os.path.join(root, "include")
+    for d, _, files in os.walk(os.path.join(base, "krex")):
+        for f in files:
+            if f.endswith((".hpp", ".cuh")):
+                path = os.path.join(d, f)
+                name = os.path.relpath(path, base).replace(os.sep, "/")
+                with open(path, encoding="utf-8") as fh:
+                    out[name] = INCLUDE.findall(fh.read())
+    return out
+
+
+def closure(graph, start):
+    seen, todo = set(), [start]
+    while todo:
+        h = todo.pop()
+        for dep in graph.get(h, []):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+# Layer 0: the shared layout and the leaves every layer may use.
+BASE = {"krex/detail/config.hpp", "krex/detail/layout.hpp", "krex/detail/proc.hpp",
+        "krex/detail/sys.hpp", "krex/detail/json.hpp", "krex/error.hpp", "krex/options.hpp",
+        "krex/version.hpp"}
+# The protocol and its public façade: what detail/ must never reach up to.
+PUBLIC_STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp",
+                "krex/region.hpp", "krex/region_lock.hpp", "krex/tenant.hpp",
+                "krex/guardian.hpp", "krex/measure.hpp", "krex/report.hpp", "krex/gbench.hpp"}
+# Headers only tools (krexctl, fuzz, tests) include: never reached from a tenant.
+TOOLS_ONLY = {"krex/detail/status.hpp"}
+# Known exceptions to "protocol steps do not call crash recovery" and "slot
+# bookkeeping does not depend on guardian helpers" (docs/ARCHITECTURE.md,
+# "Known exceptions"). The test fails if one disappears, so the list shrinks
+# with the code.
+KNOWN = {
+    ("krex/gate.hpp", "krex/detail/guardian_recover.hpp"),
+    ("krex/region_lock.hpp", "krex/detail/guardian_recover.hpp"),
+    ("krex/detail/slots.hpp", "krex/detail/guardian_sys.hpp"),
+}
+
+
+def main(argv):
+    root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    g = headers(root)
+    problems = []
+
+    # 1. Layer 0 includes nothing above it.
+    for h in sorted(BASE & g.keys()):
+        for dep in g[h]:
+            if dep not in BASE:
+                problems.append(f"{h} (layer 0) includes {dep}")
+    # 2. detail/ never reaches up to the protocol steps or the public façade.
+    for h, deps in sorted(g.items()):
+        if h.startswith("krex/detail/"):
+            for dep in deps:
+                if dep in PUBLIC_STEPS:
+                    problems.append(f"{h} (detail) includes the public step header {dep}")
+    # 3. No tenant header reaches the tools-only view (transitively).
+    for entry in ("krex/tenant.hpp", "krex/region.hpp", "krex/gbench.hpp"):
+        if entry in g:
+            reached = closure(g, entry) & TOOLS_ONLY
+            if reached:
+                problems.append(f"{entry} reaches the tools-only {sorted(reached)}")
+    # 4. No include cycles. A public header that pulls in its backend
+    # extension at its end (krex/measure.hpp -> krex/cuda/measure.hpp, under
+    # #if KREX_WITH_CUDA), which includes it back, is the one allowed loop.
+    acyclic = {h: [d for d in deps
+                   if not (d.startswith(("krex/cuda/", "krex/hip/")) and
+                           d.rsplit("/", 1)[1] == h.rsplit("/", 1)[1] and
+                           h.count("/") == 1)]
+               for h, deps in g.items()}
+    for h in acyclic:
+        if h in closure(acyclic, h):
+            problems.append(f"{h} is part of an include cycle")
+    # 5. Library headers never include tools/ or bench/ code.
+    for h, deps in g.items():
+        for dep in deps:
+            if dep.startswith(("krex_tools/", "krex/tools/")):
+                problems.append(f"{h} includes tool code {dep}")
+    # 6. The known exceptions are still exactly the known ones.
+    steps = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp",
+             "krex/region_lock.hpp"}
+    found = set()
+    for h in steps & g.keys():
+        for dep in g[h]:
+            if dep in ("krex/detail/guardian_recover.hpp", "krex/guardian.hpp"):
+                found.add((h, dep))
+    if "krex/detail/slots.hpp" in g:
+        for dep in g["krex/detail/slots.hpp"]:
+            if dep.startswith("krex/detail/guardian"):
+                found.add(("krex/detail/slots.hpp", dep))
+    for e in sorted(found - KNOWN):
+        problems.append(f"new layer exception: {e[0]} includes {e[1]} (see docs/ARCHITECTURE.md)")
+    for e in sorted(KNOWN - found):
+        problems.append(f"exception {e[0]} -> {e[1]} is gone: remove it from KNOWN and "
+                        "docs/ARCHITECTURE.md")
+
+    for p in problems:
+        print("layers_test:", p)
+    print(f"layers_test: {len(g)} headers, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
