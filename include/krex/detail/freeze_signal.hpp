@@ -30,32 +30,6 @@
 
 namespace krex::detail::freeze_signal {
 
-/// An owned file descriptor (a pidfd), closed when dropped.
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) noexcept : m_fd(fd) {}
-  unique_fd(unique_fd&& o) noexcept : m_fd(std::exchange(o.m_fd, -1)) {}
-  unique_fd& operator=(unique_fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      m_fd = std::exchange(o.m_fd, -1);
-    }
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-  int get() const noexcept { return m_fd; }
-  void reset() noexcept {
-    if (m_fd >= 0) ::close(m_fd);
-    m_fd = -1;
-  }
-
- private:
-  int m_fd = -1;
-};
-
 /// What a freeze stopped for one sibling, kept until its thaw.
 struct stop_record {
   std::uint32_t slot = 0;

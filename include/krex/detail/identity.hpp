@@ -27,6 +27,7 @@
 // guardian verifies with it after fork.
 
 #include <krex/detail/proc.hpp>
+#include <krex/detail/sys.hpp>
 #include <krex/options.hpp>
 
 #include <fcntl.h>
@@ -314,27 +315,14 @@ inline bool verify_member_start(std::int64_t pid, std::uint64_t start_time) noex
   return st.exists && st.state != 'Z' && st.state != 'X' && st.start_time == start_time;
 }
 
-/// pidfd_open(2), or -1 where the kernel lacks it (ENOSYS; then liveness is polled).
-inline int pidfd_open(std::int32_t pid) noexcept {
-#if defined(SYS_pidfd_open)
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  errno = ENOSYS;
-  return -1;
-#endif  // defined(SYS_pidfd_open)
-}
+/// pidfd_open(2), or -1 where the kernel lacks it (ENOSYS; then liveness is
+/// polled). The raw system call of sys.hpp, not the sys() table (which
+/// recoverers after fork must not use).
+inline int pidfd_open(std::int32_t pid) noexcept { return sys_impl::pidfd_open(pid); }
 
 /// pidfd_send_signal(2). Returns 0 or -1 with errno.
 inline int pidfd_signal(int pidfd, int sig) noexcept {
-#if defined(SYS_pidfd_send_signal)
-  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
-#else
-  (void)pidfd;
-  (void)sig;
-  errno = ENOSYS;
-  return -1;
-#endif  // defined(SYS_pidfd_send_signal)
+  return sys_impl::pidfd_send_signal(pidfd, sig);
 }
 
 }  // namespace as_safe

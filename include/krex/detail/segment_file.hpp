@@ -10,6 +10,7 @@
 
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
+#include <krex/detail/sys.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
@@ -164,32 +165,6 @@ inline std::string remove_hint(const segment_id& id, bool ours) {
   return "once no process uses it, remove it (`" + id.clean_command() + "` or rm " + id.path() +
          "), or choose another KREX_SEGMENT";
 }
-
-/// A file descriptor that is closed at scope end.
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) noexcept : m_fd(fd) {}
-  unique_fd(unique_fd&& o) noexcept : m_fd(std::exchange(o.m_fd, -1)) {}
-  unique_fd& operator=(unique_fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      m_fd = std::exchange(o.m_fd, -1);
-    }
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-  int get() const noexcept { return m_fd; }
-  void reset() noexcept {
-    if (m_fd >= 0) ::close(m_fd);
-    m_fd = -1;
-  }
-
- private:
-  int m_fd = -1;
-};
 
 /// An existing segment file, opened and checked as a file (not yet its bytes).
 struct found_file {

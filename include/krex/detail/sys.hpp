@@ -18,6 +18,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <utility>
 
 namespace krex::detail {
 
@@ -77,6 +78,32 @@ inline int pidfd_send_signal(int pidfd, int sig) {
 #endif  // defined(SYS_pidfd_send_signal)
 }
 }  // namespace sys_impl
+
+/// A file descriptor that is closed at scope end (a segment file, a pidfd).
+class unique_fd {
+ public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) noexcept : m_fd(fd) {}
+  unique_fd(unique_fd&& o) noexcept : m_fd(std::exchange(o.m_fd, -1)) {}
+  unique_fd& operator=(unique_fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      m_fd = std::exchange(o.m_fd, -1);
+    }
+    return *this;
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() { reset(); }
+  int get() const noexcept { return m_fd; }
+  void reset() noexcept {
+    if (m_fd >= 0) ::close(m_fd);
+    m_fd = -1;
+  }
+
+ private:
+  int m_fd = -1;
+};
 
 /// The table in use. Tests may swap entries (see tests/sys_override.hpp).
 inline sys_table& sys() noexcept {
