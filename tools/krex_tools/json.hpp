@@ -12,6 +12,8 @@
 //   j.end_array().end_object();
 //   std::puts(j.str().c_str());
 
+#include <krex/detail/json.hpp>
+
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -24,28 +26,13 @@
 
 namespace krex_tools::json {
 
-/// `s` as the inside of a JSON string: quote, backslash and control
-/// characters escaped; other bytes as they are (UTF-8 passes through).
+/// `s` as the inside of a JSON string: krex's one escaper
+/// (krex::detail::append_json_escaped: quote, backslash and control
+/// characters escaped, UTF-8 passed through, other bytes as U+FFFD).
 inline std::string escape(std::string_view s) {
   std::string o;
   o.reserve(s.size() + 2);
-  for (const char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          o += b;
-        } else {
-          o += c;
-        }
-    }
-  }
+  krex::detail::append_json_escaped(o, s);
   return o;
 }
 

@@ -3,7 +3,8 @@
 
 // The little JSON the library itself writes (krex::to_json(region_report)):
 // string literals that are valid JSON whatever bytes they are given. Tools
-// that write more JSON have their own writer; this stays dependency-free.
+// that write more JSON have their own writer (tools/krex_tools/json.hpp),
+// which escapes strings with this one; this stays dependency-free.
 
 #include <cstddef>
 #include <string>
@@ -43,13 +44,13 @@ inline std::size_t utf8_sequence_length(std::string_view s, std::size_t i) noexc
   return n;
 }
 
-/// Appends s to out as a JSON string literal (RFC 8259): quote, backslash and
-/// control characters escaped. Bytes that are not UTF-8 become U+FFFD: report
-/// notes carry paths and process names read from the system, and one stray
-/// byte must not make the whole document unreadable.
-inline void append_json_string(std::string& out, std::string_view s) {
+/// Appends the inside of a JSON string literal for s (RFC 8259): quote,
+/// backslash and control characters escaped. Bytes that are not UTF-8 become
+/// U+FFFD: report notes and krexctl's output carry paths and process names
+/// read from the system, and one stray byte must not make the whole document
+/// unreadable. The one escaper of krex: the library's and the tools' JSON.
+inline void append_json_escaped(std::string& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
-  out += '"';
   for (std::size_t i = 0; i < s.size();) {
     const char c = s[i];
     const std::size_t n = utf8_sequence_length(s, i);
@@ -82,6 +83,12 @@ inline void append_json_string(std::string& out, std::string_view s) {
     }
     ++i;
   }
+}
+
+/// Appends s to out as a JSON string literal: quotes around append_json_escaped.
+inline void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  append_json_escaped(out, s);
   out += '"';
 }
 

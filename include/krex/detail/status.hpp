@@ -11,6 +11,7 @@
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/guardian_sys.hpp>
 #include <krex/detail/handoff.hpp>
+#include <krex/detail/json.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/detail/validate.hpp>
@@ -244,23 +245,6 @@ inline node_view read_status(const node_state& n, const std::string& segment_pat
   return v;
 }
 
-inline std::string json_escape(const std::string& s) {
-  std::string o;
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      o += b;
-    } else {
-      o += c;
-    }
-  }
-  return o;
-}
-
 inline std::string fmt(const char* f, double x) {
   char b[64];
   std::snprintf(b, sizeof b, f, x);
@@ -276,9 +260,7 @@ class json_writer {
   json_writer& end_array() { return close(']'); }
   json_writer& str(const char* key, const std::string& v) {
     sep(key);
-    m_s += '"';
-    m_s += json_escape(v);
-    m_s += '"';
+    append_json_string(m_s, v);
     return *this;
   }
   json_writer& str(const std::string& v) { return str(nullptr, v); }
