@@ -108,6 +108,26 @@ inline int exit_code(const std::optional<int>& status) {
 /// parent died), so that reap_orphans() can collect them.
 inline void become_subreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
+/// What a shell command printed on stdout and how it ended.
+struct command_result {
+  int rc = -1;  ///< exit status; -1 if it did not exit (killed) or could not start
+  std::string out;
+};
+
+/// Runs `cmd` through /bin/sh and collects its stdout (add " 2>&1" for
+/// stderr too). The command line bounds itself: start it with `timeout N`.
+inline command_result run_shell(const std::string& cmd) {
+  command_result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = ::pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
 /// Reaps every child that has already exited, without blocking.
 inline void reap_orphans() {
   int status;

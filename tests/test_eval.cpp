@@ -5,6 +5,7 @@
 // command shapes, the summary, faults (a failed check, a crashed worker, a
 // hung worker) and every usage error.
 
+#include "proc_util.hpp"
 #include "../bench/eval/candidates.hpp"
 #include "../bench/eval/json.hpp"
 #include "../bench/eval/stats.hpp"
@@ -128,14 +129,8 @@ struct run_result {
 
 /// Runs `cmd` through the shell (stderr into the output), bounded by `timeout 120`.
 run_result run(const std::string& cmd) {
-  run_result r;
-  FILE* p = ::popen(("timeout 120 " + cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char b[4096];
-  while (std::fgets(b, sizeof b, p) != nullptr) r.output += b;
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  krex_test::command_result c = krex_test::run_shell("timeout 120 " + cmd + " 2>&1");
+  return run_result{c.rc, std::move(c.out)};
 }
 
 std::string slurp(const std::string& path) {

@@ -154,13 +154,7 @@ TEST(gbench, configure_after_join_is_an_error) {
 std::string run_example(const std::string& env) {
   const std::string cmd = env + " timeout 60 " KREX_GBENCH_EXAMPLE
                           " --benchmark_min_time=0.01 --benchmark_filter=65536 2>&1";
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-    ::pclose(p);
-  }
-  return out;
+  return krex_test::run_shell(cmd).out;
 }
 
 TEST(gbench_example, labels_say_protected_unprotected_or_why_not) {

@@ -38,23 +38,11 @@ using krex_test::shared;
 
 namespace {
 
-struct result {
-  int rc = -1;
-  std::string out;
-};
+using result = krex_test::command_result;
 
-/// Runs krexctl with `args` (stdout and stderr together), bounded by `timeout` seconds.
+/// Runs krexctl with `args` (stdout and stderr together), bounded by 30 s.
 result krexctl(const std::string& args) {
-  result r;
-  const std::string cmd = "timeout 30 " KREX_KREXCTL_PATH " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return krex_test::run_shell("timeout 30 " KREX_KREXCTL_PATH " " + args + " 2>&1");
 }
 
 bool contains(const std::string& s, const std::string& what) {

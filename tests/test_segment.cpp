@@ -334,15 +334,10 @@ TEST_F(small_tmpfs, SparseSegmentInAFullDirectoryIsAClearError) {
   // krexctl reads it with pread: the hole reads as zeros, nothing is allocated.
   const std::string cmd = "KREX_SHM_DIR=" + m_dir + " timeout 30 " KREX_KREXCTL_PATH
                           " status --segment " + seg.name() + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t got;
-  while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, got);
-  const int st = ::pclose(p);
-  ASSERT_TRUE(WIFEXITED(st)) << out;
-  EXPECT_EQ(WEXITSTATUS(st), 0) << out;
+  const krex_test::command_result ctl = krex_test::run_shell(cmd);
+  const std::string& out = ctl.out;
+  ASSERT_NE(ctl.rc, -1) << out;
+  EXPECT_EQ(ctl.rc, 0) << out;
   EXPECT_TRUE(contains(out, "segment   " + path)) << out;
 }
 
