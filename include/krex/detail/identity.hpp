@@ -85,29 +85,8 @@ inline const char* to_string(identity_verdict v) noexcept {
 
 namespace as_safe {
 
-/// "/proc/<pid><tail>" into `out[n]`. False if it does not fit.
-inline bool proc_path(char* out, std::size_t n, std::int64_t pid, const char* tail) noexcept {
-  const char* head = "/proc/";
-  std::size_t len = 0;
-  for (; head[len] != '\0'; ++len) out[len] = head[len];
-  char digits[24];
-  int nd = 0;
-  auto v = static_cast<std::uint64_t>(pid);
-  do {
-    digits[nd++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0 && nd < 24);
-  while (nd > 0) {
-    if (len + 1 >= n) return false;
-    out[len++] = digits[--nd];
-  }
-  for (; *tail != '\0'; ++tail) {
-    if (len + 1 >= n) return false;
-    out[len++] = *tail;
-  }
-  out[len] = '\0';
-  return true;
-}
+// /proc/<pid>/... paths: one builder in proc.hpp serves tenants and recoverers.
+using detail::proc_path;
 
 /// Inode of the pid namespace of `pid` (0 for this process); 0 if unreadable.
 inline std::uint64_t pid_namespace(std::int64_t pid = 0) noexcept {

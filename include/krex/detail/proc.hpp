@@ -35,21 +35,38 @@ struct proc_stat {
   std::uint64_t start_time = 0;  ///< clock ticks after boot
 };
 
+/// "/proc/<pid><tail>" into `out[n]`. False if it does not fit. Async-signal-safe.
+inline bool proc_path(char* out, std::size_t n, std::int64_t pid, const char* tail) noexcept {
+  const char* head = "/proc/";
+  std::size_t len = 0;
+  for (; head[len] != '\0'; ++len) out[len] = head[len];
+  char digits[24];
+  int nd = 0;
+  auto v = static_cast<std::uint64_t>(pid);
+  do {
+    digits[nd++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0 && nd < 24);
+  while (nd > 0) {
+    if (len + 1 >= n) return false;
+    out[len++] = digits[--nd];
+  }
+  for (; *tail != '\0'; ++tail) {
+    if (len + 1 >= n) return false;
+    out[len++] = *tail;
+  }
+  out[len] = '\0';
+  return true;
+}
+
 /// Reads state and start time from /proc/<pid>/stat. Async-signal-safe
 /// (open/read/close on fixed buffers, no stdio or allocation): the guardian
 /// and recoverers call it after fork.
 inline proc_stat read_proc_stat(std::int64_t pid) noexcept {
   proc_stat out;
   if (pid <= 0 || pid > INT_MAX) return out;
-  char path[32] = "/proc/";
-  char digits[12];
-  int nd = 0;
-  for (auto v = static_cast<std::uint64_t>(pid); v != 0; v /= 10)
-    digits[nd++] = static_cast<char>('0' + v % 10);
-  std::size_t len = 6;
-  while (nd > 0) path[len++] = digits[--nd];
-  for (const char* t = "/stat"; *t != '\0'; ++t) path[len++] = *t;
-  path[len] = '\0';
+  char path[32];
+  if (!proc_path(path, sizeof path, pid, "/stat")) return out;
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return out;
   char buf[1024];
