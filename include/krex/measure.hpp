@@ -36,6 +36,9 @@ struct measure_options {
   std::size_t flush_bytes = 0;  ///< CUDA: flush buffer size; 0 = 2 x the device's L2
   int graph_batch = 0;          ///< CUDA: >0 times a graph of this many calls per sample
                                 ///< (short kernels: no launch gaps); sample = graph / batch
+  bool sync_each = false;       ///< CUDA/HIP: synchronize the stream after every sample (the
+                                ///< do_bench style: the launch is not queued ahead, so a
+                                ///< descheduled CPU shows in the sample)
 };
 
 /// Every sample (milliseconds) and their statistics.

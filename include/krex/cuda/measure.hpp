@@ -144,6 +144,8 @@ measure_result measure(Region& /*held*/, cudaStream_t stream, F&& fn,
     detail::cuda_check(cudaEventRecord(ev[2 * i], stream), "cudaEventRecord");
     run(static_cast<int>(i));
     detail::cuda_check(cudaEventRecord(ev[2 * i + 1], stream), "cudaEventRecord");
+    if (o.sync_each)
+      detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (sample)");
   }
   detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (samples)");
   measure_result r;

@@ -152,6 +152,8 @@ measure_result measure(Region& /*held*/, hipStream_t stream, F&& fn,
     detail::hip_check(hipEventRecord(ev[2 * i], stream), "hipEventRecord");
     run(static_cast<int>(i));
     detail::hip_check(hipEventRecord(ev[2 * i + 1], stream), "hipEventRecord");
+    if (o.sync_each)
+      detail::hip_check(hipStreamSynchronize(stream), "hipStreamSynchronize (sample)");
   }
   detail::hip_check(hipStreamSynchronize(stream), "hipStreamSynchronize (samples)");
   measure_result r;
