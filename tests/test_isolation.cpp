@@ -40,6 +40,7 @@ struct board {
   std::atomic<int> grandchild[2];
   std::atomic<int> ready;
   std::atomic<int> stop;
+  std::atomic<int> release;
 };
 
 class isolation : public ::testing::TestWithParam<freeze_method> {
@@ -162,6 +163,53 @@ TEST_P(isolation, scope_active_spares_siblings_that_only_compute) {
   EXPECT_EQ(r.report().scope, krex::freeze_scope::active);
   EXPECT_TRUE(still(0, 100ms));
   EXPECT_TRUE(moves(2)) << "the compiling sibling was frozen";
+}
+
+// Scope `device`: a sibling caught inside a gated call when the gate rises
+// finishes it first, then is frozen (it touched the device); a sibling that
+// only computes keeps running. `active` is the same selection.
+TEST_P(isolation, scope_device_freezes_a_sibling_caught_in_a_submission) {
+  std::atomic<int>& release = m_b->release;
+  m_kids.push_back(krex_test::spawn([this, &release] {
+    if (m_method == freeze_method::signal) ::setpgid(0, 0);
+    krex::tenant t{opts()};
+    {
+      krex::submit_guard g{t};
+      m_b->ready++;
+      while (release.load() == 0) m_b->work[0]++;
+    }
+    while (m_b->stop.load() == 0) m_b->work[0]++;
+    return 0;
+  }));
+  m_kids.push_back(krex_test::spawn([this] {
+    if (m_method == freeze_method::signal) ::setpgid(0, 0);
+    krex::tenant t{opts()};
+    m_b->ready++;
+    while (m_b->stop.load() == 0) m_b->work[2]++;
+    return 0;
+  }));
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 10s));
+  krex::tenant t{opts().scope(krex::freeze_scope::device)};
+  std::thread opener([&] {
+    std::this_thread::sleep_for(200ms);
+    release.store(1);
+  });
+  struct joiner {
+    std::thread& t;
+    ~joiner() {
+      if (t.joinable()) t.join();
+    }
+  } join_opener{opener};
+  {
+    krex::region r{t};
+    opener.join();
+    EXPECT_EQ(r.report().scope, krex::freeze_scope::device);
+    ASSERT_EQ(r.report().frozen_pids.size(), 1U);
+    EXPECT_EQ(r.report().frozen_pids[0], m_kids[0].pid());
+    EXPECT_TRUE(still(0, 100ms)) << "the sibling caught in a submission was not frozen";
+    EXPECT_TRUE(moves(2)) << "the compiling sibling was frozen";
+    EXPECT_GE(r.report().gate_ns, 100'000'000U) << "the gate did not wait for the open submission";
+  }
 }
 
 namespace {

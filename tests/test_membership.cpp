@@ -252,3 +252,25 @@ TEST(group_mode, a_region_of_one_user_freezes_the_leaf_of_another) {
 }
 
 }  // namespace
+
+// tenant::join_report(): every phase is timed and the phases add up to at most
+// the whole; the stale-leaf sweep runs on a segment with no live guardian and
+// is left to the guardian once one runs.
+TEST(join, report_times_each_phase_and_skips_the_sweep_while_a_guardian_runs) {
+  krex_test::scoped_segment seg;
+  krex::tenant a{seg.opts()};
+  const krex::join_timings& ja = a.join_report();
+  EXPECT_TRUE(ja.swept) << "the first tenant of a fresh segment must sweep stale leaves";
+  EXPECT_GT(ja.total_ns, 0U);
+  const std::uint64_t sum = ja.driver_ns + ja.segment_ns + ja.slot_ns + ja.freeze_ns +
+                            ja.recover_ns + ja.sweep_ns + ja.topology_ns + ja.agent_ns +
+                            ja.gating_ns + ja.guardian_ns;
+  EXPECT_LE(sum, ja.total_ns);
+  EXPECT_GT(ja.segment_ns, 0U);
+  EXPECT_GT(ja.guardian_ns, 0U);
+  ASSERT_TRUE(krex_test::wait_until(
+      [&] { return krex::detail::guardian_recently_seen(*a.detail_member().node); }, 10s))
+      << "no guardian heartbeat";
+  krex::tenant b{seg.opts()};
+  EXPECT_FALSE(b.join_report().swept) << "a joiner swept although a guardian runs";
+}

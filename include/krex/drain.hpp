@@ -29,6 +29,7 @@ struct sibling {
   bool acked = false;
   bool gone = false;  ///< left or died during the region's entry
   bool proxied = false;  ///< acked by the holder: it had nothing to drain
+  bool submitting = false;  ///< inside a gated call when the gate rose (its call finished first)
 };
 
 /// Agent side: handles gate word `g` once. Returns true if it acked `g`.
@@ -52,6 +53,13 @@ bool agent_drain(member& m, Backend& backend, std::uint32_t g,
     ~syncing_done() { s.syncing.store(0); }
   } done{s};
   if (dirty) {
+    // The sync's own calls (cudaSetDevice creates nothing here: the context
+    // exists once the process submitted) must pass the raised gate that this
+    // drain serves, as nested calls of an open submission do.
+    struct pass_gate {
+      pass_gate() noexcept { ++submit_depth; }
+      ~pass_gate() { --submit_depth; }
+    } pass;
     try {
       backend.sync();
       s.syncs.fetch_add(1, std::memory_order_relaxed);
@@ -102,6 +110,7 @@ inline bool wait_submissions(member& m, std::vector<sibling>& sibs, std::uint64_
   bool all = true;
   for (sibling& sb : sibs) {
     if (sb.gone) continue;
+    if (m.slot_at(sb.slot).in_submit.load() != 0) sb.submitting = true;
     if (wait_in_submit_zero(m.slot_at(sb.slot), deadline_ns)) continue;
     if (sibling_gone(m, sb)) {
       sb.gone = true;

@@ -22,7 +22,12 @@ enum class freeze_method {
 /// Which siblings a region freezes.
 enum class freeze_scope {
   all,     ///< every sibling of the device (the KREX paper's choice)
-  active,  ///< only siblings that submitted device work since their last drain
+  device,  ///< only siblings that touch the device: device work in flight when the region
+           ///< started (their drain had work to sync) or inside a gated driver call then
+           ///< (launch, copy, allocation, context creation, module load...). CPU-only
+           ///< siblings (compiling, generating inputs on the host) keep running on the
+           ///< cores the region does not reserve; every gated call they make parks.
+  active,  ///< the former name of `device`: the same selection
 };
 
 /// Who may attach to the node's segment (its security domain).
@@ -53,7 +58,12 @@ inline const char* to_string(freeze_method m) noexcept {
   return "?";
 }
 inline const char* to_string(freeze_scope s) noexcept {
-  return s == freeze_scope::all ? "all" : "active";
+  switch (s) {
+    case freeze_scope::all: return "all";
+    case freeze_scope::device: return "device";
+    case freeze_scope::active: return "active";
+  }
+  return "?";
 }
 inline const char* to_string(segment_access a) noexcept {
   return a == segment_access::user ? "user" : "group";
@@ -76,8 +86,9 @@ inline freeze_method parse_freeze_method(const std::string& name, const std::str
 }
 inline freeze_scope parse_freeze_scope(const std::string& name, const std::string& v) {
   if (v == "all") return freeze_scope::all;
+  if (v == "device") return freeze_scope::device;
   if (v == "active") return freeze_scope::active;
-  bad_option(name, v, "all, active");
+  bad_option(name, v, "all, device (active is its former name)");
 }
 inline segment_access parse_access(const std::string& name, const std::string& v) {
   if (v == "user") return segment_access::user;
@@ -142,6 +153,7 @@ inline bool valid_segment_name(const std::string& s) {
 /// | confine             | KREX_CONFINE              | true    |
 /// | host_devices        | KREX_HOST_DEVICES         | 1       |
 /// | gate_mode           | KREX_GATING               | auto    |
+/// | release_on_leave    | KREX_RELEASE_ON_LEAVE     | false   |
 class options {
  public:
   using ms = std::chrono::milliseconds;
@@ -263,6 +275,17 @@ class options {
   }
   gating gate_mode() const noexcept { return m_gating; }
 
+  /// When the tenant leaves, release this process's device state (CUDA:
+  /// cudaDeviceReset of the device: its context, memory and modules) inside
+  /// the gate, so that the teardown a process does at exit never overlaps a
+  /// sibling's region. Only for a process that is done with the device when
+  /// it leaves (a process per benchmark command); off by default.
+  options& release_on_leave(bool b) noexcept {
+    m_release_on_leave = b;
+    return *this;
+  }
+  bool release_on_leave() const noexcept { return m_release_on_leave; }
+
   /// A copy with every set `KREX_*` variable applied (see the table above).
   /// Throws krex::error naming the variable for an unparsable value.
   options with_env() const {
@@ -304,6 +327,8 @@ class options {
       o.m_reserved_cores =
           static_cast<int>(detail::parse_int("KREX_RESERVED_CORES", v, 1, 64, "an integer 1..64"));
     if (const char* v = env("KREX_CONFINE")) o.m_confine = detail::parse_bool("KREX_CONFINE", v);
+    if (const char* v = env("KREX_RELEASE_ON_LEAVE"))
+      o.m_release_on_leave = detail::parse_bool("KREX_RELEASE_ON_LEAVE", v);
     if (const char* v = env("KREX_HOST_DEVICES"))
       o.m_host_devices = static_cast<int>(
           detail::parse_int("KREX_HOST_DEVICES", v, 1, max_devices, "an integer 1..16"));
@@ -353,6 +378,7 @@ class options {
   bool m_pin = true;
   int m_reserved_cores = 1;
   bool m_confine = true;
+  bool m_release_on_leave = false;
   int m_host_devices = 1;
   gating m_gating = gating::automatic;
 };

@@ -151,10 +151,14 @@ class basic_region {
     m_report.freeze = fz ? fz->method() : freeze_method::none;
     if (fz != nullptr && fz->method() != freeze_method::none) {
       detail::set_phase(*m.dev, detail::phase_freezing);
-      std::uint32_t idle = 0;  // siblings scope `active` leaves running
+      std::uint32_t idle = 0;  // siblings scope `device` leaves running
       for (const auto& sb : sibs) {
         if (sb.gone || !sb.acked) continue;
-        if (m.opts.scope() == freeze_scope::active && m.slot_at(sb.slot).active.load() == 0) {
+        // Scope device: a sibling touches the device if its drain had work
+        // to sync (`active`, set by its agent) or it was inside a gated call
+        // when the gate rose. Any other sibling parks at its next gated call.
+        if (m.opts.scope() != freeze_scope::all && !sb.submitting &&
+            m.slot_at(sb.slot).active.load() == 0) {
           ++idle;
           continue;
         }
@@ -181,7 +185,8 @@ class basic_region {
         }
       }
       if (idle > 0)
-        m_report.notes.push_back("freeze: scope active left " + std::to_string(idle) +
+        m_report.notes.push_back("freeze: scope " + std::string(to_string(m.opts.scope())) +
+                                 " left " + std::to_string(idle) +
                                  " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
                                  "freezes them too)");
       if (!detail::lease_held(m)) {

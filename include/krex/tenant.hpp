@@ -44,6 +44,12 @@ auto backend_detach(B& b, int) noexcept -> decltype(b.detach(), void()) {
 template <class B>
 void backend_detach(B&, long) noexcept {}
 template <class B>
+auto backend_release(B& b, int) noexcept -> decltype(b.release(), void()) {
+  b.release();
+}
+template <class B>
+void backend_release(B&, long) noexcept {}
+template <class B>
 auto backend_gating_note(const B& b, int) -> decltype(std::string(b.gating_note())) {
   return std::string(b.gating_note());
 }
@@ -103,6 +109,24 @@ struct fork_registry {
 };
 }  // namespace detail
 
+/// Where a tenant's join spent its time (nanoseconds, steady clock), phase by
+/// phase, in the order they run. `driver` is the backend's first calls (CUDA:
+/// driver initialization and the device's identity; no context is created).
+struct join_timings {
+  std::uint64_t driver_ns = 0;    ///< device count, key and name (backend)
+  std::uint64_t segment_ns = 0;   ///< open or create the node segment, find the device
+  std::uint64_t slot_ns = 0;      ///< claim a tenant slot
+  std::uint64_t freeze_ns = 0;    ///< open the freeze method, enter the leaf cgroup
+  std::uint64_t recover_ns = 0;   ///< recover a stale segment (dead holders, dead tenants)
+  std::uint64_t sweep_ns = 0;     ///< remove leaves of crashed runs (skipped while a guardian runs)
+  std::uint64_t topology_ns = 0;  ///< split the CPUs, confine this process off reserved cores
+  std::uint64_t agent_ns = 0;     ///< start the agent thread
+  std::uint64_t gating_ns = 0;    ///< attach automatic gating (CUDA: CUPTI subscription)
+  std::uint64_t guardian_ns = 0;  ///< check (or start) the segment's guardian
+  std::uint64_t total_ns = 0;     ///< the whole constructor
+  bool swept = false;             ///< whether the stale-leaf sweep ran
+};
+
 /// One process's membership of the node for one device: a slot in the node
 /// segment and an agent thread that drains this process's device work when a
 /// sibling starts a region. Usable from any thread of its process; neither
@@ -146,6 +170,9 @@ class basic_tenant {
     // the holder writes it). A region raised after this point waits for our
     // in_submit, which drops to 0 only once the slot is free.
     detail::submit_enter(m_member);
+    // Inside the gate: the device teardown of a finished process (its
+    // context, memory) must not overlap a sibling's region.
+    if (m_member.opts.release_on_leave()) detail::backend_release(m_backend, 0);
     m_member.slot->state.store(detail::slot_leaving);
     m_stop.store(true);
     m_member.dev->agent_bell.fetch_add(1);
@@ -218,6 +245,8 @@ class basic_tenant {
   /// How this tenant's submissions are gated: "explicit", or what the backend
   /// reports for automatic gating (e.g. "cupti", or why it fell back).
   std::string gating_note() const { return detail::backend_gating_note(m_backend, 0); }
+  /// Where joining spent its time, phase by phase.
+  const join_timings& join_report() const noexcept { return m_join; }
   /// This device's measuring cores (empty when pinning is off).
   const std::vector<int>& reserved_cpus() const noexcept { return m_reserved; }
   /// Why this tenant's regions protect less than krex can at best, one line
@@ -255,6 +284,7 @@ class basic_tenant {
   struct resolved_tag {};
 
   basic_tenant(const options& o, resolved_tag) : m_backend(o) {
+    join_clock clk;
     m_member.opts = o;
     const int count = m_backend.device_count();
     if (o.device() >= count)
@@ -262,19 +292,23 @@ class basic_tenant {
                   "device " + std::to_string(o.device()) + " is out of range: the " +
                       Backend::name + " backend has " + std::to_string(count) + " device(s)",
                   0, "use a device in 0.." + std::to_string(count - 1) + " (KREX_DEVICE)");
+    const std::uint64_t key = m_backend.device_key(o.device());
+    const std::string dev_name = m_backend.device_name(o.device());
+    clk.lap(m_join.driver_ns);
     m_segment = std::make_unique<detail::segment>(o);
     detail::node_state& n = m_segment->node();
     m_member.node = &n;
-    m_member.device = detail::device_index(n, m_backend.device_key(o.device()),
-                                           m_backend.device_name(o.device()));
+    m_member.device = detail::device_index(n, key, dev_name);
     m_member.dev = &n.devices[m_member.device];
+    clk.lap(m_join.segment_ns);
     m_member.index = detail::claim_slot(n, m_member.device);
     m_member.slot = &n.tenants[m_member.index];
     m_member.slot->syncing.store(0);  // a reaped slot may keep a dead agent's flag
     m_owner_pid = ::getpid();
     m_joined = true;
+    clk.lap(m_join.slot_ns);
     try {
-      isolate(count);
+      isolate(count, clk);
       m_agent = std::make_unique<std::thread>([this] { agent_loop(); });
       // The agent thread's name is this process's proof of membership of
       // its slot (detail/identity.hpp): named before any holder may look.
@@ -282,11 +316,14 @@ class basic_tenant {
       detail::as_safe::agent_thread_name(m_member.index, name);
       ::pthread_setname_np(m_agent->native_handle(), name);
       m_member.slot->state.store(detail::slot_active);
+      clk.lap(m_join.agent_ns);
       detail::backend_attach(m_backend, m_member, 0);
       m_attached = true;
+      clk.lap(m_join.gating_ns);
       // Last, once confined off the reserved cores (the guardian inherits
       // this thread's CPU mask) and with the recovery config complete.
       detail::ensure_guardian(n, m_recovery);
+      clk.lap(m_join.guardian_ns);
       // From here on a fork() cuts the child's copy off (detach_in_child).
       m_fork_link.owner = this;
       m_fork_link.on_child = [](void* self) noexcept {
@@ -300,11 +337,24 @@ class basic_tenant {
       leave();
       throw error(step::join, std::string("cannot start the agent thread: ") + e.what());
     }
+    m_join.total_ns = detail::now_ns() - clk.start;
   }
+
+  // Times the join's phases into a join_timings.
+  struct join_clock {
+    join_clock() noexcept : start(detail::now_ns()), last(start) {}
+    void lap(std::uint64_t& into) noexcept {
+      const std::uint64_t now = detail::now_ns();
+      into = now - last;
+      last = now;
+    }
+    std::uint64_t start;
+    std::uint64_t last;
+  };
 
   // Steps 3 and 4, tenant side: join the freeze domain (own leaf cgroup) and
   // keep off every device's reserved cores.
-  void isolate(int device_count) {
+  void isolate(int device_count, join_clock& clk) {
     const options& o = m_member.opts;
     m_freezer.emplace(
         detail::freezer::open(o.freeze(), o.cgroup_root(), m_segment->name()));
@@ -320,17 +370,28 @@ class basic_tenant {
     m_member.recovery = &m_recovery;
     m_freezer->enter(m_member.index);
     note_downgrades();
+    clk.lap(m_join.freeze_ns);
     // A stale segment or cgroup tree of a crashed run: recover devices whose
     // holder is gone, reap dead tenants, remove leaves nobody owns.
     detail::recover_node(*m_member.node, m_recovery);
-    detail::clean_stale_leaves(*m_member.node, m_recovery, m_member.index);
-    if (!o.pin() && !o.confine()) return;
-    std::vector<std::vector<int>> local;
-    for (int d = 0; d < device_count; ++d) local.push_back(m_backend.local_cpus(d));
-    const std::vector<detail::slice> slices =
-        detail::split(detail::topology::read(), device_count, o.reserved_cores(), local);
-    if (o.pin()) m_reserved = slices[static_cast<std::size_t>(o.device())].reserved;
-    if (o.confine()) m_previous_mask = detail::confine_process(detail::unreserved(slices));
+    clk.lap(m_join.recover_ns);
+    // The leaf sweep visits every slot's leaf path (max_tenants of them). A
+    // live guardian sweeps the same leaves periodically, so a tenant joining
+    // a healthy segment leaves it to the guardian.
+    if (!detail::guardian_recently_seen(*m_member.node)) {
+      detail::clean_stale_leaves(*m_member.node, m_recovery, m_member.index);
+      m_join.swept = true;
+    }
+    clk.lap(m_join.sweep_ns);
+    if (o.pin() || o.confine()) {
+      std::vector<std::vector<int>> local;
+      for (int d = 0; d < device_count; ++d) local.push_back(m_backend.local_cpus(d));
+      const std::vector<detail::slice> slices =
+          detail::split(detail::topology::read(), device_count, o.reserved_cores(), local);
+      if (o.pin()) m_reserved = slices[static_cast<std::size_t>(o.device())].reserved;
+      if (o.confine()) m_previous_mask = detail::confine_process(detail::unreserved(slices));
+    }
+    clk.lap(m_join.topology_ns);
   }
 
   // Says, once, every way this tenant's regions fall short of full protection.
@@ -422,6 +483,7 @@ class basic_tenant {
   std::vector<int> m_reserved;
   std::vector<int> m_previous_mask;
   std::vector<std::string> m_notes;
+  join_timings m_join;
   detail::device_state m_detached_dev{};
   detail::tenant_slot m_detached_slot{};
 };

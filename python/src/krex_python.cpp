@@ -114,6 +114,7 @@ options make_options(int device, const py::kwargs& kw) {
                                              {"none", freeze_method::none}}));
     else if (k == "scope")
       o.scope(to_enum<freeze_scope>(k, v, {{"all", freeze_scope::all},
+                                           {"device", freeze_scope::device},
                                            {"active", freeze_scope::active}}));
     else if (k == "freeze_deadline_ms") o.freeze_deadline(to_ms(k, v));
     else if (k == "cgroup_root") o.cgroup_root(to_str(k, v, "an absolute path"));

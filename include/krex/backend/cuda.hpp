@@ -19,6 +19,7 @@
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -47,7 +48,7 @@ class cuda {
  public:
   static constexpr const char* name = "cuda";
 
-  explicit cuda(const options& o) : m_mode(o.gate_mode()) {}
+  explicit cuda(const options& o) : m_mode(o.gate_mode()), m_ordinal(o.device()) {}
   ~cuda() { detach(); }
   cuda(const cuda&) = delete;
   cuda& operator=(const cuda&) = delete;
@@ -99,6 +100,37 @@ class cuda {
   void sync() const {
     detail::cuda_check(cudaSetDevice(m_ordinal), "cudaSetDevice (drain)");
     detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (drain)");
+  }
+
+  /// Tenant hook (options::release_on_leave, called inside the gate when the
+  /// tenant leaves): resets the device if this process has its primary
+  /// context, so the context's teardown (memory, page tables, channels) runs
+  /// now, gated, instead of at process exit after the tenant has left. A
+  /// process with no context is left without one (cudaSetDevice would create it).
+  void release() noexcept {
+    using get_fn = CUresult (*)(CUdevice*, int);
+    using state_fn = CUresult (*)(CUdevice, unsigned*, int*);
+    void* get = nullptr;
+    void* state = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 2000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess ||
+        cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &state, 7000,
+                                         cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    CUdevice dev = 0;
+    unsigned flags = 0;
+    int active = 0;
+    if (reinterpret_cast<get_fn>(get)(&dev, m_ordinal) != CUDA_SUCCESS ||
+        reinterpret_cast<state_fn>(state)(dev, &flags, &active) != CUDA_SUCCESS || active == 0)
+      return;
+    // (The current device stays this one: setting another back could create its context.)
+    if (cudaSetDevice(m_ordinal) == cudaSuccess) cudaDeviceReset();
+    cudaGetLastError();
   }
 
   /// Tenant hook: subscribes CUPTI for automatic gating unless gating is explicit.

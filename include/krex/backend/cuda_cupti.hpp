@@ -4,15 +4,26 @@
 // Automatic gating for the CUDA backend: a CUPTI callback subscription that
 // passes every runtime and driver API call that can leave work on the device
 // (kernel launches of every flavour, graph launches, copies, memsets, event
-// records, stream memory operations, host functions, prefetches) through the
-// tenant's submission gate. Launches made by libraries the harness does not
-// control (cuBLAS, PyTorch) are gated too.
+// records, stream memory operations, host functions, prefetches) or change
+// what the device holds (context creation and destruction, primary-context
+// retain/release/reset, cudaSetDevice/cudaInitDevice, which create the
+// primary context, allocations and frees of every kind, host registration,
+// module and library loads and unloads, kernel lookups, which load lazily
+// loaded code, graph instantiation and upload) through the tenant's
+// submission gate. Launches made by libraries the harness does not control
+// (cuBLAS, PyTorch) are gated too. Such device-management calls change the
+// GPU's page tables and channels: run next to a timed loop they slow it (a
+// TLB invalidation reaches every running kernel), so a sibling's region must
+// not overlap them either.
 //
 // The enter callback runs submit_enter (it parks there while a sibling holds a
 // region), the exit callback submit_exit. Both domains are enabled: a runtime
 // call parks before the runtime enters the driver, and the driver call nested
 // in it passes at once (submit_depth). Driver calls made without the runtime
 // (cuBLAS, Triton, PyTorch's driver paths) are caught by the driver domain.
+// CUDA 13's `<<<>>>` launches enter the runtime through __cudaLaunchKernel,
+// whose parameters CUPTI does not describe; they are gated at the driver
+// launch nested in it, where the stream is known (capture check below).
 //
 // A kernel launch into a stream that is being captured does not run, so while
 // a sibling holds the gate such a launch passes ungated (checked only then:
@@ -44,6 +55,8 @@ struct state {
   CUpti_SubscriberHandle subscriber = nullptr;
   std::atomic<member*> target{nullptr};          ///< the tenant whose gate calls pass
   std::atomic<std::uint64_t> gated{0};           ///< calls that passed the gate
+  std::atomic<std::uint64_t> gated_runtime{0};   ///< ...of which entered it in the runtime domain
+  std::atomic<std::uint64_t> gated_driver{0};    ///< ...in the driver domain (not nested)
   std::atomic<std::uint64_t> capture_passes{0};  ///< captured launches let through a raised gate
   std::atomic<int> open{0};  ///< calls between their enter and exit callbacks (see detach)
 };
@@ -53,16 +66,30 @@ inline state& the_state() {
   return s;
 }
 
-/// Whether an API of `domain` named `name` can leave work on the device.
+/// Whether an API of `domain` named `name` can leave work on the device or
+/// change what the device holds (see the top of this file). Names match by
+/// prefix: "cuMemAlloc" also covers cuMemAllocAsync, cuMemAllocHost, ...
 inline bool gated_api(CUpti_CallbackDomain domain, const char* name) noexcept {
   if (name == nullptr) return false;
   static const char* const driver[] = {
-      "cuLaunch",      "cuGraphLaunch",      "cuMemcpy",          "cuMemset",
-      "cuEventRecord", "cuStreamWriteValue", "cuStreamWaitValue", "cuStreamBatchMemOp",
-      "cuMemPrefetch", "cuGraphicsMap",      "cuSignalExternal",  "cuWaitExternal"};
-  static const char* const runtime[] = {"cudaLaunch",         "cudaGraphLaunch", "cudaMemcpy",
-                                        "cudaMemset",         "cudaEventRecord", "cudaMemPrefetch",
-                                        "cudaSignalExternal", "cudaWaitExternal"};
+      // work on the device
+      "cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset", "cuEventRecord", "cuStreamWriteValue",
+      "cuStreamWaitValue", "cuStreamBatchMemOp", "cuMemPrefetch", "cuGraphicsMap",
+      "cuSignalExternal", "cuWaitExternal",
+      // device management: contexts, memory, code
+      "cuCtxCreate", "cuCtxDestroy", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",
+      "cuDevicePrimaryCtxReset", "cuGreenCtxCreate", "cuGreenCtxDestroy", "cuMemAlloc",
+      "cuMemFree", "cuMemHostAlloc", "cuMemHostRegister", "cuMemHostUnregister", "cuMemCreate",
+      "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuModuleLoad", "cuModuleUnload",
+      "cuModuleGetFunction", "cuLibraryLoad", "cuLibraryUnload", "cuLibraryGetKernel",
+      "cuKernelGetFunction", "cuGraphInstantiate", "cuGraphUpload"};
+  static const char* const runtime[] = {
+      "cudaLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset", "cudaEventRecord",
+      "cudaMemPrefetch", "cudaSignalExternal", "cudaWaitExternal",
+      // device management
+      "cudaSetDevice", "cudaInitDevice", "cudaDeviceReset", "cudaMalloc", "cudaFree",
+      "cudaHostAlloc", "cudaHostRegister", "cudaHostUnregister", "cudaLibraryLoad",
+      "cudaLibraryUnload", "cudaGraphInstantiate", "cudaGraphUpload"};
   const auto match = [name](const char* const* first, const char* const* last) {
     for (; first != last; ++first)
       if (std::strncmp(name, *first, std::strlen(*first)) == 0) return true;
@@ -154,7 +181,11 @@ inline void CUPTIAPI on_api(void* /*userdata*/, CUpti_CallbackDomain domain, CUp
         return;
       }
     }
+    const bool outer = submit_depth == 0;
     submit_enter(*m);
+    if (outer)
+      (domain == CUPTI_CB_DOMAIN_RUNTIME_API ? st.gated_runtime : st.gated_driver)
+          .fetch_add(1, std::memory_order_relaxed);
     // The exit callback closes the submission on the member it was opened on.
     *info->correlationData = reinterpret_cast<std::uint64_t>(m);
   } else if (*info->correlationData != 0) {
