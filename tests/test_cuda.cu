@@ -77,18 +77,35 @@ TEST(CudaGate, GatedApiNames) {
         "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoH_v2", "cuMemsetD32Async", "cuEventRecordWithFlags",
         "cuLaunchHostFunc", "cuStreamWriteValue64_v2", "cuMemPrefetchAsync_v2"})
     EXPECT_TRUE(gated_api(drv, n)) << n;
-  for (const char* n : {"cuCtxSynchronize", "cuStreamSynchronize", "cuMemAlloc_v2",
-                        "cuEventSynchronize", "cuModuleLoad", "cuStreamBeginCapture_v2",
-                        "cuGraphInstantiateWithFlags", "cuStreamIsCapturing"})
+  // Device management: contexts, memory, code (issue 11).
+  for (const char* n :
+       {"cuCtxCreate_v4", "cuCtxDestroy_v2", "cuDevicePrimaryCtxRetain",
+        "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxReset_v2", "cuMemAlloc_v2",
+        "cuMemAllocAsync", "cuMemAllocManaged", "cuMemFree_v2", "cuMemFreeAsync", "cuMemHostAlloc",
+        "cuMemHostRegister_v2", "cuMemCreate", "cuMemMap", "cuMemRelease", "cuModuleLoad",
+        "cuModuleLoadData", "cuModuleUnload", "cuModuleGetFunction", "cuLibraryLoadData",
+        "cuLibraryGetKernel", "cuKernelGetFunction", "cuGraphInstantiateWithFlags",
+        "cuGraphUpload"})
+    EXPECT_TRUE(gated_api(drv, n)) << n;
+  for (const char* n : {"cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+                        "cuStreamBeginCapture_v2", "cuStreamIsCapturing", "cuInit",
+                        "cuDeviceGet", "cuDevicePrimaryCtxGetState", "cuCtxGetCurrent",
+                        "cuMemGetInfo_v2", "cuPointerGetAttribute"})
     EXPECT_FALSE(gated_api(drv, n)) << n;
   for (const char* n :
        {"cudaLaunchKernel_v7000", "cudaLaunchKernelExC_ptsz_v11060", "cudaGraphLaunch_v10000",
         "cudaMemcpyAsync_v3020", "cudaMemcpyToSymbol_v3020", "cudaMemsetAsync_v3020",
-        "cudaEventRecord_v3020", "cudaLaunchHostFunc_v10000"})
+        "cudaEventRecord_v3020", "cudaLaunchHostFunc_v10000", "cudaMalloc_v3020",
+        "cudaFree_v3020", "cudaMallocAsync_v11020", "cudaFreeHost_v3020", "cudaHostAlloc_v3020",
+        "cudaSetDevice_v3020", "cudaInitDevice_v12000", "cudaDeviceReset_v3020",
+        "cudaLibraryLoadData_v12060", "cudaGraphInstantiate_v12000"})
     EXPECT_TRUE(gated_api(rt, n)) << n;
-  for (const char* n : {"cudaDeviceSynchronize_v3020", "cudaMalloc_v3020", "cudaSetDevice_v3020",
+  // __cudaLaunchKernel (CUDA 13's <<<>>>) is gated at its nested driver launch,
+  // where the stream is known for the capture check (cuda_cupti.hpp).
+  for (const char* n : {"cudaDeviceSynchronize_v3020", "cudaGetDevice_v3020",
                         "cudaStreamSynchronize_v3020", "cudaEventSynchronize_v3020",
-                        "cudaStreamIsCapturing_v10000"})
+                        "cudaStreamIsCapturing_v10000", "__cudaLaunchKernel_v13000",
+                        "cudaGetDeviceProperties_v3020", "cudaEventCreate_v3020"})
     EXPECT_FALSE(gated_api(rt, n)) << n;
   EXPECT_FALSE(gated_api(drv, nullptr));
 }
@@ -330,6 +347,196 @@ TEST(CudaMeasure, EventsColdL2AndGraphs) {
                  g.method.c_str());
     CHILD_EXPECT(g.method == "cuda-events+graph", 96);
     CHILD_EXPECT(g.median_ms > 0.0095 && g.median_ms < 0.02, 97);
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+}
+
+namespace {
+// Through the runtime's entry-point lookup: the tests do not link libcuda.
+int primary_context_active(int ordinal) {
+  using get_fn = CUresult (*)(CUdevice*, int);
+  using state_fn = CUresult (*)(CUdevice, unsigned*, int*);
+  void* g = nullptr;
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &g, 2000, cudaEnableDefault, &q) !=
+          cudaSuccess ||
+      cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &f, 7000, cudaEnableDefault,
+                                       &q) != cudaSuccess)
+    return -1;
+  CUdevice d = 0;
+  unsigned flags = 0;
+  int active = -1;
+  if (reinterpret_cast<get_fn>(g)(&d, ordinal) != CUDA_SUCCESS ||
+      reinterpret_cast<state_fn>(f)(d, &flags, &active) != CUDA_SUCCESS)
+    return -1;
+  return active;
+}
+
+// A sibling process that holds a region for `hold` once b->step reaches 1,
+// then sets b->value[0] to the time it ended and b->step to 3.
+krex_test::child hold_region(const scoped_segment& seg, shared<board>& b,
+                             std::chrono::milliseconds hold) {
+  return krex_test::spawn([&seg, &b, hold] {
+    krex::tenant t{seg.opts().gate_mode(krex::gating::explicit_)};
+    while (b->step.load() < 1) std::this_thread::sleep_for(1ms);
+    {
+      krex::region r{t};
+      b->step.store(2);
+      std::this_thread::sleep_for(hold);
+      b->value[0].store(krex_test::now_ns());
+    }
+    b->step.store(3);
+    return 0;
+  });
+}
+}  // namespace
+
+// Issue 11: lazy context creation inside cudaFree(0) is device management. A
+// member that creates its context while a sibling holds a region parks before
+// the context exists, and creates it only after the region ended. Which CUPTI
+// domain caught it is printed (runtime: cudaFree; driver: a nested retain).
+TEST(CudaGate, LazyContextCreationParksUntilTheRegionEnds) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  shared<board> b;
+  krex_test::child holder = hold_region(seg, b, 500ms);
+  const int code = in_child([&] {
+    krex::tenant t{seg.opts()};
+    CHILD_EXPECT(t.gating_note() == "cupti", 60);
+    CHILD_EXPECT(primary_context_active(0) == 0, 61);  // joining created no context
+    b->step.store(1);
+    while (b->step.load() < 2) std::this_thread::sleep_for(1ms);
+    auto& st = krex::detail::cupti::the_state();
+    const std::uint64_t rt0 = st.gated_runtime.load(), drv0 = st.gated_driver.load();
+    std::atomic<int> done{0};
+    std::thread creator([&] {
+      cudaFree(nullptr);  // the runtime's lazy initialization creates the primary context
+      done.store(1);
+    });
+    std::this_thread::sleep_for(200ms);
+    const int parked = done.load() == 0;
+    const int active_during = primary_context_active(0);
+    creator.join();
+    const std::uint64_t end = b->value[0].load();
+    std::fprintf(stderr,
+                 "cudaFree(0) during a sibling's region: parked=%d, context during the region=%d, "
+                 "gated runtime calls %llu, driver calls %llu\n",
+                 parked, active_during,
+                 static_cast<unsigned long long>(st.gated_runtime.load() - rt0),
+                 static_cast<unsigned long long>(st.gated_driver.load() - drv0));
+    CHILD_EXPECT(parked, 62);
+    CHILD_EXPECT(active_during == 0, 63);
+    CHILD_EXPECT(end != 0 && krex_test::now_ns() >= end, 64);
+    CHILD_EXPECT(primary_context_active(0) == 1, 65);
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(krex_test::exit_code(holder.wait(60s)), 0);
+}
+
+// cudaMalloc and a CUDA 13 <<<>>> launch both park while a sibling holds a
+// region, and run after it.
+TEST(CudaGate, AllocationAndTripleChevronLaunchPark) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  shared<board> b;
+  // Two regions, at step 1 and at step 4; each end time goes to value[0] / value[1].
+  krex_test::child holder = krex_test::spawn([&] {
+    krex::tenant t{seg.opts().gate_mode(krex::gating::explicit_)};
+    for (int k = 0; k < 2; ++k) {
+      while (b->step.load() < 1 + 3 * k) std::this_thread::sleep_for(1ms);
+      {
+        krex::region r{t};
+        b->step.store(2 + 3 * k);
+        std::this_thread::sleep_for(300ms);
+        b->value[k].store(krex_test::now_ns());
+      }
+      b->step.store(3 + 3 * k);
+    }
+    return 0;
+  });
+  const int code = in_child([&] {
+    krex::tenant t{seg.opts()};
+    CHILD_EXPECT(cudaFree(nullptr) == cudaSuccess, 70);
+    b->step.store(1);
+    while (b->step.load() < 2) std::this_thread::sleep_for(1ms);
+    auto& st = krex::detail::cupti::the_state();
+    void* p = nullptr;
+    CHILD_EXPECT(cudaMalloc(&p, 1 << 20) == cudaSuccess, 71);
+    const std::uint64_t after_malloc = krex_test::now_ns();
+    CHILD_EXPECT(b->value[0].load() != 0 && after_malloc >= b->value[0].load(), 72);
+    while (b->step.load() < 3) std::this_thread::sleep_for(1ms);
+    b->step.store(4);
+    while (b->step.load() < 5) std::this_thread::sleep_for(1ms);
+    const std::uint64_t drv0 = st.gated_driver.load();
+    krex_gpu::fma_loop<<<1, 32>>>(nullptr, 10);
+    const std::uint64_t after_launch = krex_test::now_ns();
+    CHILD_EXPECT(b->value[1].load() != 0 && after_launch >= b->value[1].load(), 73);
+    std::fprintf(stderr, "<<<>>> launch: gated at the driver domain: %llu call(s)\n",
+                 static_cast<unsigned long long>(st.gated_driver.load() - drv0));
+    CHILD_EXPECT(cudaDeviceSynchronize() == cudaSuccess, 75);
+    cudaFree(p);
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(krex_test::exit_code(holder.wait(60s)), 0);
+}
+
+// options::release_on_leave: leaving resets the device (inside the gate), so
+// the process has no context afterwards; without it the context stays.
+TEST(CudaBackend, ReleaseOnLeaveResetsTheContext) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  const int code = in_child([&] {
+    {
+      krex::tenant t{seg.opts()};
+      CHILD_EXPECT(cudaFree(nullptr) == cudaSuccess, 80);
+      CHILD_EXPECT(primary_context_active(0) == 1, 81);
+    }
+    CHILD_EXPECT(primary_context_active(0) == 1, 82);  // default: kept
+    {
+      krex::tenant t{seg.opts().release_on_leave(true)};
+      krex_gpu::fma_loop<<<1, 32>>>(nullptr, 10);
+      CHILD_EXPECT(cudaDeviceSynchronize() == cudaSuccess, 83);
+    }
+    CHILD_EXPECT(primary_context_active(0) == 0, 84);
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+}
+
+// The measure scratch is reused across calls and survives a device reset (the
+// old context's buffer is dropped, not used).
+TEST(CudaMeasure, ScratchIsReusedAndSurvivesADeviceReset) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  const int code = in_child([&] {
+    krex::tenant t{seg.opts()};
+    cudaStream_t s = nullptr;
+    CHILD_EXPECT(cudaStreamCreate(&s) == cudaSuccess, 90);
+    krex::measure_options o;
+    o.samples = 5;
+    krex::prepare_measure(o);
+    for (int round = 0; round < 2; ++round) {
+      krex::region r{t};
+      const krex::measure_result m =
+          krex::measure(r, s, [&] { krex_gpu::fma_loop<<<1, 32, 0, s>>>(nullptr, 1000); }, o);
+      CHILD_EXPECT(m.samples_ms.size() == 5 && m.median_ms > 0, 91);
+      CHILD_EXPECT(m.method.find("cold-l2") != std::string::npos, 92);
+    }
+    cudaStreamDestroy(s);
+    CHILD_EXPECT(cudaDeviceReset() == cudaSuccess, 93);
+    CHILD_EXPECT(cudaStreamCreate(&s) == cudaSuccess, 94);
+    {
+      krex::region r{t};
+      const krex::measure_result m =
+          krex::measure(r, s, [&] { krex_gpu::fma_loop<<<1, 32, 0, s>>>(nullptr, 1000); }, o);
+      CHILD_EXPECT(m.samples_ms.size() == 5 && m.median_ms > 0, 95);
+    }
+    CHILD_EXPECT(cudaStreamSynchronize(s) == cudaSuccess, 96);
+    cudaStreamDestroy(s);
     return 0;
   });
   EXPECT_EQ(code, 0);

@@ -9,12 +9,15 @@
 #include <krex/error.hpp>
 #include <krex/measure.hpp>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 namespace krex {
@@ -52,6 +55,7 @@ class event_set {
   event_set(const event_set&) = delete;
   event_set& operator=(const event_set&) = delete;
   cudaEvent_t operator[](std::size_t i) const noexcept { return m_events[i]; }
+  const cudaEvent_t* data() const noexcept { return m_events.data(); }
 
  private:
   std::vector<cudaEvent_t> m_events;
@@ -66,6 +70,112 @@ inline std::size_t flush_size(std::size_t requested) {
   cuda_check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
   return std::max<std::size_t>(2 * static_cast<std::size_t>(l2), 1U << 20);
 }
+
+/// krex::measure's device scratch (the L2 flush buffer and the sample
+/// events), kept per process and CUDA context and reused from call to call:
+/// allocating inside a region (cudaMalloc, event creation) costs the region
+/// milliseconds and is itself device management. One measurement uses the
+/// scratch at a time; a concurrent one (another thread) allocates its own.
+class measure_scratch {
+ public:
+  struct lease {
+    measure_scratch* owner = nullptr;
+    void* flush = nullptr;
+    std::size_t flush_bytes = 0;
+    const cudaEvent_t* events = nullptr;
+    lease() = default;
+    lease(const lease&) = delete;
+    lease& operator=(const lease&) = delete;
+    ~lease() {
+      if (owner != nullptr) owner->m_mu.unlock();
+    }
+  };
+
+  static measure_scratch& get() {
+    static measure_scratch* s = new measure_scratch;  // never destroyed: used until exit
+    return *s;
+  }
+
+  /// Fills `l` with a flush buffer of `flush_bytes` and `events` events of the
+  /// current context, allocating only what the cache lacks. Returns false
+  /// (nothing taken) if another measurement holds the scratch or the context
+  /// cannot be named; the caller then allocates its own.
+  bool take(std::size_t flush_bytes, std::size_t events, lease& l) {
+    if (!m_mu.try_lock()) return false;
+    try {
+      unsigned long long id = 0;
+      int dev = -1;
+      if (!current_context(&id) || cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        m_mu.unlock();
+        return false;
+      }
+      if (id != m_ctx || dev != m_device) {
+        // Another context (this device's was reset, or another device): what
+        // the cache holds belonged to a context that may be gone, so it is
+        // dropped, never freed (freeing it in this context would be invalid).
+        m_flush = nullptr;
+        m_flush_bytes = 0;
+        m_events.clear();
+        m_ctx = id;
+        m_device = dev;
+      }
+      if (m_flush_bytes < flush_bytes) {
+        if (m_flush != nullptr) cudaFree(m_flush);
+        m_flush = nullptr;
+        m_flush_bytes = 0;
+        cuda_check(cudaMalloc(&m_flush, flush_bytes), "cudaMalloc (L2 flush buffer)");
+        m_flush_bytes = flush_bytes;
+      }
+      while (m_events.size() < events) {
+        cudaEvent_t e = nullptr;
+        cuda_check(cudaEventCreate(&e), "cudaEventCreate");
+        m_events.push_back(e);
+      }
+    } catch (...) {
+      m_mu.unlock();
+      throw;
+    }
+    l.owner = this;
+    l.flush = flush_bytes != 0 ? m_flush : nullptr;
+    l.flush_bytes = flush_bytes;
+    l.events = m_events.data();
+    return true;
+  }
+
+ private:
+  // The unique id of the calling thread's current context (cuCtxGetId,
+  // CUDA 12.0+, through the runtime's entry-point lookup: no libcuda link).
+  static bool current_context(unsigned long long* id) {
+    using cur_fn = CUresult (*)(CUcontext*);
+    using id_fn = CUresult (*)(CUcontext, unsigned long long*);
+    static const std::pair<cur_fn, id_fn> fns = [] {
+      void* a = nullptr;
+      void* b = nullptr;
+      cudaDriverEntryPointQueryResult q{};
+      if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &a, 4000, cudaEnableDefault, &q) !=
+              cudaSuccess ||
+          q != cudaDriverEntryPointSuccess ||
+          cudaGetDriverEntryPointByVersion("cuCtxGetId", &b, 12000, cudaEnableDefault, &q) !=
+              cudaSuccess ||
+          q != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        return std::pair<cur_fn, id_fn>{nullptr, nullptr};
+      }
+      return std::pair<cur_fn, id_fn>{reinterpret_cast<cur_fn>(a), reinterpret_cast<id_fn>(b)};
+    }();
+    CUcontext c = nullptr;
+    return fns.first != nullptr && fns.first(&c) == CUDA_SUCCESS && c != nullptr &&
+           fns.second(c, id) == CUDA_SUCCESS;
+  }
+
+  std::mutex m_mu;
+  unsigned long long m_ctx = 0;
+  int m_device = -1;
+  void* m_flush = nullptr;
+  std::size_t m_flush_bytes = 0;
+  std::vector<cudaEvent_t> m_events;
+};
 
 /// Owns a captured graph and its executable form.
 class graph_exec {
@@ -100,21 +210,51 @@ class graph_exec {
 
 }  // namespace detail
 
+/// Allocates krex::measure's device scratch for the current device (its L2
+/// flush buffer and events for `o`) now, outside any region, so that the
+/// region's measure allocates nothing. Optional: without it the first
+/// measure of the process allocates (inside its region) and later ones reuse.
+/// Throws krex::error(step::backend).
+inline void prepare_measure(const measure_options& o = {}) {
+  detail::check_measure_options(o);
+  detail::measure_scratch::lease l;
+  detail::measure_scratch::get().take(o.cold_l2 ? detail::flush_size(o.flush_bytes) : 0,
+                                      2 * static_cast<std::size_t>(o.samples), l);
+}
+
 /// Times `fn` (which enqueues work on `stream`) inside the held region `held`:
 /// warm-up, then o.samples samples, each between two events on `stream`; with
 /// o.cold_l2 the L2 is flushed (a memset of twice its size) before each sample,
 /// outside its events; with o.graph_batch = n each sample is one launch of a
 /// graph of n calls, divided by n. `fn` may take the sample index (rotate
-/// inputs). Synchronizes `stream`. Throws krex::error(step::backend).
+/// inputs). Synchronizes `stream`. The flush buffer and the events come from
+/// a per-process cache (see prepare_measure), so only the first measure of a
+/// context allocates. Throws krex::error(step::backend).
 template <class Region, class F>
 measure_result measure(Region& /*held*/, cudaStream_t stream, F&& fn,
                        const measure_options& o = {}) {
   detail::check_measure_options(o);
   const auto n = static_cast<std::size_t>(o.samples);
-  detail::device_buffer flush(o.cold_l2 ? detail::flush_size(o.flush_bytes) : 0);
+  const std::size_t flush_bytes = o.cold_l2 ? detail::flush_size(o.flush_bytes) : 0;
+  // The process's cached scratch (nothing allocated here after the first
+  // call, or after prepare_measure), else a private one.
+  detail::measure_scratch::lease cached;
+  std::unique_ptr<detail::device_buffer> own_flush;
+  std::unique_ptr<detail::event_set> own_events;
+  void* flush = nullptr;
+  const cudaEvent_t* ev = nullptr;
+  if (detail::measure_scratch::get().take(flush_bytes, 2 * n, cached)) {
+    flush = cached.flush;
+    ev = cached.events;
+  } else {
+    own_flush = std::make_unique<detail::device_buffer>(flush_bytes);
+    own_events = std::make_unique<detail::event_set>(2 * n);
+    flush = own_flush->get();
+    ev = own_events->data();
+  }
   const auto flush_l2 = [&](int i) {
-    if (flush.get() != nullptr)
-      detail::cuda_check(cudaMemsetAsync(flush.get(), i & 0xff, flush.size(), stream),
+    if (flush != nullptr)
+      detail::cuda_check(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream),
                          "cudaMemsetAsync (L2 flush)");
   };
   std::unique_ptr<detail::graph_exec> graph;
@@ -138,7 +278,6 @@ measure_result measure(Region& /*held*/, cudaStream_t stream, F&& fn,
     detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (warm-up)");
   }
 
-  detail::event_set ev(2 * n);
   for (std::size_t i = 0; i < n; ++i) {
     flush_l2(static_cast<int>(i));
     detail::cuda_check(cudaEventRecord(ev[2 * i], stream), "cudaEventRecord");
@@ -150,7 +289,7 @@ measure_result measure(Region& /*held*/, cudaStream_t stream, F&& fn,
   detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (samples)");
   measure_result r;
   r.method = graph ? "cuda-events+graph" : "cuda-events";
-  if (flush.get() != nullptr) r.method += "+cold-l2";
+  if (flush != nullptr) r.method += "+cold-l2";
   r.samples_ms.reserve(n);
   const double per = graph ? static_cast<double>(o.graph_batch) : 1.0;
   for (std::size_t i = 0; i < n; ++i) {
