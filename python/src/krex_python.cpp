@@ -86,7 +86,7 @@ ms to_ms(const std::string& name, py::handle v) {
 constexpr const char* option_names =
     "device, segment, access, gate_park_ms, drain_deadline_ms, lock_wait_ms, lease_ms, "
     "allow_contended, freeze, scope, freeze_deadline_ms, cgroup_root, pin, reserved_cores, "
-    "confine, host_devices, gating";
+    "confine, host_devices, gating, release_on_leave";
 
 /// krex::options from Python keyword arguments, one setter per name (the
 /// setters validate ranges and throw krex::error naming the option).
@@ -121,6 +121,7 @@ options make_options(int device, const py::kwargs& kw) {
     else if (k == "pin") o.pin(to_bool(k, v));
     else if (k == "reserved_cores") o.reserved_cores(static_cast<int>(to_int(k, v, "1..64")));
     else if (k == "confine") o.confine(to_bool(k, v));
+    else if (k == "release_on_leave") o.release_on_leave(to_bool(k, v));
     else if (k == "host_devices") o.host_devices(static_cast<int>(to_int(k, v, "1..16")));
     else if (k == "gating")
       o.gate_mode(to_enum<gating>(k, v, {{"auto", gating::automatic},
