@@ -21,17 +21,6 @@
 
 namespace krex::detail {
 
-/// A sibling as the region holder saw it when the gate rose.
-struct sibling {
-  std::uint32_t slot;
-  std::int32_t pid;  ///< as its slot says: a claim, verified before any signal (freeze.hpp)
-  std::uint64_t start_time = 0;  ///< as its slot says (0 while it is still claiming)
-  bool acked = false;
-  bool gone = false;  ///< left or died during the region's entry
-  bool proxied = false;  ///< acked by the holder: it had nothing to drain
-  bool submitting = false;  ///< inside a gated call when the gate rose (its call finished first)
-};
-
 /// Agent side: handles gate word `g` once. Returns true if it acked `g`.
 template <class Backend>
 bool agent_drain(member& m, Backend& backend, std::uint32_t g,
@@ -78,47 +67,6 @@ bool agent_drain(member& m, Backend& backend, std::uint32_t g,
   if (static_cast<std::int32_t>(acks - m.dev->ack_wake_at.load()) >= 0)
     futex_wake_all(m.dev->acks);
   return true;
-}
-
-/// Holder side: the live siblings on the holder's device.
-inline std::vector<sibling> snapshot_siblings(member& m) {
-  std::vector<sibling> out;
-  for (std::uint32_t i = 0; i < max_tenants; ++i) {
-    if (i == m.index) continue;
-    tenant_slot& s = m.slot_at(i);
-    const std::int32_t pid = s.owner.load();
-    if (pid <= 0 || s.device.load() != m.device || s.state.load() == slot_leaving) continue;
-    // Liveness is checked only for siblings that are slow to drain: reading
-    // /proc for every sibling on every region would dominate the region's cost.
-    out.push_back(sibling{i, pid, s.start_time.load()});
-  }
-  return out;
-}
-
-/// The slot's owner is no longer the one snapshotted (left, died, or the
-/// slot was taken by another process), or it is dead.
-inline bool sibling_gone(member& m, const sibling& sb) noexcept {
-  tenant_slot& s = m.slot_at(sb.slot);
-  if (s.owner.load() != sb.pid) return true;
-  if (sb.start_time != 0 && s.start_time.load() != sb.start_time) return true;
-  return reap_if_dead(*m.node, sb.slot, m.recovery);
-}
-
-/// Holder side, gate step: waits until every sibling's in_submit is 0.
-/// Returns false if the deadline passed first (the laggards are left un-acked).
-inline bool wait_submissions(member& m, std::vector<sibling>& sibs, std::uint64_t deadline_ns) {
-  bool all = true;
-  for (sibling& sb : sibs) {
-    if (sb.gone) continue;
-    if (m.slot_at(sb.slot).in_submit.load() != 0) sb.submitting = true;
-    if (wait_in_submit_zero(m.slot_at(sb.slot), deadline_ns)) continue;
-    if (sibling_gone(m, sb)) {
-      sb.gone = true;
-      continue;
-    }
-    all = false;
-  }
-  return all;
 }
 
 /// Holder side, after wait_submissions: acks on behalf of every sibling with
@@ -181,6 +129,35 @@ inline bool wait_drained(member& m, std::vector<sibling>& sibs, std::uint32_t ep
           now_ns() + 1'000'000 < deadline_ns && m.dev->acks.load() == a && sibling_gone(m, sb))
         sb.gone = true;
   }
+}
+
+/// What the drain step did (the region records it in its report).
+struct drain_result {
+  bool ok = false;                   ///< every sibling acked (or is gone) in time
+  std::uint32_t drained = 0;         ///< siblings that acked
+  std::uint32_t gone = 0;            ///< siblings that left or died meanwhile
+  std::vector<std::int32_t> undrained;  ///< pids that missed the deadline
+};
+
+/// Step 2, holder side: acks for every sibling with nothing to drain, wakes
+/// the agents of the others and waits for their acks until `deadline_ns`.
+/// `quiet`: whether the gate step saw every in-flight submission end. Counts
+/// the drain in the device's statistics.
+inline drain_result drain_siblings(member& m, std::vector<sibling>& sibs, std::uint32_t epoch,
+                                   std::uint64_t deadline_ns, bool quiet) {
+  const std::uint64_t t0 = now_ns();
+  if (proxy_acks(m, sibs, epoch) > 0) ring_agents(m);
+  drain_result r;
+  r.ok = wait_drained(m, sibs, epoch, deadline_ns) && quiet;
+  for (const auto& sb : sibs) {
+    if (sb.gone) ++r.gone;
+    else if (sb.acked) ++r.drained;
+    else r.undrained.push_back(sb.pid);
+  }
+  if (r.undrained.empty()) r.ok = true;  // the laggards of the gate step turned out gone
+  m.dev->drains.fetch_add(1, std::memory_order_relaxed);
+  m.dev->drain_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  return r;
 }
 
 }  // namespace krex::detail

@@ -15,12 +15,14 @@
 #include <krex/detail/freeze_signal.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
+#include <krex/detail/slots.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -465,5 +467,80 @@ class freezer {
   std::uint32_t m_slot = 0;
   bool m_entered = false;
 };
+
+/// A sibling the freeze step may freeze (it acked the drain), and whether it
+/// touches the device: its drain had work to sync, or it was inside a gated
+/// call when the gate rose.
+struct freeze_candidate {
+  freezer::target who;
+  bool touches_device = false;
+};
+
+/// What the freeze step did.
+struct freeze_result {
+  std::vector<freezer::target> frozen;  ///< frozen now: the region thaws them at exit
+  std::vector<std::int32_t> unverified;  ///< refused (signal method, failed identity): running
+  std::uint32_t idle = 0;  ///< left running by scope `device` (they do not touch the device)
+  std::uint32_t gone = 0;  ///< died between their drain and the freeze
+};
+
+/// Step 3, holder side: freezes the candidates that m's scope selects, with
+/// m's freeze deadline. A sibling that dies meanwhile is dropped and the rest
+/// frozen again (at most three attempts); any other failure throws
+/// krex::error(step::freeze) with nothing left frozen. `gone(target)` says
+/// whether a sibling left or died; `check_lease()` throws if the region's
+/// lease was lost, and is called before each attempt and after the freeze
+/// (then what was frozen is thawed first: a recoverer's thaw may have come
+/// before it, and nobody else would undo it). Marks the frozen slots and
+/// counts the freeze in the device's statistics.
+template <class Gone, class CheckLease>
+freeze_result freeze_siblings(member& m, freezer& fz, const std::vector<freeze_candidate>& cands,
+                              Gone&& gone, CheckLease&& check_lease) {
+  const std::uint64_t t0 = now_ns();
+  freeze_result r;
+  r.unverified.reserve(cands.size());  // nothing below allocates once siblings are frozen
+  for (const freeze_candidate& c : cands) {
+    if (m.opts.scope() != freeze_scope::all && !c.touches_device) {
+      ++r.idle;
+      continue;
+    }
+    r.frozen.push_back(c.who);
+  }
+  for (int attempt = 0;; ++attempt) {
+    check_lease();
+    try {
+      fz.freeze(r.frozen, std::chrono::steady_clock::now() + m.opts.freeze_deadline());
+      break;
+    } catch (const error&) {
+      // A sibling that died since it drained loses its leaf when it is
+      // reaped: drop the gone ones and freeze the rest (freeze() has
+      // thawed what it had started). Anything else fails the region.
+      const std::size_t before = r.frozen.size();
+      r.frozen.erase(std::remove_if(r.frozen.begin(), r.frozen.end(), gone), r.frozen.end());
+      if (attempt >= 2 || r.frozen.size() == before) throw;
+      r.gone += static_cast<std::uint32_t>(before - r.frozen.size());
+    }
+  }
+  try {
+    check_lease();
+  } catch (...) {
+    fz.thaw(r.frozen);
+    throw;
+  }
+  // Signal freezing signals only verified tenants: the others were not
+  // stopped, and are reported, not counted as frozen.
+  for (const auto& ref : fz.refused()) {
+    r.unverified.push_back(ref.who.pid);
+    r.frozen.erase(std::remove_if(r.frozen.begin(), r.frozen.end(),
+                                  [&](const freezer::target& f) {
+                                    return f.slot == ref.who.slot && f.pid == ref.who.pid;
+                                  }),
+                   r.frozen.end());
+  }
+  for (const auto& f : r.frozen) m.slot_at(f.slot).frozen.store(1);
+  m.dev->freezes.fetch_add(r.frozen.empty() ? 0 : 1, std::memory_order_relaxed);
+  m.dev->freeze_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  return r;
+}
 
 }  // namespace krex::detail

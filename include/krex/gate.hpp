@@ -16,9 +16,12 @@
 #include <krex/detail/slots.hpp>
 #include <krex/error.hpp>
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 namespace krex {
 namespace detail {
@@ -122,6 +125,75 @@ inline bool lower_gate(member& m, std::uint32_t epoch) noexcept {
   }
   futex_wake_all(m.dev->gate);
   return ours;
+}
+
+/// A sibling as the region holder saw it when the gate rose.
+struct sibling {
+  std::uint32_t slot;
+  std::int32_t pid;  ///< as its slot says: a claim, verified before any signal (freeze.hpp)
+  std::uint64_t start_time = 0;  ///< as its slot says (0 while it is still claiming)
+  bool acked = false;
+  bool gone = false;  ///< left or died during the region's entry
+  bool proxied = false;  ///< acked by the holder: it had nothing to drain
+  bool submitting = false;  ///< inside a gated call when the gate rose (its call finished first)
+};
+
+/// Holder side: the live siblings on the holder's device.
+inline std::vector<sibling> snapshot_siblings(member& m) {
+  std::vector<sibling> out;
+  for (std::uint32_t i = 0; i < max_tenants; ++i) {
+    if (i == m.index) continue;
+    tenant_slot& s = m.slot_at(i);
+    const std::int32_t pid = s.owner.load();
+    if (pid <= 0 || s.device.load() != m.device || s.state.load() == slot_leaving) continue;
+    // Liveness is checked only for siblings that are slow to drain: reading
+    // /proc for every sibling on every region would dominate the region's cost.
+    out.push_back(sibling{i, pid, s.start_time.load()});
+  }
+  return out;
+}
+
+/// The slot's owner is no longer the one snapshotted (left, died, or the
+/// slot was taken by another process), or it is dead.
+inline bool sibling_gone(member& m, const sibling& sb) noexcept {
+  tenant_slot& s = m.slot_at(sb.slot);
+  if (s.owner.load() != sb.pid) return true;
+  if (sb.start_time != 0 && s.start_time.load() != sb.start_time) return true;
+  return reap_if_dead(*m.node, sb.slot, m.recovery);
+}
+
+/// Holder side, gate step: waits until every sibling's in_submit is 0.
+/// Returns false if the deadline passed first (the laggards are left un-acked).
+inline bool wait_submissions(member& m, std::vector<sibling>& sibs, std::uint64_t deadline_ns) {
+  bool all = true;
+  for (sibling& sb : sibs) {
+    if (sb.gone) continue;
+    if (m.slot_at(sb.slot).in_submit.load() != 0) sb.submitting = true;
+    if (wait_in_submit_zero(m.slot_at(sb.slot), deadline_ns)) continue;
+    if (sibling_gone(m, sb)) {
+      sb.gone = true;
+      continue;
+    }
+    all = false;
+  }
+  return all;
+}
+
+/// What the gate step did: the new epoch, whether it took over a dead
+/// holder's raised gate, the siblings it saw, and whether their in-flight
+/// submissions all ended (or their owners went) before the deadline.
+struct gate_result {
+  std::uint32_t epoch = 0;
+  bool took_over = false;
+  std::vector<sibling> sibs;
+  bool quiet = false;
+};
+
+/// Step 1, holder side, after raise_gate: snapshots the siblings and waits
+/// for their in-flight submissions until `deadline_ns`.
+inline void wait_quiet(member& m, gate_result& g, std::uint64_t deadline_ns) {
+  g.sibs = snapshot_siblings(m);
+  g.quiet = wait_submissions(m, g.sibs, deadline_ns);
 }
 
 }  // namespace detail

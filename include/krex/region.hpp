@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace krex {
@@ -80,159 +81,119 @@ class basic_region {
  private:
   enum class stage { none, locked, gated, frozen, pinned };
 
+  // The region sequences the steps; each step acts and returns what it did.
+  // Every step a recoverer would own once the lease expired (this process
+  // stopped or starved past it) is taken only while the lease is still ours,
+  // checked immediately before.
   void enter() {
     detail::member& m = *m_member;
     m_report.scope = m.opts.scope();
     m_report.gating = m_tenant->gating_note();
     m_report.notes = m_tenant->protection_notes();
-    std::uint64_t t0 = detail::now_ns();
+    const std::uint64_t t0 = detail::now_ns();
     m_tenant->detail_check_guardian();
-    m_ticket = detail::acquire_region_lock(m);
+    m_ticket = detail::acquire_region_lock(m);  // step 0: the FIFO lock
     m_stage = stage::locked;
     m_report.ticket = m_ticket;
-    detail::set_phase(*m.dev, detail::phase_locked);
-    std::uint64_t t1 = detail::now_ns();
-    m_report.lock_ns = t1 - t0;
+    const std::uint64_t t1 = advance(detail::phase_locked, m_report.lock_ns, t0);
+    const std::uint64_t deadline = t1 + detail::to_ns(m.opts.drain_deadline());
 
-    // Step 1: gate. From here on, every step a recoverer would own once the
-    // lease expired (this process stopped or starved past it) is taken only
-    // while the lease is still ours, checked immediately before.
-    check_lease("raising the gate");
-    const auto [epoch, took_over] = detail::raise_gate(m);
-    m_epoch = epoch;
+    check_lease("raising the gate");  // step 1: gate
+    detail::gate_result g;
+    std::tie(g.epoch, g.took_over) = detail::raise_gate(m);
+    m_epoch = g.epoch;
     m_stage = stage::gated;
-    m_report.epoch = epoch;
-    m_report.took_over_gate = took_over;
+    m_report.epoch = g.epoch;
+    m_report.took_over_gate = g.took_over;
     m_report.gated = true;
     detail::set_phase(*m.dev, detail::phase_gated);
-    const std::uint64_t drain_deadline = t1 + detail::to_ns(m.opts.drain_deadline());
-    std::vector<detail::sibling> sibs = detail::snapshot_siblings(m);
-    m_report.siblings_seen = static_cast<std::uint32_t>(sibs.size());
-    bool ok = detail::wait_submissions(m, sibs, drain_deadline);
-    std::uint64_t t2 = detail::now_ns();
-    m_report.gate_ns = t2 - t1;
+    detail::wait_quiet(m, g, deadline);
+    m_report.siblings_seen = static_cast<std::uint32_t>(g.sibs.size());
+    const std::uint64_t t2 = advance(detail::phase_draining, m_report.gate_ns, t1);
 
-    // Step 2: drain.
-    detail::set_phase(*m.dev, detail::phase_draining);
-    check_lease("draining the siblings");
-    if (detail::proxy_acks(m, sibs, epoch) > 0) detail::ring_agents(m);
-    ok = detail::wait_drained(m, sibs, epoch, drain_deadline) && ok;
-    std::uint64_t t3 = detail::now_ns();
-    m_report.drain_ns = t3 - t2;
-    for (const auto& sb : sibs) {
-      if (sb.gone) ++m_report.siblings_gone;
-      else if (sb.acked) ++m_report.siblings_drained;
-      else m_report.undrained_pids.push_back(sb.pid);
-    }
-    m.dev->drains.fetch_add(1, std::memory_order_relaxed);
-    m.dev->drain_ns.fetch_add(t3 - t2, std::memory_order_relaxed);
-    if (!ok && !m_report.undrained_pids.empty()) {
-      if (!m.opts.allow_contended()) {
-        std::string pids;
-        for (int p : m_report.undrained_pids) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
-        throw error(step::drain,
-                    std::to_string(m_report.undrained_pids.size()) + " sibling(s) (pid " + pids +
-                        ") did not drain within " +
-                        std::to_string(m.opts.drain_deadline().count()) + " ms",
-                    0,
-                    "a sibling is stuck in a submission or a persistent kernel; raise "
-                    "drain_deadline / KREX_DRAIN_DEADLINE_MS, or allow_contended(true) / "
-                    "KREX_ALLOW_CONTENDED=1 to proceed with the region flagged contended");
-      }
-      m_report.contended = true;
-      m.dev->contended.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      m_report.drained = true;
-    }
+    check_lease("draining the siblings");  // step 2: drain
+    record(detail::drain_siblings(m, g.sibs, g.epoch, deadline, g.quiet));
+    const std::uint64_t t3 = advance(detail::phase_freezing, m_report.drain_ns, t2);
 
-    // Step 3: freeze the drained siblings (never one that missed the drain:
-    // it may be inside a driver call, where freezing can stall).
-    detail::freezer* fz = m_tenant->detail_freezer();
+    detail::freezer* fz = m_tenant->detail_freezer();  // step 3: freeze
     m_report.freeze = fz ? fz->method() : freeze_method::none;
-    if (fz != nullptr && fz->method() != freeze_method::none) {
-      detail::set_phase(*m.dev, detail::phase_freezing);
-      std::uint32_t idle = 0;  // siblings scope `device` leaves running
-      for (const auto& sb : sibs) {
-        if (sb.gone || !sb.acked) continue;
-        // Scope device: a sibling touches the device if its drain had work
-        // to sync (`active`, set by its agent) or it was inside a gated call
-        // when the gate rose. Any other sibling parks at its next gated call.
-        if (m.opts.scope() != freeze_scope::all && !sb.submitting &&
-            m.slot_at(sb.slot).active.load() == 0) {
-          ++idle;
-          continue;
-        }
-        m_frozen.push_back(detail::freezer::target{sb.slot, sb.pid, sb.start_time});
-      }
-      for (int attempt = 0;; ++attempt) {
-        check_lease("freezing the siblings");
-        try {
-          fz->freeze(m_frozen, std::chrono::steady_clock::now() + m.opts.freeze_deadline());
-          break;
-        } catch (const error&) {
-          // A sibling that died since it drained loses its leaf when it is
-          // reaped: drop the gone ones and freeze the rest (freeze() has
-          // thawed what it had started). Anything else fails the region.
-          const std::size_t before = m_frozen.size();
-          m_frozen.erase(std::remove_if(m_frozen.begin(), m_frozen.end(),
-                                        [&](const detail::freezer::target& f) {
-                                          return detail::sibling_gone(
-                                              m, {f.slot, f.pid, f.start_time});
-                                        }),
-                         m_frozen.end());
-          if (attempt >= 2 || m_frozen.size() == before) throw;
-          m_report.siblings_gone += static_cast<std::uint32_t>(before - m_frozen.size());
-        }
-      }
-      if (idle > 0)
-        m_report.notes.push_back("freeze: scope " + std::string(to_string(m.opts.scope())) +
-                                 " left " + std::to_string(idle) +
-                                 " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
-                                 "freezes them too)");
-      if (!detail::lease_held(m)) {
-        // Lost while freezing: the recoverer's thaw may have come first, so
-        // these freezes are ours and nobody else would undo them.
-        fz->thaw(m_frozen);
-        m_frozen.clear();
-        check_lease("freezing the siblings");
-      }
-      m_stage = stage::frozen;
-      // Signal freezing signals only verified tenants: the others were not
-      // stopped, and are reported, not counted as frozen.
-      for (const auto& r : fz->refused()) {
-        m_report.unverified_pids.push_back(r.who.pid);
-        m_frozen.erase(std::remove_if(m_frozen.begin(), m_frozen.end(),
-                                      [&](const detail::freezer::target& f) {
-                                        return f.slot == r.who.slot && f.pid == r.who.pid;
-                                      }),
-                       m_frozen.end());
-      }
-      for (const auto& f : m_frozen) {
-        m.slot_at(f.slot).frozen.store(1);
-        m_report.frozen_pids.push_back(f.pid);
-      }
-      m_report.frozen = true;
-      detail::set_phase(*m.dev, detail::phase_frozen);
-    } else {
-      m_stage = stage::frozen;
-    }
-    std::uint64_t t4 = detail::now_ns();
-    m_report.freeze_ns = t4 - t3;
-    m.dev->freezes.fetch_add(m_frozen.empty() ? 0 : 1, std::memory_order_relaxed);
-    m.dev->freeze_ns.fetch_add(t4 - t3, std::memory_order_relaxed);
+    if (fz != nullptr && fz->method() != freeze_method::none)
+      record(detail::freeze_siblings(
+          m, *fz, candidates(g.sibs),
+          [&](const detail::freezer::target& f) {
+            return detail::sibling_gone(m, {f.slot, f.pid, f.start_time});
+          },
+          [&] { check_lease("freezing the siblings"); }));
+    m_stage = stage::frozen;
+    const std::uint64_t t4 = advance(detail::phase_frozen, m_report.freeze_ns, t3);
 
-    // Step 4: pin the measuring thread.
-    if (m.opts.pin() && !m_tenant->reserved_cpus().empty()) {
+    if (m.opts.pin() && !m_tenant->reserved_cpus().empty()) {  // step 4: pin
       m_pin.emplace(m_tenant->reserved_cpus());
-      m_stage = stage::pinned;
+      detail::set_phase(*m.dev, detail::phase_pinned);
       m_report.pinned = true;
       m_report.pinned_cpus = m_pin->pinned();
-      detail::set_phase(*m.dev, detail::phase_pinned);
-    } else {
-      m_stage = stage::pinned;
     }
-    m_report.pin_ns = detail::now_ns() - t4;
-    detail::set_phase(*m.dev, detail::phase_body);
+    m_stage = stage::pinned;
+    advance(detail::phase_body, m_report.pin_ns, t4);
+  }
+
+  // Closes a step: its duration since `since` into `ns`, the device's phase to `next`.
+  std::uint64_t advance(std::uint32_t next, std::uint64_t& ns, std::uint64_t since) noexcept {
+    detail::set_phase(*m_member->dev, next);
+    const std::uint64_t now = detail::now_ns();
+    ns = now - since;
+    return now;
+  }
+
+  void record(const detail::drain_result& d) {
+    detail::member& m = *m_member;
+    m_report.siblings_gone += d.gone;
+    m_report.siblings_drained = d.drained;
+    m_report.undrained_pids.assign(d.undrained.begin(), d.undrained.end());
+    if (d.ok) {
+      m_report.drained = true;
+      return;
+    }
+    if (!m.opts.allow_contended()) {
+      std::string pids;
+      for (int p : d.undrained) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
+      throw error(step::drain,
+                  std::to_string(d.undrained.size()) + " sibling(s) (pid " + pids +
+                      ") did not drain within " + std::to_string(m.opts.drain_deadline().count()) +
+                      " ms",
+                  0,
+                  "a sibling is stuck in a submission or a persistent kernel; raise "
+                  "drain_deadline / KREX_DRAIN_DEADLINE_MS, or allow_contended(true) / "
+                  "KREX_ALLOW_CONTENDED=1 to proceed with the region flagged contended");
+    }
+    m_report.contended = true;
+    m.dev->contended.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // The drained siblings, each marked whether it touches the device (never
+  // one that missed the drain: it may be inside a driver call, where
+  // freezing can stall).
+  std::vector<detail::freeze_candidate> candidates(const std::vector<detail::sibling>& sibs) const {
+    std::vector<detail::freeze_candidate> c;
+    for (const auto& sb : sibs)
+      if (!sb.gone && sb.acked)
+        c.push_back({{sb.slot, sb.pid, sb.start_time},
+                     sb.submitting || m_member->slot_at(sb.slot).active.load() != 0});
+    return c;
+  }
+
+  void record(detail::freeze_result&& f) {
+    m_frozen = std::move(f.frozen);
+    m_stage = stage::frozen;  // from here on, unwinding thaws them
+    m_report.siblings_gone += f.gone;
+    m_report.unverified_pids = std::move(f.unverified);
+    for (const auto& t : m_frozen) m_report.frozen_pids.push_back(t.pid);
+    m_report.frozen = true;
+    if (f.idle > 0)
+      m_report.notes.push_back("freeze: scope " + std::string(to_string(m_member->opts.scope())) +
+                               " left " + std::to_string(f.idle) +
+                               " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
+                               "freezes them too)");
   }
 
   /// Throws krex::error(step::lock) if this region's lease was taken away
