@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <krex_tools/status_view.hpp>
 #include <memory>
 #include <new>
 #include <string>
@@ -65,8 +66,8 @@ void init_fresh(unsigned char* bytes) {
 void exercise(kd::node_state& n) {
   (void)kd::validate(n);
   const kd::node_view v = kd::read_status(n, "fuzz");
-  (void)kd::to_json(v);
-  (void)kd::to_text(v);
+  (void)krex_tools::status::to_json(v);
+  (void)krex_tools::status::to_text(v);
   const kd::recovery_config none{};
   for (std::uint32_t d = 0; d < kd::max_devices; ++d) {
     (void)kd::recover_device(n, d, none, false);
@@ -106,8 +107,8 @@ void patch_pairs(unsigned char* bytes, std::size_t limit, const std::uint8_t* da
 const kd::segment_id& file_id() {
   static const kd::segment_id* const id = [] {
     const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): one thread
-    std::string dir = std::string(tmp != nullptr && *tmp == '/' ? tmp : "/tmp") +
-                      "/krex-fuzz-XXXXXX";
+    std::string dir =
+        std::string(tmp != nullptr && *tmp == '/' ? tmp : "/tmp") + "/krex-fuzz-XXXXXX";
     if (::mkdtemp(&dir[0]) == nullptr) std::abort();
     auto* i = new kd::segment_id;
     i->dir = dir;
@@ -136,8 +137,8 @@ void through_file(const unsigned char* bytes, std::size_t size, mode_t mode) {
   try {
     const std::unique_ptr<kd::node_state> copy = kd::read_segment(id);
     const kd::node_view v = kd::read_status(*copy, path);
-    (void)kd::to_json(v);
-    (void)kd::to_text(v);
+    (void)krex_tools::status::to_json(v);
+    (void)krex_tools::status::to_text(v);
   } catch (const krex::error&) {
   }
   try {
@@ -171,9 +172,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       patch_pairs(buf->bytes, sizeof(kd::node_state), data, size);
       exercise(*reinterpret_cast<kd::node_state*>(buf->bytes));
       return 0;
-    case 2:
-      through_file(data, size, (mode & 4U) != 0 ? 0644 : 0600);
-      return 0;
+    case 2: through_file(data, size, (mode & 4U) != 0 ? 0644 : 0600); return 0;
     default: {
       if (size < 2) return 0;
       const auto delta = static_cast<std::int16_t>(data[0] << 8 | data[1]);

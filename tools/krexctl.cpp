@@ -24,13 +24,10 @@
 #include <krex/options.hpp>
 #include <krex/region_lock.hpp>
 
-#include <krex_tools/cli.hpp>
-#include <krex_tools/json.hpp>
-
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +36,9 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <krex_tools/cli.hpp>
+#include <krex_tools/json.hpp>
+#include <krex_tools/status_view.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,13 +87,13 @@ args parse(int argc, char** argv) {
     return c
         .value("--segment", "NAME", checked([&](const std::string& v) { a.opts.segment(v); }),
                "the tenants' segment base name (KREX_SEGMENT, default krex)")
-        .flag("--group", [&] { a.opts.access(krex::segment_access::group); },
-              "the group's segment (segment_access::group), not this user's");
+        .flag(
+            "--group", [&] { a.opts.access(krex::segment_access::group); },
+            "the group's segment (segment_access::group), not this user's");
   };
   const auto freeze = [&](cli::command& c, const std::string& note) -> cli::command& {
     return c
-        .value("--freeze", "METHOD",
-               checked([&](const std::string& v) {
+        .value("--freeze", "METHOD", checked([&](const std::string& v) {
                  a.opts.freeze(kd::parse_freeze_method("--freeze", v));
                }),
                "how the tenants freeze (KREX_FREEZE): auto, cgroup2, cgroup1, signal, none" + note)
@@ -108,19 +108,18 @@ args parse(int argc, char** argv) {
          " (status shows the domain the tenants recorded)")
       .flag("--json", a.json, json_help)
       .synopsis("[--segment NAME] [--group] [--json]");
-  cli::command& recover = prog.add(
-      "recover", "Recover wedged devices: thaw, lower the gate, release the lock, reap.");
+  cli::command& recover =
+      prog.add("recover", "Recover wedged devices: thaw, lower the gate, release the lock, reap.");
   segment(recover).value(
-      "--device", "N",
-      checked([&](const std::string& v) {
+      "--device", "N", checked([&](const std::string& v) {
         a.device = static_cast<int>(kd::parse_int("--device", v, 0, kd::max_devices - 1, "0..15"));
       }),
       "only device N");
   freeze(recover, "")
       .flag("--force", a.force, "also take the lease from a live holder, a stalled recovery over")
       .flag("--json", a.json, json_help);
-  cli::command& clean = prog.add(
-      "clean", "Remove what crashed runs left: stale leaves, segments, temporary files.");
+  cli::command& clean =
+      prog.add("clean", "Remove what crashed runs left: stale leaves, segments, temporary files.");
   segment(clean).flag("--all", a.all, "every segment base name of this domain");
   freeze(clean, "")
       .flag("--kill", a.kill, "end processes still running in a stale leaf")
@@ -128,8 +127,9 @@ args parse(int argc, char** argv) {
       .flag("--dry-run", a.dry_run, "say what would be removed; remove nothing")
       .flag("--any-owner", a.any_owner, "root only: also remove another owner's file")
       .flag("--json", a.json, json_help)
-      .synopsis("[--segment NAME | --all] [--group] [--freeze METHOD] [--cgroup-root PATH] "
-                "[--kill] [--force] [--dry-run] [--any-owner] [--json]");
+      .synopsis(
+          "[--segment NAME | --all] [--group] [--freeze METHOD] [--cgroup-root PATH] "
+          "[--kill] [--force] [--dry-run] [--any-owner] [--json]");
   a.command = prog.parse(argc, argv);
   if (a.any_owner && ::geteuid() != 0)
     prog.fail("--any-owner is for `clean` run as root (only root may remove another user's file)",
@@ -208,7 +208,9 @@ int cmd_status(const args& a) {
     return e;
   }
   const kd::node_view v = kd::read_status(*node, id.path());
-  std::fputs((a.json ? kd::to_json(v) + "\n" : kd::to_text(v)).c_str(), stdout);
+  std::fputs(
+      (a.json ? krex_tools::status::to_json(v) + "\n" : krex_tools::status::to_text(v)).c_str(),
+      stdout);
   const bool corrupt = !kd::validate(*node).empty();
   return corrupt ? unusable : v.problems.empty() ? ok : problems;
 }
@@ -268,16 +270,15 @@ int cmd_recover(const args& a) {
     const auto device = [&](const char* result, const char* reason) {
       out.add(line, [&](json::writer& j) {
         j.field("kind", "device").field("device", d).field("result", result);
-        if (reason != nullptr)
-          j.field("reason", reason).field("holder_pid", holder);
+        if (reason != nullptr) j.field("reason", reason).field("holder_pid", holder);
       });
     };
     switch (r) {
       case kd::recovery::holder_dead:
         std::snprintf(
             line, sizeof line,
-            "device %u: recovered (holder pid %d was dead): thawed, gate lowered, lock released",
-            d, holder);
+            "device %u: recovered (holder pid %d was dead): thawed, gate lowered, lock released", d,
+            holder);
         device("recovered", "holder_dead");
         break;
       case kd::recovery::lease_expired:
@@ -288,8 +289,9 @@ int cmd_recover(const args& a) {
       case kd::recovery::in_progress: {
         const std::uint64_t claim = dev.recover_claim.load();
         const bool live = claim != 0 && kd::claimant_alive(dev, claim, kd::now_ns());
-        std::snprintf(line, sizeof line, "device %u: a recovery is already in progress (pid %d, %s)%s",
-                      d, kd::claim_pid(claim), live ? "alive" : "gone",
+        std::snprintf(line, sizeof line,
+                      "device %u: a recovery is already in progress (pid %d, %s)%s", d,
+                      kd::claim_pid(claim), live ? "alive" : "gone",
                       live && !a.force ? ": --force takes it over if it is stalled" : "");
         out.add(line, [&](json::writer& j) {
           j.field("kind", "device").field("device", d).field("result", "in_progress");
@@ -435,8 +437,8 @@ std::vector<std::string> dead_temp_files(const kd::segment_id& id) {
     std::uint64_t start = 0;
     struct stat st {};
     if (kd::parse_temp_name(e->d_name, id.name, pid, start) && !kd::alive(pid, start) &&
-        ::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISREG(st.st_mode) && st.st_uid == ::geteuid())
+        ::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+        st.st_uid == ::geteuid())
       found.emplace_back(e->d_name);
   }
   ::closedir(dir);
@@ -689,9 +691,10 @@ int cmd_clean(const args& a) {
     j.field("left", k.left).field("healthy", status == ok).end_object();
     std::printf("%s\n", j.str().c_str());
   } else if (a.dry_run) {
-    std::printf("clean --dry-run: %d segment(s) and %d cgroup(s) would be removed, %d stale "
-                "item(s) would be left; nothing was removed\n",
-                k.segments, k.cgroups, k.left);
+    std::printf(
+        "clean --dry-run: %d segment(s) and %d cgroup(s) would be removed, %d stale "
+        "item(s) would be left; nothing was removed\n",
+        k.segments, k.cgroups, k.left);
   } else {
     std::printf("clean: %d segment(s) and %d cgroup(s) removed, %d stale item(s) left\n",
                 k.segments, k.cgroups, k.left);
