@@ -216,7 +216,12 @@ class basic_pool {
       throw error(step::pool, "handle(\"" + name + "\") after start()", 0,
                   "register every handler before start(): workers are forked copies of the "
                   "process as it was then");
-    if (name.empty() || !h) throw error(step::pool, "handle() needs a name and a callable");
+    if (name.empty())
+      throw error(step::pool, "handle() with an empty name", 0,
+                  "name each command: submit() picks the handler by this name");
+    if (!h)
+      throw error(step::pool, "handler \"" + name + "\" is empty", 0,
+                  "pass a callable std::string(krex::tenant&, const std::vector<std::string>&)");
     if (!m_handlers.emplace(name, std::move(h)).second)
       throw error(step::pool, "handler \"" + name + "\" is registered twice", 0,
                   "give each handler its own name");
