@@ -43,7 +43,8 @@ BASE = {"krex/detail/config.hpp", "krex/detail/layout.hpp", "krex/detail/proc.hp
 # The protocol and its public façade: what detail/ must never reach up to.
 PUBLIC_STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp",
                 "krex/region.hpp", "krex/region_lock.hpp", "krex/tenant.hpp",
-                "krex/guardian.hpp", "krex/measure.hpp", "krex/report.hpp", "krex/gbench.hpp"}
+                "krex/guardian.hpp", "krex/measure.hpp", "krex/report.hpp", "krex/gbench.hpp",
+                "krex/pool.hpp"}
 # Headers only tools (krexctl, fuzz, tests) include: never reached from a tenant.
 TOOLS_ONLY = {"krex/detail/status.hpp"}
 # Known exceptions to "protocol steps do not call crash recovery" and "slot
