@@ -380,6 +380,31 @@ TEST_F(pool_test, AWorkerThatCannotJoinFailsStartWithItsError) {
   }
 }
 
+TEST_F(pool_test, OnWorkerStartRunsOnceInEveryWorkerBeforeItsCommands) {
+  static int prepared = 0;  // per process: set by the hook, read by the handler
+  krex::pool p{popts(2)};
+  p.on_worker_start([](krex::tenant& t) { (void)t.slot();
+    ++prepared; });
+  p.handle("prepared", [](krex::tenant&, const std::vector<std::string>&) {
+    return std::to_string(prepared);
+  });
+  p.start();
+  std::vector<std::future<krex::pool_result>> fs;
+  for (int i = 0; i < 6; ++i) fs.push_back(p.submit("prepared"));
+  for (auto& f : fs) EXPECT_EQ(f.get().get(), "1") << "the hook ran exactly once in this worker";
+  EXPECT_EQ(prepared, 0) << "the hook runs in the workers, not in the harness";
+
+  krex::pool bad{popts(1)};
+  bad.on_worker_start([](krex::tenant&) { throw std::runtime_error("no such module: k.cubin"); });
+  bad.handle("x", [](krex::tenant&, const std::vector<std::string>&) { return std::string(); });
+  try {
+    bad.start();
+    ADD_FAILURE() << "start() must fail";
+  } catch (const krex::error& e) {
+    EXPECT_NE(std::string(e.what()).find("no such module: k.cubin"), std::string::npos) << e.what();
+  }
+}
+
 // Last of the host-only tests: this process joins a tenant (and keeps its agent thread).
 TEST_F(pool_test, StartInAProcessThatHoldsATenantIsRefused) {
   krex::tenant t{m_seg.opts()};

@@ -228,6 +228,20 @@ class basic_pool {
     return *this;
   }
 
+  /// Sets what each worker runs once, after its tenant joined and before it
+  /// takes commands (and again in every replacement): e.g. create the CUDA
+  /// context (`cudaFree(0)`), load modules, allocate buffers, so that no
+  /// command pays for them. What it throws fails that worker's start, with
+  /// its message. Only before start().
+  basic_pool& on_worker_start(std::function<void(tenant_type&)> fn) {
+    std::lock_guard<std::mutex> lk(m_mu);
+    if (m_started)
+      throw error(step::pool, "on_worker_start() after start()", 0,
+                  "set it before start(): workers are forked copies of the process as it was then");
+    m_on_start = std::move(fn);
+    return *this;
+  }
+
   /// Forks the pool's spawner and the workers, and waits until every
   /// worker's tenant has joined. Call it before this process initializes
   /// CUDA or HIP (a device context does not survive fork) and before it
@@ -521,6 +535,13 @@ class basic_pool {
 
   // The spawner reported that `w`'s process ended with wait status `status`.
   void on_exit(worker& w, int status) {
+    // What it wrote before it ended is still in the socket (this report can
+    // come before the I/O loop read it): a result, or why its start failed.
+    if (w.fd >= 0) {
+      w.in.fill(w.fd);
+      std::string body;
+      while (w.fd >= 0 && w.in.pop(body)) on_frame(w, body);
+    }
     close_fd(w);
     const std::string how = detail::describe_wait_status(status);
     const std::string who = "worker " + std::to_string(w.index) + " (pid " + std::to_string(w.pid) + ")";
@@ -782,19 +803,21 @@ class basic_pool {
   }
 
   // Joins once, then runs commands until the pool closes the socket. Touches
-  // only m_opts and m_handlers: the rest of this object is the harness's,
+  // only m_opts, m_on_start and m_handlers: the rest of this object is the harness's,
   // copied at start() (its mutex possibly locked).
   void worker_main(int /*index*/, int fd) noexcept {
     namespace wire = detail::pool_wire;
     std::optional<tenant_type> t;
     try {
       t.emplace(m_opts.tenant());
+      if (m_on_start) m_on_start(*t);
     } catch (const std::exception& e) {
       (void)wire::send_all(fd, wire::writer(wire::kind::start_failed).str(e.what()).take());
       return;
     } catch (...) {
       (void)wire::send_all(fd, wire::writer(wire::kind::start_failed)
-                                   .str("the tenant's constructor threw a non-standard exception")
+                                   .str("the tenant's join or on_worker_start threw a "
+                                        "non-standard exception")
                                    .take());
       return;
     }
@@ -851,6 +874,7 @@ class basic_pool {
 
   pool_options m_opts;
   std::map<std::string, handler> m_handlers;
+  std::function<void(tenant_type&)> m_on_start;
   mutable std::mutex m_mu;
   std::condition_variable m_cv;
   detail::pool_spawner m_spawner;
