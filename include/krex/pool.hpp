@@ -19,181 +19,33 @@
 // docs/POOL.md: when to use it, the fork-before-CUDA rule, faults, the API.
 
 #include <krex/detail/config.hpp>
-#include <krex/detail/pool_spawner.hpp>
-#include <krex/detail/pool_wire.hpp>
+#include <krex/detail/pool_core.hpp>
+#include <krex/detail/pool_worker.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
+#include <krex/pool_options.hpp>
 #include <krex/region.hpp>
 #include <krex/tenant.hpp>
 
-#include <poll.h>
 #include <pthread.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <cstdint>
-#include <deque>
 #include <functional>
 #include <future>
 #include <map>
-#include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 namespace krex {
 
-/// Configuration of a worker pool. Setters validate at once and throw
-/// krex::error (step::options) naming the option and the accepted values.
-class pool_options {
- public:
-  using ms = std::chrono::milliseconds;
-
-  /// Worker processes, each with its own tenant (1..256; default 1).
-  pool_options& workers(int n) {
-    if (n < 1 || n > 256)
-      detail::bad_option("pool workers", std::to_string(n),
-                         "1..256 (one worker process per concurrent command)");
-    m_workers = n;
-    return *this;
-  }
-  int workers() const noexcept { return m_workers; }
-
-  /// The options every worker's tenant joins with (KREX_* still override them in the worker).
-  pool_options& tenant(const options& o) {
-    m_tenant = o;
-    return *this;
-  }
-  const options& tenant() const noexcept { return m_tenant; }
-
-  /// How long a command may run in its worker (from when it is sent, queue
-  /// time excluded; time frozen by a sibling's region counts). Past it the
-  /// worker is killed and replaced, and the command fails with
-  /// pool_status::timed_out. 0 = no limit. Default 600 s.
-  pool_options& timeout(ms t) { return set_ms("pool timeout", m_timeout, t, 0); }
-  ms timeout() const noexcept { return m_timeout; }
-
-  /// Replace a worker that died (crash, kill, timeout). Default true.
-  pool_options& respawn(bool b) noexcept {
-    m_respawn = b;
-    return *this;
-  }
-  bool respawn() const noexcept { return m_respawn; }
-
-  /// Starts in a row that may fail for one worker before its place is given
-  /// up (a replacement that cannot join, a crash before its tenant is up):
-  /// the bound on respawn loops. Default 3. At start() any failure throws.
-  pool_options& start_retries(int n) {
-    if (n < 0 || n > 1000) detail::bad_option("pool start_retries", std::to_string(n), "0..1000");
-    m_start_retries = n;
-    return *this;
-  }
-  int start_retries() const noexcept { return m_start_retries; }
-
-  /// Replace a worker after a command whose handler threw (a CUDA error can
-  /// leave its context unusable: a fresh process gets a fresh one). Default false.
-  pool_options& recycle_on_error(bool b) noexcept {
-    m_recycle = b;
-    return *this;
-  }
-  bool recycle_on_error() const noexcept { return m_recycle; }
-
-  /// How long start() waits for every worker's tenant to join. Default 60 s.
-  pool_options& start_timeout(ms t) { return set_ms("pool start_timeout", m_start_timeout, t, 1); }
-  ms start_timeout() const noexcept { return m_start_timeout; }
-
-  /// Shutdown: how long commands in flight may still finish, and then how
-  /// long (at least 1 s) workers get to leave the node before they are
-  /// killed. Default 10 s.
-  pool_options& shutdown_grace(ms t) { return set_ms("pool shutdown_grace", m_grace, t, 0); }
-  ms shutdown_grace() const noexcept { return m_grace; }
-
- private:
-  pool_options& set_ms(const char* name, ms& field, ms t, long long min) {
-    if (t.count() < min)
-      detail::bad_option(name, std::to_string(t.count()) + " ms",
-                         "a duration of at least " + std::to_string(min) + " ms");
-    field = t;
-    return *this;
-  }
-
-  int m_workers = 1;
-  options m_tenant;
-  ms m_timeout{600'000};
-  bool m_respawn = true;
-  int m_start_retries = 3;
-  bool m_recycle = false;
-  ms m_start_timeout{60'000};
-  ms m_grace{10'000};
-};
-
-/// How a command ended.
-enum class pool_status {
-  ok,         ///< the handler returned; pool_result::value is what it returned
-  failed,     ///< the handler threw; pool_result::error is the message
-  crashed,    ///< the worker died while running it (signal or exit); it was replaced
-  timed_out,  ///< it ran past pool_options::timeout; its worker was killed and replaced
-  cancelled,  ///< the pool shut down first, or no worker was left to run it
-};
-
-inline const char* to_string(pool_status s) noexcept {
-  switch (s) {
-    case pool_status::ok: return "ok";
-    case pool_status::failed: return "failed";
-    case pool_status::crashed: return "crashed";
-    case pool_status::timed_out: return "timed_out";
-    case pool_status::cancelled: return "cancelled";
-  }
-  return "unknown";
-}
-
-/// One command's outcome and where and how long it ran.
-struct pool_result {
-  pool_status status = pool_status::cancelled;
-  std::string value;    ///< what the handler returned (status ok)
-  std::string error;    ///< why not ok (the handler's message, the worker's end, ...)
-  std::string command;  ///< the handler name
-  std::uint64_t id = 0;  ///< submission number, from 1
-  int worker = -1;       ///< index of the worker that ran it (-1: never sent)
-  int pid = -1;          ///< that worker's process
-  std::uint32_t slot = 0;  ///< that worker's tenant slot
-  double queue_ms = 0;     ///< submitted -> sent to a worker
-  double wall_ms = 0;      ///< sent -> result back (the handler and the round trip)
-  double handler_ms = 0;   ///< the handler alone, timed in the worker (ok and failed)
-
-  bool ok() const noexcept { return status == pool_status::ok; }
-  /// The handler's return value; throws krex::error(step::pool) carrying
-  /// `error` if the command did not succeed.
-  const std::string& get() const {
-    if (!ok())
-      throw krex::error(step::pool, "command '" + command + "' " + to_string(status) + ": " + error);
-    return value;
-  }
-};
-
-/// A worker's place in the pool (its current process and what it did).
-struct pool_worker_stats {
-  int index = 0;
-  int pid = -1;            ///< current process (-1 between a death and its replacement)
-  std::uint32_t slot = 0;  ///< its tenant's slot
-  bool alive = false;      ///< ready or running a command
-  std::uint64_t commands = 0;  ///< commands that ended here (any status), all its processes
-  std::uint64_t failures = 0;  ///< ...of which failed, crashed or timed out
-  int respawns = 0;            ///< processes that replaced a dead one here
-  std::string last_error;      ///< why its last process ended abnormally, or why the place was given up
-};
-
+/// A pool of persistent worker processes, each a member of the node through
+/// its own basic_tenant<Backend>, running named commands sent by this
+/// (harness) process. Register handlers, start(), then submit() or run()
+/// from any thread. Neither copyable nor movable.
 template <class Backend>
 class basic_pool {
-  using clock = std::chrono::steady_clock;
-
  public:
   using tenant_type = basic_tenant<Backend>;
   /// A command handler: runs in a worker, on that worker's tenant, with the
@@ -201,7 +53,7 @@ class basic_pool {
   /// throws becomes the command's error (pool_status::failed).
   using handler = std::function<std::string(tenant_type&, const std::vector<std::string>&)>;
 
-  explicit basic_pool(const pool_options& o = pool_options{}) : m_opts(o) {}
+  explicit basic_pool(const pool_options& o = pool_options{}) : m_core(o) {}
   /// shutdown() with the configured grace.
   ~basic_pool() { shutdown(); }
   basic_pool(const basic_pool&) = delete;
@@ -209,13 +61,10 @@ class basic_pool {
 
   /// Registers handler `name`. Only before start() (workers are copies of
   /// this process taken then). Throws krex::error(step::pool) after start,
-  /// for an empty name or a name registered twice.
+  /// for an empty name or callable, or a name registered twice.
   basic_pool& handle(const std::string& name, handler h) {
     std::lock_guard<std::mutex> lk(m_mu);
-    if (m_started)
-      throw error(step::pool, "handle(\"" + name + "\") after start()", 0,
-                  "register every handler before start(): workers are forked copies of the "
-                  "process as it was then");
+    check_not_started("handle(\"" + name + "\")");
     if (name.empty())
       throw error(step::pool, "handle() with an empty name", 0,
                   "name each command: submit() picks the handler by this name");
@@ -235,95 +84,42 @@ class basic_pool {
   /// its message. Only before start().
   basic_pool& on_worker_start(std::function<void(tenant_type&)> fn) {
     std::lock_guard<std::mutex> lk(m_mu);
-    if (m_started)
-      throw error(step::pool, "on_worker_start() after start()", 0,
-                  "set it before start(): workers are forked copies of the process as it was then");
+    check_not_started("on_worker_start()");
     m_on_start = std::move(fn);
     return *this;
   }
 
   /// Forks the pool's spawner and the workers, and waits until every
-  /// worker's tenant has joined. Call it before this process initializes
-  /// CUDA or HIP (a device context does not survive fork) and before it
-  /// joins a tenant of its own; throws krex::error(step::pool) if it has,
-  /// if no handler is registered, if called twice, or if a worker cannot
-  /// start (its own error is in the message).
+  /// worker's tenant has joined (and its on_worker_start ran). Call it
+  /// before this process initializes CUDA or HIP (a device context does not
+  /// survive fork) and before it joins a tenant of its own; throws
+  /// krex::error(step::pool) if it has, if no handler is registered, if
+  /// called twice, or if a worker cannot start (its own error is in the message).
   void start() {
-    std::unique_lock<std::mutex> lk(m_mu);
-    if (m_started)
-      throw error(step::pool, "start() called twice", 0, "start a pool once; make a new one to restart");
-    if (m_handlers.empty())
-      throw error(step::pool, "start() with no handler registered", 0,
-                  "register the commands with handle(name, fn) before start()");
-    if (process_holds_tenant())
-      throw error(step::pool, "start() in a process that already joined a krex tenant", 0,
-                  "start the pool before this process constructs a krex::tenant or touches "
-                  "the GPU: workers are forked, and a CUDA/HIP context does not survive fork");
-    m_wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (m_wake < 0) throw error(step::pool, "cannot create the pool's eventfd", errno);
-    detail::pool_fd_registry::get().add(m_wake);
-    try {
-      m_spawner.start(&worker_entry, this);
-    } catch (...) {
-      detail::pool_fd_registry::get().remove(m_wake);
-      ::close(m_wake);
-      m_wake = -1;
-      throw;
+    std::vector<std::string> names;
+    {
+      std::lock_guard<std::mutex> lk(m_mu);
+      if (m_started)
+        throw error(step::pool, "start() called twice", 0,
+                    "start a pool once; make a new one to restart");
+      if (m_handlers.empty())
+        throw error(step::pool, "start() with no handler registered", 0,
+                    "register the commands with handle(name, fn) before start()");
+      if (process_holds_tenant())
+        throw error(step::pool, "start() in a process that already joined a krex tenant", 0,
+                    "start the pool before this process constructs a krex::tenant or touches "
+                    "the GPU: workers are forked, and a CUDA/HIP context does not survive fork");
+      m_started = true;
+      for (const auto& h : m_handlers) names.push_back(h.first);
     }
-    m_started = true;
-    m_workers.resize(static_cast<std::size_t>(m_opts.workers()));
-    for (std::size_t i = 0; i < m_workers.size(); ++i) {
-      m_workers[i].index = static_cast<int>(i);
-      spawn(m_workers[i]);
-    }
-    m_running = true;
-    m_io = std::thread([this] { io_loop(); });
-    const bool up = m_cv.wait_until(lk, clock::now() + m_opts.start_timeout(), [&] {
-      return !m_start_error.empty() ||
-             std::all_of(m_workers.begin(), m_workers.end(),
-                         [](const worker& w) { return w.st == wstate::idle; });
-    });
-    if (up && m_start_error.empty()) {
-      m_start_done = true;
-      return;
-    }
-    std::string why = m_start_error.empty()
-                          ? "not every worker's tenant joined within " +
-                                std::to_string(m_opts.start_timeout().count()) + " ms"
-                          : m_start_error;
-    lk.unlock();
-    shutdown(std::chrono::milliseconds(0));
-    throw error(step::pool, "the pool could not start: " + why, 0,
-                "a worker's tenant must be able to join (see its error); start the pool before "
-                "this process initializes CUDA/HIP; raise start_timeout if joins are slow");
+    m_core.start(&worker_entry, this, std::move(names));
   }
 
   /// Queues a command for the first idle worker (FIFO). Thread-safe. Throws
   /// krex::error(step::pool) for an unknown handler name, before start(),
   /// after shutdown(), or when no worker is left.
   std::future<pool_result> submit(const std::string& name, std::vector<std::string> args = {}) {
-    std::unique_lock<std::mutex> lk(m_mu);
-    if (!m_start_done || m_stopping)
-      throw error(step::pool, m_stopping ? "submit() after shutdown()" : "submit() before start()",
-                  0, "submit between start() and shutdown()");
-    if (m_handlers.find(name) == m_handlers.end()) {
-      std::string known;
-      for (const auto& h : m_handlers) known += (known.empty() ? "" : ", ") + h.first;
-      throw error(step::pool, "no handler \"" + name + "\"", 0,
-                  "register it with handle() before start(); registered: " + known);
-    }
-    if (!any_worker_left())
-      throw error(step::pool, "no worker is left: " + m_last_error, 0,
-                  "see the workers' errors (workers()); make a new pool");
-    auto j = std::make_unique<job>();
-    j->id = ++m_next_id;
-    j->name = name;
-    j->args = std::move(args);
-    j->submitted = clock::now();
-    std::future<pool_result> f = j->done.get_future();
-    m_queue.push_back(std::move(j));
-    wake();  // under the lock: shutdown() closes the eventfd under it
-    return f;
+    return m_core.submit(name, std::move(args));
   }
 
   /// submit(name, args) and wait for the result.
@@ -335,117 +131,19 @@ class basic_pool {
   /// `grace` to finish; then every worker's socket is closed and workers
   /// leave the node (at most max(grace, 1 s)); the rest are killed, and
   /// their commands cancelled. Bounded; noexcept; idempotent.
-  void shutdown(std::chrono::milliseconds grace) noexcept {
-    std::unique_lock<std::mutex> lk(m_mu);
-    if (!m_running || m_stopping) {
-      m_cv.wait(lk, [&] { return !m_running; });
-      return;
-    }
-    m_stopping = true;
-    for (auto& j : m_queue)
-      finish(*j, pool_status::cancelled, "the pool shut down before the command was sent");
-    m_queue.clear();
-    wake();
-    const auto none_busy = [&] {
-      return std::none_of(m_workers.begin(), m_workers.end(),
-                          [](const worker& w) { return w.st == wstate::busy; });
-    };
-    const auto all_gone = [&] {
-      return std::all_of(m_workers.begin(), m_workers.end(), [](const worker& w) {
-        return w.st == wstate::exited || w.st == wstate::retired;
-      });
-    };
-    m_cv.wait_until(lk, clock::now() + grace, none_busy);
-    m_phase = phase::closing;
-    wake();
-    m_cv.wait_until(lk, clock::now() + std::max(grace, std::chrono::milliseconds(1000)), all_gone);
-    m_phase = phase::killing;
-    wake();
-    m_cv.wait_until(lk, clock::now() + std::chrono::seconds(5), all_gone);
-    m_io_stop = true;
-    lk.unlock();
-    wake();
-    if (m_io.joinable()) m_io.join();
-    m_spawner.stop(std::chrono::seconds(5));  // kills whatever is left
-    lk.lock();
-    for (worker& w : m_workers) {
-      if (w.current)
-        finish(*w.current, pool_status::cancelled,
-               "the pool shut down while the command ran (worker killed)");
-      w.current.reset();
-      close_fd(w);
-      if (w.st != wstate::retired) w.st = wstate::exited;
-    }
-    if (m_wake >= 0) {
-      detail::pool_fd_registry::get().remove(m_wake);
-      ::close(m_wake);
-      m_wake = -1;
-    }
-    m_running = false;
-    m_cv.notify_all();
-  }
-  void shutdown() noexcept { shutdown(m_opts.shutdown_grace()); }
+  void shutdown(std::chrono::milliseconds grace) noexcept { m_core.shutdown(grace); }
+  void shutdown() noexcept { m_core.shutdown(); }
 
   /// Each worker place: current pid and slot, commands, respawns, last error.
-  std::vector<pool_worker_stats> workers() const {
-    std::lock_guard<std::mutex> lk(m_mu);
-    std::vector<pool_worker_stats> out;
-    for (const worker& w : m_workers) {
-      pool_worker_stats s;
-      s.index = w.index;
-      s.pid = w.pid;
-      s.slot = w.slot;
-      s.alive = w.st == wstate::idle || w.st == wstate::busy;
-      s.commands = w.commands;
-      s.failures = w.failures;
-      s.respawns = w.respawns;
-      s.last_error = w.last_error;
-      out.push_back(s);
-    }
-    return out;
-  }
-
-  const pool_options& opts() const noexcept { return m_opts; }
-  /// Handler names, sorted.
-  std::vector<std::string> handlers() const {
-    std::lock_guard<std::mutex> lk(m_mu);
-    std::vector<std::string> out;
-    for (const auto& h : m_handlers) out.push_back(h.first);
-    return out;
-  }
+  std::vector<pool_worker_stats> workers() const { return m_core.workers(); }
+  const pool_options& opts() const noexcept { return m_core.opts(); }
 
  private:
-  struct job {
-    std::uint64_t id = 0;
-    std::string name;
-    std::vector<std::string> args;
-    std::promise<pool_result> done;
-    clock::time_point submitted, sent;
-    int worker = -1;
-    int pid = -1;
-    std::uint32_t slot = 0;
-  };
-  // spawning: asked the spawner; starting: forked, tenant joining; idle,
-  // busy: ready; recycling/killing: asked to end; exited: gone (shutdown);
-  // retired: given up.
-  enum class wstate { spawning, starting, idle, busy, recycling, killing, exited, retired };
-  struct worker {
-    int index = 0;
-    std::uint64_t gen = 0;
-    wstate st = wstate::exited;
-    int pid = -1;
-    std::uint32_t slot = 0;
-    int fd = -1;
-    detail::pool_wire::inbox in;
-    detail::pool_wire::outbox out;
-    std::unique_ptr<job> current;
-    clock::time_point deadline;
-    std::uint64_t commands = 0, failures = 0;
-    int respawns = 0;
-    int start_failures = 0;  // in a row
-    std::string start_error, last_error, protocol_error;
-  };
-  enum class phase { running, closing, killing };
+  void check_not_started(const std::string& what) const {
+    if (m_started)
+      throw error(step::pool, what + " after start()", 0,
+                  "do it before start(): workers are forked copies of the process as it was then");
+  }
 
   static bool process_holds_tenant() noexcept {
     detail::fork_registry& r = detail::fork_registry::get();
@@ -455,441 +153,20 @@ class basic_pool {
     return any;
   }
 
-  void wake() const noexcept {
-    const std::uint64_t one = 1;
-    if (m_wake >= 0) (void)!::write(m_wake, &one, sizeof one);
+  // In a worker process, forked from the spawner: this object is the copy
+  // taken at start(); only the handlers, the hook and the options are read
+  // (its mutexes may have been copied locked).
+  static void worker_entry(void* self, int /*index*/, int fd) noexcept {
+    const basic_pool& p = *static_cast<const basic_pool*>(self);
+    detail::pool_worker_main<tenant_type>(fd, p.m_core.opts().tenant(), p.m_on_start,
+                                          p.m_handlers, p.m_core.opts().recycle_on_error());
   }
 
-  bool any_worker_left() const noexcept {
-    return std::any_of(m_workers.begin(), m_workers.end(),
-                       [](const worker& w) { return w.st != wstate::retired; });
-  }
-
-  static double ms_between(clock::time_point a, clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-  }
-
-  // Completes a job's future (called under m_mu, by one thread per job).
-  static void finish(job& j, pool_status s, const std::string& text, double handler_ms = 0) {
-    pool_result r;
-    r.status = s;
-    (s == pool_status::ok ? r.value : r.error) = text;
-    r.command = j.name;
-    r.id = j.id;
-    r.worker = j.worker;
-    r.pid = j.pid;
-    r.slot = j.slot;
-    const clock::time_point now = clock::now();
-    if (j.worker >= 0) {
-      r.queue_ms = ms_between(j.submitted, j.sent);
-      r.wall_ms = ms_between(j.sent, now);
-    } else {
-      r.queue_ms = ms_between(j.submitted, now);
-    }
-    r.handler_ms = handler_ms;
-    j.done.set_value(std::move(r));
-  }
-
-  void close_fd(worker& w) noexcept {
-    if (w.fd < 0) return;
-    detail::pool_fd_registry::get().remove(w.fd);
-    ::close(w.fd);
-    w.fd = -1;
-    w.in.clear();
-    w.out.clear();
-  }
-
-  // A new process for `w`: a fresh socket, the spawner forks it.
-  void spawn(worker& w) {
-    close_fd(w);
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-      retire(w, std::string("cannot create a worker socket: ") +
-                    std::system_category().message(errno));
-      return;
-    }
-    ++w.gen;
-    w.fd = sv[0];
-    detail::pool_fd_registry::get().add(w.fd);
-    const int e = m_spawner.spawn(w.index, w.gen, sv[1]);
-    ::close(sv[1]);
-    w.pid = -1;
-    w.start_error.clear();
-    w.protocol_error.clear();
-    w.st = wstate::spawning;
-    if (e != 0) retire(w, "the pool's spawner is gone: " + std::system_category().message(e));
-  }
-
-  void retire(worker& w, const std::string& why) {
-    close_fd(w);
-    w.st = wstate::retired;
-    w.pid = -1;
-    w.last_error = why;
-    m_last_error = "worker " + std::to_string(w.index) + ": " + why;
-    if (!m_start_done && m_start_error.empty()) m_start_error = m_last_error;
-    if (!any_worker_left()) {
-      for (auto& j : m_queue) finish(*j, pool_status::cancelled, "no worker is left: " + m_last_error);
-      m_queue.clear();
-    }
-  }
-
-  // The spawner reported that `w`'s process ended with wait status `status`.
-  void on_exit(worker& w, int status) {
-    // What it wrote before it ended is still in the socket (this report can
-    // come before the I/O loop read it): a result, or why its start failed.
-    if (w.fd >= 0) {
-      w.in.fill(w.fd);
-      std::string body;
-      while (w.fd >= 0 && w.in.pop(body)) on_frame(w, body);
-    }
-    close_fd(w);
-    const std::string how = detail::describe_wait_status(status);
-    const std::string who = "worker " + std::to_string(w.index) + " (pid " + std::to_string(w.pid) + ")";
-    const wstate was = w.st;
-    if (w.current) {
-      job& j = *w.current;
-      if (m_stopping)
-        finish(j, pool_status::cancelled, "the pool shut down while the command ran; " + who + " " + how);
-      else
-        finish(j, pool_status::crashed,
-               who + " died while running \"" + j.name + "\": " + how +
-                   (w.protocol_error.empty() ? "" : " (" + w.protocol_error + ")"));
-      ++w.commands;
-      ++w.failures;
-      w.current.reset();
-    }
-    w.pid = -1;
-    if (was == wstate::starting || was == wstate::spawning) {
-      w.last_error = w.start_error.empty() ? who + " ended before its tenant joined: " + how
-                                           : w.start_error;
-      if (!m_start_done) {
-        retire(w, w.last_error);
-        return;
-      }
-      if (++w.start_failures > m_opts.start_retries()) {
-        retire(w, w.last_error + " (gave up after " + std::to_string(w.start_failures) +
-                      " failed starts in a row)");
-        return;
-      }
-    } else if (was != wstate::recycling) {
-      w.last_error = who + " " + how;
-    }
-    if (m_stopping) {
-      w.st = wstate::exited;
-      return;
-    }
-    if (!m_opts.respawn() && was != wstate::recycling) {
-      retire(w, w.last_error + " (respawn is off)");
-      return;
-    }
-    ++w.respawns;
-    spawn(w);
-  }
-
-  void on_frame(worker& w, const std::string& body) {
-    namespace wire = detail::pool_wire;
-    wire::reader r(body);
-    const wire::kind k = r.what();
-    if (k == wire::kind::ready && (w.st == wstate::starting || w.st == wstate::spawning)) {
-      w.pid = static_cast<int>(r.u32());
-      w.slot = r.u32();
-      if (!r.ok()) return protocol_error(w, "a malformed ready message");
-      w.st = wstate::idle;
-      w.start_failures = 0;
-      return;
-    }
-    if (k == wire::kind::start_failed) {
-      w.start_error = r.str();  // its end follows from the spawner
-      return;
-    }
-    if (k == wire::kind::result && w.current) {
-      const std::uint64_t id = r.u64();
-      const bool ok = r.u8() != 0;
-      const std::string text = r.str();
-      const std::uint64_t ns = r.u64();
-      if (!r.ok() || id != w.current->id) return protocol_error(w, "a malformed result");
-      finish(*w.current, ok ? pool_status::ok : pool_status::failed, text,
-             static_cast<double>(ns) / 1e6);
-      w.current.reset();
-      ++w.commands;
-      if (!ok) ++w.failures;
-      if (!ok && m_opts.recycle_on_error()) {
-        w.st = wstate::recycling;  // the worker exits by itself after this result
-        w.last_error = "recycled after a failed command";
-      } else {
-        w.st = wstate::idle;
-      }
-      return;
-    }
-    protocol_error(w, "an unexpected message");
-  }
-
-  void protocol_error(worker& w, const std::string& what) {
-    w.protocol_error = "it sent " + what;
-    kill(w);
-  }
-
-  void kill(worker& w) {
-    if (w.pid > 0) (void)m_spawner.kill(w.pid);
-    if (w.st != wstate::spawning) w.st = wstate::killing;
-  }
-
-  // Sends queued commands to idle workers, oldest command first.
-  void dispatch() {
-    namespace wire = detail::pool_wire;
-    for (worker& w : m_workers) {
-      if (m_queue.empty()) return;
-      if (w.st != wstate::idle || w.fd < 0) continue;
-      std::unique_ptr<job> j = std::move(m_queue.front());
-      m_queue.pop_front();
-      wire::writer f(wire::kind::command);
-      f.u64(j->id).str(j->name).u32(static_cast<std::uint32_t>(j->args.size()));
-      for (const std::string& a : j->args) f.str(a);
-      std::string frame = f.take();
-      if (frame.empty()) {
-        finish(*j, pool_status::failed, "the command's arguments are over 64 MiB");
-        continue;
-      }
-      j->worker = w.index;
-      j->pid = w.pid;
-      j->slot = w.slot;
-      j->sent = clock::now();
-      w.out.push(frame);
-      w.current = std::move(j);
-      w.st = wstate::busy;
-      if (m_opts.timeout().count() > 0) w.deadline = w.current->sent + m_opts.timeout();
-      if (w.out.flush(w.fd) != 0) close_fd(w);  // its end follows from the spawner
-    }
-  }
-
-  void check_deadlines() {
-    const clock::time_point now = clock::now();
-    for (worker& w : m_workers) {
-      if (w.st != wstate::busy || m_opts.timeout().count() == 0 || now < w.deadline) continue;
-      finish(*w.current, pool_status::timed_out,
-             "ran past the pool's timeout of " + std::to_string(m_opts.timeout().count()) +
-                 " ms; worker " + std::to_string(w.index) + " (pid " + std::to_string(w.pid) +
-                 ") was killed and is replaced");
-      w.current.reset();
-      ++w.commands;
-      ++w.failures;
-      w.last_error = "killed: a command timed out";
-      kill(w);
-    }
-  }
-
-  int poll_timeout_ms() const {
-    int t = 200;  // a bound, not a tick: every event wakes the loop at once
-    if (m_opts.timeout().count() == 0) return t;
-    const clock::time_point now = clock::now();
-    for (const worker& w : m_workers)
-      if (w.st == wstate::busy) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(w.deadline - now);
-        t = std::min(t, static_cast<int>(std::max<long long>(left.count() + 1, 0)));
-      }
-    return t;
-  }
-
-  void on_spawner_message(const detail::spawn_msg& m) {
-    using detail::spawn_msg;
-    if (m.op == spawn_msg::spawned || m.op == spawn_msg::spawn_failed) {
-      if (m.index < 0 || static_cast<std::size_t>(m.index) >= m_workers.size()) return;
-      worker& w = m_workers[static_cast<std::size_t>(m.index)];
-      if (w.gen != m.gen || w.st != wstate::spawning) return;
-      if (m.op == spawn_msg::spawn_failed) {
-        retire(w, "the spawner could not fork a worker: " + std::system_category().message(m.status));
-        return;
-      }
-      w.pid = m.pid;
-      w.st = wstate::starting;
-      if (m_phase == phase::killing) kill(w);
-      return;
-    }
-    if (m.op == spawn_msg::exited)
-      for (worker& w : m_workers)
-        if (w.pid == m.pid && w.st != wstate::retired && w.st != wstate::exited) {
-          on_exit(w, m.status);
-          return;
-        }
-  }
-
-  void on_spawner_gone() {
-    for (worker& w : m_workers) {
-      if (w.st == wstate::retired || w.st == wstate::exited) continue;
-      if (w.current) {
-        finish(*w.current, m_stopping ? pool_status::cancelled : pool_status::crashed,
-               "the pool's spawner process died; its workers died with it");
-        w.current.reset();
-      }
-      if (m_stopping) {
-        close_fd(w);
-        w.st = wstate::exited;
-      } else {
-        retire(w, "the pool's spawner process died");
-      }
-    }
-  }
-
-  void io_loop() {
-    std::unique_lock<std::mutex> lk(m_mu);
-    std::vector<pollfd> fds;
-    std::vector<int> who;  // worker index per pollfd; -1 wake, -2 spawner
-    phase acted = phase::running;
-    while (!m_io_stop) {
-      if (m_phase != acted) {
-        acted = m_phase;
-        for (worker& w : m_workers) {
-          if (acted == phase::closing) close_fd(w);  // workers see end of stream and leave
-          if (acted == phase::killing && w.st != wstate::exited && w.st != wstate::retired) kill(w);
-        }
-      }
-      if (!m_stopping) dispatch();
-      check_deadlines();
-      fds.clear();
-      who.clear();
-      fds.push_back({m_wake, POLLIN, 0});
-      who.push_back(-1);
-      if (m_spawner.fd() >= 0) {
-        fds.push_back({m_spawner.fd(), POLLIN, 0});
-        who.push_back(-2);
-      }
-      for (const worker& w : m_workers)
-        if (w.fd >= 0) {
-          fds.push_back({w.fd, static_cast<short>(POLLIN | (w.out.empty() ? 0 : POLLOUT)), 0});
-          who.push_back(w.index);
-        }
-      const int timeout = poll_timeout_ms();
-      lk.unlock();
-      const int n = ::poll(fds.data(), fds.size(), timeout);
-      lk.lock();
-      if (n <= 0) continue;
-      for (std::size_t i = 0; i < fds.size(); ++i) {
-        if (fds[i].revents == 0) continue;
-        if (who[i] == -1) {
-          std::uint64_t v;
-          while (::read(m_wake, &v, sizeof v) > 0) {
-          }
-        } else if (who[i] == -2) {
-          detail::spawn_msg m;
-          int r;
-          while ((r = m_spawner.next(m)) == 1) on_spawner_message(m);
-          if (r < 0) {
-            m_spawner.stop(std::chrono::seconds(5));
-            on_spawner_gone();
-          }
-        } else {
-          worker& w = m_workers[static_cast<std::size_t>(who[i])];
-          if (w.fd != fds[i].fd) continue;  // closed (and maybe reopened) meanwhile
-          if ((fds[i].revents & POLLOUT) != 0 && w.out.flush(w.fd) != 0) {
-            close_fd(w);
-            continue;
-          }
-          if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-          const bool open = w.in.fill(w.fd);
-          std::string body;
-          while (w.fd >= 0 && w.in.pop(body)) on_frame(w, body);
-          if (w.in.bad()) protocol_error(w, "a frame over 64 MiB");
-          if (!open) close_fd(w);  // its end follows from the spawner
-        }
-      }
-      m_cv.notify_all();
-    }
-  }
-
-  // ---- in the worker process (forked from the spawner) ----
-
-  static void worker_entry(void* self, int index, int fd) noexcept {
-    static_cast<basic_pool*>(self)->worker_main(index, fd);
-  }
-
-  // Joins once, then runs commands until the pool closes the socket. Touches
-  // only m_opts, m_on_start and m_handlers: the rest of this object is the harness's,
-  // copied at start() (its mutex possibly locked).
-  void worker_main(int /*index*/, int fd) noexcept {
-    namespace wire = detail::pool_wire;
-    std::optional<tenant_type> t;
-    try {
-      t.emplace(m_opts.tenant());
-      if (m_on_start) m_on_start(*t);
-    } catch (const std::exception& e) {
-      (void)wire::send_all(fd, wire::writer(wire::kind::start_failed).str(e.what()).take());
-      return;
-    } catch (...) {
-      (void)wire::send_all(fd, wire::writer(wire::kind::start_failed)
-                                   .str("the tenant's join or on_worker_start threw a "
-                                        "non-standard exception")
-                                   .take());
-      return;
-    }
-    if (wire::send_all(fd, wire::writer(wire::kind::ready)
-                               .u32(static_cast<std::uint32_t>(::getpid()))
-                               .u32(t->slot())
-                               .take()) != 0)
-      return;
-    std::string body;
-    std::vector<std::string> args;
-    while (wire::recv_frame(fd, body) == 1) {
-      wire::reader r(body);
-      if (r.what() != wire::kind::command) break;
-      const std::uint64_t id = r.u64();
-      const std::string name = r.str();
-      const std::uint32_t argc = r.u32();
-      if (!r.ok() || argc > body.size()) break;
-      args.assign(argc, std::string());
-      for (std::string& a : args) a = r.str();
-      if (!r.ok()) break;
-      bool ok = false;
-      std::string out;
-      const clock::time_point t0 = clock::now();
-      try {
-        const auto h = m_handlers.find(name);
-        if (h == m_handlers.end())
-          out = "no handler \"" + name + "\" in this worker";
-        else {
-          out = h->second(*t, args);
-          ok = true;
-        }
-      } catch (const std::exception& e) {
-        out = e.what();
-      } catch (...) {
-        out = "the handler threw a non-standard exception";
-      }
-      const auto ns = static_cast<std::uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - t0).count());
-      std::string frame =
-          wire::writer(wire::kind::result).u64(id).u8(ok ? 1 : 0).str(out).u64(ns).take();
-      if (frame.empty())
-        frame = wire::writer(wire::kind::result)
-                    .u64(id)
-                    .u8(0)
-                    .str("the handler's result is over 64 MiB")
-                    .u64(ns)
-                    .take();
-      if (wire::send_all(fd, frame) != 0) break;
-      if (!ok && m_opts.recycle_on_error()) break;
-    }
-    t.reset();  // leave the node before the process ends
-    ::close(fd);
-  }
-
-  pool_options m_opts;
+  std::mutex m_mu;  // registration
+  bool m_started = false;
   std::map<std::string, handler> m_handlers;
   std::function<void(tenant_type&)> m_on_start;
-  mutable std::mutex m_mu;
-  std::condition_variable m_cv;
-  detail::pool_spawner m_spawner;
-  std::vector<worker> m_workers;
-  std::deque<std::unique_ptr<job>> m_queue;
-  std::thread m_io;
-  int m_wake = -1;
-  std::uint64_t m_next_id = 0;
-  bool m_started = false;     // start() was called
-  bool m_start_done = false;  // ...and every worker came up
-  bool m_running = false;     // the I/O thread runs (until shutdown() is done)
-  bool m_stopping = false;
-  bool m_io_stop = false;
-  phase m_phase = phase::running;
-  std::string m_start_error, m_last_error;
+  detail::pool_core m_core;  // last: its I/O thread stops before the handlers go
 };
 
 /// A worker pool over the build's default backend (see krex::tenant).
