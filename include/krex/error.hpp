@@ -23,6 +23,7 @@ enum class step {
   pin,      ///< step 4: pinning the measuring thread
   release,  ///< leaving a region
   backend,  ///< the device backend (CUDA, HIP, host)
+  pool,     ///< a worker pool (krex::pool): its workers and the commands sent to them
 };
 
 /// Name of a step as it appears in messages ("gate", "drain", ...).
@@ -38,6 +39,7 @@ inline const char* to_string(step s) noexcept {
     case step::pin: return "pin";
     case step::release: return "release";
     case step::backend: return "backend";
+    case step::pool: return "pool";
   }
   return "unknown";
 }
