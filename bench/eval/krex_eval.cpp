@@ -203,11 +203,14 @@ preset_t preset(const std::string& name) {
             "krex-mps:16:persistent,serial:1",
             3, {}, {}, {}};
   // Issue 11's comparisons in one call of about 8 minutes on an H200 (build
-  // included): the fine rank sets in every band, the short coarse set, the
-  // longest gemm; the sample-synchronized loop on the short kernels and a
-  // CUB set; the loop workload on a CUB and a plain set (docs/EVAL.md).
+  // included): lock-only and krex (the library's defaults) shape for shape,
+  // both freeze scopes explicitly; the fine rank sets in every band, the
+  // short coarse set, the longest gemm; the sample-synchronized loop on the
+  // short kernels and a CUB set; the loop workload on a CUB and a plain set
+  // (docs/EVAL.md).
   if (name == "issue11")
-    return {"serial:1,lock:8,krex:8,lock:16,krex:16,krex-all:16,lock:16:persistent,krex:16:persistent,serial:1",
+    return {"serial:1,lock:8,krex:8,lock:16,krex:16,krex-all:16,krex-device:16,lock:16:persistent,"
+            "krex:16:persistent,serial:1",
             1,
             split_list("reduce-384M-fine,axpby-448M-fine,gemm-4K-t16-fine,axpby-16M,gemm-t16m1-6144"),
             split_list("axpby-16M,reduce-384M-fine"),
@@ -824,6 +827,7 @@ int main(int argc, char** argv) {
   std::vector<config> cfgs;
   std::vector<std::string> ids;  // the commands: candidate id [@sync][@loop<ms>]
   std::vector<std::string> filter, sync, loop;
+  std::size_t n_candidates = 0;
   try {  // what the options say together; usage_error() throws
     const preset_t pre = preset(o.preset);
     cfgs = parse_configs(o.configs.empty() ? pre.configs : o.configs);
@@ -842,6 +846,7 @@ int main(int argc, char** argv) {
     for (const auto& c : all) {
       const bool keep = filter.empty() ? !krex_eval::is_fine_set(c.set) : krex_eval::matches(c, filter);
       if (!keep) continue;
+      ++n_candidates;
       ids.push_back(krex_eval::command_id(c.id, {}));
       if (!sync.empty() && krex_eval::matches(c, sync)) {
         ids.push_back(krex_eval::command_id(c.id, {true, 0}));
@@ -974,8 +979,8 @@ int main(int argc, char** argv) {
   md << "- date " << now_utc() << "; GPU " << (gpu.empty() ? "?" : gpu) << "; host " << host << ", "
      << cores << " cores\n";
   md << "- command: `" << cmdline << "`\n";
-  md << "- " << ids.size() << " commands x " << o.reps << " reps = " << order.size()
-     << " commands per pass (timings:";
+  md << "- " << n_candidates << " candidates, " << ids.size() << " commands with their timings x " << o.reps
+     << " reps = " << order.size() << " commands per pass (timings:";
   for (const auto& t : timings_present) md << " " << t;
   md << "); reference = the first serial pass\n";
   std::size_t max_copies = 1;
@@ -1189,7 +1194,8 @@ int main(int argc, char** argv) {
   j.field("date", now_utc()).field("gpu", gpu).field("host", host);
   j.field("cores", cores).field("preset", o.preset);
   j.field("command", cmdline).field("reps", o.reps);
-  j.field("candidates", ids.size());  // commands per repetition (a candidate and its timings)
+  j.field("candidates", n_candidates);
+  j.field("commands_per_rep", ids.size());  // the candidates and their extra timings
   j.field("commands_per_pass", order.size());
   j.key("timings").begin_array();
   for (const auto& t : timings_present) j.value(t);
