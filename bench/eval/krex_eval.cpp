@@ -1161,9 +1161,9 @@ int main(int argc, char** argv) {
   md << "\n";
 
   md << "## Where the time goes (medians, ms)\n\n";
-  md << "| configuration | command | context | join | compile | inputs | check | wait | lock | gate | "
+  md << "| configuration | commands | command | context | join | compile | inputs | check | wait | lock | gate | "
         "drain | freeze | pin | critical | critical share |\n";
-  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : results) {
     if (r.skipped) continue;
     const auto med = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.1f"); };
@@ -1171,7 +1171,8 @@ int main(int argc, char** argv) {
     std::vector<double> fr;
     for (const auto& c : r.cmds)
       if (c.ok && c.t_total_ms > 0) fr.push_back(c.r.num("t_critical_ms") / c.t_total_ms * 100);
-    md << "| " << r.cfg.label() << " | " << med("t_total_ms") << " | " << med("t_context_ms") << " | "
+    md << "| " << r.cfg.label() << " | " << field(r, "t_total_ms").size() << " | " << med("t_total_ms") << " | "
+       << med("t_context_ms") << " | "
        << med("t_join_ms") << " | " << med("t_compile_ms") << " | " << med("t_inputs_ms") << " | "
        << med("t_check_ms") << " | " << med("t_wait_ms") << " | " << med("lock_ms") << " | " << med3("gate_ms")
        << " | " << med3("drain_ms") << " | " << med3("freeze_ms") << " | " << med3("pin_ms") << " | "
