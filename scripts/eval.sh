@@ -2,14 +2,20 @@
 # SPDX-License-Identifier: Apache-2.0
 # The evaluation on a GPU machine, one command (docs/EVAL.md):
 #
-#   scripts/eval.sh [smoke|quick|full] [krex_eval options...]
+#   scripts/eval.sh [smoke|quick|full|issue11] [krex_eval options...]
 #
-#   smoke  a few minutes: every shape and the main modes at C=4
-#   quick  every mode (serial, unprotected, lock-only, krex at C in 2..16,
-#          krex with MPS, the ablations, persistent workers), one pass: meant
-#          for one 10-minute call on an H200, build included (docs/EVAL.md)
-#   full   3 repetitions of every command; krex and krex with MPS at every C
-#          including 1; more persistent configurations
+#   smoke    a few minutes: every shape and the main modes at C=4
+#   quick    every mode (serial, unprotected, lock-only, krex at C in 2..16,
+#            krex with MPS, the ablations, persistent workers), one pass
+#            (docs/EVAL.md: its estimated duration)
+#   full     3 repetitions of every command; krex and krex with MPS at every C
+#            including 1; the freeze scopes; more persistent configurations
+#   issue11  issue 11's comparisons in one call of about 8 minutes on an H200,
+#            build included: lock-only and krex at C=8 and 16, both shapes,
+#            krex-all, the fine rank sets, @sync and the ~12% loop workload
+#
+# krex_eval --config NAME --plan lists a preset's commands and its estimated
+# duration without running anything.
 #
 # Builds krex_eval and krex_eval_worker (CUDA, NVRTC, cuBLAS) in build-eval,
 # runs the driver, and draws PNG plots when python3 has matplotlib. Output
@@ -19,8 +25,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cfg="${1:-quick}"
 shift || true
-case "$cfg" in smoke | quick | full) ;; *)
-  echo "usage: scripts/eval.sh [smoke|quick|full] [krex_eval options...]" >&2
+case "$cfg" in smoke | quick | full | issue11) ;; *)
+  echo "usage: scripts/eval.sh [smoke|quick|full|issue11] [krex_eval options...]" >&2
   exit 2
   ;;
 esac
@@ -32,6 +38,7 @@ command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || {
 }
 export PATH="$PATH:/usr/local/cuda/bin"
 gen=()
+build_start=$SECONDS
 command -v ninja >/dev/null && [ ! -f build-eval/CMakeCache.txt ] && gen=(-G Ninja)
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv || true
@@ -44,6 +51,7 @@ command -v ninja >/dev/null && [ ! -f build-eval/CMakeCache.txt ] && gen=(-G Nin
   echo "scripts/eval.sh: build failed (full log: $out/build.log)" >&2
   exit 1
 }
+echo "scripts/eval.sh: built in $((SECONDS - build_start)) s" >&2
 status=0
 build-eval/bench/eval/krex_eval --config "$cfg" --out "$out" "$@" || status=$?
 if python3 -c "import matplotlib" 2>/dev/null; then

@@ -4,8 +4,10 @@
 
 Usage: python3 scripts/eval_plots.py EVAL_JSON [OUT_DIR]
 
-Writes throughput.png, inflation.png, ranking.png and phases.png into OUT_DIR
-(default: the directory of EVAL_JSON) and prints their paths.
+Writes throughput.png, inflation.png, tails.png, ranking.png and phases.png
+into OUT_DIR (default: the directory of EVAL_JSON) and prints their paths.
+tails.png needs the sample-level accuracy of newer runs ("accuracy" in each
+configuration); for older JSON it says so in the plot.
 """
 import json
 import math
@@ -25,8 +27,9 @@ DPI = 120
 MAIN_MODES = ("unprotected", "lock", "krex", "krex-mps")
 COLORS = {"serial": "black", "unprotected": "tab:red", "lock": "tab:orange", "krex": "tab:blue",
           "krex-mps": "tab:purple", "krex-active": "tab:green", "krex-nopin": "tab:olive",
-          "krex-nofreeze": "tab:cyan"}
-ABLATION_MARKERS = ("s", "^", "D", "v", "P", "X")
+          "krex-nofreeze": "tab:cyan", "krex-all": "tab:brown", "krex-device": "navy"}
+ABLATION_MARKERS = ("s", "^", "D", "v", "P", "X", "*", "h")
+ISSUE11_P95 = {">0.1ms": 2.5, ">1ms": 1.0, ">10ms": 0.2}
 BANDS = (">0.1ms", ">1ms", ">10ms", "<=0.1ms")
 PHASES = ("t_context_ms", "t_compile_ms", "t_inputs_ms", "t_check_ms", "t_wait_ms", "t_critical_ms")
 
@@ -96,7 +99,7 @@ def plot_throughput(meta, configs, path):
             ax.plot(*zip(*pts), "-o", color=color(mode), label=mode, lw=2)
         else:  # ablations: single C=16 points, nudged apart on the log2 axis
             shift = 2 ** (0.06 * (ablation + 1))
-            ax.plot([p[0] * shift for p in pts], [p[1] for p in pts], ABLATION_MARKERS[ablation % 6],
+            ax.plot([p[0] * shift for p in pts], [p[1] for p in pts], ABLATION_MARKERS[ablation % len(ABLATION_MARKERS)],
                     color=color(mode), ms=8, linestyle="none", label=mode)
             ablation += 1
     for c in configs:
@@ -165,6 +168,44 @@ def plot_inflation(meta, configs, path):
         ax.set_ylabel("timing inflation vs reference (%, symlog)")
     fig.suptitle("Per-command timing inflation by duration band (whiskers: 5th-95th percentile)")
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    return save(fig, meta, path)
+
+
+def plot_tails(meta, configs, path):
+    """p95 inflation per band: each command's median vs every sample (and the sample p99),
+    against issue 11's targets."""
+    cfgs = [c for c in configs if c.get("role") != "reference"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 6), sharey=True)
+    have = any(isinstance(c.get("accuracy"), dict) for c in cfgs)
+    x = np.arange(len(cfgs))
+    for ax, band in zip(axes, (">0.1ms", ">1ms", ">10ms")):
+        cmd, smp, p99, ns = [], [], [], []
+        for c in cfgs:
+            a = ((c.get("accuracy") or {}).get("all") or {}).get(band) or {}
+            cmd.append(num((a.get("commands") or {}).get("p95_pct")))
+            smp.append(num((a.get("samples") or {}).get("p95_pct")))
+            p99.append(num((a.get("samples") or {}).get("p99_pct")))
+            ns.append((a.get("samples") or {}).get("n") or 0)
+        ax.bar(x - 0.2, [v if math.isfinite(v) else 0 for v in cmd], 0.4, color="lightgray", edgecolor="black",
+               lw=0.5, label="command medians, p95")
+        ax.bar(x + 0.2, [v if math.isfinite(v) else 0 for v in smp], 0.4,
+               color=[color(c.get("mode")) for c in cfgs], edgecolor="black", lw=0.5, label="every sample, p95")
+        ax.plot(x + 0.2, [v if math.isfinite(v) else np.nan for v in p99], "k_", ms=10, mew=2, label="every sample, p99")
+        target = ISSUE11_P95[band]
+        ax.axhline(target, ls="--", color="red", lw=1.2, label="issue 11 target (p95)")
+        ax.text(0.995, target, f"target p95 <= {target:g}%", color="red", fontsize=8, ha="right", va="bottom",
+                transform=ax.get_yaxis_transform(), bbox={"facecolor": "white", "alpha": 0.7, "lw": 0, "pad": 1})
+        ax.set_yscale("symlog", linthresh=1)
+        ax.set_title(f"reference {band}  (samples per bar: up to {max(ns, default=0)})", fontsize=10)
+        ax.set_xticks(x, [short_label(c) for c in cfgs], rotation=40, ha="right", fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+        if not have:
+            ax.text(0.5, 0.5, "no sample-level data in this JSON", transform=ax.transAxes, ha="center",
+                    color="dimgray")
+    axes[0].set_ylabel("inflation vs reference (%, symlog)")
+    axes[0].legend(loc="upper left", fontsize=8)
+    fig.suptitle("Tails: p95 of command medians vs p95/p99 of every timed sample")
+    fig.tight_layout(rect=(0, 0.03, 1, 0.96))
     return save(fig, meta, path)
 
 
@@ -250,7 +291,7 @@ def main(argv):
     configs = [c for c in doc["configs"] if isinstance(c, dict)]
     meta["_skipped"] = [c for c in configs if c.get("skipped")]  # named in the throughput plot
     live = [c for c in configs if not c.get("skipped")]
-    for name, plot in (("throughput", plot_throughput), ("inflation", plot_inflation),
+    for name, plot in (("throughput", plot_throughput), ("inflation", plot_inflation), ("tails", plot_tails),
                        ("ranking", plot_ranking), ("phases", plot_phases)):
         print(plot(meta, live, os.path.join(out, name + ".png")))
 

@@ -2,17 +2,22 @@
 // A stand-in for krex_eval_worker (bench/eval/worker.cu) with no GPU, for
 // tests/test_eval.cpp: the same arguments and line protocol, results whose
 // "true" duration follows the candidate table (est_ms, +3% per rank-set
-// position), optional noise, and faults on request:
+// position), commands with timing suffixes (candidates.hpp: @sync,
+// @loop<ms>), 20 samples each, worker-side CLOCK_MONOTONIC start stamps,
+// optional noise, and faults on request:
 //   KREX_FAKE_FAIL=<id>   report ok=false for that candidate
 //   KREX_FAKE_CRASH=<id>  exit 3 without a result
 //   KREX_FAKE_HANG=<id>   never answer
 //   KREX_FAKE_NOISE=<x>   multiplicative noise of +-x on medians
 //   KREX_FAKE_ENV=<VAR>   echo the value of VAR in the result (as "env")
 //   KREX_FAKE_EXIT_MS=<n> take n ms to exit after stdin closes (a slow teardown)
+//   KREX_FAKE_TAIL=<pct>  in --mode lock, one sample in 20 is pct% slow (a tail
+//                         the command median hides)
 
 #include "../bench/eval/candidates.hpp"
 #include "../bench/eval/json.hpp"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,6 +27,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 std::string env(const char* k) {
@@ -40,25 +46,37 @@ int main(int argc, char** argv) {
   std::mt19937 rng(static_cast<unsigned>(::getpid()));
   std::uniform_real_distribution<double> u(-noise, noise);
   bool first = true;
-  for (std::string id; std::getline(std::cin, id);) {
-    if (id == env("KREX_FAKE_CRASH")) return 3;
-    if (id == env("KREX_FAKE_HANG")) std::this_thread::sleep_for(std::chrono::hours(1));
-    const krex_eval::candidate* c = krex_eval::find_candidate(all, id);
+  const double tail = std::atof(env("KREX_FAKE_TAIL").c_str());
+  for (std::string cmd; std::getline(std::cin, cmd);) {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    const long long mono_start_ns = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+    if (cmd == env("KREX_FAKE_CRASH")) return 3;
+    if (cmd == env("KREX_FAKE_HANG")) std::this_thread::sleep_for(std::chrono::hours(1));
+    std::string id, why;
+    krex_eval::timing tm;
+    const bool parsed = krex_eval::parse_command(cmd, &id, &tm, &why);
+    const krex_eval::candidate* c = parsed ? krex_eval::find_candidate(all, id) : nullptr;
     krex_eval::json_object o;
-    o.str("id", id).str("mode", mode).num("pid", ::getpid()).boolean("first_in_process", first);
+    o.str("id", cmd).str("mode", mode).num("pid", ::getpid()).boolean("first_in_process", first);
+    o.integer("mono_start_ns", mono_start_ns).str("timing", tm.name());
     if (first) o.num("t_context_ms", 1.5).str("gpu", "fake GPU");
     first = false;
-    if (c == nullptr || id == env("KREX_FAKE_FAIL")) {
-      o.boolean("ok", false).str("error", c == nullptr ? "unknown candidate id" : "wrong result: fake");
+    if (c == nullptr || cmd == env("KREX_FAKE_FAIL")) {
+      o.boolean("ok", false).str("error", !parsed ? why : c == nullptr ? "unknown candidate id" : "wrong result: fake");
       std::cout << o.text() << std::endl;
       continue;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    const int critical_ms = tm.loop_ms > 0 ? 6 : 1;  // the loop workload: a longer timed loop
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 + critical_ms));
     const double t = c->est_ms * (1 + 0.03 * c->set_pos) * (1 + u(rng));
+    std::vector<double> samples(20, t);
+    if (mode == "lock" && tail > 0) samples[7] = t * (1 + tail / 100);
     o.str("set", c->set).num("set_pos", c->set_pos);
     o.num("t_compile_ms", 3).num("t_inputs_ms", 0.5).num("t_check_ms", 0.5);
-    o.num("t_wait_ms", 0).num("t_critical_ms", 1).num("median_ms", t).num("p95_ms", t);
-    o.nums("samples_ms", {t, t, t}).boolean("ok", true);
+    o.num("t_wait_ms", 0).num("t_critical_ms", critical_ms).num("median_ms", t).num("p95_ms", t);
+    o.num("sync_each", tm.sync_each ? 1 : 0);
+    o.nums("samples_ms", samples).boolean("ok", true);
     if (!env("KREX_FAKE_ENV").empty()) o.str("env", env(env("KREX_FAKE_ENV").c_str()));
     std::cout << o.text() << std::endl;
   }

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// The evaluation's statistics (bench/eval/stats.hpp), its JSON line format
-// (bench/eval/json.hpp), and the driver krex_eval run for real, as separate
-// processes, with a stand-in worker (helper_eval_worker): dispatch, both
-// command shapes, the summary, faults (a failed check, a crashed worker, a
-// hung worker) and every usage error.
+// The evaluation's statistics (bench/eval/stats.hpp: sample-level tails,
+// construction-order flips, the issue-11 targets, the repetition for
+// persistent workers), its candidates and command ids (candidates.hpp), its
+// plan (plan.hpp), its JSON line format (json.hpp), and the driver krex_eval
+// run for real, as separate processes, with a stand-in worker
+// (helper_eval_worker): dispatch, both command shapes, timings, the summary,
+// faults (a failed check, a crashed worker, a hung worker) and every usage
+// error.
 
 #include "proc_util.hpp"
 #include "../bench/eval/candidates.hpp"
 #include "../bench/eval/json.hpp"
+#include "../bench/eval/plan.hpp"
 #include "../bench/eval/stats.hpp"
 
 #include <gtest/gtest.h>
@@ -19,7 +23,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <fstream>
+#include <map>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -75,6 +82,111 @@ TEST(EvalStats, BandsAndBound) {
   EXPECT_DOUBLE_EQ(krex_eval::bound_speedup(4, 1000, 0), 4.0);
 }
 
+TEST(EvalStats, SampleLevelTails) {
+  // 100 inflations: 95 at 0%, 5 at +50% (a tail one command in 20 has).
+  std::vector<double> v(95, 0.0);
+  v.insert(v.end(), 5, 50.0);
+  v.push_back(NAN);  // not counted
+  const krex_eval::tail_stats t = krex_eval::tails(v);
+  EXPECT_EQ(t.n, 100u);
+  EXPECT_DOUBLE_EQ(t.p50, 0);
+  EXPECT_NEAR(t.p95, 0.05 * 50, 1e-9);  // between the 95th (0) and the 96th (50) value
+  EXPECT_DOUBLE_EQ(t.p99, 50);
+  EXPECT_DOUBLE_EQ(t.over_1pct, 0.05);
+  const krex_eval::tail_stats none = krex_eval::tails({});
+  EXPECT_EQ(none.n, 0u);
+  EXPECT_TRUE(std::isnan(none.p95) && std::isnan(none.over_1pct));
+  // Every sample against the reference median of its kernel.
+  std::vector<double> out;
+  krex_eval::append_inflations({1.0, 1.02, 0.99, NAN}, 1.0, &out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_NEAR(out[1], 2.0, 1e-9);
+  EXPECT_NEAR(out[2], -1.0, 1e-9);
+  krex_eval::append_inflations({1.0}, NAN, &out);  // no reference: nothing
+  krex_eval::append_inflations({1.0}, 0, &out);
+  EXPECT_EQ(out.size(), 3u);
+  EXPECT_DOUBLE_EQ(krex_eval::tails({0.5, 1.0, 1.5, 2.0}).over_1pct, 0.5);  // strictly more than 1%
+}
+
+TEST(EvalStats, ConstructionOrderFlips) {
+  krex_eval::rank_totals t;
+  // The configuration swaps members 1 and 2; the reference has them right.
+  t.add_trial({{1.00, 1.00, 0}, {1.01, 1.03, 1}, {1.02, 1.02, 2}});
+  EXPECT_EQ(t.vs_reference.pairs, 3u);
+  EXPECT_EQ(t.vs_reference.flips, 1u);
+  EXPECT_EQ(t.vs_construction.flips, 1u);
+  // The reference itself misorders 0 and 1 and the configuration does not:
+  // a flip against the reference, none against the construction order.
+  t.add_trial({{1.02, 1.00, 0}, {1.01, 1.01, 1}, {1.03, 1.03, 2}});
+  EXPECT_EQ(t.vs_reference.flips, 2u);
+  EXPECT_EQ(t.vs_construction.flips, 1u);
+  EXPECT_EQ(t.vs_construction.pairs, 6u);
+  EXPECT_EQ(t.trials, 2u);
+  EXPECT_NEAR(t.tau_mean(), 1.0 / 3.0, 1e-12);  // both trials: (2 - 1) / 3
+  t.add_trial({{1.0, 1.0, 0}});  // one member: no pairs, no trial
+  EXPECT_EQ(t.trials, 2u);
+  EXPECT_TRUE(std::isnan(krex_eval::rank_totals{}.tau_mean()));
+}
+
+TEST(EvalStats, RepetitionForPersistentWorkers) {
+  EXPECT_EQ(krex_eval::copies_for_workers(41, 16, 10), 4u);  // 164 >= 160
+  EXPECT_EQ(krex_eval::copies_for_workers(40, 16, 10), 4u);  // exactly 160
+  EXPECT_EQ(krex_eval::copies_for_workers(18, 2, 10), 2u);
+  EXPECT_EQ(krex_eval::copies_for_workers(100, 2, 10), 1u);
+  EXPECT_EQ(krex_eval::copies_for_workers(10, 4, 0), 1u);  // off
+  EXPECT_EQ(krex_eval::copies_for_workers(0, 4, 10), 1u);
+  const std::vector<std::string> order = {"a", "b", "c", "d", "e", "f", "g"};
+  std::mt19937 rng(7);
+  const auto list = krex_eval::repeat_for_workers(order, 4, 10, rng);
+  ASSERT_EQ(list.size(), 6u * order.size());  // ceil(40 / 7) = 6 copies
+  EXPECT_GE(list.size(), 40u);
+  EXPECT_TRUE(std::equal(order.begin(), order.end(), list.begin()));  // the first copy is the order
+  std::map<std::string, int> n;
+  for (const auto& x : list) ++n[x];
+  for (const auto& x : order) EXPECT_EQ(n[x], 6) << x;  // every command equally often
+  bool reshuffled = false;
+  for (std::size_t k = 1; k < 6; ++k)
+    reshuffled = reshuffled || !std::equal(order.begin(), order.end(), list.begin() + static_cast<long>(k * order.size()));
+  EXPECT_TRUE(reshuffled);
+}
+
+TEST(EvalStats, Issue11TargetsFromData) {
+  EXPECT_DOUBLE_EQ(krex_eval::issue11_p95_target(">0.1ms"), 2.5);
+  EXPECT_DOUBLE_EQ(krex_eval::issue11_p95_target(">1ms"), 1.0);
+  EXPECT_DOUBLE_EQ(krex_eval::issue11_p95_target(">10ms"), 0.2);
+  EXPECT_TRUE(std::isnan(krex_eval::issue11_p95_target("<=0.1ms")));
+  EXPECT_EQ(krex_eval::at_most(0.19, 0.2), krex_eval::verdict::pass);
+  EXPECT_EQ(krex_eval::at_most(0.21, 0.2), krex_eval::verdict::fail);
+  EXPECT_EQ(krex_eval::at_most(NAN, 0.2), krex_eval::verdict::na);
+  EXPECT_EQ(krex_eval::at_least(4.0, 4.0), krex_eval::verdict::pass);
+  EXPECT_STREQ(krex_eval::to_string(krex_eval::verdict::fail), "FAIL");
+  // Persistent: 1.07x lock-only beats lock-only but misses 1.15x; 5x serial.
+  auto p = krex_eval::throughput_targets(300, 280, 60, true);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].outcome, krex_eval::verdict::pass);
+  EXPECT_NEAR(p[0].value, 300.0 / 280.0, 1e-12);
+  EXPECT_EQ(p[1].outcome, krex_eval::verdict::pass);
+  EXPECT_NEAR(p[1].value, 5.0, 1e-12);
+  EXPECT_EQ(p[2].outcome, krex_eval::verdict::fail);
+  // Process shape: slower than lock-only, under 4x serial; no 1.15x target.
+  auto q = krex_eval::throughput_targets(180, 210, 48, false);
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_EQ(q[0].outcome, krex_eval::verdict::fail);
+  EXPECT_EQ(q[1].outcome, krex_eval::verdict::fail);
+  // No lock-only configuration at that C and shape: not measurable.
+  EXPECT_EQ(krex_eval::throughput_targets(180, NAN, 48, false)[0].outcome, krex_eval::verdict::na);
+}
+
+TEST(EvalStats, BusyThroughput) {
+  // Two slots: ends at 10, 20, 25, 30, 40 s; the last start at 30 s. Busy
+  // window 10..30 s: the commands ending at 20, 25 and 30 s, 3 in 20 s.
+  const std::vector<std::pair<double, double>> se = {
+      {0, 10000}, {0, 20000}, {10000, 25000}, {20000, 30000}, {25000, 40000}, {30000, 41000}};
+  EXPECT_NEAR(krex_eval::busy_cpm(se), 3.0 / 20.0 * 60.0, 1e-9);
+  EXPECT_TRUE(std::isnan(krex_eval::busy_cpm({})));
+  EXPECT_TRUE(std::isnan(krex_eval::busy_cpm({{0, 10}, {0, 20}})));  // never busy past the first end
+}
+
 TEST(EvalCandidates, TableIsConsistent) {
   const auto all = krex_eval::all_candidates();
   std::set<std::string> ids;
@@ -99,10 +211,118 @@ TEST(EvalCandidates, TableIsConsistent) {
   EXPECT_EQ(krex_eval::find_candidate(all, "no-such-kernel"), nullptr);
 }
 
+TEST(EvalCandidates, RankSetsAreOrderedByConstruction) {
+  const auto all = krex_eval::all_candidates();
+  std::map<std::string, std::map<int, const krex_eval::candidate*>> sets;
+  for (const auto& c : all)
+    if (!c.set.empty()) sets[c.set][c.set_pos] = &c;
+  std::size_t fine = 0;
+  for (const auto& kv : sets) {
+    const bool is_fine = krex_eval::is_fine_set(kv.first);
+    fine += is_fine ? 1 : 0;
+    const krex_eval::candidate* prev = nullptr;
+    for (const auto& m : kv.second) {
+      EXPECT_EQ(m.second->fam, kv.second.begin()->second->fam) << m.second->id;
+      EXPECT_EQ(m.second->variant, kv.second.begin()->second->variant) << m.second->id;
+      if (prev != nullptr) {
+        const double gap = krex_eval::work_of(*m.second) / krex_eval::work_of(*prev) - 1;
+        if (is_fine) {  // neighbours 0.1-0.5% apart
+          EXPECT_GE(gap, 0.00095) << m.second->id;
+          EXPECT_LE(gap, 0.005) << m.second->id;
+        } else {  // coarse: 1-5% apart
+          EXPECT_GE(gap, 0.009) << m.second->id;
+        }
+      }
+      prev = m.second;
+    }
+  }
+  EXPECT_GE(fine, 3u);
+  // The fine sets span the > 0.1 ms, > 1 ms and > 10 ms bands (rough H200 durations).
+  std::set<int> bands;
+  for (const auto& kv : sets)
+    if (krex_eval::is_fine_set(kv.first)) {
+      const double ms = kv.second.begin()->second->est_ms;
+      bands.insert(ms > 10 ? 3 : ms > 1 ? 2 : ms > 0.1 ? 1 : 0);
+    }
+  EXPECT_EQ(bands, (std::set<int>{1, 2, 3}));
+  // Existing ids keep their sets: new sets are appended, never merged into old ones.
+  const auto* g = krex_eval::find_candidate(all, "gemm-t16m1-4096x4096x4096");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->set, "gemm-4K-t16");
+  EXPECT_EQ(g->set_pos, 0);
+  const auto* a = krex_eval::find_candidate(all, "axpby-vec4-16777216");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->set, "axpby-16M");
+  EXPECT_FALSE(krex_eval::is_fine_set("-fine"));
+  EXPECT_FALSE(krex_eval::is_fine_set("gemm-2K"));
+}
+
+TEST(EvalCandidates, CommandIdsAndTimings) {
+  std::string id, why;
+  krex_eval::timing t;
+  ASSERT_TRUE(krex_eval::parse_command("gemm-t32m4-512x512x512", &id, &t, &why)) << why;
+  EXPECT_EQ(id, "gemm-t32m4-512x512x512");
+  EXPECT_EQ(t.name(), "batched");
+  for (const krex_eval::timing x : {krex_eval::timing{true, 0}, krex_eval::timing{false, 250},
+                                    krex_eval::timing{true, 40}}) {
+    const std::string cmd = krex_eval::command_id("axpby-vec1-4194304", x);
+    ASSERT_TRUE(krex_eval::parse_command(cmd, &id, &t, &why)) << cmd << ": " << why;
+    EXPECT_EQ(id, "axpby-vec1-4194304");
+    EXPECT_EQ(t.sync_each, x.sync_each) << cmd;
+    EXPECT_EQ(t.loop_ms, x.loop_ms) << cmd;
+  }
+  EXPECT_EQ(krex_eval::command_id("k", {true, 250}), "k@sync@loop250");
+  EXPECT_EQ((krex_eval::timing{true, 250}).name(), "sync+loop");
+  for (const char* bad : {"k@bogus", "k@loop0", "k@loopx", "k@loop", "k@sync@sync", "@sync", "k@", "k@loop5@loop6"}) {
+    EXPECT_FALSE(krex_eval::parse_command(bad, &id, &t, &why)) << bad;
+    EXPECT_FALSE(why.empty()) << bad;
+  }
+  // The plans: sync only sets sync_each; the loop fills about loop_ms.
+  const auto all = krex_eval::all_candidates();
+  for (const auto& c : all) {
+    const auto base = krex_eval::plan_for(c, {});
+    EXPECT_EQ(base.samples, krex_eval::samples_for(c));
+    EXPECT_FALSE(base.sync_each);
+    EXPECT_EQ(base.warmup_ms, 0);
+    EXPECT_TRUE(krex_eval::plan_for(c, {true, 0}).sync_each);
+    const auto loop = krex_eval::plan_for(c, {false, 400});
+    EXPECT_GE(loop.samples, base.samples) << c.id;
+    EXPECT_LE(loop.samples, 2000);
+    EXPECT_GE(loop.warmup_ms, 0);
+    // At least about the loop asked for, and never shorter than the default loop.
+    EXPECT_GE(krex_eval::est_loop_ms(c, {false, 400}), 400 * 0.99) << c.id;
+    EXPECT_GE(krex_eval::est_loop_ms(c, {false, 400}), krex_eval::est_loop_ms(c, {})) << c.id;
+  }
+}
+
+TEST(EvalPlan, LoopWorkloadAndEstimates) {
+  const auto all = krex_eval::all_candidates();
+  for (const auto& c : all) {
+    // The loop is about pct of the estimated command.
+    const int ms = krex_eval::loop_ms_for(c, 12);
+    const double share = ms / (krex_eval::est_setup_ms(c) + ms);
+    EXPECT_NEAR(share, 0.12, 0.005) << c.id;
+    EXPECT_GT(krex_eval::est_command_s(c, {}), 0.5) << c.id;
+    EXPECT_GE(krex_eval::est_command_s(c, {false, ms}), krex_eval::est_command_s(c, {})) << c.id;
+  }
+  // More concurrency never estimates slower throughput; persistent workers never slower than processes.
+  for (const char* mode : {"unprotected", "lock", "krex", "krex-all", "krex-mps"}) {
+    double prev = 0;
+    for (int c = 1; c <= 32; c *= 2) {
+      const double s = krex_eval::est_speedup(mode, c, false);
+      EXPECT_GE(s, prev) << mode << " C=" << c;
+      EXPECT_GE(krex_eval::est_speedup(mode, c, true), s) << mode << " C=" << c;
+      prev = s;
+    }
+  }
+  EXPECT_DOUBLE_EQ(krex_eval::est_speedup("serial", 1, false), 1.0);
+  EXPECT_DOUBLE_EQ(krex_eval::est_config_s(100, "serial", 1, false), 100);
+}
+
 TEST(EvalJson, FlatRoundTrip) {
   krex_eval::json_object o;
   o.str("id", "a\"b\\c\n").num("x", 1.5).boolean("ok", true).boolean("no", false);
-  o.nums("s", {1, 2.5, 3}).num("nan", NAN);
+  o.nums("s", {1, 2.5, 3}).num("nan", NAN).integer("ns", 1234567890123456LL);
   krex_eval::flat_record r;
   std::string why;
   ASSERT_TRUE(krex_eval::parse_flat(o.text(), &r, &why)) << why << ": " << o.text();
@@ -111,6 +331,7 @@ TEST(EvalJson, FlatRoundTrip) {
   EXPECT_DOUBLE_EQ(r.num("ok"), 1);
   EXPECT_DOUBLE_EQ(r.num("no"), 0);
   EXPECT_TRUE(std::isnan(r.num("nan")));
+  EXPECT_EQ(static_cast<long long>(r.num("ns")), 1234567890123456LL);  // every digit
   EXPECT_TRUE(std::isnan(r.num("missing")));
   ASSERT_EQ(r.arrays["s"].size(), 3u);
   EXPECT_DOUBLE_EQ(r.arrays["s"][1], 2.5);
@@ -168,19 +389,42 @@ TEST_F(EvalDriver, RunsEveryShapeAndWritesTheSummary) {
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string md = slurp(dir + "/summary.md");
   const std::string js = slurp(dir + "/eval.json");
-  // 9 candidates (4 + 5) x 2 reps = 18 commands in each of 6 configurations.
+  // 9 candidates (4 + 5) x 2 reps = 18 commands in each of 6 configurations;
+  // the 2 persistent workers run the list twice (at least 10 each: 36).
   EXPECT_NE(md.find("| reference (serial) | 18 | 0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| unprotected C=3 | 18 | 0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| lock C=2 | 18 | 0 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| krex C=2 persistent | 18 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| krex C=2 persistent | 36 | 0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| native repeat (serial) | 18 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| krex C=2 persistent | 36 | 2 | 2 |"), std::string::npos) << md;  // commands per worker
+  EXPECT_NE(md.find("| lock C=2 | 18 | 1 | 18 | 1 | 1 | 1 |"), std::string::npos) << md;
   EXPECT_EQ(count(js, "\"label\":"), 6u);
-  EXPECT_EQ(count(js, "\"samples_ms\":["), 6u * 18u);
+  EXPECT_EQ(count(js, "\"samples_ms\":["), 5u * 18u + 36u);
+  EXPECT_EQ(count(js, "\"worker_start_ms\":"), 5u * 18u + 36u);
   // Without noise every order matches the reference: 0 flips, tau 1.
   EXPECT_EQ(count(js, "\"flip_rate\":0,"), 6u) << js.substr(0, 2000);
   EXPECT_EQ(count(js, "\"kendall_tau\":1,"), 6u);
-  // Two rank sets x 2 reps: 4 set trials, 2 x (6 + 10) = 32 pairs.
-  EXPECT_EQ(count(js, "\"rank_pairs\":32,"), 6u);
+  // Two rank sets x 2 reps: 4 set trials, 2 x (6 + 10) = 32 pairs; twice that persistent.
+  EXPECT_EQ(count(js, "\"rank_pairs\":32,"), 5u);
+  EXPECT_EQ(count(js, "\"rank_pairs\":64,"), 1u);
+  EXPECT_EQ(count(js, "\"flips_vs_construction\":0,"), 6u);
+  // Every command's start: driver side (ms since the run started) and worker
+  // side (CLOCK_MONOTONIC, on the driver's clock): the worker starts the
+  // command after the driver sent it and before the driver saw it end.
+  std::size_t checked = 0;
+  for (auto p = js.find("\"start_ms\":"); p != std::string::npos; p = js.find("\"start_ms\":", p + 1)) {
+    const double start = std::atof(js.c_str() + p + 11);
+    const auto e = js.find("\"end_ms\":", p);
+    const auto w = js.find("\"worker_start_ms\":", p);
+    ASSERT_NE(e, std::string::npos);
+    ASSERT_NE(w, std::string::npos);
+    const double end = std::atof(js.c_str() + e + 9), ws = std::atof(js.c_str() + w + 18);
+    EXPECT_GT(start, 0);
+    EXPECT_LE(start, ws + 0.01);  // printed to the microsecond
+    EXPECT_LE(ws, end + 0.01);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 5u * 18u + 36u);
   // A process per command: every command is its process's first; persistent
   // workers: exactly C=2 first commands.
   EXPECT_EQ(count(js, "\"first_in_process\":true"), 5u * 18u + 2u);
@@ -204,7 +448,7 @@ TEST_F(EvalDriver, FaultsAreRecordedAndTheRunGoesOn) {
                     hang = krex_eval::all_candidates()[2].id;
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = run(driver("--filter " + bad + "," + crash + "," + hang +
-                                " --timeout-s 2 --configs serial:1,unprotected:2,krex:2:persistent,serial:1",
+                                " --timeout-s 2 --min-per-worker 0 --configs serial:1,unprotected:2,krex:2:persistent,serial:1",
                             "KREX_FAKE_FAIL=" + bad + " KREX_FAKE_CRASH=" + crash + " KREX_FAKE_HANG=" + hang));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
   EXPECT_EQ(r.status, 1) << r.output;  // failures: exit 1, but every configuration ran
@@ -238,6 +482,84 @@ TEST_F(EvalDriver, AProcessCommandEndsWhenItsWorkerExits) {
   EXPECT_EQ(short_cmds, 0u) << "a command ended before its worker exited";
 }
 
+TEST_F(EvalDriver, TimingsTailsAndTargets) {
+  // A fine set in > 1 ms, each member also timed @sync and @loop; lock-only
+  // workers report one sample in 20 at +50%: a tail their command medians hide.
+  const auto r = run(driver("--filter axpby-448M-fine --sync axpby-448M-fine --loop axpby-448M-fine "
+                            "--configs serial:1,lock:2,krex:2,krex-all:2,krex-device:2,lock:2:persistent,"
+                            "krex:2:persistent,serial:1",
+                            "KREX_FAKE_TAIL=50 KREX_FAKE_ENV=KREX_FREEZE_SCOPE"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string md = slurp(dir + "/summary.md");
+  const std::string js = slurp(dir + "/eval.json");
+  // 5 members x 3 timings = 15 commands; persistent: 2 copies (at least 10 per worker).
+  EXPECT_NE(md.find("| lock C=2 | 15 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| krex C=2 persistent | 30 | 0 |"), std::string::npos) << md;
+  // 6 process-shape configurations x 5 + 2 persistent x 10 sync (and loop)
+  // commands, each named by the driver and by the worker's result.
+  EXPECT_EQ(count(js, "@sync\","), 2u * (6u * 5u + 2u * 10u));
+  EXPECT_EQ(count(js, "\"timing\":\"loop\""), 2u * (6u * 5u + 2u * 10u));
+  // The scope modes pass KREX_FREEZE_SCOPE through; krex keeps the library's default (unset).
+  EXPECT_EQ(count(js, "\"env\":\"all\""), 15u);
+  EXPECT_EQ(count(js, "\"env\":\"device\""), 15u);
+  // Sample level: lock-only's command medians are clean (p95 0.00) but 5% of
+  // its samples are > 1% slow, and its sample p95 misses the 1% target.
+  EXPECT_NE(md.find("| lock C=2 | all | 15 | 0.00 | 0.00 | 300 | 0.00 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 50.00 | 5.0% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| krex C=2 | all | 15 | 0.00 | 0.00 | 300 | 0.00 | 0.00 | 0.00 | 0.0% |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| lock C=2 | sync | 5 |"), std::string::npos) << md;  // timings reported separately
+  EXPECT_NE(md.find("| lock C=2 | loop | 5 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| lock C=2 | 15 | 300 | PASS 0.00 (15) | FAIL 2.50 (300) | PASS 0.00 (15) | FAIL 2.50 (300) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| krex C=2 | 15 | 300 | PASS 0.00 (15) | PASS 0.00 (300) | PASS 0.00 (15) | PASS 0.00 (300) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(js.find("\"over_1pct_frac\":0.05"), std::string::npos);
+  // Shape for shape: each krex-family configuration beside lock-only at its C and shape.
+  const auto sfs = md.find("## Shape for shape");
+  ASSERT_NE(sfs, std::string::npos) << md;
+  for (const char* row : {"| krex C=2 | 15 |", "| krex-all C=2 | 15 |", "| krex-device C=2 | 15 |",
+                          "| krex C=2 persistent | 30 |"})
+    EXPECT_NE(md.find(row, sfs), std::string::npos) << row << "\n" << md;
+  EXPECT_EQ(md.find("| lock C=2 | 15 |", sfs), md.find("| lock C=2 | 15 | 300 |", sfs)) << "lock-only is a column there";
+  EXPECT_EQ(count(js, "\"target\":\">= lock-only\""), 4u);
+  EXPECT_EQ(count(js, "\"target\":\">= 1.15x lock-only\""), 1u);
+  // Fine-set ranking: flips against the reference and the construction order.
+  EXPECT_NE(md.find("| krex C=2 | fine, sync | 1 | 10 | 0.0 (0) | 0.0 (0) | 1.000 |"), std::string::npos) << md;
+  EXPECT_NE(js.find("\"fine, loop\":{\"trials\":1,\"pairs\":10,"), std::string::npos);
+  // The critical fraction per timing (the stand-in's loop workload: 6 ms of a longer command).
+  EXPECT_NE(md.find("| reference (serial) | loop | 5 |"), std::string::npos) << md;
+}
+
+TEST_F(EvalDriver, PlanPrintsTheDurationEstimateAndExits) {
+  // --plan needs no worker and writes nothing.
+  const auto r = run(std::string(KREX_EVAL_PATH) + " --config issue11 --plan --worker /nonexistent --out '" + dir +
+                     "/not-made'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("estimated duration"), std::string::npos) << r.output;
+  EXPECT_NE(::access((dir + "/not-made").c_str(), F_OK), 0);
+  // The issue-11 preset: the fine sets, both extra timings, scope comparison,
+  // and at least 10 commands per persistent worker.
+  EXPECT_GT(count(r.output, "@sync\n"), 0u) << r.output;
+  EXPECT_GT(count(r.output, "@loop"), 0u) << r.output;
+  EXPECT_NE(r.output.find("krex-all C=16:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gemm-t16m1-4096x4112x4096\n"), std::string::npos);  // a fine set's member
+  std::size_t persistent = 0;
+  for (auto p = r.output.find(" persistent: "); p != std::string::npos; p = r.output.find(" persistent: ", p + 1)) {
+    EXPECT_GE(std::atoi(r.output.c_str() + p + 13), 160) << r.output;
+    ++persistent;
+  }
+  EXPECT_EQ(persistent, 2u);
+  // The other presets leave the fine sets out unless --filter names them.
+  const auto q = run(std::string(KREX_EVAL_PATH) + " --config smoke --plan");
+  ASSERT_EQ(q.status, 0) << q.output;
+  EXPECT_EQ(q.output.find("gemm-t16m1-4096x4112x4096"), std::string::npos);
+  EXPECT_EQ(q.output.find("@sync"), std::string::npos);
+  EXPECT_NE(q.output.find("krex C=4 persistent: "), std::string::npos);
+}
+
 TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
   struct bad_case {
     std::string args, says;
@@ -248,7 +570,14 @@ TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
       {"--configs krex:4,serial:1", "must start and end with serial:1"},
       {"--configs serial:1,krex:0,serial:1", "an integer 1..256"},
       {"--configs serial:1,krex:4:sideways,serial:1", "persistent or process"},
-      {"--config huge", "smoke, quick or full"},
+      {"--config huge", "smoke, quick, full or issue11"},
+      {"--configs serial:1,krex-everything:4,serial:1", "krex-all, krex-device"},
+      {"--filter gemm-2K --sync axpby-16M", "--sync matches none of the selected candidates"},
+      {"--filter gemm-2K --loop no-such", "--loop matches none of the selected candidates"},
+      {"--filter ''", "--filter is empty"},
+      {"--loop-pct 95", "a number 1..90"},
+      {"--min-per-worker -1", "an integer 0..1000"},
+      {"--min-per-slot x", "invalid value 'x' for --min-per-slot"},
       {"--reps 0", "an integer 1..100"},
       {"--reps=1.5", "invalid value '1.5' for --reps"},
       {"--timeout-s=0", "a number 1..86400"},

@@ -6,12 +6,22 @@
 // Shared by the driver (which only deals in ids) and the CUDA worker (which
 // compiles and times them). Durations span ~10 us to ~50 ms on an H200.
 //
-// Rank sets are groups of near-equal candidates whose true durations differ
-// by 1-5% (the same kernel over 1.00x, 1.01x, 1.02x, 1.035x, 1.05x the work):
-// the ranking-fidelity metric compares each mode's order of a set with the
-// uncontended reference order.
+// Rank sets are groups of near-equal candidates: the same kernel over
+// slightly more work each, so the true order is known by construction
+// (set_pos). The coarse sets differ by 1-5% (1.00x, 1.01x, 1.02x, 1.035x,
+// 1.05x the work); the fine sets ("-fine") by 0.1-0.5% between neighbours,
+// where a flip is plausible even uncontended. The ranking-fidelity metric
+// compares each mode's order of a set with the uncontended reference order
+// and with the construction order.
+//
+// A command is a candidate id with an optional timing suffix (see timing):
+// "@sync" synchronizes after every sample, "@loop<ms>" makes the timed loop
+// about <ms> long. The worker parses it with parse_command().
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -45,6 +55,127 @@ struct candidate {
 inline int samples_for(const candidate& c) {
   const double s = 150.0 / (c.est_ms > 0 ? c.est_ms : 1.0);
   return s < 10 ? 10 : s > 100 ? 100 : static_cast<int>(s);
+}
+
+/// Whether the candidate's source includes CUB (about 1-2 s of NVRTC work
+/// per command instead of 60-100 ms).
+inline bool uses_cub(family f) { return f == family::reduce || f == family::softmax; }
+
+/// Whether a rank set is a fine one (members 0.1-0.5% apart): its name ends in "-fine".
+inline bool is_fine_set(const std::string& set) {
+  static const std::string suffix = "-fine";
+  return set.size() > suffix.size() &&
+         set.compare(set.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// The work a candidate does, in the unit its time scales with (gemm:
+/// M*N*K multiply-adds; reduce, axpby: elements; softmax: rows*cols): the
+/// construction order of a rank set is the order of this.
+inline double work_of(const candidate& c) {
+  switch (c.fam) {
+    case family::gemm: return static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k);
+    case family::reduce:
+    case family::axpby: return static_cast<double>(c.n);
+    case family::softmax: return static_cast<double>(c.m) * static_cast<double>(c.n);
+  }
+  return 0;
+}
+
+/// How a command times its candidate.
+///   batched   (default) krex::measure's loop: samples queued back to back
+///   sync      sync_each: the stream is synchronized after every sample (the
+///             do_bench style; a descheduled CPU shows in the sample)
+///   loop      a timed loop of about loop_ms (warm-up time plus more
+///             samples): the KREX study's critical fraction (median ~12% of
+///             a command) instead of the default loop's 2-3%
+/// sync and loop combine ("sync+loop").
+struct timing {
+  bool sync_each = false;
+  int loop_ms = 0;  ///< > 0: the loop workload
+
+  std::string name() const {
+    if (sync_each && loop_ms > 0) return "sync+loop";
+    if (sync_each) return "sync";
+    if (loop_ms > 0) return "loop";
+    return "batched";
+  }
+};
+
+/// The command the driver sends for candidate `id` timed as `t`: id[@sync][@loop<ms>].
+inline std::string command_id(const std::string& id, const timing& t) {
+  std::string s = id;
+  if (t.sync_each) s += "@sync";
+  if (t.loop_ms > 0) s += "@loop" + std::to_string(t.loop_ms);
+  return s;
+}
+
+/// Splits a command into its candidate id and timing; false (and *why) on
+/// an unknown suffix or a loop length outside 1..600000 ms.
+inline bool parse_command(const std::string& cmd, std::string* id, timing* t, std::string* why) {
+  *t = timing{};
+  const auto at = cmd.find('@');
+  *id = cmd.substr(0, at);
+  if (id->empty()) {
+    *why = "empty candidate id in command '" + cmd + "'";
+    return false;
+  }
+  std::size_t p = at;
+  while (p != std::string::npos) {
+    const auto next = cmd.find('@', p + 1);
+    const std::string s = cmd.substr(p + 1, next == std::string::npos ? std::string::npos : next - p - 1);
+    if (s == "sync" && !t->sync_each) {
+      t->sync_each = true;
+    } else if (s.compare(0, 4, "loop") == 0 && t->loop_ms == 0) {
+      const std::string v = s.substr(4);
+      char* end = nullptr;
+      const long ms = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || ms < 1 || ms > 600000) {
+        *why = "bad loop length '" + v + "' in command '" + cmd + "': @loop<ms>, 1..600000";
+        return false;
+      }
+      t->loop_ms = static_cast<int>(ms);
+    } else {
+      *why = "unknown timing '@" + s + "' in command '" + cmd + "': @sync or @loop<ms>, each at most once";
+      return false;
+    }
+    p = next;
+  }
+  return true;
+}
+
+/// What krex::measure is asked to do for one command.
+struct measure_plan {
+  int samples = 10;
+  int warmup = 3;
+  double warmup_ms = 0;  ///< keep warming up until this much time passed
+  bool sync_each = false;
+};
+
+/// The rough per-sample cost beside the kernel (the cold-L2 flush and the
+/// events), in ms on an H200: only used to size the loop workload.
+inline constexpr double sample_overhead_ms = 0.04;
+
+/// The measure plan of candidate `c` timed as `t`. The loop workload takes
+/// about half its loop_ms in samples (10..2000, never fewer than the default
+/// plan's) and warms up (by time) for the rest of loop_ms.
+inline measure_plan plan_for(const candidate& c, const timing& t) {
+  measure_plan p;
+  p.sync_each = t.sync_each;
+  p.samples = samples_for(c);
+  if (t.loop_ms > 0) {
+    const double per = (c.est_ms > 0 ? c.est_ms : 1.0) + sample_overhead_ms;
+    const long want = std::clamp(std::lround(t.loop_ms / 2.0 / per), 10L, 2000L);
+    p.samples = std::max(p.samples, static_cast<int>(want));
+    p.warmup_ms = std::max(0.0, t.loop_ms - p.samples * per);
+  }
+  return p;
+}
+
+/// The rough length of a command's timed loop in ms (warm-up included), from est_ms.
+inline double est_loop_ms(const candidate& c, const timing& t) {
+  const measure_plan p = plan_for(c, t);
+  const double per = c.est_ms + sample_overhead_ms;
+  return std::max(p.warmup * per, p.warmup_ms) + p.samples * per;
 }
 
 namespace detail {
@@ -117,6 +248,17 @@ inline std::vector<candidate> all_candidates() {
   // ... and a set over 10 ms: the 16x16-tile gemm at 4096 (~17 ms on an H200).
   for (int i = 0; i < 4; ++i)
     v.push_back(gemm(16, 1, 4096, 4096, 4096 + 64 * i, 17, "gemm-4K-t16", i));
+  // Fine rank sets (appended: the ids above stay as they were): neighbours
+  // 0.1, 0.2, 0.3 and 0.4% apart in work. No member equals a candidate above.
+  const double g[] = {1.0, 1.001, 1.003, 1.006, 1.010};
+  for (int i = 0; i < 5; ++i)  // CUB, ~0.4 ms: the > 0.1 ms band, CPU work while compiling
+    v.push_back(reduce(256, 4, scaled(std::int64_t(384) << 20, g[i], 4096), 0.4, "reduce-384M-fine", i));
+  for (int i = 0; i < 5; ++i)  // ~1.5 ms: the > 1 ms band
+    v.push_back(axpby(4, scaled(std::int64_t(448) << 20, g[i], 1024), 1.5, "axpby-448M-fine", i));
+  // gemm work grows in whole tiles: N = 4096 + 16 (i + 1), one more column
+  // of 16-wide tiles each (+0.39%); ~17 ms: the > 10 ms band.
+  for (int i = 0; i < 5; ++i)
+    v.push_back(gemm(16, 1, 4096, 4096 + 16 * (i + 1), 4096, 17, "gemm-4K-t16-fine", i));
   // A set member identical to a family entry is that entry, given its set.
   std::vector<candidate> out;
   for (auto& c : v) {
@@ -129,6 +271,14 @@ inline std::vector<candidate> all_candidates() {
     if (!merged) out.push_back(std::move(c));
   }
   return out;
+}
+
+/// Whether `c` is selected by one of `patterns`: its id contains the
+/// pattern, or its set is the pattern.
+inline bool matches(const candidate& c, const std::vector<std::string>& patterns) {
+  for (const auto& f : patterns)
+    if (c.id.find(f) != std::string::npos || c.set == f) return true;
+  return false;
 }
 
 /// The candidate named `id`, or nullptr.

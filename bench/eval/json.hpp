@@ -38,6 +38,12 @@ class json_object {
     m_w.field(k, v, json_digits);
     return *this;
   }
+  /// An integer, every digit (e.g. CLOCK_MONOTONIC nanoseconds; the reader
+  /// keeps integers up to 2^53 exact).
+  json_object& integer(const std::string& k, long long v) {
+    m_w.field(k, v);
+    return *this;
+  }
   json_object& boolean(const std::string& k, bool v) {
     m_w.field(k, v);
     return *this;

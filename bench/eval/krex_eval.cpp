@@ -1,37 +1,48 @@
 // SPDX-License-Identifier: Apache-2.0
 // krex_eval: the evaluation. Runs the same list of benchmark commands
 // (bench/eval/candidates.hpp) under every sharing mode, side by side in one
-// run, and reports throughput, accuracy by duration band, ranking fidelity
-// and where the time goes. docs/EVAL.md has the method; scripts/eval.sh runs it.
+// run, and reports throughput (shape for shape), accuracy by duration band
+// (command medians and every sample), ranking fidelity and where the time
+// goes. docs/EVAL.md has the method; scripts/eval.sh runs it.
 //
-//   krex_eval [--config smoke|quick|full] [--out DIR] [--worker PATH]
-//             [--configs LIST] [--reps N] [--filter S1,S2,...] [--timeout-s N]
-//             [--device N] [--seed N]
+//   krex_eval [--config smoke|quick|full|issue11] [--out DIR] [--worker PATH]
+//             [--configs LIST] [--reps N] [--filter S1,S2,...] [--sync S1,...]
+//             [--loop S1,...] [--loop-pct P] [--min-per-worker N] [--plan]
+//             [--timeout-s N] [--device N] [--seed N]
 //
 // A configuration is MODE:C[:persistent]; LIST is comma-separated. Modes:
 //   serial        one command at a time (C must be 1), no krex
 //   unprotected   C commands at once, no krex
 //   lock          C at once, an exclusive flock(2) around each timed loop
-//   krex          C at once, each timed loop in a krex region
+//   krex          C at once, each timed loop in a krex region (library defaults)
 //   krex-mps      krex with an MPS control daemon running (started here)
+//   krex-all      krex, freeze scope "all"      (KREX_FREEZE_SCOPE=all)
+//   krex-device   krex, freeze scope "device"   (KREX_FREEZE_SCOPE=device)
 //   krex-active   krex, freeze scope "active"   (KREX_FREEZE_SCOPE=active)
 //   krex-nopin    krex without pinning          (KREX_PIN=0)
 //   krex-nofreeze krex, gate+drain only         (KREX_FREEZE=none)
 // Shape "process" (default) starts a worker process per command; shape
 // "persistent" starts C workers that run commands one after another and
-// keep their CUDA context (and krex tenant).
+// keep their CUDA context (and krex tenant); their list is repeated so each
+// worker runs --min-per-worker commands on average.
+//
+// Commands: every selected candidate timed the default way (batched);
+// candidates matching --sync also with a sample-synchronized loop
+// (id@sync), and those matching --loop also with a loop of about --loop-pct
+// percent of the command (id@loop<ms>).
 //
 // The first configuration of every preset is the uncontended reference (a
 // serial pass); the last is a second serial pass, the native repeat.
 //
-// Output in DIR: eval.json (every command, every sample, the summary),
-// summary.md (tables), workers.log (the workers' stderr).
+// Output in DIR: eval.json (every command, every sample, its start times,
+// the summary), summary.md (tables), workers.log (the workers' stderr).
 // Exit status: 0 when every configuration ran and its commands passed their
 // checks, 1 when any command failed, 2 when it cannot start (no worker, an
 // --out directory it cannot write), 64 on bad usage (krex_eval --help).
 
 #include "candidates.hpp"
 #include "json.hpp"
+#include "plan.hpp"
 #include "stats.hpp"
 
 #include <krex_tools/cli.hpp>
@@ -56,6 +67,7 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <random>
 #include <set>
 #include <sstream>
@@ -80,9 +92,23 @@ double ms_between(clk::time_point a, clk::time_point b) {
 }
 
 const std::set<std::string>& known_modes() {
-  static const std::set<std::string> m = {"serial", "unprotected", "lock", "krex", "krex-mps",
-                                          "krex-active", "krex-nopin", "krex-nofreeze"};
+  static const std::set<std::string> m = {"serial",      "unprotected", "lock",       "krex",
+                                          "krex-mps",    "krex-all",    "krex-device", "krex-active",
+                                          "krex-nopin",  "krex-nofreeze"};
   return m;
+}
+const char* const modes_text =
+    "serial, unprotected, lock, krex, krex-mps, krex-all, krex-device, krex-active, krex-nopin or "
+    "krex-nofreeze";
+
+/// The environment a mode gives its workers (the krex ablations and scopes).
+std::vector<std::pair<std::string, std::string>> mode_env(const std::string& mode) {
+  if (mode == "krex-all") return {{"KREX_FREEZE_SCOPE", "all"}};
+  if (mode == "krex-device") return {{"KREX_FREEZE_SCOPE", "device"}};
+  if (mode == "krex-active") return {{"KREX_FREEZE_SCOPE", "active"}};
+  if (mode == "krex-nopin") return {{"KREX_PIN", "0"}};
+  if (mode == "krex-nofreeze") return {{"KREX_FREEZE", "none"}};
+  return {};
 }
 
 struct config {
@@ -113,9 +139,7 @@ config parse_config(const std::string& s) {
   config c;
   c.mode = f[0];
   if (known_modes().count(c.mode) == 0)
-    usage_error("unknown mode '" + c.mode +
-                "' in --configs: use serial, unprotected, lock, krex, krex-mps, krex-active, "
-                "krex-nopin or krex-nofreeze");
+    usage_error("unknown mode '" + c.mode + "' in --configs: use " + modes_text);
   char* end = nullptr;
   const long v = std::strtol(f[1].c_str(), &end, 10);
   if (end == f[1].c_str() || *end != '\0' || v < 1 || v > 256)
@@ -139,34 +163,60 @@ std::vector<config> parse_configs(const std::string& list) {
   return v;
 }
 
+/// A preset: its configurations, repetitions and command selection.
+struct preset_t {
+  std::string configs;
+  int reps = 1;
+  /// Candidates (as --filter); empty: every candidate outside the fine rank sets.
+  std::vector<std::string> filter, sync, loop;
+  int min_per_slot = 0;  ///< process shape: repeat the list until each slot has this many
+};
+
+std::vector<std::string> split_list(const std::string& v) {
+  std::vector<std::string> out;
+  std::stringstream ss(v);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
 /// The presets. Each starts with the reference pass and ends with the native repeat.
-std::string preset_configs(const std::string& name, int* reps) {
-  if (name == "smoke") {
-    *reps = 1;
-    return "serial:1,unprotected:4,lock:4,krex:4,krex:4:persistent,serial:1";
-  }
-  if (name == "quick") {
-    *reps = 1;
-    return "serial:1,"
-           "unprotected:2,unprotected:4,unprotected:8,unprotected:16,"
-           "lock:2,lock:4,lock:8,lock:16,"
-           "krex:2,krex:4,krex:8,krex:16,"
-           "krex-mps:16,krex-active:16,krex-nopin:16,krex-nofreeze:16,"
-           "serial:1:persistent,unprotected:16:persistent,lock:16:persistent,krex:16:persistent,"
-           "serial:1";
-  }
-  if (name == "full") {
-    *reps = 3;
-    return "serial:1,"
-           "unprotected:2,unprotected:4,unprotected:8,unprotected:16,"
-           "lock:2,lock:4,lock:8,lock:16,"
-           "krex:1,krex:2,krex:4,krex:8,krex:16,"
-           "krex-mps:1,krex-mps:2,krex-mps:4,krex-mps:8,krex-mps:16,"
-           "krex-active:16,krex-nopin:16,krex-nofreeze:16,"
-           "serial:1:persistent,unprotected:16:persistent,lock:16:persistent,krex:16:persistent,"
-           "krex-mps:16:persistent,serial:1";
-  }
-  usage_error("unknown --config '" + name + "': smoke, quick or full");
+preset_t preset(const std::string& name) {
+  if (name == "smoke") return {"serial:1,unprotected:4,lock:4,krex:4,krex:4:persistent,serial:1", 1, {}, {}, {}};
+  if (name == "quick")
+    return {"serial:1,"
+            "unprotected:2,unprotected:4,unprotected:8,unprotected:16,"
+            "lock:2,lock:4,lock:8,lock:16,"
+            "krex:2,krex:4,krex:8,krex:16,"
+            "krex-mps:16,krex-active:16,krex-nopin:16,krex-nofreeze:16,"
+            "serial:1:persistent,unprotected:16:persistent,lock:16:persistent,krex:16:persistent,"
+            "serial:1",
+            1, {}, {}, {}};
+  if (name == "full")
+    return {"serial:1,"
+            "unprotected:2,unprotected:4,unprotected:8,unprotected:16,"
+            "lock:2,lock:4,lock:8,lock:16,"
+            "krex:1,krex:2,krex:4,krex:8,krex:16,"
+            "krex-mps:1,krex-mps:2,krex-mps:4,krex-mps:8,krex-mps:16,"
+            "krex-all:16,krex-device:16,krex-active:16,krex-nopin:16,krex-nofreeze:16,"
+            "serial:1:persistent,unprotected:16:persistent,lock:16:persistent,krex:16:persistent,"
+            "krex-mps:16:persistent,serial:1",
+            3, {}, {}, {}};
+  // Issue 11's comparisons in one call of about 8 minutes on an H200 (build
+  // included): lock-only and krex (the library's defaults) shape for shape,
+  // both freeze scopes explicitly; the fine rank sets in every band, the
+  // short coarse set, the longest gemm; the sample-synchronized loop on the
+  // short kernels and a CUB set; the loop workload on a CUB and a plain set
+  // (docs/EVAL.md).
+  if (name == "issue11")
+    return {"serial:1,lock:8,krex:8,lock:16,krex:16,krex-all:16,krex-device:16,lock:16:persistent,"
+            "krex:16:persistent,serial:1",
+            1,
+            split_list("reduce-384M-fine,axpby-448M-fine,gemm-4K-t16-fine,axpby-16M,gemm-t16m1-6144"),
+            split_list("axpby-16M,reduce-384M-fine"),
+            split_list("reduce-384M-fine,axpby-448M-fine"),
+            5};
+  usage_error("unknown --config '" + name + "': smoke, quick, full or issue11");
 }
 
 // ------------------------------------------------------------ the processes
@@ -176,15 +226,21 @@ struct options_t {
   std::string preset = "quick";
   std::string configs;
   int reps = -1;
-  std::vector<std::string> filter;
+  std::vector<std::string> filter, sync, loop;
+  bool filter_set = false, sync_set = false, loop_set = false;
+  double loop_pct = 12;
+  int min_per_worker = 10;
+  int min_per_slot = -1;  // -1: the preset's
+  bool plan_only = false;
   double timeout_s = 300;
   int device = 0;
   unsigned seed = 1;
 };
 
 struct command_record {
-  std::string id;
+  std::string id;  // the command sent: candidate id [@sync][@loop<ms>]
   int rep = 0;
+  double start_ms = NAN, end_ms = NAN;  // driver side, ms since the run started
   double t_total_ms = NAN;
   int exit_code = 0;     // process shape: the worker's exit status; -1 killed/timeout
   std::string raw;       // the worker's JSON line ("" if none)
@@ -195,6 +251,7 @@ struct command_record {
 
 struct config_result {
   config cfg;
+  std::size_t copies = 1;  // persistent: how many copies of the command list it ran
   bool skipped = false;
   std::string skip_reason;
   double wall_s = 0;
@@ -214,7 +271,7 @@ struct worker_proc {
 
 class runner {
  public:
-  runner(options_t o, int log_fd) : m_o(std::move(o)), m_log(log_fd) {}
+  runner(options_t o, int log_fd, clk::time_point run0) : m_o(std::move(o)), m_log(log_fd), m_run0(run0) {}
 
   worker_proc spawn(const config& cfg, const std::vector<std::pair<std::string, std::string>>& env) {
     int pin[2], pout[2];
@@ -330,10 +387,7 @@ class runner {
   config_result run(const config& cfg, const std::vector<std::string>& ids) {
     config_result res;
     res.cfg = cfg;
-    std::vector<std::pair<std::string, std::string>> env;
-    if (cfg.mode == "krex-active") env.push_back({"KREX_FREEZE_SCOPE", "active"});
-    if (cfg.mode == "krex-nopin") env.push_back({"KREX_PIN", "0"});
-    if (cfg.mode == "krex-nofreeze") env.push_back({"KREX_FREEZE", "none"});
+    std::vector<std::pair<std::string, std::string>> env = mode_env(cfg.mode);
     if (cfg.mode == "krex-mps") {
       std::string why;
       if (!start_mps(&why)) {
@@ -356,7 +410,10 @@ class runner {
     const auto timeout = std::chrono::duration<double>(m_o.timeout_s);
     const auto finish = [&](worker_proc& w, const std::string& line, int code) {
       command_record& r = res.cmds[static_cast<std::size_t>(w.cmd)];
-      r.t_total_ms = ms_between(w.started, clk::now());
+      const auto now = clk::now();
+      r.t_total_ms = ms_between(w.started, now);
+      r.start_ms = ms_between(m_run0, w.started);
+      r.end_ms = ms_between(m_run0, now);
       r.exit_code = code;
       r.raw = line;
       std::string why;
@@ -478,6 +535,7 @@ class runner {
 
   options_t m_o;
   int m_log;
+  clk::time_point m_run0;  // the run's start: command start times count from it
   std::string m_lock_path, m_segment;
   bool m_mps = false;
 };
@@ -509,18 +567,58 @@ std::string fmt(double v, const char* f = "%.2f") {
   return b;
 }
 
+/// A command of a configuration with its candidate (nullptr: an unknown
+/// id) and timing.
+struct command_view {
+  const command_record* rec = nullptr;
+  const krex_eval::candidate* cand = nullptr;
+  krex_eval::timing t;
+};
+
+std::vector<command_view> views_of(const config_result& r, const std::vector<krex_eval::candidate>& all) {
+  std::vector<command_view> v;
+  for (const auto& c : r.cmds) {
+    command_view cv;
+    cv.rec = &c;
+    std::string id, why;
+    if (krex_eval::parse_command(c.id, &id, &cv.t, &why)) cv.cand = krex_eval::find_candidate(all, id);
+    v.push_back(cv);
+  }
+  return v;
+}
+
+/// One band's inflation: the per-command view (each command's median
+/// sample) and the sample-level view (every timed sample), both against the
+/// reference median of the same command.
+struct band_accuracy {
+  krex_eval::tail_stats commands, samples;
+};
+using accuracy_t = std::map<std::string, band_accuracy>;  // band name -> accuracy
+
+struct fraction_t {
+  std::size_t n = 0;
+  double median = NAN, p95 = NAN;
+};
+
 struct summary_row {
-  double cpm = NAN, speedup = NAN, bound = NAN;
-  std::map<std::string, std::pair<double, double>> band;  // name -> (median, p95) inflation %
+  double cpm = NAN, speedup = NAN, bound = NAN, busy_cpm = NAN;
+  std::map<std::string, std::pair<double, double>> band;  // name -> (median, p95) inflation %, all commands
   std::map<std::string, std::size_t> band_n;
-  krex_eval::rank_agreement rank;
+  krex_eval::rank_agreement rank;  // every set trial, against the reference
   std::size_t rank_sets = 0;
   double tau_mean = NAN;
   std::size_t ok = 0, failed = 0;
+  /// "all", then one per timing ("batched", "sync", "loop"...): band -> accuracy.
+  std::map<std::string, accuracy_t> acc;
+  /// "coarse, batched", "fine, sync", ...: the rank sets' agreement.
+  std::map<std::string, krex_eval::rank_totals> ranking;
+  /// "all", then one per timing: the timed loop's share of the command.
+  std::map<std::string, fraction_t> critical;
+  std::vector<std::size_t> per_worker;  // commands each worker process ran, sorted
 };
 
 struct reference_t {
-  std::map<std::string, double> median;  // id -> reference median (ms)
+  std::map<std::string, double> median;  // command id -> reference median (ms)
   double cmd_ms = NAN, critical_ms = NAN, cpm = NAN;
 };
 
@@ -535,6 +633,10 @@ reference_t make_reference(const config_result& ref) {
   return r;
 }
 
+fraction_t fraction_of(const std::vector<double>& v) {
+  return {v.size(), krex_eval::quantile(v, 0.5), krex_eval::quantile(v, 0.95)};
+}
+
 summary_row summarize(const config_result& r, const reference_t& ref, double serial_cpm,
                       const std::vector<krex_eval::candidate>& all) {
   summary_row s;
@@ -542,42 +644,98 @@ summary_row summarize(const config_result& r, const reference_t& ref, double ser
   if (r.wall_s > 0) s.cpm = static_cast<double>(s.ok) / r.wall_s * 60.0;
   s.speedup = s.cpm / serial_cpm;
   s.bound = krex_eval::bound_speedup(r.cfg.c, ref.cmd_ms, ref.critical_ms);
-  std::map<std::string, std::vector<double>> infl;
-  for (const auto& c : r.cmds) {
+  const std::vector<command_view> views = views_of(r, all);
+
+  std::vector<std::pair<double, double>> spans;
+  std::map<std::string, std::map<std::string, std::pair<std::vector<double>, std::vector<double>>>> infl;
+  std::map<std::string, std::vector<double>> frac;
+  std::map<double, std::size_t> per_pid;
+  for (const auto& cv : views) {
+    const command_record& c = *cv.rec;
+    const double pid = c.r.num("pid");
+    if (std::isfinite(pid)) ++per_pid[pid];
     if (!c.ok) continue;
+    spans.push_back({c.start_ms, c.end_ms});
+    const std::string tn = cv.t.name();
+    if (c.t_total_ms > 0) {
+      const double f = c.r.num("t_critical_ms") / c.t_total_ms;
+      if (std::isfinite(f)) {
+        frac["all"].push_back(f);
+        frac[tn].push_back(f);
+      }
+    }
     auto it = ref.median.find(c.id);
     if (it == ref.median.end()) continue;
     const double x = krex_eval::inflation_pct(c.r.num("median_ms"), it->second);
+    std::vector<double> xs;
+    auto sa = c.r.arrays.find("samples_ms");
+    if (sa != c.r.arrays.end()) krex_eval::append_inflations(sa->second, it->second, &xs);
     for (const auto& b : krex_eval::bands())
-      if (b.contains(it->second)) infl[b.name].push_back(x);
+      if (b.contains(it->second))
+        for (const std::string& view : {std::string("all"), tn}) {
+          auto& slot = infl[view][b.name];
+          slot.first.push_back(x);
+          slot.second.insert(slot.second.end(), xs.begin(), xs.end());
+        }
   }
-  for (const auto& b : krex_eval::bands()) {
-    const auto& v = infl[b.name];
+  s.busy_cpm = krex_eval::busy_cpm(spans);
+  for (const auto& vk : infl)
+    for (const auto& b : krex_eval::bands()) {
+      auto f = vk.second.find(b.name);
+      band_accuracy& a = s.acc[vk.first][b.name];
+      if (f != vk.second.end()) a = {krex_eval::tails(f->second.first), krex_eval::tails(f->second.second)};
+    }
+  for (const auto& b : krex_eval::bands()) {  // the old per-command fields: all commands
+    std::vector<double> v;
+    auto vi = infl.find("all");
+    if (vi != infl.end() && vi->second.count(b.name)) v = vi->second.at(b.name).first;
     s.band[b.name] = {krex_eval::quantile(v, 0.5), krex_eval::quantile(v, 0.95)};
     s.band_n[b.name] = v.size();
   }
-  // Ranking: per set and repetition, this config's order against the
-  // reference's: (reference median, this config's median) of each member.
-  std::map<std::pair<std::string, int>, std::pair<std::vector<double>, std::vector<double>>> trials;
-  for (const auto& c : r.cmds) {
-    if (!c.ok) continue;
-    const krex_eval::candidate* k = krex_eval::find_candidate(all, c.id);
+  for (const auto& kv : frac) s.critical[kv.first] = fraction_of(kv.second);
+  for (const auto& kv : per_pid) s.per_worker.push_back(kv.second);
+  std::sort(s.per_worker.begin(), s.per_worker.end());
+
+  // Ranking: per set, timing and repetition, this config's order against
+  // the reference's and against the construction order.
+  std::map<std::tuple<std::string, std::string, int>, std::vector<krex_eval::rank_member>> trials;
+  for (const auto& cv : views) {
+    const command_record& c = *cv.rec;
+    if (!c.ok || cv.cand == nullptr || cv.cand->set.empty()) continue;
     auto it = ref.median.find(c.id);
-    if (k == nullptr || k->set.empty() || it == ref.median.end()) continue;
-    auto& t = trials[{k->set, c.rep}];
-    t.first.push_back(it->second);
-    t.second.push_back(c.r.num("median_ms"));
+    if (it == ref.median.end()) continue;
+    const std::string group =
+        std::string(krex_eval::is_fine_set(cv.cand->set) ? "fine" : "coarse") + ", " + cv.t.name();
+    trials[{group, cv.cand->set, c.rep}].push_back({it->second, c.r.num("median_ms"), cv.cand->set_pos});
   }
+  for (const auto& kv : trials) s.ranking[std::get<0>(kv.first)].add_trial(kv.second);
   double tau_sum = 0;
-  for (const auto& kv : trials) {
-    if (kv.second.first.size() < 2) continue;
-    const auto a = krex_eval::compare_order(kv.second.first, kv.second.second);
-    s.rank += a;
-    tau_sum += a.tau();
-    ++s.rank_sets;
+  for (const auto& kv : s.ranking) {
+    s.rank += kv.second.vs_reference;
+    s.rank_sets += kv.second.trials;
+    tau_sum += kv.second.tau_sum;
   }
   if (s.rank_sets > 0) s.tau_mean = tau_sum / static_cast<double>(s.rank_sets);
   return s;
+}
+
+/// CLOCK_MONOTONIC in ns: the workers stamp their commands with the same clock.
+long long mono_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+bool krex_family(const std::string& mode) { return mode.compare(0, 4, "krex") == 0; }
+
+/// The configuration of `mode` at the same C and shape as `like`, or nullptr.
+const config_result* same_shape(const std::vector<config_result>& results, const config& like,
+                                const std::string& mode) {
+  for (const auto& r : results)
+    if (!r.skipped && r.cfg.role.empty() && r.cfg.mode == mode && r.cfg.c == like.c &&
+        r.cfg.persistent == like.persistent)
+      return &r;
+  return nullptr;
 }
 
 std::string now_utc() {
@@ -595,9 +753,26 @@ std::string self_dir() {
   return p.substr(0, p.find_last_of('/'));
 }
 
+
+/// The JSON of one tail_stats (percent).
+void put_tails(krex_tools::json::writer& j, const char* k, const krex_eval::tail_stats& t) {
+  constexpr int digits = krex_eval::json_digits;
+  j.key(k).begin_object();
+  j.field("n", t.n).field("p50_pct", t.p50, digits).field("p95_pct", t.p95, digits);
+  j.field("p99_pct", t.p99, digits).field("over_1pct_frac", t.over_1pct, digits);
+  j.end_object();
+}
+
+std::string cell(const krex_eval::target_check& c, const char* f = "%.2f") {
+  return std::string(krex_eval::to_string(c.outcome)) +
+         (std::isfinite(c.value) ? " " + fmt(c.value, f) : std::string());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const auto run0 = clk::now();
+  const long long run0_mono_ns = mono_ns();
   options_t o;
   std::string cmdline;
   for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
@@ -606,58 +781,147 @@ int main(int argc, char** argv) {
                     "The evaluation: the same benchmark commands under every sharing mode "
                     "(docs/EVAL.md).");
   prog.root()
-      .text("--config", "smoke|quick|full", o.preset, "the preset (default quick)")
+      .text("--config", "smoke|quick|full|issue11", o.preset, "the preset (default quick)")
       .text("--out", "DIR", o.out, "where eval.json, summary.md and workers.log go (default eval-out)")
       .text("--worker", "PATH", o.worker, "the benchmark command (default: krex_eval_worker beside krex_eval)")
       .text("--configs", "LIST", o.configs, "MODE:C[:persistent],... instead of the preset's")
-      .integer("--reps", "N", o.reps, 1, 100, "repetitions of each candidate")
+      .integer("--reps", "N", o.reps, 1, 100, "repetitions of each command")
       .value("--filter", "S1,S2,...",
              [&](const std::string& v) {
-               std::stringstream ss(v);
-               for (std::string x; std::getline(ss, x, ',');)
-                 if (!x.empty()) o.filter.push_back(x);
+               o.filter = split_list(v);
+               o.filter_set = true;
              },
-             "candidates whose id contains one of S, or whose set is S")
+             "candidates whose id contains one of S, or whose set is S (default: the preset's; smoke, "
+             "quick, full: every candidate outside the fine rank sets)")
+      .value("--sync", "S1,S2,...",
+             [&](const std::string& v) {
+               o.sync = split_list(v);
+               o.sync_set = true;
+             },
+             "selected candidates (as --filter) that also run with a loop synchronized after every "
+             "sample, id@sync (default: the preset's; '' for none)")
+      .value("--loop", "S1,S2,...",
+             [&](const std::string& v) {
+               o.loop = split_list(v);
+               o.loop_set = true;
+             },
+             "selected candidates (as --filter) that also run with a timed loop of about --loop-pct "
+             "of the command, id@loop<ms> (default: the preset's; '' for none)")
+      .number("--loop-pct", "P", o.loop_pct, 1, 90,
+              "the loop workload's timed loop as a percent of a command (default 12, the KREX study's median)")
+      .integer("--min-per-worker", "N", o.min_per_worker, 0, 1000,
+               "persistent configurations repeat the command list until each worker has N commands "
+               "on average (default 10; 0: run the list once)")
+      .integer("--min-per-slot", "N", o.min_per_slot, 0, 1000,
+               "process-shape configurations repeat the command list until each of their C slots has "
+               "N commands on average, for steadier throughput at high C (default: issue11 5, else 0)")
+      .flag("--plan", o.plan_only, "print the configurations, their commands and the estimated duration, and exit")
       .number("--timeout-s", "N", o.timeout_s, 1, 86400, "kill a command after N s (default 300)")
       .integer("--device", "N", o.device, 0, 15, "the GPU (default 0)")
       .integer("--seed", "N", o.seed, 0, 1000000000, "the command order's seed (default 1)")
-      .epilog("Modes: serial, unprotected, lock, krex, krex-mps, krex-active, krex-nopin, "
-              "krex-nofreeze.\nExit status: 0 all passed, 1 a command failed, 2 cannot start "
+      .epilog(std::string("Modes: ") + modes_text +
+              ".\nExit status: 0 all passed, 1 a command failed, 2 cannot start "
               "(no worker, --out not writable), 64 usage.");
   prog.parse(argc, argv);
   const std::vector<krex_eval::candidate> all = krex_eval::all_candidates();
   std::vector<config> cfgs;
-  std::vector<std::string> ids;
+  std::vector<std::string> ids;  // the commands: candidate id [@sync][@loop<ms>]
+  std::vector<std::string> filter, sync, loop;
+  std::size_t n_candidates = 0;
   try {  // what the options say together; usage_error() throws
-    int preset_reps = 1;
-    const std::string list = preset_configs(o.preset, &preset_reps);
-    cfgs = parse_configs(o.configs.empty() ? list : o.configs);
-    if (o.reps < 0) o.reps = preset_reps;
+    const preset_t pre = preset(o.preset);
+    cfgs = parse_configs(o.configs.empty() ? pre.configs : o.configs);
+    if (o.reps < 0) o.reps = pre.reps;
+    if (o.min_per_slot < 0) o.min_per_slot = pre.min_per_slot;
     // The first configuration is the reference and the last the native
     // repeat; both must be serial.
     if (cfgs.size() < 2 || cfgs.front().mode != "serial" || cfgs.front().persistent ||
         cfgs.back().mode != "serial" || cfgs.back().persistent)
       usage_error("--configs must start and end with serial:1 (the reference and the native repeat)");
+    filter = o.filter_set ? o.filter : pre.filter;
+    sync = o.sync_set ? o.sync : pre.sync;
+    loop = o.loop_set ? o.loop : pre.loop;
+    if (o.filter_set && filter.empty()) usage_error("--filter is empty");
+    bool any_sync = false, any_loop = false;
     for (const auto& c : all) {
-      bool keep = o.filter.empty();
-      for (const auto& f : o.filter) keep = keep || c.id.find(f) != std::string::npos || c.set == f;
-      if (keep) ids.push_back(c.id);
+      const bool keep = filter.empty() ? !krex_eval::is_fine_set(c.set) : krex_eval::matches(c, filter);
+      if (!keep) continue;
+      ++n_candidates;
+      ids.push_back(krex_eval::command_id(c.id, {}));
+      if (!sync.empty() && krex_eval::matches(c, sync)) {
+        ids.push_back(krex_eval::command_id(c.id, {true, 0}));
+        any_sync = true;
+      }
+      if (!loop.empty() && krex_eval::matches(c, loop)) {
+        ids.push_back(krex_eval::command_id(c.id, {false, krex_eval::loop_ms_for(c, o.loop_pct)}));
+        any_loop = true;
+      }
     }
     if (ids.empty()) usage_error("--filter matches no candidate");
+    if (o.sync_set && !sync.empty() && !any_sync) usage_error("--sync matches none of the selected candidates");
+    if (o.loop_set && !loop.empty() && !any_loop) usage_error("--loop matches none of the selected candidates");
   } catch (const cli::usage_error& e) {
     prog.fail(e.what());
   }
   cfgs.front().role = "reference";
   cfgs.back().role = "repeat";
-  if (o.worker.empty()) o.worker = self_dir() + "/krex_eval_worker";
-  if (::access(o.worker.c_str(), X_OK) != 0)
-    cannot_start("the worker '" + o.worker + "' is not an executable: build krex_eval_worker "
-                 "(cmake --preset cuda && cmake --build build-cuda --target krex_eval_worker) or pass --worker");
   std::vector<std::string> order;
   for (int r = 0; r < o.reps; ++r) order.insert(order.end(), ids.begin(), ids.end());
   std::mt19937 rng(o.seed);
   std::shuffle(order.begin(), order.end(), rng);  // the same order for every configuration
+  // Each configuration's list: the order, repeated so each persistent
+  // worker (--min-per-worker) or process-shape slot (--min-per-slot) has
+  // enough commands; the same list for every configuration of one C and
+  // shape. The serial passes run the order once.
+  std::vector<std::vector<std::string>> lists;
+  std::vector<std::size_t> copies;
+  for (const auto& c : cfgs) {
+    const int min_each = c.role.empty() || c.persistent ? (c.persistent ? o.min_per_worker : o.min_per_slot) : 0;
+    std::mt19937 r2(o.seed * 1000003u + static_cast<unsigned>(c.c) * 2u + (c.persistent ? 1u : 0u));
+    lists.push_back(krex_eval::repeat_for_workers(order, c.c, min_each, r2));
+    copies.push_back(lists.back().size() / order.size());
+  }
+  std::set<std::string> timings_present;
+  for (const auto& id : ids) {
+    std::string cand, why;
+    krex_eval::timing t;
+    if (krex_eval::parse_command(id, &cand, &t, &why)) timings_present.insert(t.name());
+  }
 
+  // The plan: commands and a rough duration per configuration (plan.hpp).
+  double est_total = 0;
+  std::ostringstream plan;
+  plan << "krex_eval: " << cfgs.size() << " configurations; " << ids.size() << " commands ("
+       << ids.size() << " per repetition x " << o.reps << " reps = " << order.size()
+       << " per pass); timings:";
+  for (const auto& t : timings_present) plan << " " << t;
+  plan << "\n";
+  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+    double serial_s = 0;
+    for (const auto& id : lists[i]) {
+      std::string cand, why;
+      krex_eval::timing t;
+      krex_eval::parse_command(id, &cand, &t, &why);
+      if (const auto* k = krex_eval::find_candidate(all, cand)) serial_s += krex_eval::est_command_s(*k, t);
+    }
+    const double est = krex_eval::est_config_s(serial_s, cfgs[i].mode, cfgs[i].c, cfgs[i].persistent);
+    est_total += est;
+    plan << "  " << cfgs[i].label() << ": " << lists[i].size() << " commands"
+         << (copies[i] > 1 ? " (" + std::to_string(copies[i]) + " copies of the list)" : std::string())
+         << ", ~" << fmt(est, "%.0f") << " s\n";
+  }
+  plan << "krex_eval: estimated duration " << fmt(est_total, "%.0f") << " s (~" << fmt(est_total / 60, "%.1f")
+       << " min, the build not included; rough H200 figures, bench/eval/plan.hpp)\n";
+  if (o.plan_only) {
+    std::printf("%s", plan.str().c_str());
+    for (const auto& id : ids) std::printf("  %s\n", id.c_str());
+    return 0;
+  }
+
+  if (o.worker.empty()) o.worker = self_dir() + "/krex_eval_worker";
+  if (::access(o.worker.c_str(), X_OK) != 0)
+    cannot_start("the worker '" + o.worker + "' is not an executable: build krex_eval_worker "
+                 "(cmake --preset cuda && cmake --build build-cuda --target krex_eval_worker) or pass --worker");
   if (::mkdir(o.out.c_str(), 0755) != 0 && errno != EEXIST)
     cannot_start("cannot create --out directory '" + o.out + "': " + std::strerror(errno));
   const std::string log_path = o.out + "/workers.log";
@@ -665,14 +929,17 @@ int main(int argc, char** argv) {
   if (log_fd < 0) cannot_start("cannot write " + log_path + ": " + std::strerror(errno));
   ::signal(SIGPIPE, SIG_IGN);
 
-  runner run(o, log_fd);
+  runner run(o, log_fd, run0);
   const std::string tag = std::to_string(::getpid());
   run.set_names(o.out + "/lock-only.lock", "krex-eval-" + tag);
-  std::fprintf(stderr, "krex_eval: %zu configurations x %zu commands (%zu candidates x %d reps), out %s\n",
-               cfgs.size(), order.size(), ids.size(), o.reps, o.out.c_str());
+  std::fprintf(stderr, "%sout %s\n", plan.str().c_str(), o.out.c_str());
   std::vector<config_result> results;
-  for (const auto& c : cfgs) results.push_back(run.run(c, order));
+  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+    results.push_back(run.run(cfgs[i], lists[i]));
+    results.back().copies = copies[i];
+  }
   run.stop_mps_if_running();
+  const double took_s = ms_between(run0, clk::now()) / 1000.0;
 
   // ---- summary
   const reference_t ref = make_reference(results.front());
@@ -702,18 +969,40 @@ int main(int argc, char** argv) {
       frac.empty() ? NAN
                    : static_cast<double>(std::count_if(frac.begin(), frac.end(), [](double f) { return f < 0.25; })) /
                          static_cast<double>(frac.size());
+  const auto& bands = krex_eval::bands();
+  const std::vector<std::string> nested = {">0.1ms", ">1ms", ">10ms"};
+  std::vector<std::string> views = {"all"};
+  if (timings_present.size() > 1) views.insert(views.end(), timings_present.begin(), timings_present.end());
 
   std::ostringstream md;
   md << "# krex evaluation: " << o.preset << " configuration\n\n";
   md << "- date " << now_utc() << "; GPU " << (gpu.empty() ? "?" : gpu) << "; host " << host << ", "
      << cores << " cores\n";
   md << "- command: `" << cmdline << "`\n";
-  md << "- " << ids.size() << " candidates x " << o.reps << " reps = " << order.size()
-     << " commands per configuration; reference = the first serial pass\n";
+  md << "- " << n_candidates << " candidates, " << ids.size() << " commands with their timings x " << o.reps
+     << " reps = " << order.size() << " commands per pass (timings:";
+  for (const auto& t : timings_present) md << " " << t;
+  md << "); reference = the first serial pass\n";
+  std::size_t max_copies = 1;
+  for (auto c : copies) max_copies = std::max(max_copies, c);
+  if (max_copies > 1)
+    md << "- some configurations run the list more than once, so each persistent worker has at least "
+       << o.min_per_worker << " commands and each process-shape slot " << o.min_per_slot
+       << " on average (\"list copies\" in \"Commands per worker\")\n";
+  md << "- took " << fmt(took_s, "%.0f") << " s; estimated " << fmt(est_total, "%.0f") << " s (bench/eval/plan.hpp)\n";
   md << "- serial throughput " << fmt(serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
   md << "- critical-region fraction (reference pass, timed loop / whole command): median "
      << fmt(frac_med * 100, "%.1f") << "%, " << fmt(frac_under25 * 100, "%.0f")
-     << "% of commands under 25% (KREX study: median 12%, 73% under 25%)\n";
+     << "% of commands under 25% (KREX study: median 12%, 73% under 25%)";
+  if (timings_present.size() > 1) {
+    md << "; by timing:";
+    for (const auto& t : timings_present) {
+      auto it = rows.front().critical.find(t);
+      if (it != rows.front().critical.end())
+        md << " " << t << " " << fmt(it->second.median * 100, "%.1f") << "% (" << it->second.n << ")";
+    }
+  }
+  md << "\n";
   md << "- reference command " << fmt(ref.cmd_ms, "%.0f") << " ms mean, timed loop "
      << fmt(ref.critical_ms, "%.0f") << " ms mean: toy bound " << fmt(ref.cmd_ms / ref.critical_ms, "%.1f")
      << "x serial\n\n";
@@ -732,21 +1021,149 @@ int main(int argc, char** argv) {
     }
     md << "| " << r.cfg.label() << " | " << s.ok << " | " << s.failed << " | " << fmt(r.wall_s, "%.1f")
        << " | " << fmt(s.cpm, "%.1f") << " | " << fmt(s.speedup) << " | " << fmt(s.bound, "%.1f");
-    for (const auto& b : krex_eval::bands()) {
+    for (const auto& b : bands) {
       const auto mp = s.band.at(b.name);
       md << " | " << fmt(mp.first) << " / " << fmt(mp.second);
     }
     md << " | " << fmt(s.rank.flip_rate() * 100, "%.1f") << " | " << fmt(s.tau_mean, "%.3f") << " |\n";
   }
   md << "\nBand sizes (commands): ";
-  for (const auto& b : krex_eval::bands()) md << b.name << " " << rows.back().band_n[b.name] << "; ";
+  for (const auto& b : bands) md << b.name << " " << rows.back().band_n[b.name] << "; ";
   md << "ranking: " << rows.back().rank_sets << " set trials, " << rows.back().rank.pairs
-     << " pairs per configuration.\n\n";
+     << " pairs per configuration (process shape).\n\n";
+
+  // Shape for shape: every krex-family configuration beside lock-only and
+  // unprotected at the same C and shape, with issue 11's throughput targets.
+  std::vector<std::vector<krex_eval::target_check>> tput(results.size());
+  md << "## Shape for shape: throughput (issue 11 targets)\n\n";
+  md << "Throughput over the configuration's wall time (first start to last exit), as in the table "
+        "above; \"busy\" counts only the commands that ended while every slot was busy (first end to "
+        "last start: no ramp-up, no drain). Targets use the wall-time throughput: krex >= lock-only, "
+        ">= 4x serial, persistent >= 1.15x lock-only.\n\n";
+  md << "| configuration | commands | cmd/min | busy cmd/min | x serial | lock-only cmd/min | krex / lock | "
+        "unprotected cmd/min | >= lock-only | >= 4x serial | persistent >= 1.15x lock |\n";
+  md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    if (r.skipped || !r.cfg.role.empty() || !krex_family(r.cfg.mode)) continue;
+    const config_result* lock = same_shape(results, r.cfg, "lock");
+    const config_result* unp = same_shape(results, r.cfg, "unprotected");
+    const double lock_cpm = lock ? rows[static_cast<std::size_t>(lock - results.data())].cpm : NAN;
+    const double unp_cpm = unp ? rows[static_cast<std::size_t>(unp - results.data())].cpm : NAN;
+    tput[i] = krex_eval::throughput_targets(rows[i].cpm, lock_cpm, serial_cpm, r.cfg.persistent);
+    md << "| " << r.cfg.label() << " | " << rows[i].ok << " | " << fmt(rows[i].cpm, "%.1f") << " | "
+       << fmt(rows[i].busy_cpm, "%.1f") << " | " << fmt(rows[i].speedup) << " | " << fmt(lock_cpm, "%.1f")
+       << " | " << fmt(rows[i].cpm / lock_cpm) << " | " << fmt(unp_cpm, "%.1f") << " | " << cell(tput[i][0])
+       << " | " << cell(tput[i][1]) << " | " << (r.cfg.persistent ? cell(tput[i][2]) : "–") << " |\n";
+  }
+  md << "\n";
+
+  // Accuracy: command medians and every sample, per band.
+  md << "## Accuracy: command medians and every sample\n\n";
+  md << "Inflation against the reference median of the same command (kernel and timing), in percent. "
+        "\"cmd\": each command's median sample; \"samples\": every timed sample. Targets (issue 11): p95 "
+        "<= 2.5% (>0.1 ms), 1.0% (>1 ms), 0.2% (>10 ms) at both levels.\n\n";
+  for (const auto& b : bands) {
+    md << "### " << b.name << " (reference duration)\n\n";
+    md << "| configuration | timing | commands | cmd p50 | cmd p95 | samples | sample p50 | sample p95 | "
+          "sample p99 | samples > 1% slow |\n";
+    md << "|---|---|---|---|---|---|---|---|---|---|\n";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (results[i].skipped) continue;
+      for (const auto& v : views) {
+        auto it = rows[i].acc.find(v);
+        if (it == rows[i].acc.end() || it->second.count(b.name) == 0) continue;
+        const band_accuracy& a = it->second.at(b.name);
+        if (a.commands.n == 0) continue;
+        md << "| " << results[i].cfg.label() << " | " << v << " | " << a.commands.n << " | " << fmt(a.commands.p50)
+           << " | " << fmt(a.commands.p95) << " | " << a.samples.n << " | " << fmt(a.samples.p50) << " | "
+           << fmt(a.samples.p95) << " | " << fmt(a.samples.p99) << " | " << fmt(a.samples.over_1pct * 100, "%.1f%%")
+           << " |\n";
+      }
+    }
+    md << "\n";
+  }
+  // The p95 targets as pass/fail, all commands of each configuration.
+  std::vector<std::vector<std::pair<std::string, krex_eval::target_check>>> acc_checks(results.size());
+  md << "## Accuracy targets (issue 11): p95 inflation, command medians and samples\n\n";
+  md << "| configuration | commands | samples |";
+  for (const auto& b : nested) md << " " << b << " cmd p95 | " << b << " sample p95 |";
+  md << "\n|---|---|---|";
+  for (std::size_t k = 0; k < nested.size(); ++k) md << "---|---|";
+  md << "\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    const accuracy_t* a = rows[i].acc.count("all") ? &rows[i].acc.at("all") : nullptr;
+    std::size_t ncmd = 0, nsmp = 0;
+    if (a != nullptr)
+      for (const auto& b : bands)
+        if (b.up_to_ms > 0 || b.above_ms == 0.1)  // disjoint: <=0.1ms and >0.1ms cover every command once
+          if (a->count(b.name)) ncmd += a->at(b.name).commands.n, nsmp += a->at(b.name).samples.n;
+    md << "| " << results[i].cfg.label() << " | " << ncmd << " | " << nsmp << " |";
+    for (const auto& b : nested) {
+      const double lim = krex_eval::issue11_p95_target(b);
+      band_accuracy ba;
+      if (a != nullptr && a->count(b)) ba = a->at(b);
+      const krex_eval::target_check cc{b + " commands", ba.commands.p95, lim, krex_eval::at_most(ba.commands.p95, lim)};
+      const krex_eval::target_check cs{b + " samples", ba.samples.p95, lim, krex_eval::at_most(ba.samples.p95, lim)};
+      acc_checks[i].push_back({"commands", cc});
+      acc_checks[i].push_back({"samples", cs});
+      md << " " << cell(cc) << " (" << ba.commands.n << ") | " << cell(cs) << " (" << ba.samples.n << ") |";
+    }
+    md << "\n";
+  }
+  md << "\n";
+
+  // Ranking by set kind and timing.
+  md << "## Ranking: rank sets by kind and timing\n\n";
+  md << "Coarse sets: members 1-5% apart; fine sets: 0.1-0.5% apart. Flips are discordant pairs, against "
+        "the reference pass's order and against the construction order (more work is slower); tau is "
+        "Kendall tau-a against the reference, averaged over set trials (a set in one repetition).\n\n";
+  md << "| configuration | sets | trials | pairs | flips vs reference % | flips vs construction % | tau |\n";
+  md << "|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    for (const auto& kv : rows[i].ranking) {
+      const auto& t = kv.second;
+      md << "| " << results[i].cfg.label() << " | " << kv.first << " | " << t.trials << " | "
+         << t.vs_reference.pairs << " | " << fmt(t.vs_reference.flip_rate() * 100, "%.1f") << " (" << t.vs_reference.flips
+         << ") | " << fmt(t.vs_construction.flip_rate() * 100, "%.1f") << " (" << t.vs_construction.flips << ") | "
+         << fmt(t.tau_mean(), "%.3f") << " |\n";
+    }
+  }
+  md << "\n";
+
+  // The timed loop's share of a command, per configuration and timing.
+  md << "## Critical fraction (timed loop / command)\n\n";
+  md << "The KREX study's workload: median ~12%, 73% under 25%. The loop timing sizes its loop for about "
+     << fmt(o.loop_pct, "%g") << "%.\n\n";
+  md << "| configuration | timing | commands | median % | p95 % |\n|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    for (const auto& v : views) {
+      auto it = rows[i].critical.find(v);
+      if (it == rows[i].critical.end()) continue;
+      md << "| " << results[i].cfg.label() << " | " << v << " | " << it->second.n << " | "
+         << fmt(it->second.median * 100, "%.1f") << " | " << fmt(it->second.p95 * 100, "%.1f") << " |\n";
+    }
+  }
+  md << "\n";
+
+  md << "## Commands per worker\n\n";
+  md << "Worker processes and the commands each ran (a process per command: 1 each).\n\n";
+  md << "| configuration | commands | list copies | workers | min | median | max |\n|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& pw = rows[i].per_worker;
+    if (results[i].skipped || pw.empty()) continue;
+    md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | " << results[i].copies << " | "
+       << pw.size() << " | " << pw.front() << " | " << pw[pw.size() / 2] << " | " << pw.back() << " |\n";
+  }
+  md << "\n";
 
   md << "## Where the time goes (medians, ms)\n\n";
-  md << "| configuration | command | context | join | compile | inputs | check | wait | lock | gate | "
+  md << "| configuration | commands | command | context | join | compile | inputs | check | wait | lock | gate | "
         "drain | freeze | pin | critical | critical share |\n";
-  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : results) {
     if (r.skipped) continue;
     const auto med = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.1f"); };
@@ -754,7 +1171,8 @@ int main(int argc, char** argv) {
     std::vector<double> fr;
     for (const auto& c : r.cmds)
       if (c.ok && c.t_total_ms > 0) fr.push_back(c.r.num("t_critical_ms") / c.t_total_ms * 100);
-    md << "| " << r.cfg.label() << " | " << med("t_total_ms") << " | " << med("t_context_ms") << " | "
+    md << "| " << r.cfg.label() << " | " << field(r, "t_total_ms").size() << " | " << med("t_total_ms") << " | "
+       << med("t_context_ms") << " | "
        << med("t_join_ms") << " | " << med("t_compile_ms") << " | " << med("t_inputs_ms") << " | "
        << med("t_check_ms") << " | " << med("t_wait_ms") << " | " << med("lock_ms") << " | " << med3("gate_ms")
        << " | " << med3("drain_ms") << " | " << med3("freeze_ms") << " | " << med3("pin_ms") << " | "
@@ -769,14 +1187,23 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < failures.size() && i < 50; ++i) md << "- " << failures[i] << "\n";
   }
 
-  // ---- JSON: every command with its samples, and the summary rows
+  // ---- JSON: every command with its samples and start times, and the summary rows
   constexpr int digits = krex_eval::json_digits;
+  constexpr int time_digits = 12;  // ms since the run started: keep the microseconds
   krex_tools::json::writer j;
   j.begin_object().key("meta").begin_object();
   j.field("date", now_utc()).field("gpu", gpu).field("host", host);
   j.field("cores", cores).field("preset", o.preset);
   j.field("command", cmdline).field("reps", o.reps);
-  j.field("candidates", ids.size());
+  j.field("candidates", n_candidates);
+  j.field("commands_per_rep", ids.size());  // the candidates and their extra timings
+  j.field("commands_per_pass", order.size());
+  j.key("timings").begin_array();
+  for (const auto& t : timings_present) j.value(t);
+  j.end_array();
+  j.field("loop_pct", o.loop_pct, digits).field("min_per_worker", o.min_per_worker);
+  j.field("run_start_mono_ns", run0_mono_ns);
+  j.field("estimated_s", est_total, digits).field("took_s", took_s, digits);
   j.field("serial_cpm", serial_cpm, digits).field("reference_cmd_ms", ref.cmd_ms, digits);
   j.field("reference_critical_ms", ref.critical_ms, digits);
   j.field("critical_fraction_median", frac_med, digits);
@@ -793,24 +1220,84 @@ int main(int argc, char** argv) {
     j.field("shape", r.cfg.persistent ? "persistent" : "process").field("role", r.cfg.role);
     j.field("skipped", r.skipped).field("skip_reason", r.skip_reason).field("wall_s", r.wall_s, digits);
     j.field("ok", s.ok).field("failed", s.failed);
+    j.field("commands", r.cmds.size()).field("list_copies", r.copies);
     j.field("throughput_cpm", s.cpm, digits).field("speedup_vs_serial", s.speedup, digits);
+    j.field("busy_cpm", s.busy_cpm, digits);
     j.field("bound_speedup", s.bound, digits);
-    j.key("inflation").begin_object();
-    for (const auto& b : krex_eval::bands()) {
+    j.key("inflation").begin_object();  // per command (median sample), all commands
+    for (const auto& b : bands) {
       j.key(b.name).begin_object();
       j.field("median_pct", s.band.at(b.name).first, digits).field("p95_pct", s.band.at(b.name).second, digits);
       j.field("n", s.band_n.at(b.name));
       j.field("paper_p95_pct", krex_eval::paper_p95_target(b.name), digits);
+      j.field("issue11_p95_pct", krex_eval::issue11_p95_target(b.name), digits);
       j.end_object();
     }
     j.end_object();
+    // Both views, for all commands ("all") and per timing.
+    j.key("accuracy").begin_object();
+    for (const auto& vk : s.acc) {
+      j.key(vk.first).begin_object();
+      for (const auto& b : bands) {
+        auto it = vk.second.find(b.name);
+        if (it == vk.second.end()) continue;
+        j.key(b.name).begin_object();
+        put_tails(j, "commands", it->second.commands);
+        put_tails(j, "samples", it->second.samples);
+        j.end_object();
+      }
+      j.end_object();
+    }
+    j.end_object();
+    j.key("targets").begin_array();
+    for (const auto& t : tput[i]) {
+      j.begin_object().field("target", t.what).field("level", "throughput");
+      j.field("value", t.value, digits).field("limit", t.limit, digits).field("outcome", krex_eval::to_string(t.outcome));
+      j.end_object();
+    }
+    for (const auto& lt : acc_checks[i]) {
+      j.begin_object().field("target", "p95 inflation " + lt.second.what).field("level", lt.first);
+      j.field("value", lt.second.value, digits).field("limit", lt.second.limit, digits);
+      j.field("outcome", krex_eval::to_string(lt.second.outcome));
+      j.end_object();
+    }
+    j.end_array();
     j.field("rank_pairs", s.rank.pairs);
     j.field("rank_flips", s.rank.flips);
     j.field("flip_rate", s.rank.flip_rate(), digits).field("kendall_tau", s.tau_mean, digits);
+    j.key("ranking").begin_object();
+    for (const auto& kv : s.ranking) {
+      const auto& t = kv.second;
+      j.key(kv.first).begin_object();
+      j.field("trials", t.trials).field("pairs", t.vs_reference.pairs);
+      j.field("flips_vs_reference", t.vs_reference.flips);
+      j.field("flip_rate_vs_reference", t.vs_reference.flip_rate(), digits);
+      j.field("flips_vs_construction", t.vs_construction.flips);
+      j.field("flip_rate_vs_construction", t.vs_construction.flip_rate(), digits);
+      j.field("kendall_tau", t.tau_mean(), digits);
+      j.end_object();
+    }
+    j.end_object();
+    j.key("critical_fraction").begin_object();
+    for (const auto& kv : s.critical) {
+      j.key(kv.first).begin_object();
+      j.field("n", kv.second.n).field("median", kv.second.median, digits).field("p95", kv.second.p95, digits);
+      j.end_object();
+    }
+    j.end_object();
+    j.key("commands_per_worker").begin_array();
+    for (auto n : s.per_worker) j.value(n);
+    j.end_array();
     j.key("commands").begin_array();
     for (const auto& c : r.cmds) {
       j.begin_object();
       j.field("id", c.id).field("rep", c.rep);
+      std::string cand, why;
+      krex_eval::timing t;
+      if (krex_eval::parse_command(c.id, &cand, &t, &why)) j.field("candidate", cand).field("timing", t.name());
+      j.field("start_ms", c.start_ms, time_digits).field("end_ms", c.end_ms, time_digits);
+      const double ws = c.r.num("mono_start_ns");
+      j.field("worker_start_ms", std::isfinite(ws) ? (ws - static_cast<double>(run0_mono_ns)) / 1e6 : NAN, time_digits);
       j.field("t_total_ms", c.t_total_ms, digits).field("exit", c.exit_code);
       j.field("ok", c.ok).field("error", c.error);
       auto it = ref.median.find(c.id);

@@ -7,8 +7,10 @@
 //   krex_eval_worker --compile-only SM      compile every candidate for sm_SM (e.g. 90)
 //                                           with NVRTC, no GPU needed; exit 1 on an error
 //
-// Reads candidate ids (bench/eval/candidates.hpp), one per line, from stdin
-// until EOF. Per command: compile the candidate with NVRTC, generate inputs on
+// Reads commands, one per line, from stdin until EOF: a candidate id
+// (bench/eval/candidates.hpp) with an optional timing, id[@sync][@loop<ms>]
+// (@sync: synchronize after every sample; @loop: a timed loop of about <ms>).
+// Per command: compile the candidate with NVRTC, generate inputs on
 // the GPU, check its output against a reference (cuBLAS for GEMM, a trusted
 // kernel otherwise), then time it with krex::measure inside
 //   none: nothing (unprotected sharing)
@@ -17,7 +19,9 @@
 //         gating: every launch of this process, cuBLAS's included, is gated).
 // The CUDA context and (krex) the tenant are created at the first command and
 // reused for the next ones: a process per command is a worker given one id.
-// Each phase is timed; the result line goes to stdout, diagnostics to stderr.
+// Each phase is timed, and the command's start and its timed loop's start are
+// stamped with CLOCK_MONOTONIC (mono_start_ns, mono_critical_ns: the driver's
+// clock too); the result line goes to stdout, diagnostics to stderr.
 
 #include "candidates.hpp"
 #include "json.hpp"
@@ -33,6 +37,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,6 +58,13 @@ namespace {
 using clk = std::chrono::steady_clock;
 double ms_since(clk::time_point t) {
   return std::chrono::duration<double, std::milli>(clk::now() - t).count();
+}
+
+/// CLOCK_MONOTONIC in ns, the clock the driver stamps its run start with.
+long long mono_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
 }
 
 struct failure : std::runtime_error {
@@ -231,11 +243,16 @@ class runner {
   runner(const runner&) = delete;
   runner& operator=(const runner&) = delete;
 
-  std::string run(const std::string& id) {
+  std::string run(const std::string& cmd) {
     krex_eval::json_object o;
-    o.str("id", id).str("mode", m_args.mode).num("pid", ::getpid());
+    o.str("id", cmd).str("mode", m_args.mode).num("pid", ::getpid());
+    o.integer("mono_start_ns", mono_ns());
     const auto t_cmd = clk::now();
     try {
+      std::string id, why;
+      krex_eval::timing timing;
+      if (!krex_eval::parse_command(cmd, &id, &timing, &why)) throw failure(why);
+      o.str("candidate", id).str("timing", timing.name());
       const krex_eval::candidate* c = krex_eval::find_candidate(m_all, id);
       if (c == nullptr) throw failure("unknown candidate id '" + id + "'");
       o.str("family", krex_eval::to_string(c->fam)).str("variant", c->variant).str("set", c->set);
@@ -260,15 +277,20 @@ class runner {
       o.num("t_check_ms", ms_since(t)).num("max_err", err).num("tol", tol);
       if (!(err <= tol)) throw failure("wrong result: error " + std::to_string(err) + " > " + std::to_string(tol));
 
+      const krex_eval::measure_plan plan = krex_eval::plan_for(*c, timing);
       krex::measure_options mo;
-      mo.samples = krex_eval::samples_for(*c);
-      mo.warmup = 3;
+      mo.samples = plan.samples;
+      mo.warmup = plan.warmup;
+      mo.warmup_time = std::chrono::microseconds(static_cast<long long>(plan.warmup_ms * 1000));
+      mo.sync_each = plan.sync_each;
+      o.num("warmup_ms", plan.warmup_ms).boolean("sync_each", plan.sync_each);
       const auto fn = [&] { p.launch(m_stream); };
       krex::measure_result res;
       t = clk::now();
       if (m_args.mode == "krex") {
         krex::region r{*m_tenant};
         const double wait = ms_since(t);
+        o.integer("mono_critical_ns", mono_ns());
         const auto tb = clk::now();
         res = krex::measure(r, m_stream, fn, mo);
         const double body = ms_since(tb);
@@ -286,12 +308,14 @@ class runner {
       } else if (m_args.mode == "lock") {
         lock_file l{m_args.lock_path};
         const double wait = ms_since(t);
+        o.integer("mono_critical_ns", mono_ns());
         const auto tb = clk::now();
         res = krex::measure(l, m_stream, fn, mo);
         o.num("t_wait_ms", wait).num("t_critical_ms", ms_since(tb)).num("lock_ms", wait);
         o.str("level", "flock");
       } else {
         no_region nr;
+        o.integer("mono_critical_ns", mono_ns());
         res = krex::measure(nr, m_stream, fn, mo);
         o.num("t_wait_ms", 0).num("t_critical_ms", ms_since(t)).str("level", "none");
       }
@@ -544,10 +568,10 @@ int main(int argc, char** argv) {
   }
   try {
     runner r{a};
-    std::string id;
-    while (std::getline(std::cin, id)) {
-      if (id.empty()) continue;
-      std::cout << r.run(id) << std::endl;  // one line per command, flushed
+    std::string cmd;
+    while (std::getline(std::cin, cmd)) {
+      if (cmd.empty()) continue;
+      std::cout << r.run(cmd) << std::endl;  // one line per command, flushed
       if (r.broken()) return 3;
     }
   } catch (const std::exception& e) {
