@@ -285,6 +285,10 @@ class runner {
       mo.sync_each = plan.sync_each;
       o.num("warmup_ms", plan.warmup_ms).boolean("sync_each", plan.sync_each);
       const auto fn = [&] { p.launch(m_stream); };
+      // The flush buffer and events, outside the region / lock (every mode alike).
+      t = clk::now();
+      krex::prepare_measure(mo);
+      o.num("t_prepare_ms", ms_since(t));
       krex::measure_result res;
       t = clk::now();
       if (m_args.mode == "krex") {
@@ -340,10 +344,23 @@ class runner {
     if (m_args.mode == "krex") {
       const auto t = clk::now();
       using namespace std::chrono_literals;
-      krex::options opts = krex::options{}.device(m_args.device).drain_deadline(30s).lock_wait(600s);
+      // release_on_leave: the worker leaves when its last command is done
+      // (stdin closed), and its context's teardown then runs inside the gate.
+      krex::options opts = krex::options{}
+                               .device(m_args.device)
+                               .drain_deadline(30s)
+                               .lock_wait(600s)
+                               .release_on_leave(true);
       if (!m_args.segment.empty()) opts.segment(m_args.segment);
       m_tenant = std::make_unique<krex::tenant>(opts);
       o.num("t_join_ms", ms_since(t));
+      const krex::join_timings& j = m_tenant->join_report();
+      o.num("join_driver_ms", j.driver_ns / 1e6).num("join_segment_ms", j.segment_ns / 1e6);
+      o.num("join_slot_ms", j.slot_ns / 1e6).num("join_freeze_ms", j.freeze_ns / 1e6);
+      o.num("join_recover_ms", j.recover_ns / 1e6).num("join_sweep_ms", j.sweep_ns / 1e6);
+      o.num("join_topology_ms", j.topology_ns / 1e6).num("join_agent_ms", j.agent_ns / 1e6);
+      o.num("join_gating_ms", j.gating_ns / 1e6).num("join_guardian_ms", j.guardian_ns / 1e6);
+      o.boolean("join_swept", j.swept);
     }
     const auto t = clk::now();
     ck(cudaSetDevice(m_args.device), "cudaSetDevice");
