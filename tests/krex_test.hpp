@@ -23,12 +23,15 @@ class scoped_segment {
   scoped_segment(const scoped_segment&) = delete;
   scoped_segment& operator=(const scoped_segment&) = delete;
   const std::string& name() const noexcept { return m_name; }
-  /// Options for the gate/drain/lock tests: no freezing, no pinning, bounded waits.
+  /// Options for the gate/drain/lock tests: no freezing, no pinning, bounded
+  /// waits. Tests that turn freezing on freeze every sibling (scope `all`),
+  /// whether or not it submitted; scope `device` is tested where it is named.
   krex::options opts() const {
     using namespace std::chrono_literals;
     return krex::options{}
         .segment(m_name)
         .freeze(krex::freeze_method::none)
+        .scope(krex::freeze_scope::all)
         .pin(false)
         .confine(false)
         .lock_wait(60s)

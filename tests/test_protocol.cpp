@@ -171,6 +171,65 @@ TEST(Protocol, DrainWaitsForInFlightAndGatesNewOnes) {
   EXPECT_GT(b->stamp[1].load(), body_end);
 }
 
+// The hand-off at region exit (gate.hpp, let_parked_through): a submission
+// parked at the gate passes before the region's exit returns, so the next
+// region in the queue (already waiting for the lock) cannot raise the gate
+// first, and it starts only after that submission ended. Without the hand-off
+// the exit returned before the woken submitter ran, and the next holder
+// usually won the race: a device-management call could stay parked through
+// region after region (issue 11).
+TEST(Protocol, ParkedSubmissionPassesBeforeTheNextRegion) {
+  scoped_segment seg;
+  shared<board> b;
+  child s = krex_test::spawn([&] {
+    krex::tenant t{seg.opts()};
+    b->ready.fetch_add(1);
+    while (b->go[0].load() == 0) std::this_thread::sleep_for(1ms);
+    t.submit([&] {
+      b->stamp[1].store(krex_test::now_ns());
+      std::this_thread::sleep_for(50ms);
+      b->stamp[2].store(krex_test::now_ns());
+    });
+    return 0;
+  });
+  child next = krex_test::spawn([&] {
+    krex::tenant t{seg.opts()};
+    b->ready.fetch_add(1);
+    while (b->go[1].load() == 0) std::this_thread::sleep_for(1ms);
+    krex::region r{t};
+    b->stamp[3].store(krex_test::now_ns());
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->ready.load() == 2; }, 30s));
+  krex::tenant t{seg.opts()};
+  krex::detail::member& m = t.detail_member();
+  std::uint64_t exit_returned = 0;
+  {
+    krex::region r{t};
+    b->go[0].store(1);
+    ASSERT_TRUE(krex_test::wait_until(
+        [&] {
+          for (std::uint32_t i = 0; i < krex::detail::max_tenants; ++i)
+            if (m.slot_at(i).owner.load() == s.pid() && m.slot_at(i).parked.load() == 1) return true;
+          return false;
+        },
+        10s))
+        << "the sibling's submission did not park";
+    b->go[1].store(1);
+    ASSERT_TRUE(krex_test::wait_until(
+        [&] { return m.dev->next_ticket.load() - m.dev->now_serving.load() >= 2; }, 10s))
+        << "the next region did not queue";
+    r.exit();
+    exit_returned = krex_test::now_ns();
+  }
+  EXPECT_EQ(krex_test::exit_code(next.wait(30s)), 0);
+  EXPECT_EQ(krex_test::exit_code(s.wait(30s)), 0);
+  ASSERT_NE(b->stamp[1].load(), 0U);
+  EXPECT_LE(b->stamp[1].load(), exit_returned) << "the exit returned before the parked submission passed";
+  EXPECT_LE(b->stamp[2].load(), b->stamp[3].load())
+      << "the next region started while the parked submission ran";
+}
+
 // Regions are granted in arrival order.
 TEST(Protocol, FifoOrder) {
   constexpr int n = 8;

@@ -17,6 +17,7 @@
 #include <krex/error.hpp>
 
 #include <sys/types.h>
+#include <time.h>
 
 #include <atomic>
 #include <cstdint>
@@ -47,15 +48,23 @@ inline void submit_enter(member& m) noexcept {
   if (submit_depth++ > 0) return;
   tenant_slot& s = *m.slot;
   const std::uint64_t park_ns = to_ns(m.opts.gate_park());
+  bool parked = false;
   for (;;) {
     s.in_submit.fetch_add(1);
     const std::uint32_t g = m.dev->gate.load();
     if (!gate_raised(g) || m.dev->holder.load() == m.index + 1) {
       if (s.dirty.load(std::memory_order_relaxed) == 0) s.dirty.store(1);
+      // Counted in in_submit before leaving `parked`: a holder letting the
+      // parked through (let_parked_through) never sees neither.
+      if (parked) s.parked.fetch_sub(1);
       return;
     }
     if (s.in_submit.fetch_sub(1) == 1 && s.in_submit_waiters.load() != 0)
       futex_wake_all(s.in_submit);
+    if (!parked) {
+      s.parked.fetch_add(1);
+      parked = true;
+    }
     m.dev->gate_parks.fetch_add(1, std::memory_order_relaxed);
     // Park until the gate word changes; wake up every park_ns to check that
     // the holder is still alive (a dead holder must not gate us forever).
@@ -112,6 +121,29 @@ inline std::pair<std::uint32_t, bool> raise_gate(member& m) noexcept {
 inline void ring_agents(member& m) noexcept {
   m.dev->agent_bell.fetch_add(1);
   futex_wake_all(m.dev->agent_bell);
+}
+
+/// After lowering the gate (with the region lock still held, so no other
+/// holder can raise it): waits, at most `bound_ns`, until every submission
+/// that was parked at the gate has passed it. Without this hand-off the next
+/// holder, woken at the same moment, usually raises the gate first, and a
+/// sibling's device-management call (a module load, an allocation) can stay
+/// parked through region after region while regions queue back to back. A
+/// passed submission is then waited for by the next holder's gate step.
+/// `parked` is a count kept by the siblings' own submit_enter: a dead one's
+/// is ignored (its slot is not live) and cleared when it is reaped; a wrong
+/// one costs at most `bound_ns`.
+inline void let_parked_through(member& m, std::uint64_t bound_ns = 10'000'000) noexcept {
+  const std::uint64_t deadline = now_ns() + bound_ns;
+  for (std::uint32_t i = 0; i < max_tenants; ++i) {
+    if (i == m.index) continue;
+    tenant_slot& s = m.slot_at(i);
+    if (s.parked.load() == 0 || s.device.load() != m.device || s.owner.load() <= 0) continue;
+    while (s.parked.load() != 0 && now_ns() < deadline) {
+      const timespec pause{0, 20'000};
+      ::nanosleep(&pause, nullptr);
+    }
+  }
 }
 
 /// Lowers the gate raised with `epoch`. False if it was no longer ours (a

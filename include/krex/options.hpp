@@ -145,7 +145,7 @@ inline bool valid_segment_name(const std::string& s) {
 /// | lease               | KREX_LEASE_MS             | 600 s   |
 /// | allow_contended     | KREX_ALLOW_CONTENDED      | false   |
 /// | freeze              | KREX_FREEZE               | auto    |
-/// | scope               | KREX_FREEZE_SCOPE         | all     |
+/// | scope               | KREX_FREEZE_SCOPE         | device  |
 /// | freeze_deadline     | KREX_FREEZE_DEADLINE_MS   | 2 s     |
 /// | cgroup_root         | KREX_CGROUP_ROOT          | derived |
 /// | pin                 | KREX_PIN                  | true    |
@@ -372,7 +372,7 @@ class options {
   ms m_lease{600'000};
   bool m_allow_contended = false;
   freeze_method m_freeze = freeze_method::automatic;
-  freeze_scope m_scope = freeze_scope::all;
+  freeze_scope m_scope = freeze_scope::device;
   ms m_freeze_deadline{2'000};
   std::string m_cgroup_root;
   bool m_pin = true;

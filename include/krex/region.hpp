@@ -260,6 +260,7 @@ class basic_region {
     if (m_stage == stage::gated) {
       if (ours()) detail::set_phase(*m.dev, detail::phase_exiting);
       if (!detail::lower_gate(m, m_epoch)) m_report.lease_lost = true;
+      else detail::let_parked_through(m);
       m_stage = stage::locked;
     }
     if (m_stage == stage::locked) {

@@ -85,7 +85,7 @@ def test_region_report_and_measure_round_trip_with_a_sibling():
         sib.expect("joined")
         # Only now: a region raised earlier could freeze the sibling before it says so.
         holder = Child("""
-            t = krex.Tenant(segment=sys.argv[1], lock_wait_ms=30000)
+            t = krex.Tenant(segment=sys.argv[1], lock_wait_ms=30000, scope="all")
             before = t.protection_notes
             with krex.region(t) as r:
                 during = r.report

@@ -13,7 +13,7 @@
 namespace krex::detail {
 
 inline constexpr std::uint64_t segment_magic = 0x6b7265782e6e6f64ULL;  // "krex.nod"
-inline constexpr std::uint32_t layout_version = 3;
+inline constexpr std::uint32_t layout_version = 4;
 /// node_state::ready once its creator has initialized every byte (stored last, release).
 inline constexpr std::uint32_t segment_ready = 0x5245'4459U;  // "REDY"
 inline constexpr std::uint32_t max_tenants = 256;
@@ -92,6 +92,9 @@ struct tenant_slot {
   std::atomic<std::uint32_t> in_submit;
   std::atomic<std::uint32_t> dirty;  ///< submitted since the last drain
   std::atomic<std::uint64_t> submits;
+  /// Threads of the owner parked at a raised gate: a holder that lowers the
+  /// gate lets them through before handing the lock on (gate.hpp).
+  std::atomic<std::uint32_t> parked;
 
   line_pad pad2;
   std::atomic<std::uint32_t> in_submit_waiters;

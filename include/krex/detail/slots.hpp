@@ -57,6 +57,7 @@ inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid,
   if (!s.owner.compare_exchange_strong(expected, me)) return false;
   s.state.store(slot_reaping);
   s.in_submit.store(0);
+  s.parked.store(0);
   s.dirty.store(0);
   s.ticket.store(no_ticket);
   s.frozen.store(0);
@@ -130,6 +131,7 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
       s.stop_target.store(0);
       s.stop_start_time.store(0);
       s.in_submit.store(0);
+      s.parked.store(0);
       s.in_submit_waiters.store(0);
       s.dirty.store(0);
       s.submits.store(0);
