@@ -69,6 +69,7 @@ TEST(Errors, InvalidOptionValues) {
   expect_error([] { options{}.lock_wait(-1ms); }, opt, {"lock_wait"});
   expect_error([] { options{}.lease(0ms); }, opt, {"lease"});
   expect_error([] { options{}.freeze_deadline(0ms); }, opt, {"freeze_deadline"});
+  expect_error([] { options{}.handoff_grace(101ms); }, opt, {"handoff_grace", "0..100"});
   expect_error([] { options{}.cgroup_root("relative/path"); }, opt, {"cgroup_root", "absolute"});
   expect_error([] { options{}.cgroup_root("/sys/fs/cgroup/../etc"); }, opt, {"'..'"});
   expect_error([] { options{}.reserved_cores(0); }, opt, {"reserved_cores", "1..64"});
@@ -89,7 +90,8 @@ TEST(Errors, InvalidEnvironmentValues) {
       {"KREX_FREEZE_SCOPE", "some"},  {"KREX_FREEZE_DEADLINE_MS", "1e3"},
       {"KREX_CGROUP_ROOT", "rel"},    {"KREX_PIN", "2"},
       {"KREX_RESERVED_CORES", "100"}, {"KREX_CONFINE", "yes please"},
-      {"KREX_HOST_DEVICES", "0"},
+      {"KREX_HOST_DEVICES", "0"},     {"KREX_HANDOFF_GRACE_MS", "101"},
+      {"KREX_HANDOFF_GRACE_MS", "-1"}, {"KREX_RELEASE_ON_LEAVE", "sometimes"},
   };
   for (const auto& [name, value] : cases) {
     SCOPED_TRACE(std::string(name) + "=" + value);

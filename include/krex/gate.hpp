@@ -133,17 +133,28 @@ inline void ring_agents(member& m) noexcept {
 /// `parked` is a count kept by the siblings' own submit_enter: a dead one's
 /// is ignored (its slot is not live) and cleared when it is reaped; a wrong
 /// one costs at most `bound_ns`.
-inline void let_parked_through(member& m, std::uint64_t bound_ns = 10'000'000) noexcept {
+/// Returns whether any sibling was parked; then the gate stays lowered for
+/// m's handoff_grace more, so that their next calls pass too.
+inline bool let_parked_through(member& m, std::uint64_t bound_ns = 10'000'000) noexcept {
   const std::uint64_t deadline = now_ns() + bound_ns;
+  bool any = false;
   for (std::uint32_t i = 0; i < max_tenants; ++i) {
     if (i == m.index) continue;
     tenant_slot& s = m.slot_at(i);
     if (s.parked.load() == 0 || s.device.load() != m.device || s.owner.load() <= 0) continue;
+    any = true;
     while (s.parked.load() != 0 && now_ns() < deadline) {
       const timespec pause{0, 20'000};
       ::nanosleep(&pause, nullptr);
     }
   }
+  const std::uint64_t grace = to_ns(m.opts.handoff_grace());
+  if (any && grace > 0) {
+    const timespec pause{static_cast<time_t>(grace / 1'000'000'000ULL),
+                         static_cast<long>(grace % 1'000'000'000ULL)};
+    ::nanosleep(&pause, nullptr);
+  }
+  return any;
 }
 
 /// Lowers the gate raised with `epoch`. False if it was no longer ours (a

@@ -147,6 +147,7 @@ inline bool valid_segment_name(const std::string& s) {
 /// | freeze              | KREX_FREEZE               | auto    |
 /// | scope               | KREX_FREEZE_SCOPE         | device  |
 /// | freeze_deadline     | KREX_FREEZE_DEADLINE_MS   | 2 s     |
+/// | handoff_grace       | KREX_HANDOFF_GRACE_MS     | 2 ms    |
 /// | cgroup_root         | KREX_CGROUP_ROOT          | derived |
 /// | pin                 | KREX_PIN                  | true    |
 /// | reserved_cores      | KREX_RESERVED_CORES       | 1       |
@@ -222,6 +223,18 @@ class options {
 
   options& freeze_deadline(ms t) { return set_ms("freeze_deadline", m_freeze_deadline, t, 1); }
   ms freeze_deadline() const noexcept { return m_freeze_deadline; }
+
+  /// At region exit, when siblings' submissions were parked at the gate:
+  /// how long the gate stays lowered (the lock still held) after they
+  /// passed, so that a sibling's next calls (an allocation after a module
+  /// load, the launches of a check) run too instead of parking again behind
+  /// the next region. 0: only the parked calls pass. At most 100 ms.
+  options& handoff_grace(ms t) {
+    if (t.count() > 100)
+      detail::bad_option("handoff_grace", std::to_string(t.count()) + " ms", "0..100 ms");
+    return set_ms("handoff_grace", m_handoff_grace, t, 0);
+  }
+  ms handoff_grace() const noexcept { return m_handoff_grace; }
 
   /// The krex cgroup root: an absolute filesystem path inside a cgroup v2
   /// mount or the v1 freezer mount (e.g. /sys/fs/cgroup/krex). Empty: derived
@@ -315,6 +328,10 @@ class options {
     if (const char* v = env("KREX_FREEZE_SCOPE"))
       o.m_scope = detail::parse_freeze_scope("KREX_FREEZE_SCOPE", v);
     env_ms(o.m_freeze_deadline, "KREX_FREEZE_DEADLINE_MS", 1);
+    env_ms(o.m_handoff_grace, "KREX_HANDOFF_GRACE_MS", 0);
+    if (o.m_handoff_grace.count() > 100)
+      detail::bad_option("KREX_HANDOFF_GRACE_MS", std::to_string(o.m_handoff_grace.count()),
+                         "0..100");
     if (const char* v = env("KREX_CGROUP_ROOT")) {
       try {
         o.cgroup_root(v);
@@ -374,6 +391,7 @@ class options {
   freeze_method m_freeze = freeze_method::automatic;
   freeze_scope m_scope = freeze_scope::device;
   ms m_freeze_deadline{2'000};
+  ms m_handoff_grace{2};
   std::string m_cgroup_root;
   bool m_pin = true;
   int m_reserved_cores = 1;

@@ -86,7 +86,7 @@ ms to_ms(const std::string& name, py::handle v) {
 constexpr const char* option_names =
     "device, segment, access, gate_park_ms, drain_deadline_ms, lock_wait_ms, lease_ms, "
     "allow_contended, freeze, scope, freeze_deadline_ms, cgroup_root, pin, reserved_cores, "
-    "confine, host_devices, gating, release_on_leave";
+    "confine, host_devices, gating, release_on_leave, handoff_grace_ms";
 
 /// krex::options from Python keyword arguments, one setter per name (the
 /// setters validate ranges and throw krex::error naming the option).
@@ -117,6 +117,7 @@ options make_options(int device, const py::kwargs& kw) {
                                            {"device", freeze_scope::device},
                                            {"active", freeze_scope::active}}));
     else if (k == "freeze_deadline_ms") o.freeze_deadline(to_ms(k, v));
+    else if (k == "handoff_grace_ms") o.handoff_grace(to_ms(k, v));
     else if (k == "cgroup_root") o.cgroup_root(to_str(k, v, "an absolute path"));
     else if (k == "pin") o.pin(to_bool(k, v));
     else if (k == "reserved_cores") o.reserved_cores(static_cast<int>(to_int(k, v, "1..64")));
