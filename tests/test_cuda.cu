@@ -107,6 +107,14 @@ TEST(CudaGate, GatedApiNames) {
                         "cudaStreamIsCapturing_v10000", "__cudaLaunchKernel_v13000",
                         "cudaGetDeviceProperties_v3020", "cudaEventCreate_v3020"})
     EXPECT_FALSE(gated_api(rt, n)) << n;
+  // options::gate_contexts(false): contexts ungated, the rest unchanged.
+  for (const char* n : {"cuCtxCreate_v4", "cuDevicePrimaryCtxRetain", "cuCtxDestroy_v2"})
+    EXPECT_FALSE(gated_api(drv, n, false)) << n;
+  for (const char* n : {"cudaSetDevice_v3020", "cudaInitDevice_v12000", "cudaDeviceReset_v3020"})
+    EXPECT_FALSE(gated_api(rt, n, false)) << n;
+  EXPECT_TRUE(gated_api(drv, "cuMemAlloc_v2", false));
+  EXPECT_TRUE(gated_api(rt, "cudaFree_v3020", false));
+  EXPECT_TRUE(gated_api(drv, "cuLaunchKernel", false));
   EXPECT_FALSE(gated_api(drv, nullptr));
 }
 

@@ -92,6 +92,7 @@ TEST(Errors, InvalidEnvironmentValues) {
       {"KREX_RESERVED_CORES", "100"}, {"KREX_CONFINE", "yes please"},
       {"KREX_HOST_DEVICES", "0"},     {"KREX_HANDOFF_GRACE_MS", "101"},
       {"KREX_HANDOFF_GRACE_MS", "-1"}, {"KREX_RELEASE_ON_LEAVE", "sometimes"},
+      {"KREX_GATE_CONTEXTS", "partly"},
   };
   for (const auto& [name, value] : cases) {
     SCOPED_TRACE(std::string(name) + "=" + value);

@@ -19,6 +19,7 @@
 //   krex-all      krex, freeze scope "all"      (KREX_FREEZE_SCOPE=all)
 //   krex-device   krex, freeze scope "device"   (KREX_FREEZE_SCOPE=device)
 //   krex-active   krex, freeze scope "active"   (KREX_FREEZE_SCOPE=active)
+//   krex-ctx      krex, contexts ungated        (KREX_GATE_CONTEXTS=0)
 //   krex-nopin    krex without pinning          (KREX_PIN=0)
 //   krex-nofreeze krex, gate+drain only         (KREX_FREEZE=none)
 // Shape "process" (default) starts a worker process per command; shape
@@ -94,11 +95,12 @@ double ms_between(clk::time_point a, clk::time_point b) {
 const std::set<std::string>& known_modes() {
   static const std::set<std::string> m = {"serial",      "unprotected", "lock",       "krex",
                                           "krex-mps",    "krex-all",    "krex-device", "krex-active",
+                                          "krex-ctx",
                                           "krex-nopin",  "krex-nofreeze"};
   return m;
 }
 const char* const modes_text =
-    "serial, unprotected, lock, krex, krex-mps, krex-all, krex-device, krex-active, krex-nopin or "
+    "serial, unprotected, lock, krex, krex-mps, krex-all, krex-device, krex-active, krex-ctx, krex-nopin or "
     "krex-nofreeze";
 
 /// The environment a mode gives its workers (the krex ablations and scopes).
@@ -106,6 +108,7 @@ std::vector<std::pair<std::string, std::string>> mode_env(const std::string& mod
   if (mode == "krex-all") return {{"KREX_FREEZE_SCOPE", "all"}};
   if (mode == "krex-device") return {{"KREX_FREEZE_SCOPE", "device"}};
   if (mode == "krex-active") return {{"KREX_FREEZE_SCOPE", "active"}};
+  if (mode == "krex-ctx") return {{"KREX_GATE_CONTEXTS", "0"}};
   if (mode == "krex-nopin") return {{"KREX_PIN", "0"}};
   if (mode == "krex-nofreeze") return {{"KREX_FREEZE", "none"}};
   return {};

@@ -155,6 +155,7 @@ inline bool valid_segment_name(const std::string& s) {
 /// | host_devices        | KREX_HOST_DEVICES         | 1       |
 /// | gate_mode           | KREX_GATING               | auto    |
 /// | release_on_leave    | KREX_RELEASE_ON_LEAVE     | false   |
+/// | gate_contexts       | KREX_GATE_CONTEXTS        | true    |
 class options {
  public:
   using ms = std::chrono::milliseconds;
@@ -299,6 +300,17 @@ class options {
   }
   bool release_on_leave() const noexcept { return m_release_on_leave; }
 
+  /// Automatic gating of context creation and destruction (CUDA:
+  /// cuCtxCreate/Destroy, primary-context retain/release/reset,
+  /// cudaSetDevice, cudaInitDevice, cudaDeviceReset). On by default; off
+  /// lets siblings create contexts while a region runs (faster for a process
+  /// per command, at an accuracy cost measured in docs/RESULTS.md).
+  options& gate_contexts(bool b) noexcept {
+    m_gate_contexts = b;
+    return *this;
+  }
+  bool gate_contexts() const noexcept { return m_gate_contexts; }
+
   /// A copy with every set `KREX_*` variable applied (see the table above).
   /// Throws krex::error naming the variable for an unparsable value.
   options with_env() const {
@@ -344,6 +356,8 @@ class options {
       o.m_reserved_cores =
           static_cast<int>(detail::parse_int("KREX_RESERVED_CORES", v, 1, 64, "an integer 1..64"));
     if (const char* v = env("KREX_CONFINE")) o.m_confine = detail::parse_bool("KREX_CONFINE", v);
+    if (const char* v = env("KREX_GATE_CONTEXTS"))
+      o.m_gate_contexts = detail::parse_bool("KREX_GATE_CONTEXTS", v);
     if (const char* v = env("KREX_RELEASE_ON_LEAVE"))
       o.m_release_on_leave = detail::parse_bool("KREX_RELEASE_ON_LEAVE", v);
     if (const char* v = env("KREX_HOST_DEVICES"))
@@ -397,6 +411,7 @@ class options {
   int m_reserved_cores = 1;
   bool m_confine = true;
   bool m_release_on_leave = false;
+  bool m_gate_contexts = true;
   int m_host_devices = 1;
   gating m_gating = gating::automatic;
 };

@@ -48,7 +48,8 @@ class cuda {
  public:
   static constexpr const char* name = "cuda";
 
-  explicit cuda(const options& o) : m_mode(o.gate_mode()), m_ordinal(o.device()) {}
+  explicit cuda(const options& o)
+      : m_mode(o.gate_mode()), m_ordinal(o.device()), m_contexts(o.gate_contexts()) {}
   ~cuda() { detach(); }
   cuda(const cuda&) = delete;
   cuda& operator=(const cuda&) = delete;
@@ -139,7 +140,12 @@ class cuda {
       m_note = "explicit";
       return;
     }
-    m_note = detail::cupti::attach(m);
+    m_note = detail::cupti::attach(m, m_contexts);
+    if (m_note == "cupti" && !m_contexts) {
+      m_member = &m;
+      m_note = "cupti (contexts ungated: KREX_GATE_CONTEXTS=0)";
+      return;
+    }
     if (m_note == "cupti") m_member = &m;
   }
 
@@ -165,6 +171,7 @@ class cuda {
  private:
   gating m_mode;
   int m_ordinal = 0;
+  bool m_contexts = true;
   detail::member* m_member = nullptr;
   std::string m_note = "explicit";
 };

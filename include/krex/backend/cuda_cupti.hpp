@@ -69,8 +69,22 @@ inline state& the_state() {
 /// Whether an API of `domain` named `name` can leave work on the device or
 /// change what the device holds (see the top of this file). Names match by
 /// prefix: "cuMemAlloc" also covers cuMemAllocAsync, cuMemAllocHost, ...
-inline bool gated_api(CUpti_CallbackDomain domain, const char* name) noexcept {
+/// Whether `name` creates or destroys a context (what options::gate_contexts
+/// leaves ungated when false).
+inline bool context_api(const char* name) noexcept {
+  static const char* const names[] = {
+      "cuCtxCreate",      "cuCtxDestroy",    "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",
+      "cuDevicePrimaryCtxReset", "cuGreenCtxCreate", "cuGreenCtxDestroy", "cudaSetDevice",
+      "cudaInitDevice",   "cudaDeviceReset"};
+  for (const char* n : names)
+    if (std::strncmp(name, n, std::strlen(n)) == 0) return true;
+  return false;
+}
+
+inline bool gated_api(CUpti_CallbackDomain domain, const char* name,
+                      bool contexts = true) noexcept {
   if (name == nullptr) return false;
+  if (!contexts && context_api(name)) return false;
   static const char* const driver[] = {
       // work on the device
       "cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset", "cuEventRecord", "cuStreamWriteValue",
@@ -205,7 +219,7 @@ inline std::string result_name(CUptiResult r) {
 
 /// Routes gated API calls of this process to `m`'s gate. Returns "cupti" on
 /// success, otherwise "explicit: <why>" (the caller stays explicitly gated).
-inline std::string attach(member& m) {
+inline std::string attach(member& m, bool contexts = true) {
   state& st = the_state();
   std::lock_guard<std::mutex> lock(st.mu);
   if (st.target.load() != nullptr)
@@ -229,7 +243,7 @@ inline std::string attach(member& m) {
     for (int id = 1; id < size; ++id) {
       const char* name = nullptr;
       if (cuptiGetCallbackName(d, static_cast<std::uint32_t>(id), &name) != CUPTI_SUCCESS) continue;
-      if (gated_api(d, name)) {
+      if (gated_api(d, name, contexts)) {
         const CUptiResult e = cuptiEnableCallback(1, sub, d, static_cast<CUpti_CallbackId>(id));
         if (e != CUPTI_SUCCESS) return e;
       }
