@@ -361,26 +361,7 @@ TEST(CudaMeasure, EventsColdL2AndGraphs) {
 }
 
 namespace {
-// Through the runtime's entry-point lookup: the tests do not link libcuda.
-int primary_context_active(int ordinal) {
-  using get_fn = CUresult (*)(CUdevice*, int);
-  using state_fn = CUresult (*)(CUdevice, unsigned*, int*);
-  void* g = nullptr;
-  void* f = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &g, 2000, cudaEnableDefault, &q) !=
-          cudaSuccess ||
-      cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &f, 7000, cudaEnableDefault,
-                                       &q) != cudaSuccess)
-    return -1;
-  CUdevice d = 0;
-  unsigned flags = 0;
-  int active = -1;
-  if (reinterpret_cast<get_fn>(g)(&d, ordinal) != CUDA_SUCCESS ||
-      reinterpret_cast<state_fn>(f)(d, &flags, &active) != CUDA_SUCCESS)
-    return -1;
-  return active;
-}
+using krex::detail::primary_context_active;
 
 // A sibling process that holds a region for `hold` once b->step reaches 1,
 // then sets b->value[0] to the time it ended and b->step to 3.

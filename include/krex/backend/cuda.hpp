@@ -39,6 +39,32 @@ inline void cuda_check(cudaError_t e, const char* what) {
                   ? "check the driver and CUDA_VISIBLE_DEVICES (nvidia-smi)"
                   : "");
 }
+/// Whether device `ordinal`'s primary context is active in this process: 1
+/// yes, 0 no, -1 unknown (through the runtime's entry-point lookup: krex
+/// links only cudart and CUPTI, not libcuda). Creates nothing.
+inline int primary_context_active(int ordinal) noexcept {
+  using get_fn = CUresult (*)(CUdevice*, int);
+  using state_fn = CUresult (*)(CUdevice, unsigned*, int*);
+  void* get = nullptr;
+  void* state = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 2000, cudaEnableDefault, &q) !=
+          cudaSuccess ||
+      q != cudaDriverEntryPointSuccess ||
+      cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &state, 7000,
+                                       cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  CUdevice dev = 0;
+  unsigned flags = 0;
+  int active = 0;
+  if (reinterpret_cast<get_fn>(get)(&dev, ordinal) != CUDA_SUCCESS ||
+      reinterpret_cast<state_fn>(state)(dev, &flags, &active) != CUDA_SUCCESS)
+    return -1;
+  return active != 0 ? 1 : 0;
+}
 }  // namespace detail
 
 namespace backend {
@@ -109,26 +135,7 @@ class cuda {
   /// now, gated, instead of at process exit after the tenant has left. A
   /// process with no context is left without one (cudaSetDevice would create it).
   void release() noexcept {
-    using get_fn = CUresult (*)(CUdevice*, int);
-    using state_fn = CUresult (*)(CUdevice, unsigned*, int*);
-    void* get = nullptr;
-    void* state = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 2000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess ||
-        cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &state, 7000,
-                                         cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return;
-    }
-    CUdevice dev = 0;
-    unsigned flags = 0;
-    int active = 0;
-    if (reinterpret_cast<get_fn>(get)(&dev, m_ordinal) != CUDA_SUCCESS ||
-        reinterpret_cast<state_fn>(state)(dev, &flags, &active) != CUDA_SUCCESS || active == 0)
-      return;
+    if (detail::primary_context_active(m_ordinal) != 1) return;
     // (The current device stays this one: setting another back could create its context.)
     if (cudaSetDevice(m_ordinal) == cudaSuccess) cudaDeviceReset();
     cudaGetLastError();
