@@ -21,6 +21,12 @@ run whose fastest kernel is not the solo's fastest; inversions count kernel pair
 in the other order (Kendall distance). The solo runs are compared with the solo
 ranking too: that is the noise floor a concurrent mode is to be judged against.
 
+Pairs apart: inversions of kernel pairs whose solo medians are at least
+--min-gap apart (default 0.02: 2%), counted separately for pairs between the
+gap and 5% apart ("close": hard enough that interference can flip them, far
+enough that solo noise rarely does) and for pairs 5% or more apart. Pairs
+closer than --min-gap are within the noise and only counted in the totals.
+
 --lost MODE=N adds the number of results a mode's logs reported as not protected
 to their end (krex lease lost) to the summary.
 """
@@ -97,8 +103,22 @@ def run_rankings(run, problem, kernels):
     return ranking(med)
 
 
-def rank_stats(runs, problem, ref_order):
+CLOSE = 0.05  # pairs from --min-gap up to this far apart are "close"
+
+
+def pair_band(med, a, b, min_gap):
+    """'close', 'far' or None (within the noise) for kernels a, b by their solo medians."""
+    lo, hi = sorted((med[a], med[b]))
+    gap = hi / lo - 1
+    if gap < min_gap:
+        return None
+    return "close" if gap < CLOSE else "far"
+
+
+def rank_stats(runs, problem, ref_order, med=None, min_gap=0.02):
     flips = inv = pairs_total = missing = 0
+    band_pairs = {"close": 0, "far": 0}
+    band_inv = {"close": 0, "far": 0}
     any_flip = 0
     n = 0
     for run in runs:
@@ -112,8 +132,18 @@ def rank_stats(runs, problem, ref_order):
         pairs_total += c * (c - 1) // 2
         flips += order[0] != ref_order[0]
         any_flip += i > 0
+        if med is not None:
+            pos = {k: j for j, k in enumerate(order)}
+            for a, b in combinations(ref_order, 2):  # a is faster than b in solo
+                band = pair_band(med, a, b, min_gap)
+                if band is None:
+                    continue
+                band_pairs[band] += 1
+                band_inv[band] += pos[a] > pos[b]
     return {"runs": n, "runs_missing_a_kernel": missing, "winner_flips": flips,
-            "runs_with_any_inversion": any_flip, "inversions": inv, "pairs_compared": pairs_total}
+            "runs_with_any_inversion": any_flip, "inversions": inv, "pairs_compared": pairs_total,
+            "close_inversions": band_inv["close"], "close_pairs_compared": band_pairs["close"],
+            "far_inversions": band_inv["far"], "far_pairs_compared": band_pairs["far"]}
 
 
 def finite(x):
@@ -148,17 +178,27 @@ def fmt_pct(x):
 
 def main(argv):
     out_json = None
+    min_gap = 0.02
     lost = {}
     args = []
     i = 1
     while i < len(argv):
         a = argv[i]
-        if a in ("--json", "--lost"):
+        if a in ("--json", "--lost", "--min-gap"):
             if i + 1 >= len(argv):
                 print(f"{a} needs a value", file=sys.stderr)
                 return 2
             if a == "--json":
                 out_json = argv[i + 1]
+            elif a == "--min-gap":
+                try:
+                    min_gap = float(argv[i + 1])
+                except ValueError:
+                    min_gap = -1.0
+                if not 0 < min_gap < CLOSE:
+                    print(f"--min-gap wants a fraction between 0 and {CLOSE} (0.02 = 2%), "
+                          f"not {argv[i + 1]!r}", file=sys.stderr)
+                    return 2
             else:
                 mode, _, n = argv[i + 1].partition("=")
                 lost[mode] = int(n)
@@ -192,7 +232,8 @@ def main(argv):
                                                         for t in p.split()])
     kernels_of = {p: sorted(k for q, k in ref if q == p) for p in problems}
 
-    result = {"solo_runs": len(solo_runs), "problems": {}, "modes": {}}
+    result = {"solo_runs": len(solo_runs), "min_gap": min_gap, "close_below": CLOSE,
+              "problems": {}, "modes": {}}
     pname, kname, prefix = short_names(problems, sorted({k for _, k in ref}))
     lines = []
     if prefix:
@@ -220,8 +261,10 @@ def main(argv):
             result["problems"][p]["kernels"][k] = entry
 
     lines.append("\n### Kernel ranking vs solo (per problem)\n")
-    lines.append("| problem | solo winner | gap to #2 | mode | runs | winner flips | runs with an inversion | inversions / pairs |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+    lines.append("| problem | solo winner | gap to #2 | mode | runs | winner flips | runs with an inversion | "
+                 f"inversions / pairs | close ({100 * min_gap:g}-{100 * CLOSE:g}%) inversions | "
+                 f"far (>={100 * CLOSE:g}%) inversions |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     solo_only = [times for times, _ in solo_runs]
     for p in problems:
         med = {k: ref[(p, k)] for k in kernels_of[p]}
@@ -231,14 +274,17 @@ def main(argv):
         result["problems"][p]["gap_first_second"] = gap
         result["problems"][p]["ranking"] = {}
         for mode, runs in [("solo", solo_only)] + [(m, [t for t, _ in r]) for m, r in modes.items()]:
-            st = rank_stats(runs, p, order)
+            st = rank_stats(runs, p, order, med, min_gap)
             result["problems"][p]["ranking"][mode] = st
             lines.append(f"| {pname[p]} | {kname[order[0]]} | {fmt_pct(gap)} | {mode} | {st['runs']} | {st['winner_flips']} | "
-                         f"{st['runs_with_any_inversion']} | {st['inversions']} / {st['pairs_compared']} |")
+                         f"{st['runs_with_any_inversion']} | {st['inversions']} / {st['pairs_compared']} | "
+                         f"{st['close_inversions']} / {st['close_pairs_compared']} | "
+                         f"{st['far_inversions']} / {st['far_pairs_compared']} |")
 
     lines.append("\n### Summary per mode\n")
-    lines.append("| mode | runs | median inflation | p95 inflation | worst | winner flips | inversions / pairs | failed results | lost leases |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    lines.append("| mode | runs | samples | median inflation | p95 inflation | worst | winner flips | inversions / pairs | "
+                 f"close ({100 * min_gap:g}-{100 * CLOSE:g}%) inversions | far inversions | failed results | lost leases |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for mode, runs in [("solo", solo_runs)] + list(modes.items()):
         infl = []
         for times, _ in runs:
@@ -248,16 +294,21 @@ def main(argv):
         flips = sum(result["problems"][p]["ranking"][mode]["winner_flips"] for p in problems)
         inv = sum(result["problems"][p]["ranking"][mode]["inversions"] for p in problems)
         pairs = sum(result["problems"][p]["ranking"][mode]["pairs_compared"] for p in problems)
+        band = {f: sum(result["problems"][p]["ranking"][mode][f] for p in problems)
+                for f in ("close_inversions", "close_pairs_compared", "far_inversions", "far_pairs_compared")}
         failed = sum(len(f) for _, f in runs)
         m = {"runs": len(runs), "samples": len(infl), "median_inflation": quantile(infl, 0.5),
              "p95_inflation": quantile(infl, 0.95), "worst_inflation": max(infl) if infl else float("nan"),
-             "winner_flips": flips, "inversions": inv, "pairs_compared": pairs, "failed_results": failed,
+             "winner_flips": flips, "inversions": inv, "pairs_compared": pairs, **band,
+             "failed_results": failed,
              "failures": [list(x) for _, f in runs for x in f][:50]}
         if mode in lost:
             m["lost_leases"] = lost[mode]
         result["modes"][mode] = m
-        lines.append(f"| {mode} | {len(runs)} | {fmt_pct(m['median_inflation'])} | {fmt_pct(m['p95_inflation'])} | "
-                     f"{fmt_pct(m['worst_inflation'])} | {flips} | {inv} / {pairs} | {failed} | "
+        lines.append(f"| {mode} | {len(runs)} | {len(infl)} | {fmt_pct(m['median_inflation'])} | "
+                     f"{fmt_pct(m['p95_inflation'])} | {fmt_pct(m['worst_inflation'])} | {flips} | {inv} / {pairs} | "
+                     f"{band['close_inversions']} / {band['close_pairs_compared']} | "
+                     f"{band['far_inversions']} / {band['far_pairs_compared']} | {failed} | "
                      f"{lost.get(mode, 'n/a')} |")
 
     print("\n".join(lines))

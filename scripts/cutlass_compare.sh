@@ -8,14 +8,20 @@
 #
 #   scripts/cutlass_compare.sh [N]      (default 8)
 #
-# Writes to $OUT (default .deps/cutlass-logs), four files:
+# Writes to $OUT (default .deps/cutlass-logs), four files, five with nvidia-smi:
 #   compare.md    the tables           compare.json  the same numbers, and failures
 #   compare.log   commands, GPU, wall times, krex joins / failures / lost leases per mode
-#   runs.tar.gz   every run's CSV (<mode>-p<i>-r<j>.gemm.csv) and its stdout/stderr
+#   runs.tar.gz   every run's CSV (<mode>-p<i>-r<j>.gemm.csv) and its stdout/stderr,
+#                 phases.tsv (each phase's start and end, HH:MM:SS)
+#   dmon.log.gz   where nvidia-smi is: `nvidia-smi dmon -s pc -d 1 -o T` over the whole
+#                 comparison (power, clocks); compare.md then ends with the SM clock and
+#                 power per phase (scripts/dmon_phases.py)
 # Environment:
 #   KREX_CUTLASS_REPS       sequential runs per concurrent process (3)
 #   KREX_CUTLASS_SOLO_REPS  solo runs, modes solo and solo-krex (5)
 #   KREX_CUTLASS_AFTER_REPS solo runs at the end, mode solo-after (3)
+#   KREX_CUTLASS_MIN_GAP    kernel pairs this far apart in solo count as resolvable
+#                           (0.02; see scripts/cutlass_compare.py --min-gap)
 #   KREX_CUTLASS_PROBLEMS   the profiler's problem arguments
 #                           ("--m=2048,8192 --n=4096,8192 --k=4096": 4 problems)
 #   KREX_CUTLASS_ARGS       more profiler arguments (e.g. --profiling-duration=20)
@@ -37,6 +43,7 @@ after_reps="${KREX_CUTLASS_AFTER_REPS:-3}"
 problems="${KREX_CUTLASS_PROBLEMS:---m=2048,8192 --n=4096,8192 --k=4096}"
 extra="${KREX_CUTLASS_ARGS:-}"
 run_timeout="${KREX_CUTLASS_RUN_TIMEOUT:-180}"
+min_gap="${KREX_CUTLASS_MIN_GAP:-0.02}"
 bin="${KREX_CUTLASS_PROFILER:-.deps/cutlass-build/tools/profiler/cutlass_profiler}"
 list="${KREX_CUTLASS_KERNEL_LIST:-.deps/cutlass-build/tools/library/generated_kernels.txt}"
 log="$out/compare.log"
@@ -64,6 +71,15 @@ seg="cutlass-$$"  # a fresh krex segment for this comparison
   nproc
 } >"$log"
 
+# GPU power and clocks beside the whole comparison, where nvidia-smi is.
+dmon_pid=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi dmon -s pc -d 1 -o T >"$out/dmon.log" 2>&1 &
+  dmon_pid=$!
+fi
+stop_dmon() { [ -z "$dmon_pid" ] || { kill "$dmon_pid" 2>/dev/null; wait "$dmon_pid" 2>/dev/null; dmon_pid=""; }; }
+trap stop_dmon EXIT
+
 # one MODE I J [VAR=VALUE...]: profiler run J of process I of MODE.
 one() {
   local mode="$1" i="$2" j="$3"
@@ -78,13 +94,17 @@ one() {
 phase() {
   local mode="$1" procs="$2" runs="$3"
   shift 3
-  local t0 t1 i
+  local t0 t1 i s0
+  s0=$(date +%T)
   t0=$(date +%s%N)
+  local pids=()
   for i in $(seq "$procs"); do
     ( for j in $(seq "$runs"); do one "$mode" "$i" "$j" "$@"; done ) &
+    pids+=($!)
   done
-  wait
+  wait "${pids[@]}"  # these processes, not dmon
   t1=$(date +%s%N)
+  printf '%s\t%s\t%s\n' "$mode" "$s0" "$(date +%T)" >>"$work/phases.tsv"
   local csvs joins nonregion lost
   csvs=$(find "$work" -maxdepth 1 -name "$mode-p*-r*.gemm.csv" | wc -l)
   joins=$(cat "$work/$mode"-p*.log 2>/dev/null | grep -c "^krex: cutlass_profiler on CUDA device")
@@ -108,7 +128,16 @@ status=0
 python3 scripts/cutlass_compare.py "$(files solo)" \
   "solo-krex=$(files solo-krex)" "unprotected=$(files unprotected)" "krex=$(files krex)" \
   "solo-after=$(files solo-after)" \
-  "${lost_args[@]}" --json "$out/compare.json" >"$out/compare.md" 2>>"$log" || status=1
+  "${lost_args[@]}" --min-gap "$min_gap" --json "$out/compare.json" >"$out/compare.md" 2>>"$log" || status=1
+stop_dmon
+if [ -s "$out/dmon.log" ]; then
+  limit=$(nvidia-smi --query-gpu=power.limit --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -d ' ')
+  limit_args=()
+  [[ "$limit" =~ ^[0-9]+(\.[0-9]+)?$ ]] && limit_args=(--limit "$limit")
+  { echo; echo "### GPU power and SM clock per phase (nvidia-smi dmon)"; echo
+    python3 scripts/dmon_phases.py "$out/dmon.log" "$work/phases.tsv" "${limit_args[@]}"; } >>"$out/compare.md" 2>>"$log" || status=1
+  gzip -f "$out/dmon.log"
+fi
 cat "$out/compare.md"
 tar -czf "$out/runs.tar.gz" -C "$work" . || status=1
 exit "$status"

@@ -140,6 +140,35 @@ class CutlassCompare(unittest.TestCase):
         # The solo runs against their own median: the noise floor, here none.
         self.assertEqual(r["modes"]["solo"]["winner_flips"], 0)
 
+    def test_pairs_are_counted_by_how_far_apart_solo_puts_them(self):
+        # P1: KA-KB 4% apart (close), KC 25-30% behind both (far); P2: KB-KA 1.3%
+        # apart (within the default 2% noise gap: counted in no band), KC far.
+        solo = [self.csv(SOLO) for _ in range(2)]
+        runs = [
+            self.csv(self.scaled({(P1, KA): 1.10})),  # P1 KB, KA, KC: the close pair inverted
+            self.csv(self.scaled({(P1, KA): 1.40})),  # P1 KB, KC, KA: close and one far pair inverted
+            self.csv(self.scaled({(P2, KB): 1.02})),  # P2 KA, KB, KC: only the pair within the noise
+        ]
+        r, md = self.compare(solo, {"unprotected": runs})
+        m = r["modes"]["unprotected"]
+        self.assertEqual((m["close_inversions"], m["close_pairs_compared"]), (2, 3))
+        self.assertEqual((m["far_inversions"], m["far_pairs_compared"]), (1, 12))
+        self.assertEqual(m["inversions"], 4)  # the totals still count every pair
+        self.assertEqual(r["min_gap"], 0.02)
+        self.assertIn("close (2-5%) inversions", md)
+        # A wider gap leaves P1's 4% pair out of the close band.
+        r, _ = self.compare(solo, {"unprotected": runs}, extra=["--min-gap", "0.045"])
+        m = r["modes"]["unprotected"]
+        self.assertEqual((m["close_pairs_compared"], m["far_pairs_compared"]), (0, 12))
+
+    def test_a_bad_min_gap_is_refused(self):
+        solo = self.csv(SOLO)
+        for bad in ("0", "0.2", "two"):
+            p = subprocess.run([sys.executable, SCRIPT, solo, "krex=" + solo, "--min-gap", bad],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn("--min-gap wants a fraction", p.stderr)
+
     def test_solo_noise_floor_counts_solo_flips(self):
         # Two solo runs disagree on P1's winner; the median ranks KA first (ties by name).
         solo = [self.csv(self.scaled({(P1, KA): 1.00})), self.csv(self.scaled({(P1, KA): 1.08})),
@@ -192,8 +221,61 @@ t.write_csv(a["output"] + ".gemm.csv", res)
 """
 
 
+FAKE_NVIDIA_SMI = r"""#!/usr/bin/env bash
+# Stands in for nvidia-smi: dmon prints its header and a sample every 0.2 s
+# until it is killed; the power limit query prints 700.00.
+case "$*" in
+  *dmon*)
+    echo "#Time         gpu    pwr  gtemp  mtemp   mclk   pclk "
+    echo "#HH:MM:SS     Idx      W      C      C    MHz    MHz "
+    while true; do echo " $(date +%T)       0    650     50     55   3201   1755 "; sleep 0.2; done ;;
+  *power.limit*) echo "700.00" ;;
+  *) echo "name, driver_version"; echo "Fake GPU, 0" ;;
+esac
+"""
+
+
 class CutlassCompareDriver(unittest.TestCase):
     """scripts/cutlass_compare.sh with a stand-in profiler: the phases, the files, the counts."""
+
+    def test_driver_logs_power_and_clocks_per_phase_where_nvidia_smi_is(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        with tempfile.TemporaryDirectory() as d:
+            bindir = os.path.join(d, "bin")
+            os.mkdir(bindir)
+            for name, text in (("cutlass_profiler", FAKE_PROFILER), ("nvidia-smi", FAKE_NVIDIA_SMI)):
+                with open(os.path.join(bindir, name), "w") as f:
+                    f.write(text)
+                os.chmod(os.path.join(bindir, name), 0o755)
+            kl = os.path.join(d, "kernels.txt")
+            with open(kl, "w") as f:
+                f.write(f"{KA}\n{KB}\n")
+            out = os.path.join(d, "out")
+            env = dict(os.environ, KREX_CUTLASS_PROFILER=os.path.join(bindir, "cutlass_profiler"),
+                       KREX_CUTLASS_KERNEL_LIST=kl, OUT=out, KREX_CUTLASS_WORK=os.path.join(d, "work"),
+                       KREX_CUTLASS_REPS="1", KREX_CUTLASS_SOLO_REPS="1", KREX_CUTLASS_AFTER_REPS="1",
+                       KREX_CUTLASS_PROBLEMS="--m=2048 --n=4096 --k=4096", KREX_CUTLASS_MIN_GAP="0.005",
+                       FAKE_TEST_DIR=os.path.dirname(os.path.abspath(__file__)),
+                       PATH=bindir + os.pathsep + os.environ["PATH"])
+            p = subprocess.run(["bash", os.path.join(root, "scripts", "cutlass_compare.sh"), "2"], env=env,
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(sorted(os.listdir(out)),
+                             ["compare.json", "compare.log", "compare.md", "dmon.log.gz", "runs.tar.gz"])
+            with open(os.path.join(out, "compare.md")) as f:
+                md = f.read()
+            self.assertIn("### GPU power and SM clock per phase", md)
+            self.assertIn("samples >= 95% of the limit (700 W)", md)
+            for mode in ("solo", "solo-krex", "unprotected", "krex", "solo-after"):
+                self.assertRegex(md, rf"\| {mode} \| \d+ \| \d+ \| ")
+            with open(os.path.join(out, "compare.json")) as f:
+                r = json.load(f)
+            self.assertEqual(r["min_gap"], 0.005)  # the driver passes KREX_CUTLASS_MIN_GAP on
+            # The fake kernels are 1% apart: with a 0.5% gap the pair is "close".
+            self.assertEqual(r["modes"]["krex"]["close_pairs_compared"], 2)
+            # dmon was stopped: no nvidia-smi of this test is left running.
+            ps = subprocess.run(["pgrep", "-f", os.path.join(bindir, "nvidia-smi")], capture_output=True)
+            self.assertEqual(ps.returncode, 1, ps.stdout)
 
     def test_driver_runs_every_mode_and_writes_its_four_files(self):
         root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
