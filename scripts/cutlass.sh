@@ -17,8 +17,8 @@
 #   configure  configure CUTLASS in .deps/cutlass-build (SM90a, a few GEMM kernels, no tests)
 #   build      unpack krex configure (each only if not done for this patch), then
 #              build cutlass_profiler with all cores
-#   object     unpack krex configure, then compile only the patched
-#              operation_profiler.cu object (a compile check on a machine without a GPU)
+#   object     unpack krex configure, then compile only the patched objects
+#              (operation_profiler.cu, main.cpp: a compile check on a machine without a GPU)
 #
 # Environment: CUTLASS_MIRROR (default /work/.mirror/NVIDIA+cutlass/repo when it
 # exists), CUTLASS_URL (https://github.com/NVIDIA/cutlass.git), CUTLASS_KERNELS (the
@@ -157,13 +157,15 @@ for s in "${stages[@]}"; do
       ;;
     object)
       prepare
-      obj=tools/profiler/CMakeFiles/cutlass_profiler.dir/src/operation_profiler.cu.o
-      if grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' "$bld/CMakeCache.txt"; then
-        run "compiling the patched operation_profiler.cu" cmake --build "$bld" -j"$jobs" --target "$obj"
-      else  # Makefiles: the object's target lives in the directory's Makefile
-        run "compiling the patched operation_profiler.cu" make -C "$bld/tools/profiler" src/operation_profiler.cu.o
-      fi
-      log "compiled $bld/$obj"
+      for f in operation_profiler.cu main.cpp; do
+        obj=tools/profiler/CMakeFiles/cutlass_profiler.dir/src/$f.o
+        if grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' "$bld/CMakeCache.txt"; then
+          run "compiling the patched $f" cmake --build "$bld" -j"$jobs" --target "$obj"
+        else  # Makefiles: the object's target lives in the directory's Makefile
+          run "compiling the patched $f" make -C "$bld/tools/profiler" "src/$f.o"
+        fi
+        log "compiled $bld/$obj"
+      done
       ;;
     *) die "unknown stage '$s' (export unpack krex configure build object)" ;;
   esac
