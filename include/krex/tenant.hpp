@@ -420,13 +420,9 @@ class basic_tenant {
   // What a recoverer of this tenant thaws by: its own method and root, and
   // the cgroup it came from (where a guardian it starts moves itself).
   void prepare_recovery() {
-    detail::recovery_config& c = m_recovery;
-    c.method = m_freezer->method();
-    c.domain_hash = detail::freeze_domain_hash(m_freezer->method(), m_freezer->root());
     const std::string& root = m_freezer->root();
-    if (!detail::as_safe::copy_text(c.root, sizeof c.root, root.c_str()))
-      throw error(step::freeze, "the krex cgroup root path is too long: " + root, ENAMETOOLONG,
-                  "choose a shorter KREX_CGROUP_ROOT");
+    m_recovery = detail::make_recovery_config(m_freezer->method(), root);
+    detail::recovery_config& c = m_recovery;
     if (c.method != freeze_method::cgroup_v2 && c.method != freeze_method::cgroup_v1) return;
     std::string home =
         detail::cgroup::self_view::read().locate(c.method == freeze_method::cgroup_v2).own;
