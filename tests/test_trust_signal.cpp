@@ -193,7 +193,6 @@ TEST(trust_signal, pid_one_and_group_one_are_never_signalled) {
     // What a tenant that is pid 1 of its own pid namespace records; init's
     // real start time, as the /proc of any namespace shows it.
     const std::uint32_t i = forge_slot(n, t.detail_member().device, 1, start_of(1));
-    n.tenants[i].pgid.store(1);
     {
       krex::region r{t};
       EXPECT_TRUE(moves(mem, 0)) << "an unrelated process stopped during the region";

@@ -126,7 +126,6 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
       s.state.store(slot_claiming);
       s.start_time.store(start);
       s.device.store(device);
-      s.pgid.store(static_cast<std::int32_t>(::getpgrp()));
       s.pidns.store(pidns);
       s.uid.store(static_cast<std::uint32_t>(::getuid()));
       s.gid.store(static_cast<std::uint32_t>(::getgid()));
@@ -138,7 +137,6 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
       s.dirty.store(0);
       s.submits.store(0);
       s.ack_epoch.store(0);
-      s.drain_failed.store(0);
       s.frozen.store(0);
       s.active.store(0);
       s.ticket.store(no_ticket);
