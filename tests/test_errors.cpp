@@ -133,7 +133,7 @@ TEST(Errors, FailedJoinLeavesNothingBehind) {
     expect_error([&] { krex::tenant t{seg.opts()}; }, krex::step::options, {"device 7"});
   }
   int owned = 0;
-  for (const auto& s : ok.detail_member().node->tenants) owned += s.owner.load() != 0;
+  for (const auto& s : krex::detail::member_of(ok).node->tenants) owned += s.owner.load() != 0;
   EXPECT_EQ(owned, 1);
 }
 

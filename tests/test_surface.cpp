@@ -1,17 +1,86 @@
 // SPDX-License-Identifier: Apache-2.0
-// The library's one-home pieces: the one hash (FNV-1a) and the one recovery
-// config.
+// The library's surface and its one-home pieces: the one hash (FNV-1a), the
+// one recovery config, krex::remove_segment, and that a tenant's protocol
+// accessors are not public.
+
+#include "krex_test.hpp"
 
 #include <krex/detail/hash.hpp>
 #include <krex/detail/slots.hpp>
+#include <krex/region.hpp>
 
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 namespace kd = krex::detail;
+using krex_test::scoped_segment;
+
+namespace {
+
+// True when `T` has a callable, accessible member of that name.
+template <class T, class = void>
+struct has_detail_member : std::false_type {};
+template <class T>
+struct has_detail_member<T, std::void_t<decltype(std::declval<T&>().detail_member())>>
+    : std::true_type {};
+template <class T, class = void>
+struct has_detail_check_guardian : std::false_type {};
+template <class T>
+struct has_detail_check_guardian<T,
+                                 std::void_t<decltype(std::declval<T&>().detail_check_guardian())>>
+    : std::true_type {};
+template <class T, class = void>
+struct has_detail_check_owner : std::false_type {};
+template <class T>
+struct has_detail_check_owner<
+    T, std::void_t<decltype(std::declval<T&>().detail_check_owner(krex::step::lock))>>
+    : std::true_type {};
+template <class T, class = void>
+struct has_detail_forked : std::false_type {};
+template <class T>
+struct has_detail_forked<T, std::void_t<decltype(std::declval<T&>().detail_forked())>>
+    : std::true_type {};
+template <class T, class = void>
+struct has_detail_freezer : std::false_type {};
+template <class T>
+struct has_detail_freezer<T, std::void_t<decltype(std::declval<T&>().detail_freezer())>>
+    : std::true_type {};
+template <class T, class = void>
+struct has_detail_recovery : std::false_type {};
+template <class T>
+struct has_detail_recovery<T, std::void_t<decltype(std::declval<T&>().detail_recovery())>>
+    : std::true_type {};
+template <class T, class = void>
+struct has_slot : std::false_type {};
+template <class T>
+struct has_slot<T, std::void_t<decltype(std::declval<T&>().slot())>> : std::true_type {};
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+}  // namespace
+
+TEST(Surface, TenantProtocolAccessorsAreNotPublic) {
+  static_assert(has_slot<krex::tenant>::value, "the detector sees public members");
+  static_assert(!has_detail_member<krex::tenant>::value);
+  static_assert(!has_detail_check_guardian<krex::tenant>::value);
+  static_assert(!has_detail_check_owner<krex::tenant>::value);
+  static_assert(!has_detail_forked<krex::tenant>::value);
+  static_assert(!has_detail_freezer<krex::tenant>::value);
+  static_assert(!has_detail_recovery<krex::tenant>::value);
+  // Tests reach the shared state through detail::member_of: the tenant's own slot.
+  scoped_segment seg;
+  krex::tenant t{seg.opts()};
+  kd::member& m = kd::member_of(t);
+  EXPECT_EQ(m.index, t.slot());
+  EXPECT_EQ(m.slot->owner.load(), ::getpid());
+}
 
 TEST(Surface, OneHashIsFnv1a64NeverZero) {
   // The published FNV-1a 64 test vectors.
@@ -49,4 +118,26 @@ TEST(Surface, RecoveryConfigHasOneMaker) {
     EXPECT_EQ(e.code(), ENAMETOOLONG);
     EXPECT_NE(std::string(e.what()).find("KREX_CGROUP_ROOT"), std::string::npos) << e.what();
   }
+}
+
+TEST(Surface, RemoveSegmentRemovesTheNamedFileOnly) {
+  scoped_segment seg;
+  scoped_segment other;
+  const std::string path = kd::segment_id_of(seg.opts()).path();
+  const std::string other_path = kd::segment_id_of(other.opts()).path();
+  {
+    krex::tenant a{seg.opts()};
+    krex::tenant b{other.opts()};
+    ASSERT_TRUE(exists(path)) << path;
+    ASSERT_TRUE(exists(other_path)) << other_path;
+    EXPECT_TRUE(krex::remove_segment(seg.opts()));
+    EXPECT_FALSE(exists(path));
+    EXPECT_TRUE(exists(other_path)) << "another segment's file is left alone";
+    // The member keeps its mapping and runs on.
+    krex::region r{a};
+    EXPECT_EQ(r.report().siblings_seen, 0U);
+  }
+  EXPECT_FALSE(krex::remove_segment(seg.opts())) << "nothing left to remove";
+  EXPECT_TRUE(krex::remove_segment(other.opts()));
+  EXPECT_FALSE(exists(other_path));
 }

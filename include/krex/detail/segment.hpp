@@ -194,15 +194,6 @@ class segment {
   const std::string& name() const noexcept { return m_id.name; }
   std::string path() const { return m_id.path(); }
 
-  /// Removes the named segment (processes attached keep their mapping).
-  static bool remove(const options& o) noexcept {
-    try {
-      return ::unlink(segment_id_of(o).path().c_str()) == 0;
-    } catch (...) {
-      return false;
-    }
-  }
-
  private:
   void map_existing(found_file f) {
     unsigned char head[12];
