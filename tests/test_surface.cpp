@@ -24,43 +24,34 @@ using krex_test::scoped_segment;
 
 namespace {
 
-// True when `T` has a callable, accessible member of that name.
-template <class T, class = void>
-struct has_detail_member : std::false_type {};
-template <class T>
-struct has_detail_member<T, std::void_t<decltype(std::declval<T&>().detail_member())>>
-    : std::true_type {};
-template <class T, class = void>
-struct has_detail_check_guardian : std::false_type {};
-template <class T>
-struct has_detail_check_guardian<T,
-                                 std::void_t<decltype(std::declval<T&>().detail_check_guardian())>>
-    : std::true_type {};
-template <class T, class = void>
-struct has_detail_check_owner : std::false_type {};
-template <class T>
-struct has_detail_check_owner<
-    T, std::void_t<decltype(std::declval<T&>().detail_check_owner(krex::step::lock))>>
-    : std::true_type {};
-template <class T, class = void>
-struct has_detail_forked : std::false_type {};
-template <class T>
-struct has_detail_forked<T, std::void_t<decltype(std::declval<T&>().detail_forked())>>
-    : std::true_type {};
-template <class T, class = void>
-struct has_detail_freezer : std::false_type {};
-template <class T>
-struct has_detail_freezer<T, std::void_t<decltype(std::declval<T&>().detail_freezer())>>
-    : std::true_type {};
-template <class T, class = void>
-struct has_detail_recovery : std::false_type {};
-template <class T>
-struct has_detail_recovery<T, std::void_t<decltype(std::declval<T&>().detail_recovery())>>
-    : std::true_type {};
-template <class T, class = void>
-struct has_slot : std::false_type {};
-template <class T>
-struct has_slot<T, std::void_t<decltype(std::declval<T&>().slot())>> : std::true_type {};
+// has_<name><T>: true when `T` has an accessible member callable as `call`
+// (an inaccessible one is a substitution failure, hence false).
+#define KREX_TEST_HAS(name, call)         \
+  template <class T, class = void>        \
+  struct has_##name : std::false_type {}; \
+  template <class T>                      \
+  struct has_##name<T, std::void_t<decltype(std::declval<T&>().call)>> : std::true_type {}
+
+KREX_TEST_HAS(detail_member, detail_member());
+KREX_TEST_HAS(detail_check_guardian, detail_check_guardian());
+KREX_TEST_HAS(detail_check_owner, detail_check_owner(krex::step::lock));
+KREX_TEST_HAS(detail_forked, detail_forked());
+KREX_TEST_HAS(detail_freezer, detail_freezer());
+KREX_TEST_HAS(detail_recovery, detail_recovery());
+KREX_TEST_HAS(slot, slot());
+
+// The detector's controls: it sees a public member and not a private one.
+struct exposed {
+  int detail_member() { return 0; }
+};
+class hidden {
+  int detail_member() { return 0; }
+
+ public:
+  int slot() { return detail_member(); }
+};
+static_assert(has_detail_member<exposed>::value);
+static_assert(!has_detail_member<hidden>::value && has_slot<hidden>::value);
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
