@@ -110,7 +110,7 @@ void BM_submit_guard_uncontended(benchmark::State& state) {
       benchmark::ClobberMemory();
     }
   }
-  krex::detail::segment::remove(krex::options{}.segment(seg));
+  krex::remove_segment(krex::options{}.segment(seg));
 }
 BENCHMARK(BM_submit_guard_uncontended);
 
@@ -139,7 +139,7 @@ void region_enter_exit(benchmark::State& state, const krex::options& opts,
   state.counters["freeze_us"] = freeze / it / 1e3;
   state.counters["pin_us"] = pin / it / 1e3;
   state.SetLabel(level);
-  krex::detail::segment::remove(opts);
+  krex::remove_segment(opts);
 }
 
 void BM_region_gate_drain(benchmark::State& state) {

@@ -189,7 +189,7 @@ mode_result run_mode(const config& cfg, const workload& w, mode m, board& b) {
     }
   }
   r.seconds = now_s() - t0;
-  krex::detail::segment::remove(krex::options{}.segment(segment));
+  krex::remove_segment(krex::options{}.segment(segment));
   for (int i = 0; i < n; ++i) {
     const command_result& cr = b.cmd[i];
     if (!cr.ok) {

@@ -39,6 +39,8 @@ import sys
 from collections import defaultdict
 from itertools import combinations
 
+from quantiles import quantile  # scripts/quantiles.py, beside this script
+
 KEY_COLUMNS = ("m", "n", "k", "batch_count", "A", "B")
 
 
@@ -69,16 +71,6 @@ def read_run(path):
                 continue
             times[(problem, kernel)].append(t)
     return times, failed
-
-
-def quantile(v, q):
-    v = sorted(v)
-    if not v:
-        return float("nan")
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def ranking(times_by_kernel):

@@ -16,6 +16,8 @@ import statistics
 import sys
 from collections import defaultdict
 
+from quantiles import quantile  # scripts/quantiles.py, beside this script
+
 
 def rows(path):
     with open(path) as f:
@@ -30,16 +32,6 @@ def rows(path):
         t *= {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
         out[name].append(t)
     return out
-
-
-def quantile(v, q):
-    v = sorted(v)
-    if not v:
-        return float("nan")
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def pairs(names):

@@ -4,8 +4,8 @@
 // Common pieces of the protocol tests: per-test segments that are removed at
 // the end, and options that keep the protocol steps under test in isolation.
 
-#include <krex/detail/segment.hpp>
 #include <krex/options.hpp>
+#include <krex/tenant.hpp>
 
 #include "proc_util.hpp"
 
@@ -38,7 +38,7 @@ class scoped_segment {
         .drain_deadline(10s)
         .gate_park(20ms);
   }
-  void remove() const { krex::detail::segment::remove(krex::options{}.segment(m_name)); }
+  void remove() const { krex::remove_segment(krex::options{}.segment(m_name)); }
 
  private:
   std::string m_name;

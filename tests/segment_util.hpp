@@ -32,7 +32,7 @@ inline std::string valid_image() {
     krex::detail::segment s{o};
     out.assign(reinterpret_cast<const char*>(&s.node()), krex::detail::segment_size);
   }
-  krex::detail::segment::remove(o);
+  krex::remove_segment(o);
   return out;
 }
 

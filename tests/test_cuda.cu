@@ -177,7 +177,7 @@ TEST(CudaGate, AgentDrainsWhileLauncherParkedInCuptiCallback) {
     int* dflags = nullptr;
     CHILD_EXPECT(cudaHostGetDevicePointer(&dflags, flags, 0) == cudaSuccess, 32);
     std::atomic<int> launched{0};
-    auto& gate = a.detail_member().dev->gate;
+    auto& gate = krex::detail::member_of(a).dev->gate;
     std::thread launcher([&] {
       krex_gpu::spin_then_flag<<<1, 1>>>(300'000'000ULL, dflags);  // K1: 300 ms
       launched.store(1);
@@ -186,7 +186,7 @@ TEST(CudaGate, AgentDrainsWhileLauncherParkedInCuptiCallback) {
       launched.store(2);
     });
     while (launched.load() == 0) std::this_thread::yield();
-    const std::uint64_t parks0 = a.detail_member().dev->gate_parks.load();
+    const std::uint64_t parks0 = krex::detail::member_of(a).dev->gate_parks.load();
     {
       krex::region r{h};  // a's agent must sync K1 while the launcher is parked
       CHILD_EXPECT(r.report().drained, 33);
@@ -194,7 +194,7 @@ TEST(CudaGate, AgentDrainsWhileLauncherParkedInCuptiCallback) {
       std::this_thread::sleep_for(50ms);
       CHILD_EXPECT(launched.load() == 1, 35);  // K2's launch call is still parked
       CHILD_EXPECT(vf[1] == 0, 36);
-      CHILD_EXPECT(a.detail_member().dev->gate_parks.load() > parks0, 37);
+      CHILD_EXPECT(krex::detail::member_of(a).dev->gate_parks.load() > parks0, 37);
       std::fprintf(stderr, "drain with a launcher parked in CUPTI: %.1f ms\n",
                    r.report().drain_ns / 1e6);
     }

@@ -122,7 +122,7 @@ TEST(Drain, DeadlineFailsOrFlagsContended) {
     EXPECT_NE(what.find(std::to_string(stuck.pid())), std::string::npos) << what;
     EXPECT_NE(what.find("KREX_DRAIN_DEADLINE_MS"), std::string::npos) << what;
   }
-  EXPECT_EQ(strict.detail_member().dev->gate.load() % 2, 0U) << "gate left raised";
+  EXPECT_EQ(krex::detail::member_of(strict).dev->gate.load() % 2, 0U) << "gate left raised";
   strict.leave();
   krex::tenant lenient{seg.opts().drain_deadline(100ms).allow_contended(true)};
   {
@@ -188,5 +188,5 @@ TEST(Drain, DeadHolderIsRecovered) {
   EXPECT_EQ(log->progress.load(), 1U);
   krex::region r{t};
   EXPECT_TRUE(r.report().drained);
-  EXPECT_GE(t.detail_member().dev->recoveries.load(), 1U);
+  EXPECT_GE(krex::detail::member_of(t).dev->recoveries.load(), 1U);
 }

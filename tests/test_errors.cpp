@@ -59,8 +59,11 @@ bool shm_exists(const std::string& name) {
 TEST(Errors, InvalidOptionValues) {
   using krex::options;
   const auto opt = krex::step::options;
-  expect_error([] { options{}.device(-1); }, opt, {"device", "0..15"});
-  expect_error([] { options{}.device(16); }, opt, {"device", "0..15"});
+  // One device limit, the layout's, everywhere it is named.
+  static_assert(options::max_devices == static_cast<int>(krex::detail::max_devices));
+  const std::string devices = "0.." + std::to_string(options::max_devices - 1);
+  expect_error([] { options{}.device(-1); }, opt, {"device", devices});
+  expect_error([] { options{}.device(options::max_devices); }, opt, {"device", devices});
   expect_error([] { options{}.segment(""); }, opt, {"segment"});
   expect_error([] { options{}.segment("a/b"); }, opt, {"segment", "[A-Za-z0-9._-]"});
   expect_error([] { options{}.segment(std::string(65, 'x')); }, opt, {"segment"});
@@ -130,7 +133,7 @@ TEST(Errors, FailedJoinLeavesNothingBehind) {
     expect_error([&] { krex::tenant t{seg.opts()}; }, krex::step::options, {"device 7"});
   }
   int owned = 0;
-  for (const auto& s : ok.detail_member().node->tenants) owned += s.owner.load() != 0;
+  for (const auto& s : krex::detail::member_of(ok).node->tenants) owned += s.owner.load() != 0;
   EXPECT_EQ(owned, 1);
 }
 

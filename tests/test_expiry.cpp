@@ -513,8 +513,8 @@ TEST(ExpiryRelease, SkipperDuringReleaseCausesNoSpuriousLeaseLoss) {
   const krex::options o = seg.opts();
   krex::tenant a{o};
   krex::tenant b{o};
-  kd::device_state& dev = *a.detail_member().dev;
-  g_skipper = &b.detail_member();
+  kd::device_state& dev = *krex::detail::member_of(a).dev;
+  g_skipper = &krex::detail::member_of(b);
   kd::release_hook = skip_during_release;
   for (int i = 0; i < 3; ++i) {
     krex::region r{a};

@@ -264,7 +264,7 @@ TEST(HipGate, LaunchParksInApiCallbackWhileAgentDrains) {
                  32);
     const std::uint64_t gated0 = krex::detail::hip_callbacks::gated_calls();
     std::atomic<int> launched{0};
-    auto& gate = a.detail_member().dev->gate;
+    auto& gate = krex::detail::member_of(a).dev->gate;
     std::thread launcher([&] {
       hipLaunchKernelGGL(spin_then_flag, dim3(1), dim3(1), 0, nullptr, 300'000'000ULL, dflags);
       launched.store(1);
@@ -273,7 +273,7 @@ TEST(HipGate, LaunchParksInApiCallbackWhileAgentDrains) {
       launched.store(2);
     });
     while (launched.load() == 0) std::this_thread::yield();
-    const std::uint64_t parks0 = a.detail_member().dev->gate_parks.load();
+    const std::uint64_t parks0 = krex::detail::member_of(a).dev->gate_parks.load();
     {
       hip_region r{h};
       CHILD_EXPECT(r.report().drained, 33);
@@ -281,7 +281,7 @@ TEST(HipGate, LaunchParksInApiCallbackWhileAgentDrains) {
       std::this_thread::sleep_for(50ms);
       CHILD_EXPECT(launched.load() == 1, 35);  // the second launch is still parked
       CHILD_EXPECT(vf[1] == 0, 36);
-      CHILD_EXPECT(a.detail_member().dev->gate_parks.load() > parks0, 37);
+      CHILD_EXPECT(krex::detail::member_of(a).dev->gate_parks.load() > parks0, 37);
     }
     launcher.join();
     CHILD_EXPECT(hipDeviceSynchronize() == hipSuccess, 38);

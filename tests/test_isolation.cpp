@@ -248,7 +248,7 @@ TEST_P(isolation, freeze_that_cannot_complete_fails_the_region_cleanly) {
   }
   krex::detail::sys() = m_saved;
   std::remove(g_fake_status.c_str());
-  EXPECT_EQ(t.detail_member().dev->gate.load() % 2, 0U) << "gate left raised";
+  EXPECT_EQ(krex::detail::member_of(t).dev->gate.load() % 2, 0U) << "gate left raised";
   EXPECT_TRUE(moves(0) && moves(1)) << "sibling left frozen";
   krex::region again{t};  // the lock was released
   EXPECT_TRUE(again.report().frozen);

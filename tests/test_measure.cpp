@@ -77,3 +77,21 @@ TEST(Measure, HostLoopInsideRegion) {
                    r, [] {}, o),
                krex::error);
 }
+
+// Outside any region the same loop runs on krex::unprotected (anything else
+// as the first argument does not compile: ctest measure_needs_region).
+TEST(Measure, UnprotectedRunsTheSameLoopWithoutARegion) {
+  std::vector<int> seen;
+  krex::measure_options o;
+  o.warmup = 1;
+  o.samples = 4;
+  const krex::measure_result m = krex::measure(
+      krex::unprotected, [&](int i) { seen.push_back(i); }, o);
+  EXPECT_EQ(m.method, "host");
+  ASSERT_EQ(m.samples_ms.size(), 4U);
+  EXPECT_EQ(seen, (std::vector<int>{0, 0, 1, 2, 3}));
+  o.samples = 0;
+  EXPECT_THROW(krex::measure(
+                   krex::unprotected, [] {}, o),
+               krex::error);
+}

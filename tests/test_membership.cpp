@@ -32,7 +32,7 @@ TEST(fork, child_copy_of_a_tenant_leaves_the_parents_membership_alone) {
   krex_test::scoped_segment seg;
   krex::tenant t{seg.opts()};
   const std::uint32_t slot = t.slot();
-  kd::tenant_slot* mine = &t.detail_member().node->tenants[slot];
+  kd::tenant_slot* mine = &krex::detail::member_of(t).node->tenants[slot];
   auto kid = krex_test::spawn([&] {
     // Guards pass, on a private gate: the parent's in_submit is not touched.
     {
@@ -102,7 +102,7 @@ TEST(slots, join_takes_a_dead_slot_when_every_slot_is_taken) {
   }
   krex::tenant t{seg.opts()};  // used to fail: "no free tenant slot"
   ASSERT_LT(t.slot(), kd::max_tenants);
-  EXPECT_EQ(t.detail_member().node->tenants[t.slot()].owner.load(), ::getpid());
+  EXPECT_EQ(krex::detail::member_of(t).node->tenants[t.slot()].owner.load(), ::getpid());
 }
 
 // --- finding 8d: group mode, two users, cgroup v2 -----------------------------
@@ -269,7 +269,7 @@ TEST(join, report_times_each_phase_and_skips_the_sweep_while_a_guardian_runs) {
   EXPECT_GT(ja.segment_ns, 0U);
   EXPECT_GT(ja.guardian_ns, 0U);
   ASSERT_TRUE(krex_test::wait_until(
-      [&] { return krex::detail::guardian_recently_seen(*a.detail_member().node); }, 10s))
+      [&] { return krex::detail::guardian_recently_seen(*krex::detail::member_of(a).node); }, 10s))
       << "no guardian heartbeat";
   krex::tenant b{seg.opts()};
   EXPECT_FALSE(b.join_report().swept) << "a joiner swept although a guardian runs";

@@ -108,7 +108,7 @@ TEST(Protocol, SingleTenantRegion) {
   EXPECT_EQ(x, 3);
   EXPECT_EQ(t.submits(), 3U);
   const std::uint32_t slot = t.slot();
-  auto& node = *t.detail_member().node;
+  auto& node = *krex::detail::member_of(t).node;
   t.leave();
   EXPECT_EQ(node.tenants[slot].owner.load(), 0) << "slot not freed by leave()";
   EXPECT_THROW(t.submit([] {}), krex::error);
@@ -202,7 +202,7 @@ TEST(Protocol, ParkedSubmissionPassesBeforeTheNextRegion) {
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return b->ready.load() == 2; }, 30s));
   krex::tenant t{seg.opts()};
-  krex::detail::member& m = t.detail_member();
+  krex::detail::member& m = krex::detail::member_of(t);
   std::uint64_t exit_returned = 0;
   {
     krex::region r{t};
@@ -247,7 +247,7 @@ TEST(Protocol, FifoOrder) {
     }));
   ASSERT_TRUE(krex_test::wait_until([&] { return b->ready.load() == n; }, 30s));
   krex::tenant t{seg.opts()};
-  auto& dev = *t.detail_member().dev;
+  auto& dev = *krex::detail::member_of(t).dev;
   // Release them in a scrambled order; each takes its ticket before the next goes.
   std::vector<int> arrival(n);
   for (int i = 0; i < n; ++i) arrival[i] = (i * 5) % n;

@@ -249,7 +249,7 @@ TEST(Segment, ConcurrentCreatorsAllJoinOneSegment) {
       }
       try {
         krex::tenant t{seg.opts()};
-        b->creator[i].store(t.detail_member().node->creator_pid.load());
+        b->creator[i].store(krex::detail::member_of(t).node->creator_pid.load());
         b->joined.fetch_add(1);
         while (b->go.load() == 1) std::this_thread::sleep_for(1ms);
       } catch (const std::exception& e) {

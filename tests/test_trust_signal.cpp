@@ -120,8 +120,8 @@ TEST(trust_signal, region_does_not_stop_a_process_a_forged_slot_names) {
   auto leader = bystander(mem, 1, /*own_group=*/true);  // kill(-pgid) would reach it
   ASSERT_TRUE(moves(mem, 0) && moves(mem, 1));
   krex::tenant t{signal_opts(seg)};
-  kd::node_state& n = *t.detail_member().node;
-  const std::uint32_t d = t.detail_member().device;
+  kd::node_state& n = *krex::detail::member_of(t).node;
+  const std::uint32_t d = krex::detail::member_of(t).device;
   // Real pids with their real start times: everything a slot can say.
   const std::uint32_t a = forge_slot(n, d, victim.pid(), start_of(victim.pid()));
   const std::uint32_t b = forge_slot(n, d, leader.pid(), start_of(leader.pid()));
@@ -189,11 +189,10 @@ TEST(trust_signal, pid_one_and_group_one_are_never_signalled) {
   kd::sys().pidfd_open = record_pidfd_open;
   {
     krex::tenant t{signal_opts(seg)};
-    kd::node_state& n = *t.detail_member().node;
+    kd::node_state& n = *krex::detail::member_of(t).node;
     // What a tenant that is pid 1 of its own pid namespace records; init's
     // real start time, as the /proc of any namespace shows it.
-    const std::uint32_t i = forge_slot(n, t.detail_member().device, 1, start_of(1));
-    n.tenants[i].pgid.store(1);
+    const std::uint32_t i = forge_slot(n, krex::detail::member_of(t).device, 1, start_of(1));
     {
       krex::region r{t};
       EXPECT_TRUE(moves(mem, 0)) << "an unrelated process stopped during the region";
@@ -228,7 +227,7 @@ TEST(trust_signal, verified_member_is_stopped_and_continued) {
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return mem->ready.load() == 1; }, 5000ms));
   krex::tenant t{signal_opts(seg)};
-  kd::node_state& n = *t.detail_member().node;
+  kd::node_state& n = *krex::detail::member_of(t).node;
   const std::uint32_t i = slot_of(n, member.pid());
   ASSERT_LT(i, kd::max_tenants);
   {

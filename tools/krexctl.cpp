@@ -112,7 +112,8 @@ args parse(int argc, char** argv) {
       prog.add("recover", "Recover wedged devices: thaw, lower the gate, release the lock, reap.");
   segment(recover).value(
       "--device", "N", checked([&](const std::string& v) {
-        a.device = static_cast<int>(kd::parse_int("--device", v, 0, kd::max_devices - 1, "0..15"));
+        a.device = static_cast<int>(kd::parse_int("--device", v, 0, kd::max_devices - 1,
+                                                  "0.." + std::to_string(kd::max_devices - 1)));
       }),
       "only device N");
   freeze(recover, "")
@@ -222,14 +223,12 @@ int own_recovery(const args& a, const kd::node_state* n, kd::recovery_config& c,
   try {
     holder.emplace(
         kd::freezer::open(a.opts.freeze(), a.opts.cgroup_root(), kd::segment_name(a.opts)));
+    c = kd::make_recovery_config(holder->method(), holder->root());
   } catch (const krex::error& e) {
     report_error(a, path, e.what());
     return unusable;
   }
   fz = &*holder;
-  c.method = fz->method();
-  kd::as_safe::copy_text(c.root, sizeof c.root, fz->root().c_str());
-  c.domain_hash = kd::freeze_domain_hash(fz->method(), fz->root());
   const std::uint64_t recorded = n != nullptr ? n->cgroup_root_hash.load() : 0;
   if (recorded != 0 && recorded != c.domain_hash) {
     report_error(a, path,
@@ -658,10 +657,13 @@ bool clean_leaves(cleaner& k, int& rc) {
     id.base = entry.base;
     std::unique_ptr<kd::node_state> other;
     const bool readable = entry.layout == kd::layout_version && inspect(id, other, why) == ok;
-    kd::recovery_config rc_other = c;
     const std::string root = base + "/" + name;
-    if (!kd::as_safe::copy_text(rc_other.root, sizeof rc_other.root, root.c_str())) continue;
-    rc_other.domain_hash = kd::freeze_domain_hash(c.method, root);
+    kd::recovery_config rc_other;
+    try {
+      rc_other = kd::make_recovery_config(c.method, root);
+    } catch (const krex::error&) {
+      continue;  // a root too long to thaw by
+    }
     const std::uint64_t recorded = readable ? other->cgroup_root_hash.load() : 0;
     if (recorded != 0 && recorded != rc_other.domain_hash) {
       const std::string theirs = kd::load_text(other->cgroup_root_text);

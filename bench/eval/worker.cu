@@ -206,7 +206,6 @@ struct lock_file {  // the lock-only baseline: flock(2) around the timed loop
     if (fd >= 0) ::close(fd);  // releases the lock
   }
 };
-struct no_region {};
 
 struct worker_args {
   std::string mode = "none";
@@ -314,13 +313,12 @@ class runner {
         const double wait = ms_since(t);
         o.integer("mono_critical_ns", mono_ns());
         const auto tb = clk::now();
-        res = krex::measure(l, m_stream, fn, mo);
+        res = krex::measure(krex::unprotected, m_stream, fn, mo);  // protected by `l` alone
         o.num("t_wait_ms", wait).num("t_critical_ms", ms_since(tb)).num("lock_ms", wait);
         o.str("level", "flock");
       } else {
-        no_region nr;
         o.integer("mono_critical_ns", mono_ns());
-        res = krex::measure(nr, m_stream, fn, mo);
+        res = krex::measure(krex::unprotected, m_stream, fn, mo);
         o.num("t_wait_ms", 0).num("t_critical_ms", ms_since(t)).str("level", "none");
       }
       ck(cudaGetLastError(), "candidate launch");

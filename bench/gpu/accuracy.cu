@@ -33,8 +33,6 @@ struct board {
   std::atomic<std::uint64_t> launches;
 };
 
-struct no_region {};  // the unprotected phase: measure() without a region
-
 krex::options tenant_opts(const std::string& seg) {
   using namespace std::chrono_literals;
   return krex::options{}.segment(seg).drain_deadline(20s).lock_wait(300s);
@@ -159,8 +157,7 @@ int main(int argc, char** argv) {
   b->phase.store(1);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   for (auto& c : cases) {
-    no_region nr;
-    c.shared = run(nr, c);
+    c.shared = run(krex::unprotected, c);  // the unprotected phase: no region
   }
   std::vector<std::string> levels;
   for (auto& c : cases) {
@@ -186,6 +183,6 @@ int main(int argc, char** argv) {
                 (pk - 1) * 100);
   }
   std::printf("krex regions: %s\n", levels.empty() ? "" : levels.back().c_str());
-  krex::detail::segment::remove(tenant_opts(seg));
+  krex::remove_segment(tenant_opts(seg));
   return 0;
 }

@@ -302,7 +302,7 @@ int main(int argc, char** argv) {
                 median(gate_us), median(drain_us), median(freeze_us), median(pin_us),
                 median(exit_us));
     t.reset();
-    krex::detail::segment::remove(tenant_opts(a));
+    krex::remove_segment(tenant_opts(a));
   }
   return (a.krex && total_hits != 0) ? 1 : 0;
 }

@@ -114,6 +114,6 @@ int main(int argc, char** argv) {
   for (const row& r : rows)
     std::printf("| %s | %.3f | %.3f | %+.3f |\n", r.name.c_str(), r.mean_us, r.median_us,
                 r.median_us - rows[0].median_us);
-  krex::detail::segment::remove(base);
+  krex::remove_segment(base);
   return 0;
 }

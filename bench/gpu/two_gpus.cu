@@ -161,6 +161,6 @@ int main(int argc, char** argv) {
       "  pinned cpus: GPU0 {%s}, GPU1 {%s}, common %zu; frozen siblings per region: %d, %d\n",
       cpus(*b, 0).c_str(), cpus(*b, 1).c_str(), both.size(), b->frozen[0].load(),
       b->frozen[1].load());
-  krex::detail::segment::remove(opts(seg, 0));
+  krex::remove_segment(opts(seg, 0));
   return (failed == 0 && overlap_ms > 0 && both.empty() && !p0.empty()) ? 0 : 1;
 }

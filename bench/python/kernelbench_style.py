@@ -40,6 +40,8 @@ import tempfile
 import time
 
 HERE = os.path.abspath(__file__)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "..", "..", "scripts"))
+from quantiles import quantile  # noqa: E402  (scripts/quantiles.py: the scripts' one quantile)
 
 # ----------------------------------------------------------------- problems
 # Four ops, four candidates each, most within a few percent of each other;
@@ -291,16 +293,6 @@ def run_phase(args, jobs, krex_on, segment):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-
-
-def quantile(v, q):
-    v = sorted(v)
-    if not v:
-        return float("nan")
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def order(medians):

@@ -50,7 +50,11 @@ using device_gemm = ck::tensor_operation::device::DeviceGemm_Xdl_CShuffle
      1, 1, S<1, 32, 1, 8>, 8>;
 // clang-format on
 
-void check(hipError_t e, const char* what) { krex::detail::hip_check(e, what); }
+void check(hipError_t e, const char* what) {
+  if (e != hipSuccess)
+    throw krex::error(krex::step::backend, std::string(what) + " failed: " + hipGetErrorString(e),
+                      static_cast<int>(e));
+}
 
 // Device memory for the example's three matrices.
 struct buffer {

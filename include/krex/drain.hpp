@@ -52,11 +52,9 @@ bool agent_drain(member& m, Backend& backend, std::uint32_t g,
     try {
       backend.sync();
       s.syncs.fetch_add(1, std::memory_order_relaxed);
-      s.drain_failed.store(0);
     } catch (...) {
       // No ack: the holder's drain deadline reports this sibling as undrained.
       s.dirty.store(1);
-      s.drain_failed.store(1);
       return false;
     }
   }

@@ -4,10 +4,14 @@
 // krex::measure: a timed loop done right inside a region. Warm-up, samples,
 // and the statistics a harness reports (median, p5, p95, mean), with every
 // sample kept. The region argument is the proof that the loop is protected:
-// warm-up and (for CUDA) the L2 flush run inside it too.
+// warm-up and (for CUDA) the L2 flush run inside it too. The first argument
+// is a held region (`krex::basic_region<B>&`) or, to time a loop that nothing
+// protects (a baseline), the tag `krex::unprotected`; anything else does not
+// compile (ctest measure_needs_region: tests/measure_needs_region.cpp).
 //
 //     krex::region r{t};
 //     krex::measure_result m = krex::measure(r, stream, [&] { kernel<<<g, b, 0, stream>>>(...); });
+//     krex::measure_result u = krex::measure(krex::unprotected, stream, [&] { ... });
 //
 // This header has the host overload (steady_clock around each call) and, when
 // krex is built with KREX_WITH_CUDA, pulls in the CUDA overload
@@ -25,7 +29,23 @@
 #include <utility>
 #include <vector>
 
+// The diagnostic of every krex::measure call whose first argument is neither.
+#define KREX_DETAIL_MEASURE_NEEDS_REGION                                                    \
+  "krex::measure needs a held krex::region (basic_region<B>&) or krex::unprotected as its " \
+  "first argument"
+
 namespace krex {
+
+template <class Backend>
+class basic_region;
+
+/// The first argument of krex::measure for a loop timed outside any region:
+/// nothing gates, drains, freezes or pins for it (baselines, an evaluation's
+/// unprotected mode, a loop under a lock of the caller's own).
+struct unprotected_t {
+  explicit constexpr unprotected_t() = default;
+};
+inline constexpr unprotected_t unprotected{};
 
 /// How krex::measure runs its loop.
 struct measure_options {
@@ -85,27 +105,53 @@ void call_sample(F& fn, int i) {
   else
     fn();
 }
-}  // namespace detail
 
-/// Host timing: `fn` runs on the calling thread; each sample is the
-/// steady_clock time of one call. `Region` is any krex region held by the caller.
-template <class Region, class F>
-measure_result measure(Region& /*held*/, F&& fn, const measure_options& o = {}) {
-  detail::check_measure_options(o);
+/// False for every type: what the catch-all overloads of krex::measure
+/// (host, cuda/, hip/) assert, with KREX_DETAIL_MEASURE_NEEDS_REGION.
+template <class>
+inline constexpr bool measure_region_arg = false;
+
+/// The host loop: `fn` on the calling thread, steady_clock around each call.
+template <class F>
+measure_result measure_host(F& fn, const measure_options& o) {
+  check_measure_options(o);
   using clock = std::chrono::steady_clock;
   const auto w0 = clock::now();
-  for (int i = 0; i < o.warmup || clock::now() - w0 < o.warmup_time; ++i)
-    detail::call_sample(fn, i);
+  for (int i = 0; i < o.warmup || clock::now() - w0 < o.warmup_time; ++i) call_sample(fn, i);
   measure_result r;
   r.method = "host";
   r.samples_ms.reserve(static_cast<std::size_t>(o.samples));
   for (int i = 0; i < o.samples; ++i) {
     const auto t0 = clock::now();
-    detail::call_sample(fn, i);
+    call_sample(fn, i);
     r.samples_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
   }
-  detail::summarize(r);
+  summarize(r);
   return r;
+}
+}  // namespace detail
+
+/// Host timing inside the held region `held`: `fn` runs on the calling
+/// thread; each sample is the steady_clock time of one call. `fn` may take
+/// the sample index (rotate inputs).
+template <class B, class F>
+measure_result measure(basic_region<B>& /*held*/, F&& fn, const measure_options& o = {}) {
+  return detail::measure_host(fn, o);
+}
+
+/// Host timing outside any region (see krex::unprotected): the same loop.
+template <class F>
+measure_result measure(const unprotected_t& /*nothing held*/, F&& fn,
+                       const measure_options& o = {}) {
+  return detail::measure_host(fn, o);
+}
+
+/// Anything else as the first argument is a compile error, not a loop that
+/// looks protected and is not.
+template <class NotARegion, class F>
+measure_result measure(NotARegion& /*not a region*/, F&& /*fn*/, const measure_options& = {}) {
+  static_assert(detail::measure_region_arg<NotARegion>, KREX_DETAIL_MEASURE_NEEDS_REGION);
+  return {};
 }
 
 }  // namespace krex

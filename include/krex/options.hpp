@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <krex/detail/layout.hpp>
 #include <krex/error.hpp>
 
 #include <chrono>
@@ -106,7 +107,7 @@ inline bool parse_bool(const std::string& name, const std::string& v) {
   bad_option(name, v, "1, 0, true, false, on, off, yes, no");
 }
 inline long long parse_int(const std::string& name, const std::string& v, long long lo,
-                           long long hi, const char* accepted) {
+                           long long hi, const std::string& accepted) {
   if (v.empty()) bad_option(name, v, accepted);
   errno = 0;
   char* end = nullptr;
@@ -159,7 +160,8 @@ inline bool valid_segment_name(const std::string& s) {
 class options {
  public:
   using ms = std::chrono::milliseconds;
-  static constexpr int max_devices = 16;
+  /// Devices one node segment tracks (detail::max_devices, the layout's).
+  static constexpr int max_devices = static_cast<int>(detail::max_devices);
 
   /// The device (GPU ordinal; for the host backend, a virtual device).
   options& device(int d) {
@@ -320,8 +322,9 @@ class options {
       return std::getenv(n);  // NOLINT(concurrency-mt-unsafe)
     };
     if (const char* v = env("KREX_DEVICE"))
-      o.device(static_cast<int>(detail::parse_int("KREX_DEVICE", v, 0, max_devices - 1,
-                                                  "an integer 0..15")));
+      o.device(
+          static_cast<int>(detail::parse_int("KREX_DEVICE", v, 0, max_devices - 1,
+                                             "an integer 0.." + std::to_string(max_devices - 1))));
     if (const char* v = env("KREX_SEGMENT")) {
       if (!detail::valid_segment_name(v))
         detail::bad_option("KREX_SEGMENT", v, "1..64 of [A-Za-z0-9._-]");
@@ -361,8 +364,8 @@ class options {
     if (const char* v = env("KREX_RELEASE_ON_LEAVE"))
       o.m_release_on_leave = detail::parse_bool("KREX_RELEASE_ON_LEAVE", v);
     if (const char* v = env("KREX_HOST_DEVICES"))
-      o.m_host_devices = static_cast<int>(
-          detail::parse_int("KREX_HOST_DEVICES", v, 1, max_devices, "an integer 1..16"));
+      o.m_host_devices = static_cast<int>(detail::parse_int(
+          "KREX_HOST_DEVICES", v, 1, max_devices, "an integer 1.." + std::to_string(max_devices)));
     if (const char* v = env("KREX_GATING")) o.m_gating = detail::parse_gating("KREX_GATING", v);
     o.check_lease();
     return o;

@@ -28,6 +28,8 @@
 
 namespace krex {
 namespace detail {
+struct tenant_access;
+
 // Optional backend hooks, called when present: attach(member&) after the slot
 // is claimed (automatic gating subscribes here), detach() before it is freed,
 // gating_note() for the region report (e.g. "cupti", "explicit: profiler attached").
@@ -108,6 +110,21 @@ struct fork_registry {
   }
 };
 }  // namespace detail
+
+/// Removes the node segment file that `o` names (its segment name, access
+/// mode and KREX_SHM_DIR; other KREX_* variables are not applied: pass
+/// `o.with_env()` for the segment a tenant constructed from `o` joins).
+/// Processes attached keep their mapping and run on; the next tenant creates
+/// a fresh segment. For launchers and tests between runs, once their tenants
+/// are gone: `krexctl clean` is the careful way, which removes only segments
+/// without a live member. Returns true if a file was removed.
+inline bool remove_segment(const options& o) noexcept {
+  try {
+    return ::unlink(detail::segment_id_of(o).path().c_str()) == 0;
+  } catch (...) {
+    return false;
+  }
+}
 
 /// Where a tenant's join spent its time (nanoseconds, steady clock), phase by
 /// phase, in the order they run. `driver` is the backend's first calls (CUDA:
@@ -255,18 +272,25 @@ class basic_tenant {
   /// region copies them into region_report::notes.
   const std::vector<std::string>& protection_notes() const noexcept { return m_notes; }
 
-  /// Not part of the API: the shared-state view used by guards and regions.
+ private:
+  // Not API: the protocol's own accessors, for regions and guards (friends)
+  // and detail::tenant_access (tests that inspect the shared state).
+  template <class>
+  friend class basic_region;
+  template <class>
+  friend class basic_submit_guard;
+  friend struct detail::tenant_access;
+
+  /// The shared-state view of guards and regions.
   detail::member& detail_member() noexcept { return m_member; }
-  /// Not part of the API: starts a guardian if the segment's last one died
-  /// (region entry; a heartbeat check on the fast path).
+  /// Starts a guardian if the segment's last one died (region entry; a
+  /// heartbeat check on the fast path).
   void detail_check_guardian() noexcept {
     if (m_joined && m_member.node != nullptr && !detail::guardian_recently_seen(*m_member.node))
       detail::ensure_guardian(*m_member.node, m_recovery);
   }
-  /// Not part of the API: how this tenant (and the guardians it starts) thaws siblings.
-  const detail::recovery_config& detail_recovery() const noexcept { return m_recovery; }
-  /// Not part of the API: throws krex::error(`s`) if this object is a forked
-  /// child's copy of its parent's tenant.
+  /// Throws krex::error(`s`) if this object is a forked child's copy of its
+  /// parent's tenant.
   void detail_check_owner(step s) const {
     if (!m_forked && (!m_joined || m_owner_pid == ::getpid())) return;
     throw error(s,
@@ -275,12 +299,11 @@ class basic_tenant {
                     " is a forked child and holds only a copy of it, which is not a member",
                 0, "a forked child must construct its own krex::tenant (the parent's stays the parent's)");
   }
-  /// Not part of the API: true in a forked child's copy of a tenant.
+  /// True in a forked child's copy of a tenant.
   bool detail_forked() const noexcept { return m_forked || (m_joined && m_owner_pid != ::getpid()); }
-  /// Not part of the API: the freezer regions use for siblings.
+  /// The freezer regions use for siblings.
   detail::freezer* detail_freezer() noexcept { return m_freezer ? &*m_freezer : nullptr; }
 
- private:
   struct resolved_tag {};
 
   basic_tenant(const options& o, resolved_tag) : m_backend(o) {
@@ -420,13 +443,9 @@ class basic_tenant {
   // What a recoverer of this tenant thaws by: its own method and root, and
   // the cgroup it came from (where a guardian it starts moves itself).
   void prepare_recovery() {
-    detail::recovery_config& c = m_recovery;
-    c.method = m_freezer->method();
-    c.domain_hash = detail::freeze_domain_hash(m_freezer->method(), m_freezer->root());
     const std::string& root = m_freezer->root();
-    if (!detail::as_safe::copy_text(c.root, sizeof c.root, root.c_str()))
-      throw error(step::freeze, "the krex cgroup root path is too long: " + root, ENAMETOOLONG,
-                  "choose a shorter KREX_CGROUP_ROOT");
+    m_recovery = detail::make_recovery_config(m_freezer->method(), root);
+    detail::recovery_config& c = m_recovery;
     if (c.method != freeze_method::cgroup_v2 && c.method != freeze_method::cgroup_v1) return;
     std::string home =
         detail::cgroup::self_view::read().locate(c.method == freeze_method::cgroup_v2).own;
@@ -487,5 +506,20 @@ class basic_tenant {
   detail::device_state m_detached_dev{};
   detail::tenant_slot m_detached_slot{};
 };
+
+namespace detail {
+/// Not API: the shared state of a tenant, for tests that look at its slot
+/// and device words (`krex::detail::member_of(t).slot->...`).
+struct tenant_access {
+  template <class B>
+  static member& of(basic_tenant<B>& t) noexcept {
+    return t.detail_member();
+  }
+};
+template <class B>
+member& member_of(basic_tenant<B>& t) noexcept {
+  return tenant_access::of(t);
+}
+}  // namespace detail
 
 }  // namespace krex

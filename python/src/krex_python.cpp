@@ -96,7 +96,9 @@ options make_options(int device, const py::kwargs& kw) {
   for (const auto& item : kw) {
     const std::string k = item.first.cast<std::string>();
     const py::handle v = item.second;
-    if (k == "device") o.device(static_cast<int>(to_int(k, v, "an integer 0..15")));
+    if (k == "device")
+      o.device(static_cast<int>(
+          to_int(k, v, "an integer 0.." + std::to_string(options::max_devices - 1))));
     else if (k == "segment") o.segment(to_str(k, v, "1..64 of [A-Za-z0-9._-]"));
     else if (k == "access")
       o.access(to_enum<segment_access>(k, v, {{"user", segment_access::user},
@@ -123,7 +125,8 @@ options make_options(int device, const py::kwargs& kw) {
     else if (k == "reserved_cores") o.reserved_cores(static_cast<int>(to_int(k, v, "1..64")));
     else if (k == "confine") o.confine(to_bool(k, v));
     else if (k == "release_on_leave") o.release_on_leave(to_bool(k, v));
-    else if (k == "host_devices") o.host_devices(static_cast<int>(to_int(k, v, "1..16")));
+    else if (k == "host_devices")
+      o.host_devices(static_cast<int>(to_int(k, v, "1.." + std::to_string(options::max_devices))));
     else if (k == "gating")
       o.gate_mode(to_enum<gating>(k, v, {{"auto", gating::automatic},
                                          {"explicit", gating::explicit_}}));

@@ -14,6 +14,7 @@
 // Automatic gating subscribes CUPTI in attach() (see cuda_cupti.hpp).
 
 #include <krex/backend/cuda_cupti.hpp>
+#include <krex/detail/hash.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/detail/topology.hpp>
 #include <krex/error.hpp>
@@ -96,9 +97,7 @@ class cuda {
   /// every process, whatever CUDA_VISIBLE_DEVICES says.
   std::uint64_t device_key(int ordinal) const {
     const cudaDeviceProp p = props(ordinal);
-    std::uint64_t h = 1469598103934665603ULL;
-    for (char c : p.uuid.bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-    return h == 0 ? 1 : h;
+    return detail::fnv1a(p.uuid.bytes, sizeof p.uuid.bytes);
   }
 
   /// "NVIDIA H200 [0000:19:00.0]".

@@ -16,6 +16,7 @@
 // runtime's API callbacks where the runtime has them (see hip_callbacks.hpp).
 
 #include <krex/backend/hip_callbacks.hpp>
+#include <krex/detail/hash.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/detail/topology.hpp>
 #include <krex/error.hpp>
@@ -44,13 +45,6 @@ inline void hip_check(hipError_t e, const char* what) {
               hip_no_device(e) ? "check the amdgpu driver, /dev/kfd access (the video/render "
                                  "groups) and HIP_VISIBLE_DEVICES (rocm-smi)"
                                : "");
-}
-
-/// FNV-1a over `n` bytes, never 0.
-inline std::uint64_t fnv1a(const unsigned char* p, std::size_t n,
-                           std::uint64_t h = 1469598103934665603ULL) noexcept {
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return h == 0 ? 1 : h;
 }
 }  // namespace detail
 
@@ -94,10 +88,8 @@ class hip {
     } else {
       (void)hipGetLastError();  // older runtimes: not supported; use the PCI address
     }
-    if (!zero)
-      return detail::fnv1a(reinterpret_cast<const unsigned char*>(u.bytes), sizeof u.bytes);
-    const std::string pci = "pci:" + pci_bus_id(ordinal);
-    return detail::fnv1a(reinterpret_cast<const unsigned char*>(pci.data()), pci.size());
+    if (!zero) return detail::fnv1a(u.bytes, sizeof u.bytes);
+    return detail::fnv1a("pci:" + pci_bus_id(ordinal));
   }
 
   /// "AMD Instinct MI210 [0000:c1:00.0]".

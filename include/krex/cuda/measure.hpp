@@ -222,17 +222,10 @@ inline void prepare_measure(const measure_options& o = {}) {
                                       2 * static_cast<std::size_t>(o.samples), l);
 }
 
-/// Times `fn` (which enqueues work on `stream`) inside the held region `held`:
-/// warm-up, then o.samples samples, each between two events on `stream`; with
-/// o.cold_l2 the L2 is flushed (a memset of twice its size) before each sample,
-/// outside its events; with o.graph_batch = n each sample is one launch of a
-/// graph of n calls, divided by n. `fn` may take the sample index (rotate
-/// inputs). Synchronizes `stream`. The flush buffer and the events come from
-/// a per-process cache (see prepare_measure), so only the first measure of a
-/// context allocates. Throws krex::error(step::backend).
-template <class Region, class F>
-measure_result measure(Region& /*held*/, cudaStream_t stream, F&& fn,
-                       const measure_options& o = {}) {
+namespace detail {
+/// The CUDA loop of krex::measure (below), region or not.
+template <class F>
+measure_result measure_cuda(cudaStream_t stream, F& fn, const measure_options& o) {
   detail::check_measure_options(o);
   const auto n = static_cast<std::size_t>(o.samples);
   const std::size_t flush_bytes = o.cold_l2 ? detail::flush_size(o.flush_bytes) : 0;
@@ -299,6 +292,36 @@ measure_result measure(Region& /*held*/, cudaStream_t stream, F&& fn,
   }
   detail::summarize(r);
   return r;
+}
+}  // namespace detail
+
+/// Times `fn` (which enqueues work on `stream`) inside the held region `held`:
+/// warm-up, then o.samples samples, each between two events on `stream`; with
+/// o.cold_l2 the L2 is flushed (a memset of twice its size) before each sample,
+/// outside its events; with o.graph_batch = n each sample is one launch of a
+/// graph of n calls, divided by n. `fn` may take the sample index (rotate
+/// inputs). Synchronizes `stream`. The flush buffer and the events come from
+/// a per-process cache (see prepare_measure), so only the first measure of a
+/// context allocates. Throws krex::error(step::backend).
+template <class B, class F>
+measure_result measure(basic_region<B>& /*held*/, cudaStream_t stream, F&& fn,
+                       const measure_options& o = {}) {
+  return detail::measure_cuda(stream, fn, o);
+}
+
+/// The same loop outside any region (see krex::unprotected): a baseline.
+template <class F>
+measure_result measure(const unprotected_t& /*nothing held*/, cudaStream_t stream, F&& fn,
+                       const measure_options& o = {}) {
+  return detail::measure_cuda(stream, fn, o);
+}
+
+/// Anything else as the first argument does not compile (krex/measure.hpp).
+template <class NotARegion, class F>
+measure_result measure(NotARegion& /*not a region*/, cudaStream_t /*stream*/, F&& /*fn*/,
+                       const measure_options& = {}) {
+  static_assert(detail::measure_region_arg<NotARegion>, KREX_DETAIL_MEASURE_NEEDS_REGION);
+  return {};
 }
 
 }  // namespace krex

@@ -128,7 +128,6 @@ inline std::uint64_t claim_recovery(device_state& dev, bool force) noexcept {
   const std::uint64_t mine = my_recover_claim(now);
   if (!dev.recover_claim.compare_exchange_strong(held, mine)) return 0;
   dev.recover_start_time.store(read_proc_stat(::getpid()).start_time);
-  dev.recover_claim_ns.store(now);
   return mine;
 }
 
@@ -175,7 +174,6 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
     thaw_device(n, d, c, mine, 0);
     if (still_recovering(dev, mine, 0)) lower_gate_for_recovery(dev, g, h);
     dev.recoveries.fetch_add(1, std::memory_order_relaxed);
-    dev.last_recovery_ns.store(now, std::memory_order_relaxed);
     release_recovery(dev, mine);
     return recovery::holder_dead;
   }
@@ -233,7 +231,6 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
   dev.phase.store(phase_idle);
   dev.recoveries.fetch_add(1, std::memory_order_relaxed);
   if (expired) dev.lease_expiries.fetch_add(1, std::memory_order_relaxed);
-  dev.last_recovery_ns.store(as_safe::now_ns(), std::memory_order_relaxed);
   std::uint32_t expected = lease;
   if (dev.lease_slot.compare_exchange_strong(expected, 0)) serve_next(dev, t);
   release_recovery(dev, mine);

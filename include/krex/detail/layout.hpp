@@ -13,7 +13,7 @@
 namespace krex::detail {
 
 inline constexpr std::uint64_t segment_magic = 0x6b7265782e6e6f64ULL;  // "krex.nod"
-inline constexpr std::uint32_t layout_version = 4;
+inline constexpr std::uint32_t layout_version = 5;
 /// node_state::ready once its creator has initialized every byte (stored last, release).
 inline constexpr std::uint32_t segment_ready = 0x5245'4459U;  // "REDY"
 inline constexpr std::uint32_t max_tenants = 256;
@@ -70,7 +70,6 @@ struct tenant_slot {
   std::atomic<std::uint32_t> state;       ///< slot_* above
   std::atomic<std::uint64_t> start_time;  ///< owner's /proc start time (pid reuse check)
   std::atomic<std::uint32_t> device;      ///< index into node_state::devices
-  std::atomic<std::int32_t> pgid;         ///< owner's process group (signal freezing)
   std::atomic<std::uint64_t> heartbeat_ns;
   std::atomic<std::uint64_t> joined_ns;
   /// Recorded at join, for messages and join-time checks only: nobody
@@ -84,7 +83,6 @@ struct tenant_slot {
   /// before the signal, cleared after the thaw; verified again (identity.hpp)
   /// before any SIGCONT.
   std::atomic<std::int32_t> stop_target;
-  std::atomic<std::uint32_t> stop_reserved;
   std::atomic<std::uint64_t> stop_start_time;  ///< start time of the stopped owner
 
   // Written by every submission of the owner: a line of its own.
@@ -100,7 +98,6 @@ struct tenant_slot {
   std::atomic<std::uint32_t> in_submit_waiters;
   std::atomic<std::uint32_t> ack_epoch;     ///< last gate epoch this tenant drained for
   std::atomic<std::uint32_t> syncing;  ///< the agent is between taking `dirty` and finishing sync()
-  std::atomic<std::uint32_t> drain_failed;  ///< backend sync failed in the last drain
   std::atomic<std::uint32_t> frozen;        ///< frozen by the current holder
   std::atomic<std::uint32_t> active;  ///< its last drain had device work to sync (freeze scope `active`)
   std::atomic<std::uint64_t> ticket;        ///< region-lock ticket, no_ticket, taking_ticket
@@ -136,8 +133,6 @@ struct device_state {
   std::atomic<std::int32_t> lease_pid;
   std::atomic<std::uint32_t> lease_slot;    ///< slot + 1, | lease_exiting / lease_recovering
   std::atomic<std::uint32_t> lease_ticket;  ///< the holder's region-lock ticket
-  std::atomic<std::uint32_t> lease_reserved;
-  std::atomic<std::uint64_t> recover_claim_ns;  ///< when a recoverer marked lease_recovering
   std::atomic<std::uint64_t> lease_start_time;
   std::atomic<std::uint64_t> lease_acquired_ns;
   std::atomic<std::uint64_t> lease_deadline_ns;
@@ -163,7 +158,6 @@ struct device_state {
   std::atomic<std::uint64_t> contended;
   std::atomic<std::uint64_t> recoveries;       ///< holders recovered (death or lease expiry)
   std::atomic<std::uint64_t> lease_expiries;   ///< of those, lease expiries
-  std::atomic<std::uint64_t> last_recovery_ns; ///< when the last recovery finished (now_ns clock)
   std::atomic<std::uint64_t> handoff_skips;    ///< served tickets skipped: not taken within the hand-off
 };
 
@@ -181,14 +175,11 @@ struct node_state {
   std::atomic<std::uint32_t> device_size;  ///< sizeof(device_state)
   std::atomic<std::uint32_t> tenant_size;  ///< sizeof(tenant_slot)
   std::atomic<std::int32_t> creator_pid;   ///< who initialized it (messages only)
-  std::atomic<std::uint32_t> header_reserved;
 
   /// Hash of the freeze method and krex cgroup root the first tenant
   /// recorded (0 = none yet). The text is for messages only: no path is ever
   /// read from the segment and opened.
   std::atomic<std::uint64_t> cgroup_root_hash;
-  std::atomic<std::uint32_t> freeze_method;
-  std::atomic<std::uint32_t> reserved;
   std::atomic<std::uint64_t> cgroup_root_text[32];
 
   /// The guardian (see krex/guardian.hpp): > 0 its pid, < 0 minus the pid

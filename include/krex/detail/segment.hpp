@@ -2,7 +2,7 @@
 #pragma once
 
 // The node segment: one file per node, layout version and security domain
-// (`/dev/shm/krex-L3-u1000-krex`), holding exactly one node_state at offset
+// (`/dev/shm/krex-L5-u1000-krex`), holding exactly one node_state at offset
 // 0 and nothing else — no allocator, no named objects, no lock a dead process
 // could hold.
 //
@@ -47,7 +47,7 @@ static_assert(offsetof(node_state, magic) == 0 && offsetof(node_state, layout) =
 inline constexpr std::size_t segment_size = sizeof(node_state);
 
 /// Full segment file name for `o`: layout version, security domain, base
-/// name, e.g. "krex-L3-u1000-krex".
+/// name, e.g. "krex-L5-u1000-krex".
 inline std::string segment_name(const options& o) {
   return segment_file_name(o.segment(), segment_domain::of(o.access()));
 }
@@ -193,15 +193,6 @@ class segment {
   /// The file name (in its directory, /dev/shm unless KREX_SHM_DIR).
   const std::string& name() const noexcept { return m_id.name; }
   std::string path() const { return m_id.path(); }
-
-  /// Removes the named segment (processes attached keep their mapping).
-  static bool remove(const options& o) noexcept {
-    try {
-      return ::unlink(segment_id_of(o).path().c_str()) == 0;
-    } catch (...) {
-      return false;
-    }
-  }
 
  private:
   void map_existing(found_file f) {

@@ -63,7 +63,7 @@ struct segment_id {
   }
 };
 
-/// "krex-L3-u1000-krex": layout version, security domain, base name.
+/// "krex-L5-u1000-krex": layout version, security domain, base name.
 inline std::string segment_file_name(const std::string& base, const segment_domain& d) {
   return "krex-L" + std::to_string(layout_version) + "-" + d.tag() + "-" + base;
 }

@@ -6,6 +6,7 @@
 
 #include <krex/detail/futex.hpp>
 #include <krex/detail/guardian_sys.hpp>
+#include <krex/detail/hash.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
 #include <krex/error.hpp>
@@ -13,6 +14,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -124,7 +126,6 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
       s.state.store(slot_claiming);
       s.start_time.store(start);
       s.device.store(device);
-      s.pgid.store(static_cast<std::int32_t>(::getpgrp()));
       s.pidns.store(pidns);
       s.uid.store(static_cast<std::uint32_t>(::getuid()));
       s.gid.store(static_cast<std::uint32_t>(::getgid()));
@@ -136,7 +137,6 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
       s.dirty.store(0);
       s.submits.store(0);
       s.ack_epoch.store(0);
-      s.drain_failed.store(0);
       s.frozen.store(0);
       s.active.store(0);
       s.ticket.store(no_ticket);
@@ -196,11 +196,22 @@ inline std::uint32_t device_index(node_state& n, std::uint64_t key, const std::s
 
 /// FNV-1a of the freeze method and the cgroup root: what every tenant of a
 /// segment must agree on (the holder freezes siblings by its own root).
-inline std::uint64_t freeze_domain_hash(freeze_method m, const std::string& root) noexcept {
-  std::uint64_t h = 1469598103934665603ULL;
-  const std::string key = std::string(to_string(m)) + ":" + root;
-  for (unsigned char c : key) h = (h ^ c) * 1099511628211ULL;
-  return h == 0 ? 1 : h;
+inline std::uint64_t freeze_domain_hash(freeze_method m, const std::string& root) {
+  return fnv1a(std::string(to_string(m)) + ":" + root);
+}
+
+/// What a recoverer that freezes by method `m` under the krex cgroup root
+/// `root` thaws by: the one way a tenant and krexctl build it. The rest
+/// (`home`, `identity`) is the caller's. Throws krex::error(step::freeze)
+/// for a root longer than the config holds.
+inline recovery_config make_recovery_config(freeze_method m, const std::string& root) {
+  recovery_config c;
+  c.method = m;
+  c.domain_hash = freeze_domain_hash(m, root);
+  if (!as_safe::copy_text(c.root, sizeof c.root, root.c_str()))
+    throw error(step::freeze, "the krex cgroup root path is too long: " + root, ENAMETOOLONG,
+                "choose a shorter KREX_CGROUP_ROOT");
+  return c;
 }
 
 inline void store_text(std::atomic<std::uint64_t> (&out)[32], const std::string& s) noexcept {

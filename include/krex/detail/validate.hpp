@@ -7,7 +7,6 @@
 // layout alone, so the segment does not pull in krexctl's status view.
 
 #include <krex/detail/layout.hpp>
-#include <krex/options.hpp>
 
 #include <cstdint>
 #include <string>
@@ -33,8 +32,6 @@ inline std::vector<std::string> validate(const node_state& n) {
   if (n.n_tenants.load() != max_tenants) bad("tenant count", n.n_tenants.load());
   if (n.device_size.load() != sizeof(device_state)) bad("device size", n.device_size.load());
   if (n.tenant_size.load() != sizeof(tenant_slot)) bad("tenant slot size", n.tenant_size.load());
-  const std::uint32_t fm = n.freeze_method.load();
-  if (fm > static_cast<std::uint32_t>(freeze_method::none)) bad("freeze method", fm);
   for (std::uint32_t d = 0; d < max_devices; ++d) {
     const device_state& dev = n.devices[d];
     const std::string at = "device " + std::to_string(d) + " ";

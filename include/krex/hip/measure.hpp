@@ -107,15 +107,10 @@ class graph_exec {
 
 }  // namespace detail::hip_measure
 
-/// Times `fn` (which enqueues work on `stream`) inside the held region `held`:
-/// warm-up, then o.samples samples, each between two hipEvents on `stream`;
-/// with o.cold_l2 the L2 is flushed (a memset of twice its size) before each
-/// sample, outside its events; with o.graph_batch = n each sample is one
-/// launch of a HIP graph of n calls, divided by n. `fn` may take the sample
-/// index (rotate inputs). Synchronizes `stream`. Throws krex::error(step::backend).
-template <class Region, class F>
-measure_result measure(Region& /*held*/, hipStream_t stream, F&& fn,
-                       const measure_options& o = {}) {
+namespace detail {
+/// The HIP loop of krex::measure (below), region or not.
+template <class F>
+measure_result measure_hip(hipStream_t stream, F& fn, const measure_options& o) {
   namespace hm = detail::hip_measure;
   detail::check_measure_options(o);
   const auto n = static_cast<std::size_t>(o.samples);
@@ -168,6 +163,34 @@ measure_result measure(Region& /*held*/, hipStream_t stream, F&& fn,
   }
   detail::summarize(r);
   return r;
+}
+}  // namespace detail
+
+/// Times `fn` (which enqueues work on `stream`) inside the held region `held`:
+/// warm-up, then o.samples samples, each between two hipEvents on `stream`;
+/// with o.cold_l2 the L2 is flushed (a memset of twice its size) before each
+/// sample, outside its events; with o.graph_batch = n each sample is one
+/// launch of a HIP graph of n calls, divided by n. `fn` may take the sample
+/// index (rotate inputs). Synchronizes `stream`. Throws krex::error(step::backend).
+template <class B, class F>
+measure_result measure(basic_region<B>& /*held*/, hipStream_t stream, F&& fn,
+                       const measure_options& o = {}) {
+  return detail::measure_hip(stream, fn, o);
+}
+
+/// The same loop outside any region (see krex::unprotected): a baseline.
+template <class F>
+measure_result measure(const unprotected_t& /*nothing held*/, hipStream_t stream, F&& fn,
+                       const measure_options& o = {}) {
+  return detail::measure_hip(stream, fn, o);
+}
+
+/// Anything else as the first argument does not compile (krex/measure.hpp).
+template <class NotARegion, class F>
+measure_result measure(NotARegion& /*not a region*/, hipStream_t /*stream*/, F&& /*fn*/,
+                       const measure_options& = {}) {
+  static_assert(detail::measure_region_arg<NotARegion>, KREX_DETAIL_MEASURE_NEEDS_REGION);
+  return {};
 }
 
 }  // namespace krex
