@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -292,6 +293,72 @@ TEST_P(freeze_test, guardian_thaw_slot_thaws_what_the_freezer_froze) {
   EXPECT_FALSE(h.still_frozen(tg(6, pid)));
   EXPECT_TRUE(both_move(6)) << "the guardian's thaw did not thaw the leaf";
   EXPECT_EQ(kd::as_safe::thaw_slot(c, 9, 0, 0), 0) << "a missing leaf counts as thawed";
+}
+
+// The freeze step's exit: a sibling thawed behind the region's back is
+// reported as a broken freeze; every sibling is thawed and its flag cleared.
+TEST_P(freeze_test, thaw_siblings_reports_a_sibling_thawed_behind_its_back) {
+  freezer h = holder();
+  const pid_t p1 = start_tenant(1);
+  const pid_t p2 = start_tenant(2);
+  ASSERT_TRUE(both_move(1) && both_move(2)) << "tenants never ran";
+  auto node = std::make_unique<kd::node_state>();
+  kd::member m;
+  m.node = node.get();
+  std::vector<freezer::target> frozen{tg(1, p1), tg(2, p2)};
+  const auto ours = [] { return true; };
+
+  h.freeze(frozen, clock_type::now() + 2s);  // untouched: not broken
+  for (const auto& f : frozen) m.slot_at(f.slot).frozen.store(1);
+  kd::thaw_result r = kd::thaw_siblings(m, h, frozen, ours);
+  EXPECT_FALSE(r.freeze_broken);
+  EXPECT_FALSE(r.thaw_failed);
+  EXPECT_FALSE(r.lease_lost);
+  EXPECT_TRUE(frozen.empty());
+  EXPECT_TRUE(both_move(1) && both_move(2));
+
+  frozen = {tg(1, p1), tg(2, p2)};
+  h.freeze(frozen, clock_type::now() + 2s);
+  for (const auto& f : frozen) m.slot_at(f.slot).frozen.store(1);
+  // An operator (or a late recoverer) thaws slot 2 behind the region's back.
+  if (is_cgroup(m_method))
+    ASSERT_EQ(cg::write_file(h.leaf(2) + control_of(m_method),
+                             m_method == freeze_method::cgroup_v2 ? "0" : "THAWED"),
+              0);
+  else
+    ASSERT_EQ(::kill(-p2, SIGCONT), 0);
+  ASSERT_TRUE(both_move(2));
+  EXPECT_TRUE(both_still(1));
+  r = kd::thaw_siblings(m, h, frozen, ours);
+  EXPECT_TRUE(r.freeze_broken);
+  EXPECT_FALSE(r.thaw_failed) << h.last_error();
+  EXPECT_FALSE(r.lease_lost);
+  EXPECT_TRUE(frozen.empty());
+  EXPECT_EQ(m.slot_at(1).frozen.load(), 0u);
+  EXPECT_EQ(m.slot_at(2).frozen.load(), 0u);
+  EXPECT_TRUE(both_move(1)) << "slot 1 was not thawed";
+}
+
+// Once the lease is not ours, the exit touches nothing: the recoverer thaws.
+TEST_P(freeze_test, thaw_siblings_touches_nothing_once_the_lease_is_lost) {
+  freezer h = holder();
+  const pid_t pid = start_tenant(3);
+  ASSERT_TRUE(both_move(3)) << "tenant never ran";
+  auto node = std::make_unique<kd::node_state>();
+  kd::member m;
+  m.node = node.get();
+  std::vector<freezer::target> frozen{tg(3, pid)};
+  h.freeze(frozen, clock_type::now() + 2s);
+  m.slot_at(3).frozen.store(1);
+  const kd::thaw_result r = kd::thaw_siblings(m, h, frozen, [] { return false; });
+  EXPECT_TRUE(r.lease_lost);
+  EXPECT_FALSE(r.freeze_broken);
+  EXPECT_FALSE(r.thaw_failed);
+  EXPECT_TRUE(frozen.empty());
+  EXPECT_EQ(m.slot_at(3).frozen.load(), 1u) << "the recoverer clears it, not this exit";
+  EXPECT_TRUE(both_still(3)) << "thawed after the lease was lost";
+  EXPECT_TRUE(h.thaw({tg(3, pid)})) << h.last_error();
+  EXPECT_TRUE(both_move(3));
 }
 
 TEST_P(freeze_test, freezes_several_siblings_with_one_deadline) {

@@ -2,7 +2,7 @@
 #pragma once
 
 // Step 3 of the protocol: freezing the siblings' process trees while a region
-// runs. One cgroup freezer serves cgroup v2, cgroup v1 and none,
+// runs, and its undo. One cgroup freezer serves cgroup v2, cgroup v1 and none,
 // driven by their entries in detail/freeze_table.hpp (the files and values the
 // kernel uses; none is the empty entry); the signal method's operations live
 // in detail/freeze_signal.hpp. Each tenant lives in its own leaf
@@ -556,6 +556,38 @@ freeze_result freeze_siblings(member& m, freezer& fz, const std::vector<freeze_c
   for (const auto& f : r.frozen) m.slot_at(f.slot).frozen.store(1);
   m.dev->freezes.fetch_add(r.frozen.empty() ? 0 : 1, std::memory_order_relaxed);
   m.dev->freeze_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  return r;
+}
+
+/// What the freeze step's exit did.
+struct thaw_result {
+  bool freeze_broken = false;  ///< a sibling ran again before the exit (thawed behind our back)
+  bool thaw_failed = false;    ///< a thaw failed (the freezer's last_error() says why)
+  bool lease_lost = false;     ///< the lease was gone: the rest is the recoverer's to thaw
+};
+
+/// Step 3's exit, holder side: checks that every sibling in `frozen` is still
+/// frozen, then thaws them one by one, each only while `ours()` says the
+/// region's lease is still ours (once it is not, a recoverer has thawed them
+/// and a new holder may have frozen them again: nothing more is touched), and
+/// clears each thawed slot's frozen flag. `frozen` is emptied.
+template <class LeaseCheck>
+thaw_result thaw_siblings(member& m, freezer& fz, std::vector<freezer::target>& frozen,
+                          LeaseCheck&& ours) noexcept {
+  thaw_result r;
+  // Something thawed a sibling during the body (a late thaw, a SIGCONT, an
+  // operator): the body was not protected throughout.
+  for (const freezer::target& f : frozen)
+    if (!fz.still_frozen(f)) r.freeze_broken = true;
+  for (const freezer::target& f : frozen) {
+    if (!ours()) {
+      r.lease_lost = true;
+      break;
+    }
+    if (!fz.thaw_one(f)) r.thaw_failed = true;
+    m.slot_at(f.slot).frozen.store(0);
+  }
+  frozen.clear();
   return r;
 }
 
