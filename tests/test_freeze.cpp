@@ -275,7 +275,8 @@ TEST_P(freeze_test, table_names_the_kernel_files_and_values) {
 // The guardian's async-signal-safe thaw writes the same table: it thaws a
 // leaf the freezer froze. With method none (the empty table) it writes nothing.
 TEST_P(freeze_test, guardian_thaw_slot_thaws_what_the_freezer_froze) {
-  if (!is_cgroup(m_method)) GTEST_SKIP() << "signal: see test_faults (stop records)";
+  if (!is_cgroup(m_method))
+    GTEST_SKIP() << "signal has no table: test_trust_signal.cpp (guardian_thaw.*)";
   freezer h = holder();
   const pid_t pid = start_tenant(6);
   ASSERT_TRUE(both_move(6)) << "tenant never ran";
