@@ -4,6 +4,8 @@
 
 #include "proc_util.hpp"
 
+#include <krex/detail/freeze_table.hpp>
+#include <krex/detail/guardian_sys.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/freeze.hpp>
 
@@ -13,7 +15,9 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +25,7 @@ namespace {
 
 using krex::freeze_method;
 using krex::detail::freezer;
+namespace kd = krex::detail;
 namespace cg = krex::detail::cgroup;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
@@ -159,6 +164,12 @@ class freeze_test : public ::testing::TestWithParam<freeze_method> {
     return {m_mem->value[2 * std::size_t{slot}].load(),
             m_mem->value[(2 * std::size_t{slot}) + 1].load()};
   }
+  // The counters of `slot` stand still for 200 ms.
+  bool both_still(std::uint32_t slot) const {
+    const auto a = sample(slot);
+    std::this_thread::sleep_for(200ms);
+    return sample(slot) == a;
+  }
   bool both_move(std::uint32_t slot) const {
     const auto a = sample(slot);
     return krex_test::wait_until(
@@ -219,6 +230,136 @@ TEST_P(freeze_test, freezes_child_and_grandchild_then_thaws) {
   }
   EXPECT_TRUE(h.thaw({tg(3, pid)})) << h.last_error();
   EXPECT_TRUE(both_move(3)) << "a counter did not move after thaw";
+}
+
+// The table names what the kernel uses (spelled here independently of it), and
+// the table-driven freezer freezes and thaws a real leaf with real processes:
+// the kernel's own status file says so.
+TEST_P(freeze_test, table_names_the_kernel_files_and_values) {
+  if (!is_cgroup(m_method)) GTEST_SKIP() << "only the cgroup methods have files";
+  const bool v2 = m_method == freeze_method::cgroup_v2;
+  const kd::freeze_table& t = kd::freeze_table_of(m_method);
+  EXPECT_EQ(t.method, m_method);
+  EXPECT_TRUE(t.cgroup());
+  EXPECT_EQ(t.v2, v2);
+  EXPECT_STREQ(t.control, v2 ? "cgroup.freeze" : "freezer.state");
+  EXPECT_STREQ(t.freeze_value, v2 ? "1" : "FROZEN");
+  EXPECT_STREQ(t.thaw_value, v2 ? "0" : "THAWED");
+  EXPECT_STREQ(t.status, v2 ? "cgroup.events" : "freezer.state");
+  EXPECT_STREQ(t.frozen_line, v2 ? "frozen 1" : "FROZEN");
+  EXPECT_STREQ(t.procs, "cgroup.procs");
+  freezer h = holder();
+  EXPECT_EQ(&h.table(), &t);
+  const pid_t pid = start_tenant(2);
+  ASSERT_TRUE(both_move(2)) << "tenant never ran";
+  // enter() moved the tenant in through the table's procs file.
+  const std::vector<std::string> procs = cg::split(read_text(h.leaf(2) + "/cgroup.procs"), '\n');
+  EXPECT_NE(std::find(procs.begin(), procs.end(), std::to_string(pid)), procs.end());
+  const std::string status = h.leaf(2) + (v2 ? "/cgroup.events" : "/freezer.state");
+  const auto frozen_by_kernel = [&] {
+    const std::string st = read_text(status);
+    return v2 ? st.find("frozen 1\n") != std::string::npos : st == "FROZEN\n";
+  };
+  EXPECT_FALSE(frozen_by_kernel()) << read_text(status);
+  h.freeze({tg(2, pid)}, clock_type::now() + 2s);
+  EXPECT_TRUE(frozen_by_kernel()) << read_text(status);
+  EXPECT_TRUE(h.still_frozen(tg(2, pid)));
+  EXPECT_TRUE(both_still(2)) << "a counter moved while frozen";
+  EXPECT_TRUE(h.thaw_one(tg(2, pid))) << h.last_error();
+  const std::string thawed = read_text(status);
+  EXPECT_TRUE(v2 ? thawed.find("frozen 0\n") != std::string::npos : thawed == "THAWED\n") << thawed;
+  EXPECT_FALSE(h.still_frozen(tg(2, pid)));
+  EXPECT_TRUE(both_move(2)) << "a counter did not move after thaw";
+}
+
+// The guardian's async-signal-safe thaw writes the same table: it thaws a
+// leaf the freezer froze. With method none (the empty table) it writes nothing.
+TEST_P(freeze_test, guardian_thaw_slot_thaws_what_the_freezer_froze) {
+  if (!is_cgroup(m_method))
+    GTEST_SKIP() << "signal has no table: test_trust_signal.cpp (guardian_thaw.*)";
+  freezer h = holder();
+  const pid_t pid = start_tenant(6);
+  ASSERT_TRUE(both_move(6)) << "tenant never ran";
+  h.freeze({tg(6, pid)}, clock_type::now() + 2s);
+  kd::recovery_config c;
+  ASSERT_TRUE(kd::as_safe::copy_text(c.root, sizeof c.root, m_root.c_str()));
+  c.method = freeze_method::none;
+  EXPECT_EQ(kd::as_safe::thaw_slot(c, 6, 0, 0), 0);
+  EXPECT_TRUE(h.still_frozen(tg(6, pid)));
+  EXPECT_TRUE(both_still(6)) << "method none thawed a leaf";
+  c.method = m_method;
+  EXPECT_EQ(kd::as_safe::thaw_slot(c, 6, 0, 0), 0);
+  EXPECT_EQ(read_text(h.leaf(6) + control_of(m_method)),
+            m_method == freeze_method::cgroup_v2 ? "0\n" : "THAWED\n");
+  EXPECT_FALSE(h.still_frozen(tg(6, pid)));
+  EXPECT_TRUE(both_move(6)) << "the guardian's thaw did not thaw the leaf";
+  EXPECT_EQ(kd::as_safe::thaw_slot(c, 9, 0, 0), 0) << "a missing leaf counts as thawed";
+}
+
+// The freeze step's exit: a sibling thawed behind the region's back is
+// reported as a broken freeze; every sibling is thawed and its flag cleared.
+TEST_P(freeze_test, thaw_siblings_reports_a_sibling_thawed_behind_its_back) {
+  freezer h = holder();
+  const pid_t p1 = start_tenant(1);
+  const pid_t p2 = start_tenant(2);
+  ASSERT_TRUE(both_move(1) && both_move(2)) << "tenants never ran";
+  auto node = std::make_unique<kd::node_state>();
+  kd::member m;
+  m.node = node.get();
+  std::vector<freezer::target> frozen{tg(1, p1), tg(2, p2)};
+  const auto ours = [] { return true; };
+
+  h.freeze(frozen, clock_type::now() + 2s);  // untouched: not broken
+  for (const auto& f : frozen) m.slot_at(f.slot).frozen.store(1);
+  kd::thaw_result r = kd::thaw_siblings(m, h, frozen, ours);
+  EXPECT_FALSE(r.freeze_broken);
+  EXPECT_FALSE(r.thaw_failed);
+  EXPECT_FALSE(r.lease_lost);
+  EXPECT_TRUE(frozen.empty());
+  EXPECT_TRUE(both_move(1) && both_move(2));
+
+  frozen = {tg(1, p1), tg(2, p2)};
+  h.freeze(frozen, clock_type::now() + 2s);
+  for (const auto& f : frozen) m.slot_at(f.slot).frozen.store(1);
+  // An operator (or a late recoverer) thaws slot 2 behind the region's back.
+  if (is_cgroup(m_method))
+    ASSERT_EQ(cg::write_file(h.leaf(2) + control_of(m_method),
+                             m_method == freeze_method::cgroup_v2 ? "0" : "THAWED"),
+              0);
+  else
+    ASSERT_EQ(::kill(-p2, SIGCONT), 0);
+  ASSERT_TRUE(both_move(2));
+  EXPECT_TRUE(both_still(1));
+  r = kd::thaw_siblings(m, h, frozen, ours);
+  EXPECT_TRUE(r.freeze_broken);
+  EXPECT_FALSE(r.thaw_failed) << h.last_error();
+  EXPECT_FALSE(r.lease_lost);
+  EXPECT_TRUE(frozen.empty());
+  EXPECT_EQ(m.slot_at(1).frozen.load(), 0u);
+  EXPECT_EQ(m.slot_at(2).frozen.load(), 0u);
+  EXPECT_TRUE(both_move(1)) << "slot 1 was not thawed";
+}
+
+// Once the lease is not ours, the exit touches nothing: the recoverer thaws.
+TEST_P(freeze_test, thaw_siblings_touches_nothing_once_the_lease_is_lost) {
+  freezer h = holder();
+  const pid_t pid = start_tenant(3);
+  ASSERT_TRUE(both_move(3)) << "tenant never ran";
+  auto node = std::make_unique<kd::node_state>();
+  kd::member m;
+  m.node = node.get();
+  std::vector<freezer::target> frozen{tg(3, pid)};
+  h.freeze(frozen, clock_type::now() + 2s);
+  m.slot_at(3).frozen.store(1);
+  const kd::thaw_result r = kd::thaw_siblings(m, h, frozen, [] { return false; });
+  EXPECT_TRUE(r.lease_lost);
+  EXPECT_FALSE(r.freeze_broken);
+  EXPECT_FALSE(r.thaw_failed);
+  EXPECT_TRUE(frozen.empty());
+  EXPECT_EQ(m.slot_at(3).frozen.load(), 1u) << "the recoverer clears it, not this exit";
+  EXPECT_TRUE(both_still(3)) << "thawed after the lease was lost";
+  EXPECT_TRUE(h.thaw({tg(3, pid)})) << h.last_error();
+  EXPECT_TRUE(both_move(3));
 }
 
 TEST_P(freeze_test, freezes_several_siblings_with_one_deadline) {
@@ -423,6 +564,20 @@ TEST(freeze_open, method_and_root_must_agree) {
   }
   EXPECT_NE(::access(r.c_str(), F_OK), 0) << "created a root it then refused";
   EXPECT_THROW(freezer::open(freeze_method::cgroup_v2, "/tmp/krex-not-a-cgroup"), krex::error);
+}
+
+// none is the empty table: no file, so freezing does nothing; signal has no
+// files either. The table is plain constexpr data (the guardian uses it).
+TEST(freeze_table, none_and_signal_have_no_files) {
+  static_assert(kd::freeze_table_of(freeze_method::cgroup_v2).cgroup());
+  static_assert(!kd::freeze_table_of(freeze_method::none).cgroup());
+  for (freeze_method m : {freeze_method::none, freeze_method::signal, freeze_method::automatic}) {
+    const kd::freeze_table& t = kd::freeze_table_of(m);
+    EXPECT_FALSE(t.cgroup());
+    EXPECT_EQ(t.control, nullptr);
+    EXPECT_EQ(t.status, nullptr);
+  }
+  EXPECT_EQ(&freezer::open(freeze_method::none, "").table(), &kd::freeze_none);
 }
 
 TEST(freeze_open, none_and_signal_need_nothing) {

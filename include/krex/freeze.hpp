@@ -2,17 +2,16 @@
 #pragma once
 
 // Step 3 of the protocol: freezing the siblings' process trees while a region
-// runs. This is the façade; the methods live side by side in detail/:
-// freeze_cgroup_v2.hpp, freeze_cgroup_v1.hpp, freeze_signal.hpp, freeze_none.hpp.
-// Each tenant lives in its own leaf `<root>/t<slot>`; the region holder builds
-// its siblings' leaves from its own root and their slot numbers and never
-// opens any other path.
+// runs, and its undo. One cgroup freezer serves cgroup v2, cgroup v1 and none,
+// driven by their entries in detail/freeze_table.hpp (the files and values the
+// kernel uses; none is the empty entry); the signal method's operations live
+// in detail/freeze_signal.hpp. Each tenant lives in its own leaf
+// `<root>/t<slot>`; the region holder builds its siblings' leaves from its own
+// root and their slot numbers and never opens any other path.
 
 #include <krex/detail/cgroup.hpp>
-#include <krex/detail/freeze_cgroup_v1.hpp>
-#include <krex/detail/freeze_cgroup_v2.hpp>
-#include <krex/detail/freeze_none.hpp>
 #include <krex/detail/freeze_signal.hpp>
+#include <krex/detail/freeze_table.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/slots.hpp>
@@ -71,9 +70,7 @@ class freezer {
     std::string notes;
     for (freeze_method m : {freeze_method::cgroup_v2, freeze_method::cgroup_v1}) {
       if (requested != freeze_method::automatic && requested != m) continue;
-      const attempt a = m == freeze_method::cgroup_v2
-                            ? resolve<freeze_cgroup_v2>(root_option, domain, view)
-                            : resolve<freeze_cgroup_v1>(root_option, domain, view);
+      const attempt a = resolve(freeze_table_of(m), root_option, domain, view);
       if (a.err == 0) {
         freezer f{m, a.root, notes};
         f.m_own_dir = root_option.empty() && !domain.empty();
@@ -97,6 +94,8 @@ class freezer {
 
   /// The method in use; never `automatic`.
   freeze_method method() const noexcept { return m_method; }
+  /// Its cgroup files and values (the empty entry for signal and none).
+  const freeze_table& table() const noexcept { return freeze_table_of(m_method); }
   /// Absolute filesystem path of the krex root; "" for signal and none.
   const std::string& root() const noexcept { return m_root; }
   /// Why `automatic` passed over stronger methods ("" if it did not).
@@ -125,16 +124,14 @@ class freezer {
   /// was. A stale leaf without live processes is thawed and recreated; one
   /// with live processes makes this throw. No-op for signal and none.
   void enter(std::uint32_t slot) {
-    if (m_method == freeze_method::cgroup_v2) return enter_as<freeze_cgroup_v2>(slot);
-    if (m_method == freeze_method::cgroup_v1) return enter_as<freeze_cgroup_v1>(slot);
+    if (table().cgroup()) enter_as(slot);
   }
 
   /// Tenant side, at leave: moves this process back, thaws and removes the
   /// leaf. Best effort; a failure is kept in last_error(). Children still in
   /// the leaf keep it from being removed.
   void leave(std::uint32_t slot) noexcept {
-    if (m_method == freeze_method::cgroup_v2) return leave_as<freeze_cgroup_v2>(slot);
-    if (m_method == freeze_method::cgroup_v1) return leave_as<freeze_cgroup_v1>(slot);
+    if (table().cgroup()) leave_as(slot);
   }
 
   /// Holder side: starts freezing every sibling, then waits for all of them
@@ -142,52 +139,26 @@ class freezer {
   /// it thaws everything it froze and throws krex::error(step::freeze).
   void freeze(const std::vector<target>& siblings, std::chrono::steady_clock::time_point deadline) {
     m_refused.clear();
-    if (m_method == freeze_method::none) return;
+    if (m_method == freeze_method::none) return;  // the empty table: nothing to freeze
     // Stops a lost lease left behind are not ours to continue any more.
     m_stopped.clear();
     std::vector<target> started;
-    std::vector<pid_t> signal_to(siblings.size(), 0);  // signal: what to watch; 0 = nothing
     const auto give_up = [&](const std::string& what, const std::string& path, int err,
                              const std::string& hint) {
       thaw(started);
       cgroup::fail(what, path, err, hint);
     };
-    for (std::size_t i = 0; i < siblings.size(); ++i) {
-      const target& s = siblings[i];
+    for (const target& s : siblings) {
       if (s.pid == ::getpid() || (m_entered && s.slot == m_slot))
         give_up("refusing to freeze the caller's own slot", leaf_or_pid(s), EDEADLK,
                 "the region holder must not be in its sibling list");
-      int e;
-      if (m_method == freeze_method::signal) {
-        freeze_signal::stop_record r;
-        r.slot = s.slot;
-        r.pid = s.pid;
-        r.start_time = s.start_time;
-        r.shared = m_node != nullptr && s.slot < max_tenants ? &m_node->tenants[s.slot] : nullptr;
-        identity_verdict v = identity_ok;
-        e = freeze_signal::stop(m_identity, m_cache, r, v);
-        if (v != identity_ok) {
-          m_refused.push_back(refusal{s, v});  // not signalled
-          continue;
-        }
-        if (e == 0) {
-          signal_to[i] = r.target();
-          m_stopped.push_back(std::move(r));
-        } else if (e == ESRCH) {
-          e = 0;  // gone: nothing left to run
-        } else {
-          m_stopped.push_back(std::move(r));  // give_up thaws whatever of it did stop
-          started.push_back(s);
-        }
-      } else {
-        e = request(s.slot, true);
-      }
+      const int e = start(s);
+      started.push_back(s);  // a failed write or signal may still have taken effect
       if (e)
         give_up("cannot freeze sibling slot " + std::to_string(s.slot) + " at", leaf_or_pid(s), e,
                 e == ENOENT ? "the sibling has no leaf under this process's root: all tenants "
                               "must use the same KREX_CGROUP_ROOT"
                             : hint_text);
-      started.push_back(s);
     }
     std::vector<bool> done(siblings.size(), false);
     cgroup::backoff wait;
@@ -196,10 +167,8 @@ class freezer {
       for (size_t i = 0; i < siblings.size(); ++i) {
         if (done[i]) continue;
         bool ok = false;
-        const int e = m_method != freeze_method::signal ? frozen(siblings[i].slot, ok)
-                      : signal_to[i] == 0                 ? (ok = true, 0)
-                                          : freeze_signal::is_stopped(signal_to[i], ok);
-        if (e) give_up("cannot read the freeze state of", status_path(siblings[i]), e, hint_text);
+        if (const int e = is_frozen(siblings[i], ok))
+          give_up("cannot read the freeze state of", status_path(siblings[i]), e, hint_text);
         done[i] = ok;
         all = all && ok;
       }
@@ -222,17 +191,7 @@ class freezer {
   bool still_frozen(const target& s) const noexcept {
     bool ok = true;
     try {
-      int e = 0;
-      if (m_method == freeze_method::signal) {
-        // Only what freeze() really stopped, by the target it signalled.
-        for (const freeze_signal::stop_record& r : m_stopped)
-          if (r.slot == s.slot && r.pid == s.pid && r.sent) {
-            e = freeze_signal::is_stopped(r.target(), ok);
-            break;
-          }
-      } else if (m_method != freeze_method::none)
-        e = frozen(s.slot, ok);
-      return e != 0 || ok;
+      return is_frozen(s, ok) != 0 || ok;
     } catch (...) {
       return true;
     }
@@ -245,29 +204,19 @@ class freezer {
   /// and nothing it did not stop.
   bool thaw(const std::vector<target>& siblings) noexcept {
     bool ok = true;
-    for (const target& s : siblings) {
-      int e = 0;
-      try {
-        if (m_method == freeze_method::signal) {
-          for (auto it = m_stopped.begin(); it != m_stopped.end();) {
-            if (it->slot != s.slot || it->pid != s.pid) {
-              ++it;
-              continue;
-            }
-            if (const int r = freeze_signal::resume(*it)) e = r;
-            it = m_stopped.erase(it);
-          }
-        } else if (m_method != freeze_method::none) {
-          e = request(s.slot, false);
-          if (e == ENOENT) e = 0;
-        }
-        if (e) note_error("cannot thaw " + leaf_or_pid(s), e);
-      } catch (...) {
-        e = ENOMEM;
-      }
-      ok = ok && e == 0;
-    }
+    for (const target& s : siblings) ok = thaw_one(s) && ok;
     return ok;
+  }
+
+  /// thaw() of one sibling.
+  bool thaw_one(const target& s) noexcept {
+    int e = 0;
+    try {
+      if ((e = undo(s)) != 0) note_error("cannot thaw " + leaf_or_pid(s), e);
+    } catch (...) {
+      e = ENOMEM;
+    }
+    return e == 0;
   }
 
  private:
@@ -285,9 +234,8 @@ class freezer {
   freezer(freeze_method m, std::string root, std::string notes)
       : m_method(m), m_root(std::move(root)), m_notes(std::move(notes)) {}
 
-  template <class M>
-  static attempt resolve(const std::string& root_option, const std::string& domain,
-                         const cgroup::self_view& view) {
+  static attempt resolve(const freeze_table& t, const std::string& root_option,
+                         const std::string& domain, const cgroup::self_view& view) {
     attempt a;
     a.hint = hint_text;
     const auto no = [&](int err, std::string what, std::string path) {
@@ -297,8 +245,8 @@ class freezer {
       return a;
     };
     if (view.err) return no(view.err, "cannot read", view.failed);
-    const char* name = M::v2 ? "cgroup v2 hierarchy" : "cgroup v1 freezer hierarchy";
-    const cgroup::location here = view.locate(M::v2);
+    const char* name = t.hierarchy;
+    const cgroup::location here = view.locate(t.v2);
     if (!here.m)
       return no(ENOENT, std::string("no ") + name + " is mounted:", "/proc/self/mountinfo");
     if (here.own.empty())
@@ -311,21 +259,23 @@ class freezer {
       while (a.root.size() > 1 && a.root.back() == '/') a.root.pop_back();
       int err = 0;
       const long magic = cgroup::fs_magic(a.root, err);
-      if (magic != M::magic ||
-          (!M::v2 && a.root.compare(0, here.m->point.size() + 1, here.m->point + "/") != 0)) {
+      if (magic != t.magic ||
+          (!t.v2 && a.root.compare(0, here.m->point.size() + 1, here.m->point + "/") != 0)) {
         a.hint = std::string("KREX_CGROUP_ROOT must lie in the ") + name + " (mounted at " +
                  here.m->point + "), or choose the KREX_FREEZE method that matches the root";
         return no(err ? err : EINVAL,
                   std::string("KREX_CGROUP_ROOT is not in the ") + name +
-                      " that KREX_FREEZE=" + to_string(M::method) + " needs:",
+                      " that KREX_FREEZE=" + to_string(t.method) + " needs:",
                   a.root);
       }
     }
     if (const int e = cgroup::make_dir(a.root))
       return no(e, "cannot create the krex cgroup root (KREX_CGROUP_ROOT)", a.root);
-    std::string failed;
-    if (const int e = M::probe(a.root, failed))
-      return no(e, "cannot use the krex cgroup root (KREX_CGROUP_ROOT)", failed);
+    // Leaves can be made below the root, and they carry the control file.
+    if (const int e = cgroup::probe_open(file(a.root, t.procs), O_WRONLY))
+      return no(e, "cannot use the krex cgroup root (KREX_CGROUP_ROOT)", file(a.root, t.procs));
+    if (const int e = cgroup::probe_open(file(a.root, t.control), O_RDONLY))
+      return no(e, "cannot use the krex cgroup root (KREX_CGROUP_ROOT)", file(a.root, t.control));
     // Leaves are numbered by slot, and slots by segment: under the derived
     // default root, which every segment of the job shares, each segment gets
     // a directory of its own (an explicit root is the operator's, per segment).
@@ -333,14 +283,13 @@ class freezer {
     // so opening a freezer (krexctl status) leaves nothing behind.
     if (root_option.empty() && !domain.empty()) a.root += "/" + domain;
     // Moving back at leave needs write access to this process's cgroup.
-    if (const int e = cgroup::probe_open(here.own + "/cgroup.procs", O_WRONLY))
-      return no(e, "cannot move processes out of this process's cgroup",
-                here.own + "/cgroup.procs");
+    if (const int e = cgroup::probe_open(file(here.own, t.procs), O_WRONLY))
+      return no(e, "cannot move processes out of this process's cgroup", file(here.own, t.procs));
     return a;
   }
 
-  template <class M>
   void enter_as(std::uint32_t slot) {
+    const freeze_table& t = table();
     const std::string l = leaf(slot);
     int made = -1;
     // A segment directory can vanish between the two mkdirs when its last
@@ -355,7 +304,7 @@ class freezer {
       errno = made;
       if (errno != EEXIST) cgroup::fail("cannot create the tenant leaf", l, errno, hint_text);
       bool busy = false;
-      if (const int e = M::is_busy(l, busy))
+      if (const int e = is_busy(t, l, busy))
         cgroup::fail("cannot inspect the stale leaf", l, e, hint_text);
       if (busy)
         cgroup::fail("the leaf of slot " + std::to_string(slot) + " still has live processes:", l,
@@ -363,19 +312,19 @@ class freezer {
                      "another tenant holds this slot, or a crashed run left processes "
                      "there: kill them (krexctl clean) and join again");
       // Left by a crashed run: thaw it, so nothing that enters it stays frozen.
-      if (const int e = M::request(l, false))
+      if (const int e = request(t, l, false))
         cgroup::fail("cannot thaw the stale leaf", l, e, hint_text);
       if (sys().rmdir(l.c_str()) != 0 || sys().mkdir(l.c_str(), 0755) != 0)
         cgroup::fail("cannot recreate the stale leaf", l, errno,
                      "it may hold child cgroups: remove them (krexctl clean)");
     }
-    share_with_group<M>(l);
-    const std::string origin = cgroup::self_view::read().locate(M::v2).own;
+    share_with_group(l);
+    const std::string origin = cgroup::self_view::read().locate(t.v2).own;
     int e = origin.empty() ? ENOENT : 0;
-    if (!e) e = cgroup::write_file(l + "/cgroup.procs", std::to_string(::getpid()));
+    if (!e) e = cgroup::write_file(file(l, t.procs), std::to_string(::getpid()));
     if (e) {
       sys().rmdir(l.c_str());
-      cgroup::fail("cannot move this process into its leaf", l + "/cgroup.procs", e, hint_text);
+      cgroup::fail("cannot move this process into its leaf", file(l, t.procs), e, hint_text);
     }
     m_origin = origin;
     m_slot = slot;
@@ -387,8 +336,8 @@ class freezer {
   // the freeze file a holder or recoverer writes, and the segment's own
   // directory (if this process made it) go to the domain's group,
   // group-writable; mkdir's 0755 would lock every other user out.
-  template <class M>
   void share_with_group(const std::string& l) {
+    const freeze_table& t = table();
     if (m_identity.access != segment_access::group || !m_identity.valid()) return;
     const auto g = static_cast<gid_t>(m_identity.id);
     const auto share = [&](const std::string& path, mode_t mode) {
@@ -396,33 +345,32 @@ class freezer {
         return;
       const int e = errno;
       sys().rmdir(l.c_str());
-      cgroup::fail("cannot give the segment's group (gid " + std::to_string(g) +
-                       ") write access to",
-                   path, e,
-                   "group mode (KREX_SEGMENT_ACCESS=group) with cgroup freezing makes every leaf "
-                   "writable by the segment's group: run every tenant with that group as its "
-                   "primary group and KREX_CGROUP_ROOT a directory that group may write, or use "
-                   "KREX_SEGMENT_ACCESS=user");
+      cgroup::fail(
+          "cannot give the segment's group (gid " + std::to_string(g) + ") write access to", path,
+          e,
+          "group mode (KREX_SEGMENT_ACCESS=group) with cgroup freezing makes every leaf "
+          "writable by the segment's group: run every tenant with that group as its "
+          "primary group and KREX_CGROUP_ROOT a directory that group may write, or use "
+          "KREX_SEGMENT_ACCESS=user");
     };
     struct stat st {};
     if (m_own_dir && ::stat(m_root.c_str(), &st) == 0 && st.st_uid == ::geteuid() &&
         (st.st_gid != g || (st.st_mode & 0070) != 0070))
       share(m_root, 0775);
     share(l, 0775);
-    share(l + "/" + M::control, 0664);
+    share(file(l, t.control), 0664);
   }
 
-  template <class M>
   void leave_as(std::uint32_t slot) noexcept {
+    const freeze_table& t = table();
     try {
       const std::string l = leaf(slot);
       if (m_entered && m_slot == slot) {
-        if (const int e =
-                cgroup::write_file(m_origin + "/cgroup.procs", std::to_string(::getpid())))
+        if (const int e = cgroup::write_file(file(m_origin, t.procs), std::to_string(::getpid())))
           note_error("cannot move this process back to " + m_origin, e);
         m_entered = false;
       }
-      if (const int e = M::request(l, false); e && e != ENOENT) note_error("cannot thaw " + l, e);
+      if (const int e = request(t, l, false); e && e != ENOENT) note_error("cannot thaw " + l, e);
       if (sys().rmdir(l.c_str()) != 0 && errno != ENOENT)
         note_error("cannot remove " + l + " (children still in it?)", errno);
       // The segment's own directory goes with its last leaf (EBUSY otherwise).
@@ -432,13 +380,83 @@ class freezer {
     }
   }
 
-  int request(std::uint32_t slot, bool frozen) const {
-    return m_method == freeze_method::cgroup_v2 ? freeze_cgroup_v2::request(leaf(slot), frozen)
-                                                : freeze_cgroup_v1::request(leaf(slot), frozen);
+  // --- one sibling, by method: start its freeze, see it done, undo it ------
+  // Cgroup methods (none: the empty table) write and read the table's files;
+  // signal stops, watches and continues through freeze_signal.hpp.
+
+  /// Starts freezing `s`. Signal: a sibling that fails verification is not
+  /// signalled but recorded in m_refused; one that is gone counts as frozen.
+  int start(const target& s) {
+    if (m_method != freeze_method::signal) return request(table(), leaf(s.slot), true);
+    freeze_signal::stop_record r;
+    r.slot = s.slot;
+    r.pid = s.pid;
+    r.start_time = s.start_time;
+    r.shared = m_node != nullptr && s.slot < max_tenants ? &m_node->tenants[s.slot] : nullptr;
+    identity_verdict v = identity_ok;
+    const int e = freeze_signal::stop(m_identity, m_cache, r, v);
+    if (v != identity_ok)
+      m_refused.push_back(refusal{s, v});
+    else if (e != ESRCH)
+      m_stopped.push_back(std::move(r));  // on error: what of it did stop
+    return v != identity_ok || e == ESRCH ? 0 : e;
   }
-  int frozen(std::uint32_t slot, bool& ok) const {
-    return m_method == freeze_method::cgroup_v2 ? freeze_cgroup_v2::is_frozen(leaf(slot), ok)
-                                                : freeze_cgroup_v1::is_frozen(leaf(slot), ok);
+
+  /// `ok`: the freeze of `s` has completed: its leaf's status has the frozen
+  /// line (the empty table: at once). Signal: only what freeze() really
+  /// stopped, by the target it signalled (nothing stopped: nothing to wait for).
+  int is_frozen(const target& s, bool& ok) const {
+    ok = true;
+    if (m_method != freeze_method::signal) {
+      std::string text;
+      if (!table().cgroup()) return 0;
+      if (const int e = cgroup::read_file(file(leaf(s.slot), table().status), text)) return e;
+      ok = has_line(text, table().frozen_line);
+      return 0;
+    }
+    for (const freeze_signal::stop_record& r : m_stopped)
+      if (r.slot == s.slot && r.pid == s.pid && r.sent)
+        return freeze_signal::is_stopped(r.target(), ok);
+    return 0;
+  }
+
+  /// Thaws `s`; a leaf that is gone counts as thawed. Signal: continues what
+  /// freeze() stopped for it, and forgets it.
+  int undo(const target& s) {
+    int e = 0;
+    if (m_method != freeze_method::signal)
+      return (e = request(table(), leaf(s.slot), false)) == ENOENT ? 0 : e;
+    for (auto it = m_stopped.begin(); it != m_stopped.end();) {
+      if (it->slot != s.slot || it->pid != s.pid) {
+        ++it;
+        continue;
+      }
+      if (const int r = freeze_signal::resume(*it)) e = r;
+      it = m_stopped.erase(it);
+    }
+    return e;
+  }
+
+  // --- the cgroup freezer: every operation is the table's file and value ---
+  static std::string file(const std::string& dir, const char* name) { return dir + "/" + name; }
+  static bool has_line(const std::string& text, const char* line) {
+    const std::vector<std::string> lines = cgroup::split(text, '\n');
+    return std::find(lines.begin(), lines.end(), line) != lines.end();
+  }
+  /// Asks the kernel to freeze (or thaw) every task below `leaf`; nothing
+  /// for the empty table. Returns 0 or an errno value.
+  static int request(const freeze_table& t, const std::string& dir, bool frozen) {
+    if (!t.cgroup()) return 0;
+    return cgroup::write_file(file(dir, t.control), frozen ? t.freeze_value : t.thaw_value);
+  }
+  /// `busy`: some live process is in `leaf` (v2: or below it; v1 has no
+  /// "populated" flag, and a child cgroup makes the leaf's rmdir fail instead).
+  static int is_busy(const freeze_table& t, const std::string& dir, bool& busy) {
+    std::string text;
+    if (const int e = cgroup::read_file(file(dir, t.busy_file), text)) return e;
+    busy = t.busy_line != nullptr ? has_line(text, t.busy_line)
+                                  : text.find_first_of("0123456789") != std::string::npos;
+    return 0;
   }
   std::string leaf_or_pid(const target& s) const {
     if (m_method == freeze_method::signal) return "pid " + std::to_string(s.pid);
@@ -446,9 +464,7 @@ class freezer {
   }
   std::string status_path(const target& s) const {
     if (m_method == freeze_method::signal) return "/proc/" + std::to_string(s.pid) + "/stat";
-    return leaf(s.slot) + "/" +
-           (m_method == freeze_method::cgroup_v2 ? freeze_cgroup_v2::status
-                                                 : freeze_cgroup_v1::status);
+    return file(leaf(s.slot), table().status);
   }
   void note_error(const std::string& what, int err) {
     m_last_error = what + ": " + std::system_category().message(err);
@@ -540,6 +556,38 @@ freeze_result freeze_siblings(member& m, freezer& fz, const std::vector<freeze_c
   for (const auto& f : r.frozen) m.slot_at(f.slot).frozen.store(1);
   m.dev->freezes.fetch_add(r.frozen.empty() ? 0 : 1, std::memory_order_relaxed);
   m.dev->freeze_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  return r;
+}
+
+/// What the freeze step's exit did.
+struct thaw_result {
+  bool freeze_broken = false;  ///< a sibling ran again before the exit (thawed behind our back)
+  bool thaw_failed = false;    ///< a thaw failed (the freezer's last_error() says why)
+  bool lease_lost = false;     ///< the lease was gone: the rest is the recoverer's to thaw
+};
+
+/// Step 3's exit, holder side: checks that every sibling in `frozen` is still
+/// frozen, then thaws them one by one, each only while `ours()` says the
+/// region's lease is still ours (once it is not, a recoverer has thawed them
+/// and a new holder may have frozen them again: nothing more is touched), and
+/// clears each thawed slot's frozen flag. `frozen` is emptied.
+template <class LeaseCheck>
+thaw_result thaw_siblings(member& m, freezer& fz, std::vector<freezer::target>& frozen,
+                          LeaseCheck&& ours) noexcept {
+  thaw_result r;
+  // Something thawed a sibling during the body (a late thaw, a SIGCONT, an
+  // operator): the body was not protected throughout.
+  for (const freezer::target& f : frozen)
+    if (!fz.still_frozen(f)) r.freeze_broken = true;
+  for (const freezer::target& f : frozen) {
+    if (!ours()) {
+      r.lease_lost = true;
+      break;
+    }
+    if (!fz.thaw_one(f)) r.thaw_failed = true;
+    m.slot_at(f.slot).frozen.store(0);
+  }
+  frozen.clear();
   return r;
 }
 

@@ -240,21 +240,13 @@ class basic_region {
       m_stage = stage::frozen;
     }
     if (m_stage == stage::frozen) {
-      detail::freezer* fz = m_tenant->detail_freezer();
-      for (const auto& f : m_frozen) {
-        // Something thawed a sibling during the body (a late thaw, a
-        // SIGCONT, an operator): the body was not protected throughout.
-        if (!fz->still_frozen(f)) m_report.freeze_broken = true;
+      if (!m_frozen.empty()) {  // only a freezer can have frozen anything
+        const detail::thaw_result t =
+            detail::thaw_siblings(m, *m_tenant->detail_freezer(), m_frozen, ours);
+        m_report.freeze_broken = m_report.freeze_broken || t.freeze_broken;
+        m_report.thaw_failed = m_report.thaw_failed || t.thaw_failed;
+        m_report.lease_lost = m_report.lease_lost || t.lease_lost;
       }
-      for (const auto& f : m_frozen) {
-        if (!ours()) {
-          m_report.lease_lost = true;
-          break;
-        }
-        if (!fz->thaw({f})) m_report.thaw_failed = true;
-        m.slot_at(f.slot).frozen.store(0);
-      }
-      m_frozen.clear();
       m_stage = stage::gated;
     }
     if (m_stage == stage::gated) {

@@ -10,6 +10,7 @@
 // is lowered before the region lock moves on, so the next holder can never
 // freeze a sibling that a late thaw of this recovery then lets run.
 
+#include <krex/detail/freeze_table.hpp>
 #include <krex/detail/guardian_sys.hpp>
 #include <krex/detail/handoff.hpp>
 #include <krex/detail/layout.hpp>
@@ -310,7 +311,7 @@ inline std::uint32_t reap_dead_tenants(node_state& n, const recovery_config& c) 
 /// A leaf with live processes stays (rmdir fails). Returns leaves removed.
 inline std::uint32_t clean_stale_leaves(node_state& n, const recovery_config& c,
                                         std::uint32_t self) noexcept {
-  if (c.method != freeze_method::cgroup_v2 && c.method != freeze_method::cgroup_v1) return 0;
+  if (!freeze_table_of(c.method).cgroup()) return 0;
   const std::int32_t me = -static_cast<std::int32_t>(::getpid());
   std::uint32_t count = 0;
   for (std::uint32_t i = 0; i < max_tenants; ++i) {

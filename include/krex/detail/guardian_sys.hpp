@@ -10,8 +10,10 @@
 // recovery_config carries what a recoverer needs to thaw siblings: the freeze
 // method and the krex cgroup root, both from the recoverer's own
 // configuration, never from the segment. Leaf paths are built here from that
-// root and a slot number the caller bounds-checked.
+// root and a slot number the caller bounds-checked; the files and values
+// written are the method's entry in freeze_table.hpp, as the freezer's.
 
+#include <krex/detail/freeze_table.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
@@ -121,10 +123,12 @@ inline void futex_wake_all(const std::atomic<std::uint32_t>& w) noexcept {
   ::syscall(SYS_futex, &w, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-/// `<root>/t<slot>` + `tail`, from the recoverer's own root.
-inline path_buf leaf_path(const recovery_config& c, std::uint32_t slot, const char* tail) noexcept {
+/// `<root>/t<slot>` + `tail` (+ `/` + `file`, if given), from the recoverer's own root.
+inline path_buf leaf_path(const recovery_config& c, std::uint32_t slot, const char* tail,
+                          const char* file = nullptr) noexcept {
   path_buf p;
   p.add(c.root).add("/t").add(static_cast<std::uint64_t>(slot)).add(tail);
+  if (file != nullptr) p.add("/").add(file);
   return p;
 }
 
@@ -155,24 +159,20 @@ inline int continue_verified(const recovery_config& c, std::uint32_t slot, std::
   return e == ESRCH ? 0 : e;
 }
 
-/// Thaws tenant slot `slot` (bounded by the caller) the way `c` freezes:
-/// the leaf's freeze file, or (signal) continue_verified(c, slot, pid, start_time),
+/// Thaws tenant slot `slot` (bounded by the caller) the way `c` freezes: the
+/// thaw value of its table into the leaf's control file (nothing for none), or
+/// (signal) continue_verified(c, slot, pid, start_time),
 /// where `pid` is what the holder stopped (a pid, or minus the group it
 /// leads). Returns 0 or errno; a leaf or process that is gone counts as thawed.
 inline int thaw_slot(const recovery_config& c, std::uint32_t slot, std::int32_t pid,
                      std::uint64_t start_time) noexcept {
   if (slot >= max_tenants) return EINVAL;
+  const freeze_table& t = freeze_table_of(c.method);
   int e = 0;
-  switch (c.method) {
-    case freeze_method::cgroup_v2:
-      e = write_file(leaf_path(c, slot, "/cgroup.freeze").c_str(), "0");
-      break;
-    case freeze_method::cgroup_v1:
-      e = write_file(leaf_path(c, slot, "/freezer.state").c_str(), "THAWED");
-      break;
-    case freeze_method::signal: e = continue_verified(c, slot, pid, start_time); break;
-    default: break;
-  }
+  if (c.method == freeze_method::signal)
+    e = continue_verified(c, slot, pid, start_time);
+  else if (t.cgroup())
+    e = write_file(leaf_path(c, slot, "", t.control).c_str(), t.thaw_value);
   return e == ENOENT || e == ESRCH ? 0 : e;
 }
 
@@ -192,7 +192,7 @@ inline int thaw_slot(const recovery_config& c, std::uint32_t slot, tenant_slot& 
 /// its dying tasks). Fails harmlessly (EBUSY) while processes remain in it.
 inline int remove_leaf(const recovery_config& c, std::uint32_t slot) noexcept {
   if (slot >= max_tenants) return EINVAL;
-  if (c.method != freeze_method::cgroup_v2 && c.method != freeze_method::cgroup_v1) return 0;
+  if (!freeze_table_of(c.method).cgroup()) return 0;
   thaw_slot(c, slot, 0, 0);
   const path_buf p = leaf_path(c, slot, "");
   if (!p.ok()) return ENAMETOOLONG;
