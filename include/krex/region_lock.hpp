@@ -8,7 +8,6 @@
 // deadline) tells siblings and the guardian who holds the device.
 
 #include <krex/detail/futex.hpp>
-#include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/handoff.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/error.hpp>
@@ -22,9 +21,11 @@ namespace krex::detail {
 /// gave up, or (alive but stopped) did not take its turn within handoff_ns.
 /// See advance_queue. Tickets are only ever taken with the owner's slot
 /// marked `taking_ticket` first, so an unowned ticket below next_ticket is abandoned.
+/// A served ticket whose holder died or outlived its lease moves on through
+/// m's recoverer (slots.hpp; none: through the guardian).
 inline void skip_abandoned_tickets(member& m) noexcept {
   if (m.node == nullptr) return;
-  advance_queue(*m.node, m.device, recovery_of(m));
+  advance_queue(*m.node, m.device, recovery_of(m), m.recover);
 }
 
 /// Test seam: called inside release_region_lock after the lease is given up
