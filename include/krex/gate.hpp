@@ -169,6 +169,20 @@ inline bool lower_gate(member& m, std::uint32_t epoch) noexcept {
   return ours;
 }
 
+/// The gate step's undo. Lowers the gate raised with `epoch` (lower_gate).
+/// `lease_ours`: the holder still holds its lease (claim_exit succeeded), so
+/// the region lock is still its own and no other holder can raise the gate:
+/// the submissions parked at the gate are then let through before the lock
+/// moves on (let_parked_through). Otherwise (the lease was taken away) only a
+/// gate still at this region's epoch comes down, by CAS, and nothing waits.
+/// Returns whether the gate was still ours: false when a recoverer had
+/// lowered it (the lease was taken away).
+inline bool gate_exit(member& m, std::uint32_t epoch, bool lease_ours) noexcept {
+  const bool ours = lower_gate(m, epoch);
+  if (ours && lease_ours) let_parked_through(m);
+  return ours;
+}
+
 /// A sibling as the region holder saw it when the gate rose.
 struct sibling {
   std::uint32_t slot;

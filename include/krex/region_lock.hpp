@@ -125,4 +125,16 @@ inline bool release_region_lock(member& m, std::uint32_t t) noexcept {
   return ours && moved;
 }
 
+/// The lock's undo, for the ticket `t` this tenant took. `lease_ours`: its
+/// claim_exit succeeded, so the lease and the lock are still its own:
+/// release_region_lock. Otherwise a recoverer took the lease away and moved
+/// the lock on (it expired, or krexctl recover --force): the lock is the
+/// recoverer's, and only this slot's ticket is given up. Returns whether the
+/// lease and the lock were still ours when they were released.
+inline bool lock_exit(member& m, std::uint32_t t, bool lease_ours) noexcept {
+  if (lease_ours) return release_region_lock(m, t);
+  m.slot->ticket.store(no_ticket);
+  return false;
+}
+
 }  // namespace krex::detail
