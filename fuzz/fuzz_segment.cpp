@@ -84,6 +84,7 @@ void exercise(kd::node_state& n) {
   m.index = 0;
   m.device = 0;
   m.recovery = &none;
+  m.recover = kd::recover_dead_holder;
   kd::skip_abandoned_tickets(m);
   std::vector<kd::sibling> sibs = kd::snapshot_siblings(m);
   for (const kd::sibling& sb : sibs) (void)kd::sibling_gone(m, sb);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -293,6 +294,112 @@ TEST_F(faults, WaiterKilledWhileWaitingForLock) {
               ms);
   EXPECT_LE(ms, 200.0);
   EXPECT_EQ(krex_test::exit_code(next.wait(10s)), 0);
+}
+
+namespace {
+/// Keeps every guardian off segment `n` while it lives: the guardian role is
+/// claimed by this (live) process and the claim kept fresh, so no tenant
+/// starts one (ensure_guardian honours a live claim) and a running one, seeing
+/// another pid recorded, leaves.
+class guardian_blocker {
+ public:
+  explicit guardian_blocker(krex::detail::node_state& n) : m_n(n) {
+    m_n.guardian_claim_ns.store(krex::detail::now_ns());
+    m_n.guardian_pid.store(-static_cast<std::int32_t>(::getpid()));
+    m_thread = std::thread([this] {
+      while (!m_stop.load()) {
+        m_n.guardian_claim_ns.store(krex::detail::now_ns());
+        std::this_thread::sleep_for(50ms);
+      }
+    });
+  }
+  ~guardian_blocker() {
+    m_stop.store(true);
+    m_thread.join();
+    std::int32_t me = -static_cast<std::int32_t>(::getpid());
+    m_n.guardian_pid.compare_exchange_strong(me, 0);
+  }
+  guardian_blocker(const guardian_blocker&) = delete;
+  guardian_blocker& operator=(const guardian_blocker&) = delete;
+
+ private:
+  krex::detail::node_state& m_n;
+  std::atomic<bool> m_stop{false};
+  std::thread m_thread;
+};
+}  // namespace
+
+// With no guardian able to run, a dead holder is recovered by the tenant that
+// finds it in its way, through the recoverer its tenant installs in its member
+// (detail::recover_dead_holder; the gate and the lock never call recovery
+// themselves): (a) a waiter in the lock queue, (b) a submission parked at the
+// gate. Without the recoverer both would wait for a guardian that never comes.
+TEST_F(faults, WaitersRecoverADeadHolderWithoutAGuardian) {
+  for (const char* mode : {"lock waiter", "parked submitter"}) {
+    SCOPED_TRACE(mode);
+    const bool waiter = std::string(mode) == "lock waiter";
+    m_b->ready.store(0);
+    m_b->reached.store(0);
+    m_b->granted_ns.store(0);
+    m_b->region_failed.store(0);
+    m_b->stop.store(0);
+    const krex::options o = opts().freeze(freeze_method::none);
+    krex::detail::segment seg{o};
+    krex::detail::node_state& n = seg.node();
+    krex::detail::device_state& dev = n.devices[0];
+    guardian_blocker blocker{n};
+    child holder = krex_test::spawn([&] {
+      krex::tenant t{o};
+      krex::region r{t};
+      m_b->reached.store(1);
+      for (;;) ::pause();
+      return 0;
+    });
+    ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
+    child sibling = krex_test::spawn([&] {
+      krex::tenant t{o};
+      m_b->ready.fetch_add(1);
+      try {
+        if (waiter) {
+          krex::region r{t};
+          m_b->granted_ns.store(krex_test::now_ns());
+        } else {
+          t.submit([&] { m_b->granted_ns.store(krex_test::now_ns()); });
+        }
+      } catch (const krex::error& e) {
+        std::fprintf(stderr, "sibling: %s\n", e.what());
+        m_b->region_failed.store(1);
+      }
+      while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+      return 0;
+    });
+    ASSERT_TRUE(krex_test::wait_until(
+        [&] {
+          if (waiter) return dev.next_ticket.load() == dev.now_serving.load() + 2;
+          for (const auto& s : n.tenants)
+            if (s.owner.load() == sibling.pid() && s.parked.load() == 1) return true;
+          return false;
+        },
+        20s))
+        << "the sibling did not queue or park behind the holder";
+    const std::uint64_t recoveries = dev.recoveries.load();
+    const std::uint64_t t_kill = krex_test::now_ns();
+    ::kill(holder.pid(), SIGKILL);
+    (void)holder.wait(5s);
+    const bool granted = krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; }, 5s);
+    EXPECT_TRUE(granted) << "nobody recovered the dead holder";
+    if (granted) {
+      const double ms = static_cast<double>(m_b->granted_ns.load() - t_kill) / 1e6;
+      std::printf("[ recovery ] holder killed, no guardian: the %s recovered it in %.1f ms\n", mode,
+                  ms);
+      EXPECT_EQ(m_b->region_failed.load(), 0);
+      EXPECT_GT(dev.recoveries.load(), recoveries);
+      EXPECT_EQ(dev.gate.load() % 2, 0U) << "gate left raised";
+      m_b->stop.store(1);
+      EXPECT_EQ(krex_test::exit_code(sibling.wait(10s)), 0);
+    }
+    EXPECT_EQ(n.guardian_starts.load(), 0U) << "a guardian ran: it may have recovered instead";
+  }
 }
 
 // A lease that expires inside the body: the guardian takes the device back

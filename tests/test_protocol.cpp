@@ -2,11 +2,13 @@
 // The protocol core with real processes and real shared memory: exclusivity,
 // drain, FIFO order, CPU-only siblings, stress.
 
+#include "krex_test.hpp"
+
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>
 
-#include "krex_test.hpp"
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -231,6 +233,78 @@ TEST(Protocol, ParkedSubmissionPassesBeforeTheNextRegion) {
 }
 
 // Regions are granted in arrival order.
+// The gate's and the lock's own undo (gate_exit, lock_exit), which unwind()
+// calls in reverse order: each says whether what it undoes was still its
+// own. With the lease held the gate comes down and the parked submissions
+// are let through (here a slot that stays parked: the bounded wait, then
+// handoff_grace), then the lock moves on. With the lease taken away (a
+// recoverer released it, lowered the gate and moved the lock on) neither
+// touches what moved, nothing waits, and only the slot's ticket goes.
+TEST(Protocol, GateAndLockExitsUndoOnlyWhatIsStillTheirs) {
+  namespace kd = krex::detail;
+  scoped_segment seg;
+  krex::tenant t{seg.opts().handoff_grace(100ms)};
+  kd::member& m = kd::member_of(t);
+  kd::device_state& dev = *m.dev;
+  // A sibling slot with a submission parked at the gate (owned by this live
+  // process, so nobody reaps it).
+  std::uint32_t other = kd::max_tenants;
+  for (std::uint32_t i = 0; i < kd::max_tenants && other == kd::max_tenants; ++i) {
+    std::int32_t free = 0;
+    if (i != m.index && m.slot_at(i).owner.compare_exchange_strong(free, ::getpid())) other = i;
+  }
+  ASSERT_LT(other, kd::max_tenants);
+  kd::tenant_slot& sib = m.slot_at(other);
+  sib.device.store(m.device);
+  sib.parked.store(1);
+  const auto ms_since = [](std::uint64_t t0) {
+    return static_cast<double>(krex_test::now_ns() - t0) / 1e6;
+  };
+
+  std::uint32_t ticket = kd::acquire_region_lock(m);
+  std::uint32_t epoch = kd::raise_gate(m).first;
+  ASSERT_TRUE(kd::claim_exit(m));
+  std::uint64_t t0 = krex_test::now_ns();
+  EXPECT_TRUE(kd::gate_exit(m, epoch, true));
+  EXPECT_GE(ms_since(t0), 100.0) << "the parked submission was not waited for";
+  EXPECT_EQ(dev.gate.load(), epoch + 1);
+  EXPECT_EQ(dev.holder.load(), 0U);
+  EXPECT_TRUE(kd::lock_exit(m, ticket, true));
+  EXPECT_EQ(dev.lease_slot.load(), 0U);
+  EXPECT_EQ(dev.now_serving.load(), ticket + 1);
+  EXPECT_EQ(m.slot->ticket.load(), kd::no_ticket);
+
+  ticket = kd::acquire_region_lock(m);
+  epoch = kd::raise_gate(m).first;
+  dev.lease_slot.store(0);                   // a recoverer took the lease,
+  dev.gate.store(epoch + 1);                 // lowered the gate
+  ASSERT_TRUE(kd::serve_next(dev, ticket));  // and moved the lock on
+  EXPECT_FALSE(kd::claim_exit(m));
+  t0 = krex_test::now_ns();
+  EXPECT_FALSE(kd::gate_exit(m, epoch, false));
+  EXPECT_EQ(dev.gate.load(), epoch + 1);
+  EXPECT_FALSE(kd::lock_exit(m, ticket, false));
+  EXPECT_LT(ms_since(t0), 100.0) << "a lost lease still waited for the parked";
+  EXPECT_EQ(dev.now_serving.load(), ticket + 1) << "the lock moved twice";
+  EXPECT_EQ(m.slot->ticket.load(), kd::no_ticket);
+
+  // A gate still at its epoch comes down without the lease too (the
+  // recoverer snapshotted it before it rose), without the hand-off.
+  ticket = kd::acquire_region_lock(m);
+  epoch = kd::raise_gate(m).first;
+  dev.lease_slot.store(0);
+  ASSERT_TRUE(kd::serve_next(dev, ticket));
+  t0 = krex_test::now_ns();
+  EXPECT_TRUE(kd::gate_exit(m, epoch, false));
+  EXPECT_FALSE(kd::lock_exit(m, ticket, false));
+  EXPECT_LT(ms_since(t0), 100.0) << "a lost lease still waited for the parked";
+  EXPECT_EQ(dev.gate.load(), epoch + 1);
+  EXPECT_EQ(dev.now_serving.load(), ticket + 1);
+
+  sib.parked.store(0);
+  sib.owner.store(0);
+}
+
 TEST(Protocol, FifoOrder) {
   constexpr int n = 8;
   scoped_segment seg;

@@ -331,7 +331,7 @@ int cmd_recover(const args& a) {
     if (a.device >= 0 && d != static_cast<std::uint32_t>(a.device)) continue;
     kd::device_state& dev = n.devices[d];
     if (dev.key.load() == 0) continue;
-    const std::uint32_t skipped = kd::advance_queue(n, d, c, a.force);
+    const std::uint32_t skipped = kd::advance_queue(n, d, c, kd::recover_dead_holder, a.force);
     if (skipped != 0) {
       std::snprintf(line, sizeof line, "device %u: skipped %u served ticket(s) nobody took", d,
                     skipped);

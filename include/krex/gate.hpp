@@ -12,7 +12,6 @@
 // reaches the device.
 
 #include <krex/detail/futex.hpp>
-#include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/error.hpp>
 
@@ -33,14 +32,14 @@ inline bool gate_raised(std::uint32_t g) noexcept { return (g & 1U) != 0; }
 /// outer one already counts in in_submit, and parking it would deadlock the drain).
 inline thread_local int submit_depth = 0;
 
-/// If the gate `g` is held by a dead tenant (or one past its lease), recover
-/// the device: thaw its tenants, lower the gate, move the lock on, reap the
-/// holder (detail::recover_device; one CAS decides who does it). Returns true
-/// if this call recovered it.
+/// If the gate `g` is held by a dead tenant (or one past its lease), has
+/// m's recoverer (slots.hpp) recover the device: thaw its tenants, lower the
+/// gate, move the lock on, reap the holder (one CAS decides who does it).
+/// Returns true if this call recovered it; false also when m has no
+/// recoverer (then the guardian does it).
 inline bool recover_dead_gate_holder(member& m, std::uint32_t g) noexcept {
-  if (m.node == nullptr || m.dev->gate.load() != g) return false;
-  const recovery r = recover_device(*m.node, m.device, recovery_of(m));
-  return r == recovery::holder_dead || r == recovery::lease_expired;
+  if (m.node == nullptr || m.recover == nullptr || m.dev->gate.load() != g) return false;
+  return m.recover(*m.node, m.device, recovery_of(m));
 }
 
 /// Opens a submission: returns once this tenant may put work on the device.
@@ -167,6 +166,20 @@ inline bool lower_gate(member& m, std::uint32_t epoch) noexcept {
     m.dev->holder.compare_exchange_strong(h, 0);
   }
   futex_wake_all(m.dev->gate);
+  return ours;
+}
+
+/// The gate step's undo. Lowers the gate raised with `epoch` (lower_gate).
+/// `lease_ours`: the holder still holds its lease (claim_exit succeeded), so
+/// the region lock is still its own and no other holder can raise the gate:
+/// the submissions parked at the gate are then let through before the lock
+/// moves on (let_parked_through). Otherwise (the lease was taken away) only a
+/// gate still at this region's epoch comes down, by CAS, and nothing waits.
+/// Returns whether the gate was still ours: false when a recoverer had
+/// lowered it (the lease was taken away).
+inline bool gate_exit(member& m, std::uint32_t epoch, bool lease_ours) noexcept {
+  const bool ours = lower_gate(m, epoch);
+  if (ours && lease_ours) let_parked_through(m);
   return ours;
 }
 

@@ -148,7 +148,7 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
       // A served ticket nobody takes (its waiter died, or is stopped past the
       // hand-off deadline) would hold the queue with no lease to expire.
       if (dev.lease_slot.load() == 0 && dev.now_serving.load() != dev.next_ticket.load())
-        advance_queue(n, d, c);
+        advance_queue(n, d, c, recover_dead_holder);
       const std::uint32_t ls = dev.lease_slot.load();
       const std::int32_t lp = ls != 0 ? dev.lease_pid.load() : 0;
       if (lp != watched[d]) {

@@ -225,8 +225,8 @@ class basic_region {
       m_report.lease_lost = true;
       m_pin.reset();
       m_frozen.clear();
-      if (m_stage != stage::locked) detail::lower_gate(m, m_epoch);
-      m.slot->ticket.store(detail::no_ticket);
+      if (m_stage != stage::locked) detail::gate_exit(m, m_epoch, false);
+      detail::lock_exit(m, m_ticket, false);
       m_stage = stage::none;
       return;
     }
@@ -251,13 +251,12 @@ class basic_region {
     }
     if (m_stage == stage::gated) {
       if (ours()) detail::set_phase(*m.dev, detail::phase_exiting);
-      if (!detail::lower_gate(m, m_epoch)) m_report.lease_lost = true;
-      else detail::let_parked_through(m);
+      if (!detail::gate_exit(m, m_epoch, true)) m_report.lease_lost = true;
       m_stage = stage::locked;
     }
     if (m_stage == stage::locked) {
       if (ours()) detail::set_phase(*m.dev, detail::phase_idle);
-      if (!detail::release_region_lock(m, m_ticket)) m_report.lease_lost = true;
+      if (!detail::lock_exit(m, m_ticket, true)) m_report.lease_lost = true;
       m_stage = stage::none;
     }
   }

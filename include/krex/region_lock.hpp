@@ -8,7 +8,6 @@
 // deadline) tells siblings and the guardian who holds the device.
 
 #include <krex/detail/futex.hpp>
-#include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/handoff.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/error.hpp>
@@ -22,9 +21,11 @@ namespace krex::detail {
 /// gave up, or (alive but stopped) did not take its turn within handoff_ns.
 /// See advance_queue. Tickets are only ever taken with the owner's slot
 /// marked `taking_ticket` first, so an unowned ticket below next_ticket is abandoned.
+/// A served ticket whose holder died or outlived its lease moves on through
+/// m's recoverer (slots.hpp; none: through the guardian).
 inline void skip_abandoned_tickets(member& m) noexcept {
   if (m.node == nullptr) return;
-  advance_queue(*m.node, m.device, recovery_of(m));
+  advance_queue(*m.node, m.device, recovery_of(m), m.recover);
 }
 
 /// Test seam: called inside release_region_lock after the lease is given up
@@ -122,6 +123,18 @@ inline bool release_region_lock(member& m, std::uint32_t t) noexcept {
   m.slot->ticket.store(no_ticket);
   skip_abandoned_tickets(m);
   return ours && moved;
+}
+
+/// The lock's undo, for the ticket `t` this tenant took. `lease_ours`: its
+/// claim_exit succeeded, so the lease and the lock are still its own:
+/// release_region_lock. Otherwise a recoverer took the lease away and moved
+/// the lock on (it expired, or krexctl recover --force): the lock is the
+/// recoverer's, and only this slot's ticket is given up. Returns whether the
+/// lease and the lock were still ours when they were released.
+inline bool lock_exit(member& m, std::uint32_t t, bool lease_ours) noexcept {
+  if (lease_ours) return release_region_lock(m, t);
+  m.slot->ticket.store(no_ticket);
+  return false;
 }
 
 }  // namespace krex::detail

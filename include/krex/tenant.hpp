@@ -2,6 +2,7 @@
 #pragma once
 
 #include <krex/backend/default.hpp>
+#include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/segment.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/drain.hpp>
@@ -391,6 +392,9 @@ class basic_tenant {
     prepare_recovery();
     m_recovery.identity = id;
     m_member.recovery = &m_recovery;
+    // The gate's parked submitters and the lock's waiters recover a dead or
+    // expired holder through this (the steps never call recovery directly).
+    m_member.recover = detail::recover_dead_holder;
     m_freezer->enter(m_member.index);
     note_downgrades();
     clk.lap(m_join.freeze_ns);

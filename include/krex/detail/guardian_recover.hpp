@@ -2,16 +2,18 @@
 #pragma once
 
 // Recovering a device whose region holder died or outlived its lease, reaping
-// dead tenants and clearing stale leaves. Run by the guardian and by any
-// tenant that finds a dead holder in its way; everything here is
-// async-signal-safe (see guardian_sys.hpp) and settles races with one CAS.
+// dead tenants and clearing stale leaves. Run by the guardian, by krexctl, by
+// a joining tenant (recover_node) and, through the recoverer a tenant
+// installs in its member (recover_dead_holder, see slots.hpp), by a parked
+// submitter or lock waiter that finds a dead holder in its way. The protocol
+// steps never include this header. Everything here is async-signal-safe (see
+// as_safe.hpp) and settles races with one CAS.
 //
 // Order matters: siblings are thawed before the gate is lowered, and the gate
 // is lowered before the region lock moves on, so the next holder can never
 // freeze a sibling that a late thaw of this recovery then lets run.
 
-#include <krex/detail/freeze_table.hpp>
-#include <krex/detail/guardian_sys.hpp>
+#include <krex/detail/as_safe.hpp>
 #include <krex/detail/handoff.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/slots.hpp>
@@ -22,26 +24,10 @@
 
 namespace krex::detail {
 
-/// Test seam: called with each phase a region holder enters (phase_* in
-/// layout.hpp), after it is stored. Fault-injection tests use it to hold a
-/// holder in a phase and kill it there. Never set in production.
-inline void (*phase_hook)(std::uint32_t phase) noexcept = nullptr;
-
 /// Test seam: called by recover_device once it holds the claim and took its
 /// snapshot, before its first write. Tests stop a recoverer there. Never set
 /// in production.
 inline void (*recovery_hook)() noexcept = nullptr;
-
-inline void set_phase(device_state& dev, std::uint32_t phase) noexcept {
-  dev.phase.store(phase);
-  if (phase_hook != nullptr) phase_hook(phase);
-}
-
-/// The recovery configuration of `m` (none: recover without thawing).
-inline const recovery_config& recovery_of(const member& m) noexcept {
-  static const recovery_config none{};
-  return m.recovery != nullptr ? *m.recovery : none;
-}
 
 /// What recover_device did.
 enum class recovery { nothing, holder_dead, lease_expired, in_progress };
@@ -238,50 +224,13 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
   return expired ? recovery::lease_expired : recovery::holder_dead;
 }
 
-/// Moves device `d`'s lock queue past served tickets nobody takes: tickets
-/// whose owner died or gave up (at once), and tickets whose live owner has not
-/// claimed them within handoff_ns (stopped, frozen; `force`: at once). A
-/// served ticket with a lease is the holder's: it moves on only through
-/// recover_device (dead or expired holder), which thaws first. Returns the
-/// number of tickets skipped. Async-signal-safe.
-inline std::uint32_t advance_queue(node_state& n, std::uint32_t d, const recovery_config& c,
-                                   bool force = false) noexcept {
-  if (d >= max_devices) return 0;
-  device_state& dev = n.devices[d];
-  std::uint32_t skipped = 0;
-  for (int guard = 0; guard < 4 * static_cast<int>(max_tenants); ++guard) {
-    const std::uint32_t s = dev.now_serving.load();
-    if (s == dev.next_ticket.load()) return skipped;  // nobody waiting
-    const std::uint32_t ls = dev.lease_slot.load();
-    if (ls != 0 && dev.lease_ticket.load() == s) {
-      const recovery r = recover_device(n, d, c);
-      if (r == recovery::nothing || r == recovery::in_progress) return skipped;
-      continue;
-    }
-    if (ls != 0) return skipped;  // a lease is being published or released
-    std::uint64_t m = 0;
-    if (!stamp_served(dev, s, m)) continue;
-    if ((m & served_skipped) != 0) {  // a skipper stopped half-way: finish its move
-      serve_next(dev, s);
-      continue;
-    }
-    bool owned = false;
-    for (std::uint32_t i = 0; i < max_tenants && !owned; ++i) {
-      tenant_slot& ts = n.tenants[i];
-      if (ts.owner.load() <= 0 || ts.device.load() != d) continue;
-      const std::uint64_t tk = ts.ticket.load();
-      if (tk != s && tk != taking_ticket) continue;
-      if (reap_if_dead(n, i, &c)) continue;
-      owned = true;
-    }
-    const bool stale = (m & served_claimed) == 0 &&
-                       (force || mark_age_ns(m, as_safe::now_ns()) >= handoff_ns);
-    if (owned && !stale) return skipped;
-    if (!skip_served(dev, s, m)) continue;
-    ++skipped;
-    if (owned) dev.handoff_skips.fetch_add(1, std::memory_order_relaxed);
-  }
-  return skipped;
+/// recover_device as a detail::recoverer (slots.hpp): what a tenant installs
+/// in its member, so that its parked submitters and lock waiters get a dead
+/// or expired holder out of their way, and what the guardian and krexctl
+/// hand to advance_queue. True if this call recovered device `d`.
+inline bool recover_dead_holder(node_state& n, std::uint32_t d, const recovery_config& c) noexcept {
+  const recovery r = recover_device(n, d, c);
+  return r == recovery::holder_dead || r == recovery::lease_expired;
 }
 
 /// Reaps every tenant slot whose owner is dead (not a current lease holder:

@@ -8,10 +8,15 @@
 // nobody could tell it from a waiter about to wake. device_state::served_mark
 // records which ticket is served, since when, and whether its waiter claimed
 // it or a skipper skipped it; the waiter's claim and a skipper's skip are CASes
-// from the same value, so exactly one of them wins. Async-signal-safe.
+// from the same value, so exactly one of them wins. advance_queue moves the
+// queue past tickets nobody takes; the served ticket of a holder with a lease
+// moves on only through the caller's recoverer (slots.hpp), so lock waiters
+// and the guardian share it without this header calling crash recovery.
+// Async-signal-safe.
 
-#include <krex/detail/guardian_sys.hpp>
+#include <krex/detail/as_safe.hpp>
 #include <krex/detail/layout.hpp>
+#include <krex/detail/slots.hpp>
 
 #include <cstdint>
 
@@ -104,6 +109,53 @@ inline bool skip_served(device_state& dev, std::uint32_t s, std::uint64_t m) noe
   if (mark_ticket(m) != s || (m & served_skipped) != 0) return false;
   if (!dev.served_mark.compare_exchange_strong(m, m | served_skipped)) return false;
   return serve_next(dev, s);
+}
+
+/// Moves device `d`'s lock queue past served tickets nobody takes: tickets
+/// whose owner died or gave up (at once), and tickets whose live owner has not
+/// claimed them within handoff_ns (stopped, frozen; `force`: at once). A
+/// served ticket with a lease is the holder's: it moves on only through
+/// `recover` (a dead or expired holder: recover_dead_holder, which thaws
+/// first; null: the queue waits for the holder or the guardian). `c`: how a
+/// dead waiter's leaf is removed. Returns the number of tickets skipped.
+/// Async-signal-safe.
+inline std::uint32_t advance_queue(node_state& n, std::uint32_t d, const recovery_config& c,
+                                   recoverer recover, bool force = false) noexcept {
+  if (d >= max_devices) return 0;
+  device_state& dev = n.devices[d];
+  std::uint32_t skipped = 0;
+  for (int guard = 0; guard < 4 * static_cast<int>(max_tenants); ++guard) {
+    const std::uint32_t s = dev.now_serving.load();
+    if (s == dev.next_ticket.load()) return skipped;  // nobody waiting
+    const std::uint32_t ls = dev.lease_slot.load();
+    if (ls != 0 && dev.lease_ticket.load() == s) {
+      if (recover == nullptr || !recover(n, d, c)) return skipped;
+      continue;
+    }
+    if (ls != 0) return skipped;  // a lease is being published or released
+    std::uint64_t m = 0;
+    if (!stamp_served(dev, s, m)) continue;
+    if ((m & served_skipped) != 0) {  // a skipper stopped half-way: finish its move
+      serve_next(dev, s);
+      continue;
+    }
+    bool owned = false;
+    for (std::uint32_t i = 0; i < max_tenants && !owned; ++i) {
+      tenant_slot& ts = n.tenants[i];
+      if (ts.owner.load() <= 0 || ts.device.load() != d) continue;
+      const std::uint64_t tk = ts.ticket.load();
+      if (tk != s && tk != taking_ticket) continue;
+      if (reap_if_dead(n, i, &c)) continue;
+      owned = true;
+    }
+    const bool stale =
+        (m & served_claimed) == 0 && (force || mark_age_ns(m, as_safe::now_ns()) >= handoff_ns);
+    if (owned && !stale) return skipped;
+    if (!skip_served(dev, s, m)) continue;
+    ++skipped;
+    if (owned) dev.handoff_skips.fetch_add(1, std::memory_order_relaxed);
+  }
+  return skipped;
 }
 
 }  // namespace krex::detail

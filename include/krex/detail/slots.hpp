@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// Claiming, checking and reaping tenant slots, and the `member` view a
-// tenant's protocol code works through.
+// Claiming, checking and reaping tenant slots, the `member` view a tenant's
+// protocol code works through, and the `recoverer` the protocol steps call
+// when a dead or expired holder is in their way.
 
+#include <krex/detail/as_safe.hpp>
 #include <krex/detail/futex.hpp>
-#include <krex/detail/guardian_sys.hpp>
 #include <krex/detail/hash.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
@@ -21,6 +22,22 @@
 
 namespace krex::detail {
 
+/// How a protocol step gets a dead region holder (or one past its lease) out
+/// of its way without calling crash recovery itself: a parked submitter
+/// (gate.hpp) or a lock waiter (region_lock.hpp) that finds the device held by
+/// a holder that cannot release it calls its member's recoverer. It recovers
+/// device `device` if its lease holder is dead or past its lease, or (no
+/// lease) its raised gate's holder is dead: thaw the device's tenants (by
+/// `c`), lower the gate, reap the holder, move the lock on. Returns true if
+/// this call recovered it; false if there was nothing to recover or another
+/// recoverer is at work. Async-signal-safe.
+///
+/// The dependency is inverted: the tenant installs
+/// detail::recover_dead_holder (guardian_recover.hpp) at join; the steps
+/// never include crash recovery. Null: the steps only wait, and the guardian
+/// recovers.
+using recoverer = bool (*)(node_state& n, std::uint32_t device, const recovery_config& c) noexcept;
+
 /// What the protocol code of one tenant needs: its node, device and slot.
 struct member {
   node_state* node = nullptr;
@@ -32,9 +49,29 @@ struct member {
   /// How this tenant thaws siblings when it recovers a dead holder (its own
   /// freeze method and root). Null: recover without thawing.
   const recovery_config* recovery = nullptr;
+  /// Called by the gate and the lock on a dead or expired holder (see
+  /// recoverer). Null: left to the guardian.
+  recoverer recover = nullptr;
 
   tenant_slot& slot_at(std::uint32_t i) const noexcept { return node->tenants[i]; }
 };
+
+/// The recovery configuration of `m` (none: recover without thawing).
+inline const recovery_config& recovery_of(const member& m) noexcept {
+  static const recovery_config none{};
+  return m.recovery != nullptr ? *m.recovery : none;
+}
+
+/// Test seam: called with each phase a region holder enters (phase_* in
+/// layout.hpp), after it is stored. Fault-injection tests use it to hold a
+/// holder in a phase and kill it there. Never set in production.
+inline void (*phase_hook)(std::uint32_t phase) noexcept = nullptr;
+
+/// Records the phase a region holder entered (what recoverers and krexctl read).
+inline void set_phase(device_state& dev, std::uint32_t phase) noexcept {
+  dev.phase.store(phase);
+  if (phase_hook != nullptr) phase_hook(phase);
+}
 
 /// A slot that belongs to a live process. Claiming slots (start time not yet
 /// written) count as alive while their pid exists.
