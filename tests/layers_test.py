@@ -43,7 +43,7 @@ BASE = {"krex/detail/config.hpp", "krex/detail/layout.hpp", "krex/detail/proc.hp
 # The protocol and its public façade: what detail/ must never reach up to.
 PUBLIC_STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp",
                 "krex/region.hpp", "krex/region_lock.hpp", "krex/tenant.hpp",
-                "krex/guardian.hpp", "krex/measure.hpp", "krex/report.hpp", "krex/gbench.hpp",
+                "krex/measure.hpp", "krex/report.hpp", "krex/gbench.hpp",
                 "krex/pool.hpp"}
 # Headers only tools (krexctl, fuzz, tests) include: never reached from a tenant.
 TOOLS_ONLY = {"krex/detail/status.hpp"}
@@ -52,12 +52,12 @@ TOOLS_ONLY = {"krex/detail/status.hpp"}
 # which the tenant installs).
 STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp",
          "krex/region_lock.hpp"}
-RECOVERY = {"krex/detail/guardian_recover.hpp", "krex/guardian.hpp"}
+RECOVERY = {"krex/detail/guardian_recover.hpp", "krex/detail/guardian.hpp"}
 # Slot bookkeeping and the lock's hand-off use the async-signal-safe building
 # blocks of detail/as_safe.hpp, never the guardian's headers.
 SLOT_HEADERS = {"krex/detail/slots.hpp", "krex/detail/handoff.hpp"}
 GUARDIAN = {"krex/detail/guardian_sys.hpp", "krex/detail/guardian_recover.hpp",
-            "krex/guardian.hpp"}
+            "krex/detail/guardian.hpp"}
 
 
 def check(g):
@@ -111,6 +111,36 @@ def check(g):
     return problems
 
 
+# 8. A top-level header is public API: one whose only namespace is
+# krex::detail belongs under detail/, except the protocol steps, which a
+# reader finds by name (gate.hpp, drain.hpp, freeze.hpp, pin.hpp, and the
+# lock, region_lock.hpp).
+NAMESPACE = re.compile(r'^\s*namespace\s+(krex(?:::[A-Za-z_:]+)?)\s*\{', re.M)
+DETAIL_ONLY_ALLOWED = {"krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp", "krex/region_lock.hpp",
+                       "krex/gate.hpp"}
+
+
+def detail_only(text):
+    """True if the header opens krex namespaces and every one is krex::detail(::...)."""
+    spaces = NAMESPACE.findall(text)
+    return bool(spaces) and all(n == "krex::detail" or n.startswith("krex::detail::") for n in spaces)
+
+
+def check_top_level(root):
+    problems = []
+    base = os.path.join(root, "include", "krex")
+    for f in sorted(os.listdir(base)):
+        if not f.endswith(".hpp"):
+            continue
+        with open(os.path.join(base, f), encoding="utf-8") as fh:
+            text = fh.read()
+        name = "krex/" + f
+        if detail_only(text) and name not in DETAIL_ONLY_ALLOWED:
+            problems.append(f"{name} holds only krex::detail: move it under include/krex/detail/ "
+                            "(docs/ARCHITECTURE.md, rule 8)")
+    return problems
+
+
 def self_test(g):
     """Rules 6 and 7 catch what they exist for, on copies of the real graph:
     a step including crash recovery directly or through a detail header, and
@@ -133,13 +163,18 @@ def self_test(g):
         broken[h].append(dep)
         if not any(p.startswith(expect) for p in check(broken)):
             missed.append(f"self-test: {h} including {dep} was not reported")
+    # Rule 8 tells a detail-only header from a public one.
+    if not detail_only("namespace krex::detail {\n}\nnamespace krex::detail::x {\n}\n"):
+        missed.append("self-test: a detail-only header was not recognized")
+    if detail_only("namespace krex::detail {\n}\nnamespace krex {\n}\n") or detail_only("#define X 1\n"):
+        missed.append("self-test: a public header was taken for detail-only")
     return missed
 
 
 def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
     g = headers(root)
-    problems = check(g) + self_test(g)
+    problems = check(g) + check_top_level(root) + self_test(g)
     for p in problems:
         print("layers_test:", p)
     print(f"layers_test: {len(g)} headers, {len(problems)} problem(s)")

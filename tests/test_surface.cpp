@@ -6,7 +6,10 @@
 #include "krex_test.hpp"
 
 #include <krex/detail/hash.hpp>
+#include <krex/detail/cgroup.hpp>
 #include <krex/detail/slots.hpp>
+#include <krex/detail/sys.hpp>
+#include <krex/detail/topology.hpp>
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>
@@ -14,6 +17,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -131,4 +135,30 @@ TEST(Surface, RemoveSegmentRemovesTheNamedFileOnly) {
   EXPECT_FALSE(krex::remove_segment(seg.opts())) << "nothing left to remove";
   EXPECT_TRUE(krex::remove_segment(other.opts()));
   EXPECT_FALSE(exists(other_path));
+}
+
+// One file reader: cgroup control files and topology files go through
+// detail::read_small_file (the seam, a size bound, errno on failure).
+TEST(Surface, OneSmallFileReader) {
+  namespace kd = krex::detail;
+  char path[] = "/tmp/krex-surface-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string big(10000, 'x');
+  ASSERT_EQ(::write(fd, big.data(), big.size()), static_cast<ssize_t>(big.size()));
+  ::close(fd);
+  std::string out = "stale";
+  EXPECT_EQ(kd::read_small_file(path, out), 0);
+  EXPECT_EQ(out, big);
+  EXPECT_EQ(kd::read_small_file(path, out, 4096), 0);  // stops at the first read past the bound
+  EXPECT_EQ(out.size(), 4096u);
+  EXPECT_EQ(kd::cgroup::read_file(path, out), 0);
+  EXPECT_EQ(out, big);
+  ASSERT_TRUE(kd::read_small_file(std::string(path)).has_value());
+  EXPECT_EQ(*kd::read_small_file(std::string(path)), big);
+  ::unlink(path);
+  EXPECT_EQ(kd::read_small_file(path, out), ENOENT);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(kd::cgroup::read_file(path, out), ENOENT);
+  EXPECT_FALSE(kd::read_small_file(std::string(path)).has_value());
 }

@@ -15,7 +15,7 @@
 #include <krex/drain.hpp>
 #include <krex/error.hpp>
 #include <krex/gate.hpp>
-#include <krex/guardian.hpp>
+#include <krex/detail/guardian.hpp>
 #include <krex/options.hpp>
 #include <krex/region_lock.hpp>
 #include <krex/report.hpp>

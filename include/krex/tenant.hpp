@@ -9,7 +9,7 @@
 #include <krex/error.hpp>
 #include <krex/freeze.hpp>
 #include <krex/gate.hpp>
-#include <krex/guardian.hpp>
+#include <krex/detail/guardian.hpp>
 #include <krex/options.hpp>
 #include <krex/pin.hpp>
 

@@ -23,26 +23,8 @@
 
 namespace krex::detail::cgroup {
 
-/// Reads a whole (small) file into `out`. Returns 0 or an errno value.
-inline int read_file(const std::string& path, std::string& out) {
-  out.clear();
-  const int fd = sys().open(path.c_str(), O_RDONLY, 0);
-  if (fd < 0) return errno;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = sys().read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      sys().close(fd);
-      return e;
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  sys().close(fd);
-  return 0;
-}
+/// Reads a whole (small) control file into `out`. Returns 0 or an errno value.
+inline int read_file(const std::string& path, std::string& out) { return read_small_file(path, out); }
 
 /// Writes `data` to an existing control file in one write(2), as cgroupfs
 /// requires. Returns 0 or an errno value.

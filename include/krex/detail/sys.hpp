@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 namespace krex::detail {
@@ -112,6 +114,32 @@ inline sys_table& sys() noexcept {
                          sys_impl::kill,  sys_impl::futex_wait, sys_impl::futex_wake,
                          sys_impl::pidfd_open, sys_impl::pidfd_send_signal};
   return table;
+}
+
+/// Reads a whole small (pseudo-)file into `out` through the seam, at most
+/// `limit` bytes (no cgroup, sysfs or /proc file krex reads comes near the
+/// default). Returns 0 or an errno value; `out` then holds what was read.
+/// The one file reader of the library (cgroup control files, topology);
+/// the async-signal-safe recovery code has its own raw calls (as_safe.hpp).
+inline int read_small_file(const std::string& path, std::string& out,
+                           std::size_t limit = std::size_t{1} << 20) {
+  out.clear();
+  const int fd = sys().open(path.c_str(), O_RDONLY, 0);
+  if (fd < 0) return errno;
+  char buf[4096];
+  int e = 0;
+  while (out.size() < limit) {
+    const ssize_t n = sys().read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      e = errno;
+      break;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  sys().close(fd);
+  return e;
 }
 
 }  // namespace krex::detail

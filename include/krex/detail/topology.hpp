@@ -86,22 +86,8 @@ inline std::string format_cpulist(const std::vector<int>& cpus) {
 /// Contents of a small (pseudo-)file through the syscall seam; nullopt if it
 /// cannot be opened or read. Topology is advisory: a missing file degrades.
 inline std::optional<std::string> read_small_file(const std::string& path) {
-  const int fd = sys().open(path.c_str(), O_RDONLY, 0);
-  if (fd < 0) return std::nullopt;
   std::string out;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = sys().read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      sys().close(fd);
-      return std::nullopt;
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > (1u << 20)) break;  // no sysfs file we read is this large
-  }
-  sys().close(fd);
+  if (read_small_file(path, out) != 0) return std::nullopt;
   return out;
 }
 
