@@ -113,6 +113,7 @@ TEST(Drain, DeadlineFailsOrFlagsContended) {
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return log->busy.load() == 1; }, 30s));
   krex::tenant strict{seg.opts().drain_deadline(100ms)};
+  const auto contended_before = krex::detail::member_of(strict).dev->contended.load();
   try {
     krex::region r{strict};
     FAIL() << "region did not fail";
@@ -123,8 +124,11 @@ TEST(Drain, DeadlineFailsOrFlagsContended) {
     EXPECT_NE(what.find("KREX_DRAIN_DEADLINE_MS"), std::string::npos) << what;
   }
   EXPECT_EQ(krex::detail::member_of(strict).dev->gate.load() % 2, 0U) << "gate left raised";
+  // The drain step counts a contended region, not a refused one.
+  EXPECT_EQ(krex::detail::member_of(strict).dev->contended.load(), contended_before);
   strict.leave();
   krex::tenant lenient{seg.opts().drain_deadline(100ms).allow_contended(true)};
+  EXPECT_EQ(krex::detail::member_of(lenient).dev->contended.load(), contended_before);
   {
     krex::region r{lenient};
     EXPECT_TRUE(r.report().contended);
@@ -132,6 +136,7 @@ TEST(Drain, DeadlineFailsOrFlagsContended) {
     ASSERT_EQ(r.report().undrained_pids.size(), 1U);
     EXPECT_EQ(r.report().undrained_pids[0], stuck.pid());
     EXPECT_EQ(r.report().level(), "gate+drain(contended)");
+    EXPECT_EQ(krex::detail::member_of(lenient).dev->contended.load(), contended_before + 1);
   }
   log->stop.store(1);
   log->go.store(1);

@@ -135,12 +135,16 @@ struct drain_result {
   std::uint32_t drained = 0;         ///< siblings that acked
   std::uint32_t gone = 0;            ///< siblings that left or died meanwhile
   std::vector<std::int32_t> undrained;  ///< pids that missed the deadline
+  /// Not ok, but options::allow_contended: the region goes on, flagged
+  /// contended (counted in the device's `contended`). Not ok and not
+  /// contended: the region must not start.
+  bool contended = false;
 };
 
 /// Step 2, holder side: acks for every sibling with nothing to drain, wakes
 /// the agents of the others and waits for their acks until `deadline_ns`.
 /// `quiet`: whether the gate step saw every in-flight submission end. Counts
-/// the drain in the device's statistics.
+/// the drain (and a contended one) in the device's statistics.
 inline drain_result drain_siblings(member& m, std::vector<sibling>& sibs, std::uint32_t epoch,
                                    std::uint64_t deadline_ns, bool quiet) {
   const std::uint64_t t0 = now_ns();
@@ -153,6 +157,10 @@ inline drain_result drain_siblings(member& m, std::vector<sibling>& sibs, std::u
     else r.undrained.push_back(sb.pid);
   }
   if (r.undrained.empty()) r.ok = true;  // the laggards of the gate step turned out gone
+  if (!r.ok && m.opts.allow_contended()) {
+    r.contended = true;
+    m.dev->contended.fetch_add(1, std::memory_order_relaxed);
+  }
   m.dev->drains.fetch_add(1, std::memory_order_relaxed);
   m.dev->drain_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
   return r;

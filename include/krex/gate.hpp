@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -245,7 +246,17 @@ struct gate_result {
   bool quiet = false;
 };
 
-/// Step 1, holder side, after raise_gate: snapshots the siblings and waits
+/// Step 1, holder side: raises the gate (raise_gate) and moves the device's
+/// phase to gated. Cannot fail: the caller owns the raised gate from here
+/// on (gate_exit lowers it), then waits with wait_quiet.
+inline gate_result gate_enter(member& m) noexcept {
+  gate_result g;
+  std::tie(g.epoch, g.took_over) = raise_gate(m);
+  set_phase(*m.dev, phase_gated);
+  return g;
+}
+
+/// Step 1, holder side, after gate_enter: snapshots the siblings and waits
 /// for their in-flight submissions until `deadline_ns`.
 inline void wait_quiet(member& m, gate_result& g, std::uint64_t deadline_ns) {
   g.sibs = snapshot_siblings(m);

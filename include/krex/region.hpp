@@ -99,16 +99,11 @@ class basic_region {
     const std::uint64_t deadline = t1 + detail::to_ns(m.opts.drain_deadline());
 
     check_lease("raising the gate");  // step 1: gate
-    detail::gate_result g;
-    std::tie(g.epoch, g.took_over) = detail::raise_gate(m);
+    detail::gate_result g = detail::gate_enter(m);
     m_epoch = g.epoch;
     m_stage = stage::gated;
-    m_report.epoch = g.epoch;
-    m_report.took_over_gate = g.took_over;
-    m_report.gated = true;
-    detail::set_phase(*m.dev, detail::phase_gated);
     detail::wait_quiet(m, g, deadline);
-    m_report.siblings_seen = static_cast<std::uint32_t>(g.sibs.size());
+    record(g);
     const std::uint64_t t2 = advance(detail::phase_draining, m_report.gate_ns, t1);
 
     check_lease("draining the siblings");  // step 2: drain
@@ -145,6 +140,13 @@ class basic_region {
     return now;
   }
 
+  void record(const detail::gate_result& g) noexcept {
+    m_report.epoch = g.epoch;
+    m_report.took_over_gate = g.took_over;
+    m_report.gated = true;
+    m_report.siblings_seen = static_cast<std::uint32_t>(g.sibs.size());
+  }
+
   void record(const detail::drain_result& d) {
     detail::member& m = *m_member;
     m_report.siblings_gone += d.gone;
@@ -154,7 +156,7 @@ class basic_region {
       m_report.drained = true;
       return;
     }
-    if (!m.opts.allow_contended()) {
+    if (!d.contended) {
       std::string pids;
       for (int p : d.undrained) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
       throw error(step::drain,
@@ -167,7 +169,6 @@ class basic_region {
                   "KREX_ALLOW_CONTENDED=1 to proceed with the region flagged contended");
     }
     m_report.contended = true;
-    m.dev->contended.fetch_add(1, std::memory_order_relaxed);
   }
 
   // The drained siblings, each marked whether it touches the device (never
