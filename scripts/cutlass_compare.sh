@@ -13,13 +13,15 @@
 #   compare.log   commands, GPU, wall times, krex joins / failures / lost leases per mode
 #   runs.tar.gz   every run's CSV (<mode>-p<i>-r<j>.gemm.csv) and its stdout/stderr,
 #                 phases.tsv (each phase's start and end, HH:MM:SS)
-#   dmon.log.gz   where nvidia-smi is: `nvidia-smi dmon -s pc -d 1 -o T` over the whole
+#   dmon.log.gz   where nvidia-smi is (and KREX_CUTLASS_DMON is not 0): `nvidia-smi dmon -s pc -d 1 -o T` over the whole
 #                 comparison (power, clocks); compare.md then ends with the SM clock and
 #                 power per phase (scripts/dmon_phases.py)
 # Environment:
 #   KREX_CUTLASS_REPS       sequential runs per concurrent process (3)
 #   KREX_CUTLASS_SOLO_REPS  solo runs, modes solo and solo-krex (5)
 #   KREX_CUTLASS_AFTER_REPS solo runs at the end, mode solo-after (3)
+#   KREX_CUTLASS_DMON       1 (default): nvidia-smi dmon beside the comparison where
+#                           nvidia-smi is; 0: not
 #   KREX_CUTLASS_MIN_GAP    kernel pairs this far apart in solo count as resolvable
 #                           (0.02; see scripts/cutlass_compare.py --min-gap)
 #   KREX_CUTLASS_PROBLEMS   the profiler's problem arguments
@@ -73,7 +75,11 @@ seg="cutlass-$$"  # a fresh krex segment for this comparison
 
 # GPU power and clocks beside the whole comparison, where nvidia-smi is.
 dmon_pid=""
-if command -v nvidia-smi >/dev/null 2>&1; then
+case "${KREX_CUTLASS_DMON:-1}" in
+  0 | 1) ;;
+  *) echo "cutlass_compare.sh: KREX_CUTLASS_DMON is 0 or 1, not '${KREX_CUTLASS_DMON}'" >&2; exit 2 ;;
+esac
+if [ "${KREX_CUTLASS_DMON:-1}" = 1 ] && command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi dmon -s pc -d 1 -o T >"$out/dmon.log" 2>&1 &
   dmon_pid=$!
 fi

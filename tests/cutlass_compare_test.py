@@ -284,6 +284,12 @@ class CutlassCompareDriver(unittest.TestCase):
             with open(fake, "w") as f:
                 f.write(FAKE_PROFILER)
             os.chmod(fake, 0o755)
+            # An nvidia-smi on the PATH (as on a GPU machine): KREX_CUTLASS_DMON=0 keeps dmon off.
+            bindir = os.path.join(d, "bin")
+            os.mkdir(bindir)
+            with open(os.path.join(bindir, "nvidia-smi"), "w") as f:
+                f.write(FAKE_NVIDIA_SMI)
+            os.chmod(os.path.join(bindir, "nvidia-smi"), 0o755)
             kl = os.path.join(d, "kernels.txt")
             with open(kl, "w") as f:
                 f.write(f"{KA}\n{KB}\n{KC}\n")
@@ -291,8 +297,14 @@ class CutlassCompareDriver(unittest.TestCase):
             env = dict(os.environ, KREX_CUTLASS_PROFILER=fake, KREX_CUTLASS_KERNEL_LIST=kl, OUT=out,
                        KREX_CUTLASS_WORK=os.path.join(d, "work"), KREX_CUTLASS_REPS="2",
                        KREX_CUTLASS_SOLO_REPS="2", KREX_CUTLASS_AFTER_REPS="1",
-                       KREX_CUTLASS_PROBLEMS="--m=2048,8192 --n=4096 --k=4096",
-                       FAKE_TEST_DIR=os.path.dirname(os.path.abspath(__file__)), PATH=os.environ["PATH"])
+                       KREX_CUTLASS_PROBLEMS="--m=2048,8192 --n=4096 --k=4096", KREX_CUTLASS_DMON="0",
+                       FAKE_TEST_DIR=os.path.dirname(os.path.abspath(__file__)),
+                       PATH=bindir + os.pathsep + os.environ["PATH"])
+            bad = subprocess.run(["bash", os.path.join(root, "scripts", "cutlass_compare.sh"), "3"],
+                                 env=dict(env, KREX_CUTLASS_DMON="yes"), capture_output=True, text=True,
+                                 timeout=60)
+            self.assertEqual(bad.returncode, 2)
+            self.assertIn("KREX_CUTLASS_DMON is 0 or 1", bad.stderr)
             p = subprocess.run(["bash", os.path.join(root, "scripts", "cutlass_compare.sh"), "3"], env=env,
                                capture_output=True, text=True, timeout=120)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
