@@ -160,13 +160,11 @@ inline bool let_parked_through(member& m, std::uint64_t bound_ns = 10'000'000) n
 /// Lowers the gate raised with `epoch`. False if it was no longer ours (a
 /// recoverer lowered it: our lease was taken away).
 inline bool lower_gate(member& m, std::uint32_t epoch) noexcept {
-  std::uint32_t expected = epoch;
-  const bool ours = m.dev->gate.compare_exchange_strong(expected, epoch + 1);
+  const bool ours = as_safe::lower_gate_at(*m.dev, epoch);
   if (ours) {
     std::uint32_t h = m.index + 1;
     m.dev->holder.compare_exchange_strong(h, 0);
   }
-  futex_wake_all(m.dev->gate);
   return ours;
 }
 

@@ -124,6 +124,17 @@ inline void futex_wake_all(const std::atomic<std::uint32_t>& w) noexcept {
   ::syscall(SYS_futex, &w, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+/// Lowers gate `epoch` (odd: raised) of device `dev` by one CAS to
+/// epoch + 1, so a gate that moved on (lowered, or raised again by a new
+/// holder) is left alone, and wakes the submitters parked on it. True if
+/// this call lowered it. The one place a gate comes down: the holder's exit
+/// (gate.hpp lower_gate) and recovery (guardian_recover.hpp) both call it.
+inline bool lower_gate_at(device_state& dev, std::uint32_t epoch) noexcept {
+  const bool lowered = (epoch & 1U) != 0 && dev.gate.compare_exchange_strong(epoch, epoch + 1);
+  futex_wake_all(dev.gate);
+  return lowered;
+}
+
 /// `<root>/t<slot>` + `tail` (+ `/` + `file`, if given), from the recoverer's own root.
 inline path_buf leaf_path(const recovery_config& c, std::uint32_t slot, const char* tail,
                           const char* file = nullptr) noexcept {

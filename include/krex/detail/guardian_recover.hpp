@@ -98,9 +98,8 @@ inline int thaw_device(node_state& n, std::uint32_t d, const recovery_config& c,
 /// a gate that moved on meanwhile (a new holder raised it) is left alone, and
 /// clears the gate holder `h` by CAS. Wakes parked submitters and agents.
 inline void lower_gate_for_recovery(device_state& dev, std::uint32_t g, std::uint32_t h) noexcept {
-  if ((g & 1U) != 0) dev.gate.compare_exchange_strong(g, g + 1);
+  as_safe::lower_gate_at(dev, g);
   if (h != 0) dev.holder.compare_exchange_strong(h, 0);
-  as_safe::futex_wake_all(dev.gate);
   dev.agent_bell.fetch_add(1);
   as_safe::futex_wake_all(dev.agent_bell);
 }
