@@ -207,26 +207,6 @@ struct lock_file {  // the lock-only baseline: flock(2) around the timed loop
   }
 };
 
-/// Device memory the worker owns (cudaMalloc / cudaFree): the worker's own,
-/// not the library's internal flush buffer.
-class device_buffer {
- public:
-  explicit device_buffer(std::size_t bytes) : m_bytes(bytes) {
-    if (bytes != 0) ck(cudaMalloc(&m_p, bytes), "cudaMalloc");
-  }
-  ~device_buffer() {
-    if (m_p != nullptr) cudaFree(m_p);
-  }
-  device_buffer(const device_buffer&) = delete;
-  device_buffer& operator=(const device_buffer&) = delete;
-  void* get() const noexcept { return m_p; }
-  std::size_t size() const noexcept { return m_bytes; }
-
- private:
-  void* m_p = nullptr;
-  std::size_t m_bytes;
-};
-
 struct worker_args {
   std::string mode = "none";
   std::string lock_path;
@@ -236,7 +216,7 @@ struct worker_args {
 
 /// One prepared command: buffers, module, launch closure and checker.
 struct prepared {
-  std::vector<std::unique_ptr<device_buffer>> bufs;
+  std::vector<std::unique_ptr<krex::detail::device_buffer>> bufs;
   module mod;
   std::vector<void*> params;
   // parameter storage (kernel params point here)
@@ -401,7 +381,7 @@ class runner {
   }
 
   float* alloc(prepared* p, std::size_t floats) {
-    p->bufs.push_back(std::make_unique<device_buffer>(floats * sizeof(float)));
+    p->bufs.push_back(std::make_unique<krex::detail::device_buffer>(floats * sizeof(float)));
     return static_cast<float*>(p->bufs.back()->get());
   }
   void fill(float* d, long long n, unsigned seed, float lo, float hi) {
@@ -480,7 +460,7 @@ class runner {
   void check(const krex_eval::candidate& c, prepared* p, double* err, double* tol) {
     using krex_eval::family;
     p->launch(m_stream);
-    device_buffer scratch(2 * sizeof(unsigned) + 2 * sizeof(double));
+    krex::detail::device_buffer scratch(2 * sizeof(unsigned) + 2 * sizeof(double));
     ck(cudaMemsetAsync(scratch.get(), 0, scratch.size(), m_stream), "memset");
     auto* u = static_cast<unsigned*>(scratch.get());
     auto* dd = reinterpret_cast<double*>(static_cast<char*>(scratch.get()) + 8);
