@@ -111,6 +111,9 @@ def rank_stats(runs, problem, ref_order, med=None, min_gap=0.02):
     flips = inv = pairs_total = missing = 0
     band_pairs = {"close": 0, "far": 0}
     band_inv = {"close": 0, "far": 0}
+    # The solo ranking's pairs outside the noise, by band (a is faster than b in solo).
+    banded = [] if med is None else [(a, b, band) for a, b in combinations(ref_order, 2)
+                                     for band in [pair_band(med, a, b, min_gap)] if band is not None]
     any_flip = 0
     n = 0
     for run in runs:
@@ -124,14 +127,10 @@ def rank_stats(runs, problem, ref_order, med=None, min_gap=0.02):
         pairs_total += c * (c - 1) // 2
         flips += order[0] != ref_order[0]
         any_flip += i > 0
-        if med is not None:
-            pos = {k: j for j, k in enumerate(order)}
-            for a, b in combinations(ref_order, 2):  # a is faster than b in solo
-                band = pair_band(med, a, b, min_gap)
-                if band is None:
-                    continue
-                band_pairs[band] += 1
-                band_inv[band] += pos[a] > pos[b]
+        pos = {k: j for j, k in enumerate(order)}
+        for a, b, band in banded:
+            band_pairs[band] += 1
+            band_inv[band] += pos[a] > pos[b]
     return {"runs": n, "runs_missing_a_kernel": missing, "winner_flips": flips,
             "runs_with_any_inversion": any_flip, "inversions": inv, "pairs_compared": pairs_total,
             "close_inversions": band_inv["close"], "close_pairs_compared": band_pairs["close"],
