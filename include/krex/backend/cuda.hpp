@@ -46,18 +46,9 @@ inline void cuda_check(cudaError_t e, const char* what) {
 inline int primary_context_active(int ordinal) noexcept {
   using get_fn = CUresult (*)(CUdevice*, int);
   using state_fn = CUresult (*)(CUdevice, unsigned*, int*);
-  void* get = nullptr;
-  void* state = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 2000, cudaEnableDefault, &q) !=
-          cudaSuccess ||
-      q != cudaDriverEntryPointSuccess ||
-      cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &state, 7000,
-                                       cudaEnableDefault, &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess) {
-    cudaGetLastError();
-    return -1;
-  }
+  void* get = driver_entry("cuDeviceGet", 2000);
+  void* state = get != nullptr ? driver_entry("cuDevicePrimaryCtxGetState", 7000) : nullptr;
+  if (state == nullptr) return -1;
   CUdevice dev = 0;
   unsigned flags = 0;
   int active = 0;

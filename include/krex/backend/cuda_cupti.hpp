@@ -47,6 +47,23 @@
 #include <string>
 #include <thread>
 
+namespace krex::detail {
+
+/// The driver entry point `name`, of at least CUDA `version` (e.g. 12000),
+/// through the runtime's lookup: krex links cudart and CUPTI, not libcuda.
+/// nullptr, with the runtime's error cleared, if the driver lacks it.
+inline void* driver_entry(const char* name, int version) noexcept {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion(name, &f, version, cudaEnableDefault, &q) == cudaSuccess &&
+      q == cudaDriverEntryPointSuccess && f != nullptr)
+    return f;
+  cudaGetLastError();
+  return nullptr;
+}
+
+}  // namespace krex::detail
+
 namespace krex::detail::cupti {
 
 /// Per-process state of krex's one CUPTI subscription.
@@ -225,14 +242,9 @@ inline std::string attach(member& m, bool contexts = true) {
   if (st.target.load() != nullptr)
     return "explicit: CUPTI gating already serves another krex tenant of this process";
   if (is_capturing_ptr().load() == nullptr) {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &f, 10000, cudaEnableDefault, &q) ==
-            cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
+    // Without it, no capture check: captured launches are gated like the rest.
+    if (void* f = driver_entry("cuStreamIsCapturing", 10000))
       is_capturing_ptr().store(reinterpret_cast<is_capturing_fn>(f));
-    else
-      cudaGetLastError();  // no capture check: captured launches are gated like the rest
   }
   CUpti_SubscriberHandle sub = nullptr;
   const CUptiResult r = cuptiSubscribe(&sub, &on_api, nullptr);

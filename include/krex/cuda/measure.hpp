@@ -150,18 +150,9 @@ class measure_scratch {
     using cur_fn = CUresult (*)(CUcontext*);
     using id_fn = CUresult (*)(CUcontext, unsigned long long*);
     static const std::pair<cur_fn, id_fn> fns = [] {
-      void* a = nullptr;
-      void* b = nullptr;
-      cudaDriverEntryPointQueryResult q{};
-      if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &a, 4000, cudaEnableDefault, &q) !=
-              cudaSuccess ||
-          q != cudaDriverEntryPointSuccess ||
-          cudaGetDriverEntryPointByVersion("cuCtxGetId", &b, 12000, cudaEnableDefault, &q) !=
-              cudaSuccess ||
-          q != cudaDriverEntryPointSuccess) {
-        cudaGetLastError();
-        return std::pair<cur_fn, id_fn>{nullptr, nullptr};
-      }
+      void* a = driver_entry("cuCtxGetCurrent", 4000);
+      void* b = a != nullptr ? driver_entry("cuCtxGetId", 12000) : nullptr;
+      if (b == nullptr) return std::pair<cur_fn, id_fn>{nullptr, nullptr};
       return std::pair<cur_fn, id_fn>{reinterpret_cast<cur_fn>(a), reinterpret_cast<id_fn>(b)};
     }();
     CUcontext c = nullptr;
