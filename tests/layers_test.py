@@ -41,7 +41,7 @@ BASE = {"krex/detail/config.hpp", "krex/detail/layout.hpp", "krex/detail/proc.hp
         "krex/detail/sys.hpp", "krex/detail/json.hpp", "krex/detail/hash.hpp", "krex/error.hpp",
         "krex/options.hpp", "krex/version.hpp", "krex/pool_options.hpp"}
 # The protocol and its public façade: what detail/ must never reach up to.
-PUBLIC_STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp",
+PUBLIC_STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp", "krex/quiet.hpp",
                 "krex/region.hpp", "krex/region_lock.hpp", "krex/tenant.hpp",
                 "krex/measure.hpp", "krex/report.hpp", "krex/gbench.hpp",
                 "krex/pool.hpp"}
@@ -51,7 +51,7 @@ TOOLS_ONLY = {"krex/detail/status.hpp"}
 # holder in their way is handed to the member's recoverer, detail/slots.hpp,
 # which the tenant installs).
 STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp",
-         "krex/region_lock.hpp"}
+         "krex/quiet.hpp", "krex/region_lock.hpp"}
 RECOVERY = {"krex/detail/guardian_recover.hpp", "krex/detail/guardian.hpp"}
 # Slot bookkeeping and the lock's hand-off use the async-signal-safe building
 # blocks of detail/as_safe.hpp, never the guardian's headers.
@@ -113,11 +113,11 @@ def check(g):
 
 # 8. A top-level header is public API: one whose only namespace is
 # krex::detail belongs under detail/, except the protocol steps, which a
-# reader finds by name (gate.hpp, drain.hpp, freeze.hpp, pin.hpp, and the
+# reader finds by name (gate.hpp, drain.hpp, freeze.hpp, quiet.hpp, pin.hpp, and the
 # lock, region_lock.hpp).
 NAMESPACE = re.compile(r'^\s*namespace\s+(krex(?:::[A-Za-z_:]+)?)\s*\{', re.M)
 DETAIL_ONLY_ALLOWED = {"krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp", "krex/region_lock.hpp",
-                       "krex/gate.hpp"}
+                       "krex/gate.hpp", "krex/quiet.hpp"}
 
 
 def detail_only(text):

@@ -604,3 +604,32 @@ TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
 }
 
 }  // namespace
+
+// Flips by the study's gap classes: each pair lands in the class of its
+// reference gap, and only a discordant pair counts as a flip.
+TEST(EvalStats, FlipsByGapClass) {
+  EXPECT_EQ(krex_eval::gap_class(100.0, 100.5), 0U);
+  EXPECT_EQ(krex_eval::gap_class(100.0, 101.5), 1U);
+  EXPECT_EQ(krex_eval::gap_class(100.0, 104.0), 2U);
+  EXPECT_EQ(krex_eval::gap_class(100.0, 106.0), 3U);
+  EXPECT_EQ(krex_eval::gap_class(106.0, 100.0), 3U);
+  // Reference 100, 100.5, 101.5, 110: gaps 0.5%, 1.5%, 10%, 0.995%, 9.5%, 8.4%.
+  const std::vector<double> ref{100.0, 100.5, 101.5, 110.0};
+  // Measured: the first two swapped (a 0-1% flip), the rest in order.
+  const std::vector<double> got{100.6, 100.4, 101.5, 110.0};
+  const auto g = krex_eval::compare_by_gap(ref, got);
+  EXPECT_EQ(g[0].pairs, 2U);  // 100 vs 100.5, 100.5 vs 101.5
+  EXPECT_EQ(g[0].flips, 1U);
+  EXPECT_EQ(g[1].pairs, 1U);  // 100 vs 101.5
+  EXPECT_EQ(g[1].flips, 0U);
+  EXPECT_EQ(g[2].pairs, 0U);
+  EXPECT_EQ(g[3].pairs, 3U);
+  EXPECT_EQ(g[3].flips, 0U);
+  krex_eval::rank_totals t;
+  std::vector<krex_eval::rank_member> m;
+  for (std::size_t i = 0; i < ref.size(); ++i) m.push_back({ref[i], got[i], static_cast<int>(i)});
+  t.add_trial(m);
+  EXPECT_EQ(t.by_gap[0].flips, 1U);
+  EXPECT_EQ(t.by_gap[0].pairs + t.by_gap[1].pairs + t.by_gap[2].pairs + t.by_gap[3].pairs,
+            t.vs_reference.pairs);
+}

@@ -56,6 +56,16 @@ krex::region_report full_report() {
   r.warnings = {"bad byte \xff end"};
   r.body_preemptions = 21;
   r.reserved_foreign_ns = -22;
+  r.quiet_checked = true;
+  r.quiet = false;
+  r.quiet_ns = 1008;
+  r.quiet_wait_ns = 1009;
+  r.quiet_bursts = 23;
+  r.quiet_first_ratio = 1.25;
+  r.quiet_last_ratio = 1.125;
+  r.clocks_entry = {true, 1980, 2619, 650000, 61, 4};
+  r.foreign_pids = {107};
+  r.foreign_checked = true;
   return r;
 }
 
@@ -89,7 +99,16 @@ const std::vector<std::string> text_fields = {"epoch=11",
                                               "pinned_cpus=[7,9]",
                                               "gating=auto",
                                               "body_preemptions=21",
-                                              "reserved_foreign_ns=-22"};
+                                              "reserved_foreign_ns=-22",
+                                              "quiet_checked=true",
+                                              "quiet=false",
+                                              "quiet_ns=1008",
+                                              "quiet_wait_ns=1009",
+                                              "quiet_bursts=23",
+                                              "quiet_first_ratio=1.25",
+                                              "quiet_last_ratio=1.125",
+                                              "foreign_pids=[107]",
+                                              "foreign_checked=true"};
 
 std::string printed(const krex::region_report& r) {
   std::ostringstream os;
@@ -101,7 +120,9 @@ TEST(report_print, operator_writes_the_level_and_every_field) {
   const krex::region_report r = full_report();
   const std::string s = printed(r);
   EXPECT_EQ(s.rfind("krex region: " + r.level() + "\n", 0), 0U) << s;
-  EXPECT_EQ(r.level(), "gate+drain(contended)+freeze(cgroup2,broken)+pin");
+  EXPECT_EQ(r.level(), "gate+drain(contended)+freeze(cgroup2,broken)+quiet(busy)+pin-shared(1 foreign)");
+  EXPECT_NE(s.find(" clocks_entry=1980/2619MHz,650W,61C,reasons=4"), std::string::npos) << s;
+  EXPECT_NE(s.find(" clocks_exit=n/a"), std::string::npos) << s;
   for (const std::string& f : text_fields)
     EXPECT_NE(s.find(" " + f), std::string::npos) << "missing " << f << " in:\n" << s;
   EXPECT_NE(s.find("\n  notes:\n    - freeze: auto chose signal:"), std::string::npos) << s;
@@ -129,7 +150,7 @@ TEST(report_json, has_every_field_under_its_name) {
     const std::string kv = '"' + f.substr(0, eq) + "\":" + value;
     EXPECT_NE(j.find(kv), std::string::npos) << "missing " << kv << " in " << j;
   }
-  EXPECT_NE(j.find("\"level\":\"gate+drain(contended)+freeze(cgroup2,broken)+pin\""),
+  EXPECT_NE(j.find("\"level\":\"gate+drain(contended)+freeze(cgroup2,broken)+quiet(busy)+pin-shared(1 foreign)\""),
             std::string::npos)
       << j;
   EXPECT_NE(j.find("\"notes\":[\"freeze: auto chose signal: \\\"quoted\\\" C:\\\\path\","
@@ -185,15 +206,21 @@ TEST(report_json, parses_and_round_trips_in_python) {
   ::unlink(out.c_str());
   ASSERT_EQ(rc, 0) << "python3 could not parse " << krex::to_json(full_report());
   EXPECT_EQ(parsed,
-            "{\"body_ns\": 18446744073709551615, \"body_preemptions\": 21, \"contended\": true, "
+            "{\"body_ns\": 18446744073709551615, \"body_preemptions\": 21, "
+            "\"clocks_entry\": {\"mem_mhz\": 2619, \"power_mw\": 650000, \"reasons\": 4, "
+            "\"sm_mhz\": 1980, \"temp_c\": 61}, \"clocks_exit\": null, \"contended\": true, "
             "\"drain_ns\": 1003, \"drained\": false, \"epoch\": 11, \"exit_ns\": 1007, "
+            "\"foreign_checked\": true, \"foreign_pids\": [107], "
             "\"freeze\": \"cgroup2\", \"freeze_broken\": true, \"freeze_ns\": 1004, "
             "\"frozen\": true, \"frozen_pids\": [103], \"gate_ns\": 1002, \"gated\": true, "
             "\"gating\": \"auto\", \"lease_lost\": false, "
-            "\"level\": \"gate+drain(contended)+freeze(cgroup2,broken)+pin\", "
+            "\"level\": \"gate+drain(contended)+freeze(cgroup2,broken)+quiet(busy)+pin-shared(1 "
+            "foreign)\", "
             "\"lock_ns\": 1001, \"notes\": [\"freeze: auto chose signal: \\\"quoted\\\" "
             "C:\\\\path\", \"tab\\there\\nnewline \\u0001 \\u00b5s\"], \"pin_ns\": 1005, "
-            "\"pinned\": true, \"pinned_cpus\": [7, 9], \"reserved_foreign_ns\": -22, "
+            "\"pinned\": true, \"pinned_cpus\": [7, 9], \"quiet\": false, \"quiet_bursts\": 23, "
+            "\"quiet_checked\": true, \"quiet_first_ratio\": 1.25, \"quiet_last_ratio\": 1.125, "
+            "\"quiet_ns\": 1008, \"quiet_wait_ns\": 1009, \"reserved_foreign_ns\": -22, "
             "\"scope\": \"active\", \"siblings_drained\": 14, \"siblings_gone\": 15, "
             "\"siblings_seen\": 13, \"thaw_failed\": true, \"ticket\": 12, "
             "\"took_over_gate\": true, \"undrained_pids\": [101, 102], "

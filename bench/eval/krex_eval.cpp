@@ -1136,6 +1136,68 @@ int main(int argc, char** argv) {
   }
   md << "\n";
 
+  // Flips by gap class (the study's classes), every rank set and timing together.
+  md << "## Ranking by gap class\n\n";
+  md << "Pairs of rank-set members classed by how far apart the reference puts them; flips against the "
+        "reference order, `flips/pairs (%)`. With fewer than 30 pairs in a class one flip moves the rate by "
+        "more than 3 points: compare such cells by their counts, not their rates.\n\n";
+  md << "| configuration | timing |";
+  for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) md << " " << krex_eval::gap_class_name(k) << " |";
+  md << "\n|---|---|";
+  for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) md << "---|";
+  md << "\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    std::map<std::string, std::array<krex_eval::rank_agreement, krex_eval::gap_classes>> by_timing;
+    for (const auto& kv : rows[i].ranking) {
+      const std::string timing = kv.first.substr(kv.first.find(", ") == std::string::npos ? 0 : kv.first.find(", ") + 2);
+      for (const std::string& v : {std::string("all"), timing})
+        for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) by_timing[v][k] += kv.second.by_gap[k];
+    }
+    for (const auto& kv : by_timing) {
+      md << "| " << results[i].cfg.label() << " | " << kv.first << " |";
+      for (const auto& g : kv.second)
+        md << " " << g.flips << "/" << g.pairs << " (" << fmt(g.flip_rate() * 100, "%.1f") << ")"
+           << (g.pairs < 30 ? "*" : "") << " |";
+      md << "\n";
+    }
+  }
+  md << "\n\\* fewer than 30 pairs.\n\n";
+
+  // The device's state per configuration: the quiet step and the clocks.
+  md << "## Device state (quiet step, clocks, throttling)\n\n";
+  md << "krex configurations: regions that found the device busy after freezing their siblings (the "
+        "driver's work after large frees) and waited for it, and for how long; every configuration: the SM "
+        "clock and power at region entry (NVML, krex only) and samples marked throttled by krex::measure "
+        "(a power or thermal slowdown reason was active).\n\n";
+  md << "| configuration | commands | quiet waits | wait median / max ms | still busy | SM MHz median / min | "
+        "power W median / max | throttled samples |\n|---|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    const std::vector<double> waits = field(results[i], "quiet_wait_ms");
+    std::vector<double> waited;
+    for (double w : waits)
+      if (w > 0) waited.push_back(w);
+    const std::vector<double> busy = field(results[i], "quiet_busy");
+    const std::vector<double> sm = field(results[i], "sm_mhz");
+    const std::vector<double> pw = field(results[i], "power_w");
+    const std::vector<double> thr = field(results[i], "throttled_samples");
+    double busy_n = 0, thr_n = 0;
+    for (double b : busy) busy_n += b;
+    for (double t : thr) thr_n += t;
+    md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | "
+       << (waits.empty() ? std::string("-") : std::to_string(waited.size()) + "/" + std::to_string(waits.size()))
+       << " | " << (waited.empty() ? std::string("-") : fmt(krex_eval::quantile(waited, 0.5), "%.2f") + " / " +
+                                                        fmt(*std::max_element(waited.begin(), waited.end()), "%.2f"))
+       << " | " << (waits.empty() ? std::string("-") : fmt(busy_n, "%.0f")) << " | "
+       << (sm.empty() ? std::string("-") : fmt(krex_eval::quantile(sm, 0.5), "%.0f") + " / " +
+                                               fmt(*std::min_element(sm.begin(), sm.end()), "%.0f"))
+       << " | " << (pw.empty() ? std::string("-") : fmt(krex_eval::quantile(pw, 0.5), "%.0f") + " / " +
+                                                        fmt(*std::max_element(pw.begin(), pw.end()), "%.0f"))
+       << " | " << fmt(thr_n, "%.0f") << " |\n";
+  }
+  md << "\n";
+
   // The timed loop's share of a command, per configuration and timing.
   md << "## Critical fraction (timed loop / command)\n\n";
   md << "The KREX study's workload: median ~12%, 73% under 25%. The loop timing sizes its loop for about "
@@ -1278,6 +1340,10 @@ int main(int argc, char** argv) {
       j.field("flips_vs_construction", t.vs_construction.flips);
       j.field("flip_rate_vs_construction", t.vs_construction.flip_rate(), digits);
       j.field("kendall_tau", t.tau_mean(), digits);
+      j.key("by_gap").begin_object();
+      for (std::size_t k = 0; k < krex_eval::gap_classes; ++k)
+        j.key(krex_eval::gap_class_name(k)).begin_object().field("pairs", t.by_gap[k].pairs).field("flips", t.by_gap[k].flips).end_object();
+      j.end_object();
       j.end_object();
     }
     j.end_object();

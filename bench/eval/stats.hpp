@@ -11,6 +11,7 @@
 #include <krex/measure.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -216,11 +217,41 @@ struct rank_member {
   int construction_pos = 0;
 };
 
+/// The KREX study's gap classes: a pair's members are 0-1%, 1-2%, 2-5% or
+/// more than 5% apart by the reference (|a - b| / min(a, b)).
+inline constexpr std::size_t gap_classes = 4;
+inline const char* gap_class_name(std::size_t k) {
+  static const char* const names[gap_classes] = {"0-1%", "1-2%", "2-5%", ">5%"};
+  return k < gap_classes ? names[k] : "?";
+}
+inline std::size_t gap_class(double a_ms, double b_ms) {
+  const double gap = std::fabs(a_ms - b_ms) / std::min(a_ms, b_ms) * 100.0;
+  return gap < 1 ? 0 : gap < 2 ? 1 : gap < 5 ? 2 : 3;
+}
+
+/// Flips against `reference` counted per gap class of the reference pair.
+inline std::array<rank_agreement, gap_classes> compare_by_gap(const std::vector<double>& reference,
+                                                              const std::vector<double>& measured) {
+  std::array<rank_agreement, gap_classes> g{};
+  const std::size_t n = std::min(reference.size(), measured.size());
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i + 1; j < n; ++j) {
+      if (!(reference[i] > 0) || !(reference[j] > 0)) continue;
+      rank_agreement& r = g[gap_class(reference[i], reference[j])];
+      ++r.pairs;
+      const double a = reference[i] - reference[j], b = measured[i] - measured[j];
+      if (a * b > 0) ++r.concordant;
+      else if (a * b < 0) ++r.flips;
+    }
+  return g;
+}
+
 /// Rank agreement summed over set trials: flips against the reference
 /// pass's order and against the construction order, and Kendall tau against
 /// the reference averaged over trials.
 struct rank_totals {
   rank_agreement vs_reference, vs_construction;
+  std::array<rank_agreement, gap_classes> by_gap{};  ///< vs_reference, by the pair's gap class
   std::size_t trials = 0;
   double tau_sum = 0;
   double tau_mean() const { return trials == 0 ? NAN : tau_sum / static_cast<double>(trials); }
@@ -238,6 +269,8 @@ struct rank_totals {
     const rank_agreement a = compare_order(ref, got);
     vs_reference += a;
     vs_construction += compare_order(pos, got);
+    const auto g = compare_by_gap(ref, got);
+    for (std::size_t k = 0; k < gap_classes; ++k) by_gap[k] += g[k];
     if (a.pairs > 0) {
       tau_sum += a.tau();
       ++trials;

@@ -306,6 +306,10 @@ class runner {
         o.num("pin_ms", rep.pin_ns / 1e6).num("region_exit_ms", rep.exit_ns / 1e6);
         o.num("siblings", rep.siblings_seen).num("frozen", rep.frozen_pids.size());
         o.str("level", rep.level()).str("gating", rep.gating);
+        o.num("quiet_ms", rep.quiet_ns / 1e6).num("quiet_wait_ms", rep.quiet_wait_ns / 1e6);
+        o.num("quiet_busy", rep.quiet_checked && !rep.quiet ? 1 : 0).num("quiet_ratio", rep.quiet_first_ratio);
+        if (rep.clocks_entry.valid)
+          o.num("sm_mhz", rep.clocks_entry.sm_mhz).num("power_w", rep.clocks_entry.power_mw / 1000.0);
         if (rep.level().find("drain") == std::string::npos || rep.contended || rep.lease_lost)
           o.boolean("degraded", true);
       } else if (m_args.mode == "lock") {
@@ -323,6 +327,7 @@ class runner {
       }
       ck(cudaGetLastError(), "candidate launch");
       o.num("median_ms", res.median_ms).num("p95_ms", res.p95_ms).num("min_ms", res.min_ms);
+      o.num("throttled_samples", static_cast<double>(res.throttled.size()));
       o.num("samples", static_cast<double>(res.samples_ms.size())).str("method", res.method);
       o.nums("samples_ms", res.samples_ms);
       o.boolean("ok", true);

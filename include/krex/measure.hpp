@@ -17,14 +17,17 @@
 // krex is built with KREX_WITH_CUDA, pulls in the CUDA overload
 // (krex/cuda/measure.hpp: device events, cold L2, optional CUDA-graph timing).
 
+#include <krex/detail/clocks.hpp>
 #include <krex/error.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -59,6 +62,14 @@ struct measure_options {
   bool sync_each = false;       ///< CUDA/HIP: synchronize the stream after every sample (the
                                 ///< do_bench style: the launch is not queued ahead, so a
                                 ///< descheduled CPU shows in the sample)
+  /// Retake the samples marked throttled (a power or thermal slowdown reason
+  /// was active; see measure_result::throttled), after waiting
+  /// throttle_recovery, at most max_retakes rounds (nvbench discards and
+  /// re-runs throttled samples the same way). Samples still throttled after
+  /// the last round stay marked. Batched CUDA loops retake the whole batch.
+  bool retake_throttled = false;
+  int max_retakes = 3;
+  std::chrono::milliseconds throttle_recovery{50};
 };
 
 /// Every sample (milliseconds) and their statistics.
@@ -66,6 +77,14 @@ struct measure_result {
   std::vector<double> samples_ms;
   double median_ms = 0, p5_ms = 0, p95_ms = 0, mean_ms = 0, min_ms = 0, max_ms = 0;
   std::string method;  ///< "host", "cuda-events", "cuda-events+graph"; "+cold-l2" when flushed
+  /// Indices of samples taken while a power or thermal slowdown reason was
+  /// active on the device (NVML's clocks-event reasons, read before and after
+  /// each synchronized sample, or around a batched loop, whose samples are
+  /// then all marked). Never changes the GPU's clocks or settings.
+  std::vector<int> throttled;
+  unsigned long long throttle_reasons = 0;  ///< every slowdown reason seen (device_clocks bits)
+  int retakes = 0;              ///< samples retaken because they were throttled
+  bool clocks_checked = false;  ///< the reasons could be read (NVML present, or injected)
 };
 
 namespace detail {
@@ -95,6 +114,8 @@ inline void check_measure_options(const measure_options& o) {
   if (o.samples < 1 || o.warmup < 0 || o.graph_batch < 0)
     throw error(step::options,
                 "measure_options: samples must be >= 1, warmup and graph_batch >= 0");
+  if (o.max_retakes < 0 || o.throttle_recovery.count() < 0)
+    throw error(step::options, "measure_options: max_retakes and throttle_recovery must be >= 0");
 }
 
 /// Calls fn(i) if it takes the sample index (rotating inputs), else fn().
@@ -104,6 +125,65 @@ void call_sample(F& fn, int i) {
     fn(i);
   else
     fn();
+}
+
+/// Reads the measured device's clocks-event reasons for krex::measure.
+struct throttle_reader {
+  std::function<bool(unsigned long long&)> read;  ///< empty: reasons not available
+  bool checked = false;
+  unsigned long long seen = 0;
+  /// The slowdown reasons active now (0 when none, or unknown).
+  unsigned long long now() {
+    unsigned long long r = 0;
+    if (!read || !read(r)) return 0;
+    checked = true;
+    r &= device_clocks::slowdown_mask;
+    seen |= r;
+    return r;
+  }
+};
+
+/// A reader through the test seam only (the host backend has no GPU clocks).
+inline throttle_reader hook_reader(int ordinal) {
+  throttle_reader t;
+  if (clocks_hook != nullptr)
+    t.read = [ordinal](unsigned long long& r) {
+      const device_clocks c = clocks_hook(ordinal);
+      r = c.reasons;
+      return c.valid;
+    };
+  return t;
+}
+
+/// Synchronous samples (each `take(i)` returns one sample in ms, finished):
+/// each marked when a slowdown reason was active before or after it; marked
+/// ones retaken when o.retake_throttled. Fills samples, marks and counts of `r`.
+template <class Take>
+void take_marked_samples(measure_result& r, const measure_options& o, throttle_reader& t,
+                         Take&& take) {
+  const auto n = static_cast<std::size_t>(o.samples);
+  r.samples_ms.assign(n, 0.0);
+  std::vector<char> marked(n, 0);
+  const auto one = [&](std::size_t i) {
+    const unsigned long long before = t.now();
+    r.samples_ms[i] = take(static_cast<int>(i));
+    marked[i] = (before | t.now()) != 0 ? 1 : 0;
+  };
+  for (std::size_t i = 0; i < n; ++i) one(i);
+  for (int round = 0; o.retake_throttled && round < o.max_retakes; ++round) {
+    if (std::find(marked.begin(), marked.end(), 1) == marked.end()) break;
+    std::this_thread::sleep_for(o.throttle_recovery);
+    for (std::size_t i = 0; i < n; ++i)
+      if (marked[i] != 0) {
+        one(i);
+        ++r.retakes;
+      }
+  }
+  r.throttled.clear();
+  for (std::size_t i = 0; i < n; ++i)
+    if (marked[i] != 0) r.throttled.push_back(static_cast<int>(i));
+  r.throttle_reasons = t.seen;
+  r.clocks_checked = t.checked;
 }
 
 /// False for every type: what the catch-all overloads of krex::measure
@@ -120,12 +200,12 @@ measure_result measure_host(F& fn, const measure_options& o) {
   for (int i = 0; i < o.warmup || clock::now() - w0 < o.warmup_time; ++i) call_sample(fn, i);
   measure_result r;
   r.method = "host";
-  r.samples_ms.reserve(static_cast<std::size_t>(o.samples));
-  for (int i = 0; i < o.samples; ++i) {
+  throttle_reader t = hook_reader(-1);
+  take_marked_samples(r, o, t, [&](int i) {
     const auto t0 = clock::now();
     call_sample(fn, i);
-    r.samples_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-  }
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  });
   summarize(r);
   return r;
 }

@@ -157,6 +157,8 @@ inline bool valid_segment_name(const std::string& s) {
 /// | gate_mode           | KREX_GATING               | auto    |
 /// | release_on_leave    | KREX_RELEASE_ON_LEAVE     | false   |
 /// | gate_contexts       | KREX_GATE_CONTEXTS        | true    |
+/// | quiet_deadline      | KREX_QUIET_DEADLINE_MS    | 500 ms  |
+/// | quiet_tolerance_pct | KREX_QUIET_TOLERANCE_PCT  | 5       |
 class options {
  public:
   using ms = std::chrono::milliseconds;
@@ -313,6 +315,27 @@ class options {
   }
   bool gate_contexts() const noexcept { return m_gate_contexts; }
 
+  /// The quiet step (quiet.hpp): how long a region waits, after freezing its
+  /// siblings, for the device itself to become quiet (the driver's work after
+  /// large frees; a process outside krex) before its body starts; past it the
+  /// region proceeds flagged busy. 0 turns the check off. At most 60 s; the
+  /// wait also ends half-way to the region's lease deadline.
+  options& quiet_deadline(ms t) {
+    if (t.count() > 60'000)
+      detail::bad_option("quiet_deadline", std::to_string(t.count()) + " ms", "0..60000 ms");
+    return set_ms("quiet_deadline", m_quiet_deadline, t, 0);
+  }
+  ms quiet_deadline() const noexcept { return m_quiet_deadline; }
+
+  /// How much slower than the device's idle figure a probe may be and still
+  /// count as quiet, in percent (1..100).
+  options& quiet_tolerance_pct(int p) {
+    if (p < 1 || p > 100) detail::bad_option("quiet_tolerance_pct", std::to_string(p), "1..100");
+    m_quiet_tolerance_pct = p;
+    return *this;
+  }
+  int quiet_tolerance_pct() const noexcept { return m_quiet_tolerance_pct; }
+
   /// A copy with every set `KREX_*` variable applied (see the table above).
   /// Throws krex::error naming the variable for an unparsable value.
   options with_env() const {
@@ -367,6 +390,13 @@ class options {
       o.m_host_devices = static_cast<int>(detail::parse_int(
           "KREX_HOST_DEVICES", v, 1, max_devices, "an integer 1.." + std::to_string(max_devices)));
     if (const char* v = env("KREX_GATING")) o.m_gating = detail::parse_gating("KREX_GATING", v);
+    env_ms(o.m_quiet_deadline, "KREX_QUIET_DEADLINE_MS", 0);
+    if (o.m_quiet_deadline.count() > 60'000)
+      detail::bad_option("KREX_QUIET_DEADLINE_MS", std::to_string(o.m_quiet_deadline.count()),
+                         "milliseconds 0..60000");
+    if (const char* v = env("KREX_QUIET_TOLERANCE_PCT"))
+      o.m_quiet_tolerance_pct = static_cast<int>(
+          detail::parse_int("KREX_QUIET_TOLERANCE_PCT", v, 1, 100, "an integer 1..100"));
     o.check_lease();
     return o;
   }
@@ -415,6 +445,8 @@ class options {
   bool m_confine = true;
   bool m_release_on_leave = false;
   bool m_gate_contexts = true;
+  ms m_quiet_deadline{500};
+  int m_quiet_tolerance_pct = 5;
   int m_host_devices = 1;
   gating m_gating = gating::automatic;
 };

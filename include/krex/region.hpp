@@ -17,6 +17,7 @@
 #include <krex/gate.hpp>
 #include <krex/detail/guardian.hpp>
 #include <krex/options.hpp>
+#include <krex/quiet.hpp>
 #include <krex/region_lock.hpp>
 #include <krex/report.hpp>
 #include <krex/tenant.hpp>
@@ -24,12 +25,43 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 namespace krex {
+namespace detail {
+// Optional backend hooks of the quiet step and the device checks (a backend
+// without them is not probed: the host backend, HIP for now).
+template <class B>
+auto backend_quiet_probe(B& b, int) -> decltype(b.quiet_probe()) {
+  return b.quiet_probe();
+}
+template <class B>
+quiet_sample backend_quiet_probe(B&, long) {
+  return {};  // no probe, no reason: the level just lacks "+quiet"
+
+}
+template <class B>
+auto backend_clocks(const B& b, int) -> decltype(b.clocks()) {
+  return b.clocks();
+}
+template <class B>
+device_clocks backend_clocks(const B&, long) {
+  return clocks_hook != nullptr ? clocks_hook(-1) : device_clocks{};
+}
+template <class B>
+auto backend_device_processes(const B& b, std::vector<int>& pids, int)
+    -> decltype(b.device_processes(pids)) {
+  return b.device_processes(pids);
+}
+template <class B>
+bool backend_device_processes(const B&, std::vector<int>&, long) {
+  return false;
+}
+}  // namespace detail
 
 template <class Backend>
 class basic_region {
@@ -122,6 +154,11 @@ class basic_region {
     m_stage = stage::frozen;
     const std::uint64_t t4 = advance(detail::phase_frozen, m_report.freeze_ns, t3);
 
+    check_lease("verifying the device is quiet");  // step 3b: quiet
+    check_device(t4);
+    const std::uint64_t t5 = detail::now_ns();
+    m_report.quiet_ns = t5 - t4;
+
     if (m.opts.pin() && !m_tenant->reserved_cpus().empty()) {  // step 4: pin
       m_pin.emplace(m_tenant->reserved_cpus());
       detail::set_phase(*m.dev, detail::phase_pinned);
@@ -129,7 +166,78 @@ class basic_region {
       m_report.pinned_cpus = m_pin->pinned();
     }
     m_stage = stage::pinned;
-    advance(detail::phase_body, m_report.pin_ns, t4);
+    advance(detail::phase_body, m_report.pin_ns, t5);
+    m_report.clocks_entry = detail::backend_clocks(m_tenant->backend(), 0);
+    if (const unsigned long long slow = m_report.clocks_entry.slowdown())
+      m_report.warnings.push_back("clocks: " + slowdown_names(slow) +
+                                  " active at region entry (SM " +
+                                  std::to_string(m_report.clocks_entry.sm_mhz) + " MHz)");
+  }
+
+  // The device itself, after the siblings are frozen: processes outside the
+  // segment holding a context on it, then the quiet step.
+  void check_device(std::uint64_t since) {
+    detail::member& m = *m_member;
+    std::vector<int> pids;
+    if (detail::backend_device_processes(m_tenant->backend(), pids, 0)) {
+      m_report.foreign_checked = true;
+      for (int pid : pids)
+        if (!member_pid(pid)) m_report.foreign_pids.push_back(pid);
+      if (!m_report.foreign_pids.empty()) {
+        std::string l;
+        detail::append_int_list(l, m_report.foreign_pids);
+        m_report.warnings.push_back(
+            "device: " + std::to_string(m_report.foreign_pids.size()) +
+            " process(es) outside this krex segment hold a context on the device (pids " + l +
+            "): krex neither gates nor freezes them; run them under krex (the same segment) "
+            "or elsewhere");
+      }
+    }
+    if (m.opts.quiet_deadline().count() == 0) {
+      m_report.notes.push_back("quiet: off (quiet_deadline 0): the device was not probed");
+      return;
+    }
+    // The wait ends at the quiet deadline, or half-way to the lease's.
+    std::uint64_t deadline = since + detail::to_ns(m.opts.quiet_deadline());
+    const std::uint64_t lease_end = m.dev->lease_deadline_ns.load();
+    if (lease_end > since) deadline = std::min(deadline, since + (lease_end - since) / 2);
+    const detail::quiet_result q = detail::wait_device_quiet(
+        m, [&] { return detail::backend_quiet_probe(m_tenant->backend(), 0); }, deadline);
+    m_report.quiet_checked = q.checked;
+    m_report.quiet = q.quiet;
+    m_report.quiet_wait_ns = q.waited_ns;
+    m_report.quiet_bursts = q.bursts;
+    m_report.quiet_first_ratio = q.first_ratio;
+    m_report.quiet_last_ratio = q.last_ratio;
+    const auto pct = [](double r) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.1f%%", (r - 1.0) * 100.0);
+      return std::string(b);
+    };
+    if (!q.checked && !q.why_not.empty())
+      m_report.notes.push_back("quiet: not probed: " + q.why_not);
+    else if (!q.quiet)
+      m_report.warnings.push_back(
+          "quiet: the device was still busy after " + std::to_string(q.waited_ns / 1'000'000) +
+          " ms (probe " + pct(q.last_ratio) + " slower than idle): a process outside krex or a "
+          "long driver operation shares it; raise quiet_deadline / KREX_QUIET_DEADLINE_MS");
+    else if (q.waited_ns != 0)
+      m_report.notes.push_back("quiet: waited " + std::to_string(q.waited_ns / 1000) +
+                               " us for the device to become quiet (probe " + pct(q.first_ratio) +
+                               " slower than idle at entry: the driver's work after a large "
+                               "free, or a context teardown)");
+  }
+
+  // Whether `pid` owns a live slot of this device in the segment.
+  bool member_pid(int pid) const noexcept {
+    const detail::member& m = *m_member;
+    for (std::uint32_t i = 0; i < detail::max_tenants; ++i) {
+      const detail::tenant_slot& s = m.slot_at(i);
+      if (s.owner.load() == pid && s.device.load() == m.device &&
+          s.state.load() == detail::slot_active)
+        return true;
+    }
+    return false;
   }
 
   // Closes a step: its duration since `since` into `ns`, the device's phase to `next`.
@@ -265,6 +373,15 @@ class basic_region {
   void finish() noexcept {
     const std::uint64_t t0 = detail::now_ns();
     m_report.body_ns = t0 - m_body_start;
+    try {
+      m_report.clocks_exit = detail::backend_clocks(m_tenant->backend(), 0);
+      if (const unsigned long long slow = m_report.clocks_exit.slowdown())
+        m_report.warnings.push_back("clocks: " + slowdown_names(slow) +
+                                    " active at region exit (SM " +
+                                    std::to_string(m_report.clocks_exit.sm_mhz) + " MHz)");
+    } catch (...) {
+      // A failed reading leaves the exit clocks invalid.
+    }
     try {
       record_cpu_activity(m_watch.stop());
     } catch (...) {

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <krex/detail/clocks.hpp>
 #include <krex/detail/json.hpp>
 #include <krex/options.hpp>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -65,7 +67,33 @@ struct region_report {
   /// in /proc/stat tick resolution (-1: not measured, e.g. not pinned).
   long long reserved_foreign_ns = -1;
 
-  /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+pin", "gate+drain(contended)",
+  /// The quiet step (quiet.hpp): whether the device was probed, and whether
+  /// it was verified quiet (within quiet_tolerance_pct of its idle figure)
+  /// before the body; a note says why it was not probed.
+  bool quiet_checked = false;
+  bool quiet = false;
+  std::uint64_t quiet_ns = 0;       ///< the quiet step, probes and waiting included
+  std::uint64_t quiet_wait_ns = 0;  ///< of which waiting for a busy device to become quiet
+  std::uint32_t quiet_bursts = 0;   ///< probe bursts (3 probes each)
+  double quiet_first_ratio = 0;     ///< the first burst over the idle figure (1.10 = 10% slow)
+  double quiet_last_ratio = 0;      ///< the last burst over the idle figure
+
+  /// The device's clock state when the body started and when it ended (NVML;
+  /// invalid on the host backend or without NVML). A slowdown reason at
+  /// either end is also a warning.
+  device_clocks clocks_entry;
+  device_clocks clocks_exit;
+
+  /// Processes with a context on the device that are not members of this
+  /// device's segment (NVML), seen at entry: work krex neither gates nor
+  /// freezes. Non-empty lowers the level ("-shared(N foreign)").
+  std::vector<int> foreign_pids;
+  bool foreign_checked = false;  ///< the device's processes could be listed
+
+  /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+quiet+pin",
+  /// "gate+drain(contended)", "gate+drain+freeze(cgroup2)+quiet(busy)+pin" (the
+  /// device was still busy at the quiet deadline), "...+pin-shared(2 foreign)"
+  /// (processes outside krex hold a context on the device),
   /// "gate+drain+freeze(cgroup2,broken)" (a sibling ran again during the body), "none".
   std::string level() const {
     if (!gated) return "none";
@@ -74,7 +102,9 @@ struct region_report {
     else if (contended) s += "+drain(contended)";
     if (frozen && freeze != freeze_method::none)
       s += std::string("+freeze(") + to_string(freeze) + (freeze_broken ? ",broken)" : ")");
+    if (quiet_checked) s += quiet ? "+quiet" : "+quiet(busy)";
     if (pinned) s += "+pin";
+    if (!foreign_pids.empty()) s += "-shared(" + std::to_string(foreign_pids.size()) + " foreign)";
     return s;
   }
 };
@@ -104,6 +134,21 @@ class report_json {
     key(k) += std::to_string(v);
   }
   void flag(const char* k, bool v) { key(k) += v ? "true" : "false"; }
+  void real(const char* k, double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.6g", v);
+    key(k) += b;
+  }
+  void clocks(const char* k, const device_clocks& c) {
+    std::string& s = key(k);
+    if (!c.valid) {
+      s += "null";
+      return;
+    }
+    s += "{\"sm_mhz\":" + std::to_string(c.sm_mhz) + ",\"mem_mhz\":" + std::to_string(c.mem_mhz) +
+         ",\"power_mw\":" + std::to_string(c.power_mw) + ",\"temp_c\":" + std::to_string(c.temp_c) +
+         ",\"reasons\":" + std::to_string(c.reasons) + "}";
+  }
   void str(const char* k, const std::string& v) { append_json_string(key(k), v); }
   void ints(const char* k, const std::vector<int>& v) { append_int_list(key(k), v); }
   void strs(const char* k, const std::vector<std::string>& v) {
@@ -162,6 +207,17 @@ inline std::string to_json(const region_report& r) {
   j.strs("warnings", r.warnings);
   j.num("body_preemptions", r.body_preemptions);
   j.num("reserved_foreign_ns", r.reserved_foreign_ns);
+  j.flag("quiet_checked", r.quiet_checked);
+  j.flag("quiet", r.quiet);
+  j.num("quiet_ns", r.quiet_ns);
+  j.num("quiet_wait_ns", r.quiet_wait_ns);
+  j.num("quiet_bursts", r.quiet_bursts);
+  j.real("quiet_first_ratio", r.quiet_first_ratio);
+  j.real("quiet_last_ratio", r.quiet_last_ratio);
+  j.clocks("clocks_entry", r.clocks_entry);
+  j.clocks("clocks_exit", r.clocks_exit);
+  j.ints("foreign_pids", r.foreign_pids);
+  j.flag("foreign_checked", r.foreign_checked);
   return j.done();
 }
 
@@ -174,6 +230,12 @@ inline std::ostream& operator<<(std::ostream& os, const region_report& r) {
     std::string s;
     detail::append_int_list(s, v);
     return s;
+  };
+  const auto clocks = [](const device_clocks& c) -> std::string {
+    if (!c.valid) return "n/a";
+    return std::to_string(c.sm_mhz) + "/" + std::to_string(c.mem_mhz) + "MHz," +
+           std::to_string(c.power_mw / 1000) + "W," + std::to_string(c.temp_c) + "C,reasons=" +
+           std::to_string(c.reasons);
   };
   const auto lines = [&os](const char* name, const std::vector<std::string>& v) {
     os << "\n  " << name << ':';
@@ -193,7 +255,12 @@ inline std::ostream& operator<<(std::ostream& os, const region_report& r) {
      << "\n  freeze=" << to_string(r.freeze) << " scope=" << to_string(r.scope)
      << " pinned_cpus=" << ints(r.pinned_cpus) << " gating=" << r.gating
      << "\n  body_preemptions=" << r.body_preemptions
-     << " reserved_foreign_ns=" << r.reserved_foreign_ns;
+     << " reserved_foreign_ns=" << r.reserved_foreign_ns << "\n  quiet_checked=" << b(r.quiet_checked)
+     << " quiet=" << b(r.quiet) << " quiet_ns=" << r.quiet_ns << " quiet_wait_ns=" << r.quiet_wait_ns
+     << " quiet_bursts=" << r.quiet_bursts << " quiet_first_ratio=" << r.quiet_first_ratio
+     << " quiet_last_ratio=" << r.quiet_last_ratio << "\n  clocks_entry=" << clocks(r.clocks_entry)
+     << " clocks_exit=" << clocks(r.clocks_exit) << "\n  foreign_pids=" << ints(r.foreign_pids)
+     << " foreign_checked=" << b(r.foreign_checked);
   lines("notes", r.notes);
   lines("warnings", r.warnings);
   return os;

@@ -78,6 +78,11 @@ inline std::string to_json(const node_view& v) {
         .field("recoveries", d.recoveries)
         .field("lease_expiries", d.lease_expiries)
         .field("handoff_skips", d.handoff_skips)
+        .field("quiet_ref_ns", d.quiet_ref_ns)
+        .field("quiet_checks", d.quiet_checks)
+        .field("quiet_waits", d.quiet_waits)
+        .field("quiet_wait_ns", d.quiet_wait_ns)
+        .field("quiet_busy", d.quiet_busy)
         .end_object();
     if (d.served_age_ms >= 0)
       j.key("served")
@@ -152,6 +157,11 @@ inline std::string to_text(const node_view& v) {
          std::to_string(d.gate_parks) + ", contended " + std::to_string(d.contended) +
          ", recoveries " + std::to_string(d.recoveries) + " (" + std::to_string(d.lease_expiries) +
          " lease expiries), hand-off skips " + std::to_string(d.handoff_skips) + "\n";
+    if (d.quiet_checks != 0)
+      o += "  quiet   " + std::to_string(d.quiet_checks) + " regions probed, " +
+           std::to_string(d.quiet_waits) + " waited (" + fmt("%.1f", static_cast<double>(d.quiet_wait_ns) / 1e6) +
+           " ms in all), " + std::to_string(d.quiet_busy) + " still busy at the deadline; idle probe " +
+           fmt("%.1f", static_cast<double>(d.quiet_ref_ns) / 1e3) + " us\n";
     if (d.served_age_ms >= 0)
       o += "  served  ticket " + std::to_string(d.now_serving) + " " +
            fmt("%.1f", d.served_age_ms) + " ms ago, " + (d.served_claimed ? "taken" : "NOT TAKEN") +

@@ -14,6 +14,8 @@
 // Automatic gating subscribes CUPTI in attach() (see cuda_cupti.hpp).
 
 #include <krex/backend/cuda_cupti.hpp>
+#include <krex/backend/cuda_quiet.hpp>
+#include <krex/detail/nvml.hpp>
 #include <krex/detail/hash.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/detail/topology.hpp>
@@ -155,6 +157,33 @@ class cuda {
   /// "cupti", "explicit", or "explicit: <why automatic gating is off>".
   std::string gating_note() const { return m_note; }
 
+  /// The quiet step's probe (quiet.hpp, cuda_quiet.hpp) on this tenant's
+  /// device. Not run (why_not says so) while this process has no context
+  /// there: probing would create one.
+  detail::quiet_sample quiet_probe() {
+    if (detail::primary_context_active(m_ordinal) != 1) {
+      detail::quiet_sample q;
+      q.why_not = "this process has no CUDA context on the device yet (nothing submitted)";
+      return q;
+    }
+    return detail::cuda_quiet_probe::get().run(m_ordinal);
+  }
+
+  /// The device's clock state (NVML; invalid where NVML is absent).
+  device_clocks clocks() const {
+    if (detail::clocks_hook != nullptr) return detail::clocks_hook(m_ordinal);
+    detail::nvml* n = detail::nvml::get();
+    if (n == nullptr) return {};
+    return n->clocks(bus_id());
+  }
+
+  /// Pids of every process with a compute context on the device (NVML).
+  /// False: not known (no NVML, or the query failed).
+  bool device_processes(std::vector<int>& pids) const {
+    detail::nvml* n = detail::nvml::get();
+    return n != nullptr && n->processes(bus_id(), pids);
+  }
+
   /// Whether CUPTI gates this tenant's API calls.
   bool automatic() const noexcept { return m_member != nullptr; }
 
@@ -166,8 +195,15 @@ class cuda {
   }
 
  private:
+  // The PCI address of the tenant's device, looked up once.
+  const std::string& bus_id() const {
+    if (m_bus_id.empty()) m_bus_id = pci_bus_id(m_ordinal);
+    return m_bus_id;
+  }
+
   gating m_mode;
   int m_ordinal = 0;
+  mutable std::string m_bus_id;
   bool m_contexts = true;
   detail::member* m_member = nullptr;
   std::string m_note = "explicit";

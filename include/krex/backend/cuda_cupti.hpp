@@ -45,6 +45,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <thread>
 
 namespace krex::detail {
@@ -60,6 +61,23 @@ inline void* driver_entry(const char* name, int version) noexcept {
     return f;
   cudaGetLastError();
   return nullptr;
+}
+
+/// The unique id of the calling thread's current context (cuCtxGetId, CUDA
+/// 12.0+, through the runtime's entry-point lookup). False: no current
+/// context, or the driver cannot name it.
+inline bool current_context_id(unsigned long long* id) noexcept {
+  using cur_fn = CUresult (*)(CUcontext*);
+  using id_fn = CUresult (*)(CUcontext, unsigned long long*);
+  static const std::pair<cur_fn, id_fn> fns = [] {
+    void* a = driver_entry("cuCtxGetCurrent", 4000);
+    void* b = a != nullptr ? driver_entry("cuCtxGetId", 12000) : nullptr;
+    if (b == nullptr) return std::pair<cur_fn, id_fn>{nullptr, nullptr};
+    return std::pair<cur_fn, id_fn>{reinterpret_cast<cur_fn>(a), reinterpret_cast<id_fn>(b)};
+  }();
+  CUcontext c = nullptr;
+  return fns.first != nullptr && fns.first(&c) == CUDA_SUCCESS && c != nullptr &&
+         fns.second(c, id) == CUDA_SUCCESS;
 }
 
 }  // namespace krex::detail

@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -144,21 +146,7 @@ class measure_scratch {
   }
 
  private:
-  // The unique id of the calling thread's current context (cuCtxGetId,
-  // CUDA 12.0+, through the runtime's entry-point lookup: no libcuda link).
-  static bool current_context(unsigned long long* id) {
-    using cur_fn = CUresult (*)(CUcontext*);
-    using id_fn = CUresult (*)(CUcontext, unsigned long long*);
-    static const std::pair<cur_fn, id_fn> fns = [] {
-      void* a = driver_entry("cuCtxGetCurrent", 4000);
-      void* b = a != nullptr ? driver_entry("cuCtxGetId", 12000) : nullptr;
-      if (b == nullptr) return std::pair<cur_fn, id_fn>{nullptr, nullptr};
-      return std::pair<cur_fn, id_fn>{reinterpret_cast<cur_fn>(a), reinterpret_cast<id_fn>(b)};
-    }();
-    CUcontext c = nullptr;
-    return fns.first != nullptr && fns.first(&c) == CUDA_SUCCESS && c != nullptr &&
-           fns.second(c, id) == CUDA_SUCCESS;
-  }
+  static bool current_context(unsigned long long* id) { return current_context_id(id); }
 
   std::mutex m_mu;
   unsigned long long m_ctx = 0;
@@ -167,6 +155,26 @@ class measure_scratch {
   std::size_t m_flush_bytes = 0;
   std::vector<cudaEvent_t> m_events;
 };
+
+/// The reasons reader of krex::measure on the current device: the test seam
+/// if set, else NVML (by the device's PCI address), else none.
+inline throttle_reader cuda_reader() {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  if (clocks_hook != nullptr) return hook_reader(dev);
+  throttle_reader t;
+  nvml* n = nvml::get();
+  char id[32] = {};
+  if (n == nullptr || cudaDeviceGetPCIBusId(id, sizeof id, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return t;
+  }
+  t.read = [n, bus = std::string(id)](unsigned long long& r) { return n->reasons(bus, r); };
+  return t;
+}
 
 /// Owns a captured graph and its executable form.
 class graph_exec {
@@ -262,24 +270,49 @@ measure_result measure_cuda(cudaStream_t stream, F& fn, const measure_options& o
     detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (warm-up)");
   }
 
-  for (std::size_t i = 0; i < n; ++i) {
+  measure_result r;
+  r.method = graph ? "cuda-events+graph" : "cuda-events";
+  if (flush != nullptr) r.method += "+cold-l2";
+  const double per = graph ? static_cast<double>(o.graph_batch) : 1.0;
+  const auto elapsed = [&](std::size_t i) {
+    float ms = 0;
+    detail::cuda_check(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime");
+    return static_cast<double>(ms) / per;
+  };
+  const auto enqueue = [&](std::size_t i) {
     flush_l2(static_cast<int>(i));
     detail::cuda_check(cudaEventRecord(ev[2 * i], stream), "cudaEventRecord");
     run(static_cast<int>(i));
     detail::cuda_check(cudaEventRecord(ev[2 * i + 1], stream), "cudaEventRecord");
-    if (o.sync_each)
+  };
+  detail::throttle_reader t = detail::cuda_reader();
+  if (o.sync_each) {
+    // Each sample is finished before the next: reasons read around each one.
+    detail::take_marked_samples(r, o, t, [&](int i) {
+      const auto k = static_cast<std::size_t>(i);
+      enqueue(k);
       detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (sample)");
-  }
-  detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (samples)");
-  measure_result r;
-  r.method = graph ? "cuda-events+graph" : "cuda-events";
-  if (flush != nullptr) r.method += "+cold-l2";
-  r.samples_ms.reserve(n);
-  const double per = graph ? static_cast<double>(o.graph_batch) : 1.0;
-  for (std::size_t i = 0; i < n; ++i) {
-    float ms = 0;
-    detail::cuda_check(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime");
-    r.samples_ms.push_back(static_cast<double>(ms) / per);
+      return elapsed(k);
+    });
+  } else {
+    // Queued ahead: the reasons are read around the whole batch, and a
+    // slowdown at either end marks (and, with retake_throttled, retakes) it all.
+    for (int round = 0;; ++round) {
+      const unsigned long long before = t.now();
+      for (std::size_t i = 0; i < n; ++i) enqueue(i);
+      detail::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (samples)");
+      const bool slow = (before | t.now()) != 0;
+      r.samples_ms.clear();
+      for (std::size_t i = 0; i < n; ++i) r.samples_ms.push_back(elapsed(i));
+      r.throttled.clear();
+      if (slow)
+        for (std::size_t i = 0; i < n; ++i) r.throttled.push_back(static_cast<int>(i));
+      if (!slow || !o.retake_throttled || round >= o.max_retakes) break;
+      r.retakes += static_cast<int>(n);
+      std::this_thread::sleep_for(o.throttle_recovery);
+    }
+    r.throttle_reasons = t.seen;
+    r.clocks_checked = t.checked;
   }
   detail::summarize(r);
   return r;

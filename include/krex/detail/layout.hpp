@@ -13,7 +13,7 @@
 namespace krex::detail {
 
 inline constexpr std::uint64_t segment_magic = 0x6b7265782e6e6f64ULL;  // "krex.nod"
-inline constexpr std::uint32_t layout_version = 5;
+inline constexpr std::uint32_t layout_version = 6;
 /// node_state::ready once its creator has initialized every byte (stored last, release).
 inline constexpr std::uint32_t segment_ready = 0x5245'4459U;  // "REDY"
 inline constexpr std::uint32_t max_tenants = 256;
@@ -159,6 +159,18 @@ struct device_state {
   std::atomic<std::uint64_t> recoveries;       ///< holders recovered (death or lease expiry)
   std::atomic<std::uint64_t> lease_expiries;   ///< of those, lease expiries
   std::atomic<std::uint64_t> handoff_skips;    ///< served tickets skipped: not taken within the hand-off
+
+  // The quiet step (quiet.hpp). quiet_ref_ns is the fastest probe burst any
+  // tenant saw on this device (its idle figure; 0 = none yet); a member can
+  // forge it, which only makes regions wait (too low) or skip the wait (too
+  // high): what any member holding the lock could do anyway.
+  line_pad pad10;
+  std::atomic<std::uint64_t> quiet_ref_ns;
+  std::atomic<std::uint64_t> quiet_calibrations;  ///< calibration bursts taken
+  std::atomic<std::uint64_t> quiet_checks;        ///< regions whose device was probed
+  std::atomic<std::uint64_t> quiet_waits;         ///< ...that found it busy and waited
+  std::atomic<std::uint64_t> quiet_wait_ns;       ///< ...for this long in all
+  std::atomic<std::uint64_t> quiet_busy;          ///< ...that were still busy at the deadline
 };
 
 /// The node segment's one object: the whole segment file.

@@ -51,6 +51,8 @@ struct device_view {
   std::uint64_t recoveries = 0;
   std::uint64_t lease_expiries = 0;
   std::uint64_t handoff_skips = 0;
+  std::uint64_t quiet_ref_ns = 0;  ///< the device's idle probe figure (0: none yet)
+  std::uint64_t quiet_checks = 0, quiet_waits = 0, quiet_wait_ns = 0, quiet_busy = 0;
   std::uint32_t tenants = 0;
   /// The served ticket's hand-off (queue not empty, no lease): how long ago
   /// it was served (-1: not stamped yet) and whether its waiter claimed it.
@@ -185,6 +187,11 @@ inline node_view read_status(const node_state& n, const std::string& segment_pat
     x.recoveries = dev.recoveries.load();
     x.lease_expiries = dev.lease_expiries.load();
     x.handoff_skips = dev.handoff_skips.load();
+    x.quiet_ref_ns = dev.quiet_ref_ns.load();
+    x.quiet_checks = dev.quiet_checks.load();
+    x.quiet_waits = dev.quiet_waits.load();
+    x.quiet_wait_ns = dev.quiet_wait_ns.load();
+    x.quiet_busy = dev.quiet_busy.load();
     const std::uint64_t claim = dev.recover_claim.load();
     if (claim != 0) {
       x.recoverer_pid = claim_pid(claim);

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Step 3b, quiet: after the siblings are drained and frozen, the region
+// verifies that the device itself is quiet before its body starts.
+//
+// Why: exclusive is not quiet. After a large cudaFree (the holder's own or a
+// sibling's, a context teardown) the driver keeps working on the device in
+// the background for about 2.5 ms per GB freed, and every bandwidth-bound
+// kernel runs ~10% slower meanwhile (bench/gpu/quiet.cu, docs/RESULTS.md
+// "Quiet"). Neither the gate nor the drain sees that work: it is not a
+// submission of any process. So the holder probes: a short device-to-device
+// copy larger than L2, timed with events (the backend's `quiet_probe()`),
+// best of a burst of three, compared with the device's idle figure (the
+// fastest burst any tenant of the segment has seen on this device,
+// `device_state::quiet_ref_ns`). Within `quiet_tolerance_pct` of it, the
+// device is quiet; otherwise the holder waits (polling) up to
+// options::quiet_deadline and reports what it waited for, or proceeds
+// flagged busy (a warning, level "+quiet(busy)"): never silently.
+//
+// A backend without `quiet_probe()` (host, HIP) is not checked; the report
+// says so in a note. A process without a device context yet (nothing
+// submitted) is not checked either: probing would create a context.
+
+#include <krex/detail/clocks.hpp>
+#include <krex/detail/layout.hpp>
+#include <krex/detail/slots.hpp>
+#include <krex/options.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace krex::detail {
+
+/// What the quiet step did.
+struct quiet_result {
+  bool checked = false;        ///< a probe ran
+  bool quiet = false;          ///< the last burst was within tolerance of the idle figure
+  bool calibrating = false;    ///< the device's idle figure was still being established
+  std::uint32_t bursts = 0;    ///< probe bursts taken
+  std::uint64_t waited_ns = 0; ///< from the first busy burst to the quiet one (0: quiet at once)
+  double first_ratio = 0;      ///< first burst over the idle figure
+  double last_ratio = 0;       ///< last burst over the idle figure
+  std::uint64_t ref_ns = 0;    ///< the idle figure used
+  std::string why_not;         ///< when !checked
+};
+
+/// Bursts whose minimum must stay within tolerance; and the bursts a device
+/// needs before its idle figure is trusted (spaced so that a driver operation
+/// running at the first one has ended by the last).
+inline constexpr int quiet_burst = 3;
+inline constexpr std::uint64_t quiet_calibration_bursts = 6;
+inline constexpr auto quiet_calibration_gap = std::chrono::milliseconds(5);
+inline constexpr auto quiet_poll_gap = std::chrono::microseconds(500);
+
+/// Lowers the device's idle figure to `ns` if it is faster (CAS loop).
+inline void lower_quiet_ref(device_state& dev, std::uint64_t ns) noexcept {
+  std::uint64_t cur = dev.quiet_ref_ns.load();
+  while ((cur == 0 || ns < cur) && !dev.quiet_ref_ns.compare_exchange_weak(cur, ns)) {
+  }
+}
+
+/// The quiet step over a probe (a callable returning quiet_sample): bursts of
+/// quiet_burst probes until the best is within tolerance of the idle figure
+/// or `deadline_ns` (now_ns clock) passes. Records counters on the device.
+template <class Probe>
+quiet_result wait_device_quiet(member& m, Probe&& probe, std::uint64_t deadline_ns) {
+  quiet_result r;
+  device_state& dev = *m.dev;
+  const double tol = 1.0 + static_cast<double>(m.opts.quiet_tolerance_pct()) / 100.0;
+  const auto burst = [&]() -> std::pair<bool, std::uint64_t> {
+    std::uint64_t best = ~0ULL;
+    for (int i = 0; i < quiet_burst; ++i) {
+      quiet_sample s = probe();
+      if (!s.ok) {
+        r.why_not = std::move(s.why_not);
+        return {false, 0};
+      }
+      if (s.ns < best) best = s.ns;
+    }
+    ++r.bursts;
+    return {true, best};
+  };
+  // A device seen too few times: spaced bursts first, so that the figure is
+  // not taken while a driver operation was running.
+  if (dev.quiet_calibrations.load() < quiet_calibration_bursts) {
+    r.calibrating = true;
+    for (std::uint64_t i = 0; i < quiet_calibration_bursts; ++i) {
+      const auto [ok, best] = burst();
+      if (!ok) return r;
+      lower_quiet_ref(dev, best);
+      dev.quiet_calibrations.fetch_add(1);
+      if (now_ns() >= deadline_ns) break;
+      std::this_thread::sleep_for(quiet_calibration_gap);
+    }
+  }
+  std::uint64_t busy_since = 0;
+  for (;;) {
+    const auto [ok, best] = burst();
+    if (!ok) return r;
+    r.checked = true;
+    lower_quiet_ref(dev, best);
+    r.ref_ns = dev.quiet_ref_ns.load();
+    const double ratio = r.ref_ns != 0 ? static_cast<double>(best) / static_cast<double>(r.ref_ns) : 1.0;
+    if (r.first_ratio == 0) r.first_ratio = ratio;
+    r.last_ratio = ratio;
+    const std::uint64_t now = now_ns();
+    if (ratio <= tol) {
+      r.quiet = true;
+      if (busy_since != 0) r.waited_ns = now - busy_since;
+      break;
+    }
+    if (busy_since == 0) busy_since = now;
+    if (now >= deadline_ns) {
+      r.waited_ns = now - busy_since;
+      break;
+    }
+    std::this_thread::sleep_for(quiet_poll_gap);
+  }
+  dev.quiet_checks.fetch_add(1, std::memory_order_relaxed);
+  if (r.waited_ns != 0) {
+    dev.quiet_waits.fetch_add(1, std::memory_order_relaxed);
+    dev.quiet_wait_ns.fetch_add(r.waited_ns, std::memory_order_relaxed);
+  }
+  if (!r.quiet) dev.quiet_busy.fetch_add(1, std::memory_order_relaxed);
+  return r;
+}
+
+}  // namespace krex::detail
