@@ -650,10 +650,11 @@ TEST(CudaQuiet, AProcessOutsideKrexOnTheDeviceIsReported) {
   scoped_segment seg;
   shared<board> b;
   krex_test::child stranger = krex_test::spawn([&] {
+    while (b->step.load() < 1) std::this_thread::sleep_for(1ms);
     if (cudaFree(nullptr) != cudaSuccess) return 80;  // a context, no krex
     b->value[1].store(static_cast<std::uint64_t>(::getpid()));
-    b->step.store(1);
-    while (b->step.load() < 2) std::this_thread::sleep_for(1ms);
+    b->result.store(1);
+    while (b->step.load() < 3) std::this_thread::sleep_for(1ms);
     return 0;
   });
   const int code = in_child([&] {
@@ -667,7 +668,8 @@ TEST(CudaQuiet, AProcessOutsideKrexOnTheDeviceIsReported) {
       CHILD_EXPECT(r.report().foreign_pids.empty(), 91);
       CHILD_EXPECT(r.report().clocks_entry.valid && r.report().clocks_entry.sm_mhz > 0, 92);
     }
-    while (b->step.load() < 1) std::this_thread::sleep_for(1ms);
+    b->step.store(1);
+    while (b->result.load() != 1) std::this_thread::sleep_for(1ms);
     const int pid = static_cast<int>(b->value[1].load());
     krex::region r{t};
     print_quiet("a stranger holds a context", r.report());
@@ -676,7 +678,7 @@ TEST(CudaQuiet, AProcessOutsideKrexOnTheDeviceIsReported) {
     CHILD_EXPECT(r.report().level().find("-shared(") != std::string::npos, 94);
     return 0;
   });
-  b->step.store(2);
+  b->step.store(3);
   EXPECT_EQ(krex_test::exit_code(stranger.wait(60s)), 0);
   if (code == 77) GTEST_SKIP() << "NVML cannot list the device's processes here";
   EXPECT_EQ(code, 0);

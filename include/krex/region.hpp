@@ -201,8 +201,21 @@ class basic_region {
     std::uint64_t deadline = since + detail::to_ns(m.opts.quiet_deadline());
     const std::uint64_t lease_end = m.dev->lease_deadline_ns.load();
     if (lease_end > since) deadline = std::min(deadline, since + (lease_end - since) / 2);
+    // The probe is the holder's own device work inside its region: it must
+    // never park at the gate, also where automatic gating routes this
+    // process's calls to another tenant of it (two tenants in one process).
+    // An open submission on this thread lets nested calls straight through.
+    struct open_submission {
+      open_submission() noexcept { ++detail::submit_depth; }
+      ~open_submission() { --detail::submit_depth; }
+    };
     const detail::quiet_result q = detail::wait_device_quiet(
-        m, [&] { return detail::backend_quiet_probe(m_tenant->backend(), 0); }, deadline);
+        m,
+        [&] {
+          open_submission pass;
+          return detail::backend_quiet_probe(m_tenant->backend(), 0);
+        },
+        deadline);
     m_report.quiet_checked = q.checked;
     m_report.quiet = q.quiet;
     m_report.quiet_wait_ns = q.waited_ns;
