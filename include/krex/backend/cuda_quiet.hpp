@@ -9,9 +9,11 @@
 // (bench/gpu/quiet.cu: both the probe and a 54 us axpby run ~10% slow for
 // ~2.5 ms per GB freed). About 40 us on an H200.
 //
-// The buffers, events and stream are made on the first probe of a context
-// (inside that region: allocations, unlike frees, leave the device quiet),
-// and kept per process and context after that.
+// The buffers, events and stream are made by krex::prepare_measure (outside
+// any region), or else on the first probe of a context (inside that region:
+// allocations, unlike frees, leave the device quiet, but a fresh process
+// pays ~15 ms there, measured on the H200), and kept per process and
+// context after that.
 
 #include <krex/backend/cuda_cupti.hpp>
 #include <krex/detail/clocks.hpp>
@@ -64,6 +66,12 @@ class cuda_quiet_probe {
     q.ns = static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6);
     return q;
   }
+
+  /// Makes the probe's buffers, events and stream for device `ordinal` in
+  /// the current context and runs it once, untimed (the runtime loads its
+  /// copy kernels lazily): what the first region would otherwise do inside
+  /// itself. Called by krex::prepare_measure, outside any region.
+  void prepare(int ordinal) { (void)run(ordinal); }
 
   static cuda_quiet_probe& get() {
     static auto* p = new cuda_quiet_probe;  // never destroyed: used until exit

@@ -210,8 +210,9 @@ class graph_exec {
 }  // namespace detail
 
 /// Allocates krex::measure's device scratch for the current device (its L2
-/// flush buffer and events for `o`) now, outside any region, so that the
-/// region's measure allocates nothing. Optional: without it the first
+/// flush buffer and events for `o`) and the quiet step's probe buffers now,
+/// outside any region, so that neither the region's entry nor its measure
+/// allocates anything. Optional: without it the first
 /// measure of the process allocates (inside its region) and later ones reuse.
 /// Throws krex::error(step::backend).
 inline void prepare_measure(const measure_options& o = {}) {
@@ -219,6 +220,9 @@ inline void prepare_measure(const measure_options& o = {}) {
   detail::measure_scratch::lease l;
   detail::measure_scratch::get().take(o.cold_l2 ? detail::flush_size(o.flush_bytes) : 0,
                                       2 * static_cast<std::size_t>(o.samples), l);
+  int dev = 0;
+  detail::cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  detail::cuda_quiet_probe::get().prepare(dev);  // the region's quiet probe, too
 }
 
 namespace detail {
