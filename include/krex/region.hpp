@@ -4,7 +4,7 @@
 // The contract: a harness marks its timed loop, completely, as a region.
 //
 //     krex::tenant t{krex::options{}.device(0)};
-//     { krex::region r{t};   // lock -> gate -> drain -> freeze -> pin
+//     { krex::region r{t};   // lock -> gate -> drain -> freeze -> quiet -> pin
 //       ... warm-up + timed loop ...
 //     }                      // unpin -> thaw -> lower gate -> release
 //
