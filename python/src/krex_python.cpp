@@ -98,8 +98,7 @@ constexpr const char* option_names =
 
 /// device=True is an int to Python and a mistake to krex: a TypeError.
 int to_device(py::handle v) {
-  const long long d =
-      to_int("device", v, "0.." + std::to_string(options::max_devices - 1));
+  const long long d = to_int("device", v, "0.." + std::to_string(options::max_devices - 1));
   if (d < 0 || d >= options::max_devices)
     bad_value("device", std::to_string(d), "0.." + std::to_string(options::max_devices - 1));
   return static_cast<int>(d);
