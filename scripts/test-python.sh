@@ -4,7 +4,8 @@
 # ./python` does (build isolation: pip fetches scikit-build-core and pybind11
 # from the package index), installs it into a fresh virtual environment with
 # pytest, and runs tests/python against the installed package (from outside
-# the checkout, so nothing but the wheel can be imported).
+# the checkout, so nothing but the wheel can be imported), then mypy's
+# stubtest: the .pyi stubs against the installed package.
 #
 #   scripts/test-python.sh [pytest arguments...]
 #
@@ -15,7 +16,7 @@
 # Debian/Ubuntu, as root, it installs what is missing with apt-get. About a
 # minute on two cores: the one translation unit compiles in ~30 s (ccache
 # would not help: pip's isolated build environment, where pybind11's headers
-# are, has a new random path every time). Exits with pytest's status.
+# are, has a new random path every time). Exits non-zero when pytest or stubtest fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -63,7 +64,7 @@ if ! "$py" -m pip wheel --no-deps -q \
 fi
 echo "test-python.sh: wheel built in $(($(date +%s) - t0)) s: $(cd "$work/dist" && ls)"
 
-"$py" -m pip install -q "$work"/dist/krex-*.whl pytest
+"$py" -m pip install -q "$work"/dist/krex-*.whl pytest "mypy>=1.8,<3"
 cd "$work"  # outside the checkout: only the installed package is importable
 "$py" - "$work/venv" "$cuda" <<'EOF'
 import os, sys
@@ -76,3 +77,5 @@ assert krex.backend == want, "backend %s, built with KREX_WITH_CUDA=%s" % (krex.
 print("test-python.sh: krex %s (%s backend) from %s" % (krex.__version__, krex.backend, where))
 EOF
 PYTHONDONTWRITEBYTECODE=1 "$py" -m pytest -p no:cacheprovider -q "$repo/tests/python" "$@"
+# The stubs against the installed package: names, parameters, defaults.
+"$py" -m mypy.stubtest krex --allowlist "$repo/tests/python/stubtest-allowlist.txt"

@@ -9,6 +9,8 @@ from ._krex import Region as _Region
 from ._krex import Tenant as Tenant
 from ._krex import backend as backend
 
+__all__ = ["Error", "Tenant", "backend", "region", "measure", "patch", "unpatch", "patched",
+           "process_tenant", "last_report", "in_region"]
 __version__: str
 
 def in_region() -> bool: ...
