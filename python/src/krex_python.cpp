@@ -153,6 +153,59 @@ options make_options(const py::object& device, const py::kwargs& kw) {
   return o;
 }
 
+/// Tenant.__init__'s docstring: a typed signature whose defaults are those of
+/// krex::options{} (one source), then what the keywords accept.
+const std::string& tenant_init_doc() {
+  static const std::string doc = [] {
+    const options d;
+    const auto b = [](bool v) { return std::string(v ? "True" : "False"); };
+    const auto q = [](const std::string& v) { return "\"" + v + "\""; };
+    const auto n = [](long long v) { return std::to_string(v); };
+    const std::vector<std::pair<std::string, std::string>> args = {
+        {"segment: str", q(d.segment())},
+        {"access: str", q(to_string(d.access()))},
+        {"gate_park_ms: int", n(d.gate_park().count())},
+        {"drain_deadline_ms: int", n(d.drain_deadline().count())},
+        {"lock_wait_ms: int", n(d.lock_wait().count())},
+        {"lease_ms: int", n(d.lease().count())},
+        {"allow_contended: bool", b(d.allow_contended())},
+        {"freeze: str", q(to_string(d.freeze()))},
+        {"scope: str", q(to_string(d.scope()))},
+        {"freeze_deadline_ms: int", n(d.freeze_deadline().count())},
+        {"handoff_grace_ms: int", n(d.handoff_grace().count())},
+        {"cgroup_root: str", d.cgroup_root().empty() ? "<derived>" : q(d.cgroup_root())},
+        {"pin: bool", b(d.pin())},
+        {"reserved_cores: int", n(d.reserved_cores())},
+        {"confine: bool", b(d.confine())},
+        {"host_devices: int", n(d.host_devices())},
+        {"gating: str", q(to_string(d.gate_mode()))},
+        {"release_on_leave: bool", b(d.release_on_leave())},
+        {"gate_contexts: bool", b(d.gate_contexts())},
+    };
+    std::string sig = "Tenant(device: int = " + n(d.device()) + ", *";
+    std::size_t col = sig.size();
+    for (const auto& a : args) {
+      const std::string item = a.first + " = " + a.second;
+      if (col + item.size() + 2 > 76) {
+        sig += ",\n       " + item;
+        col = 7 + item.size();
+      } else {
+        sig += ", " + item;
+        col += 2 + item.size();
+      }
+    }
+    return "\n" + sig + R"doc()
+
+Joins the node for `device` (krex::options' setters, durations in ms).
+access: "user" or "group"; freeze: "auto", "cgroup2", "cgroup1", "signal" or
+"none"; scope: "all" or "device"; gating: "auto" or "explicit". KREX_*
+environment variables (KREX_DEVICE, KREX_FREEZE, ...) override the keywords.
+Raises krex.Error (.step, .hint, .code) for a value krex refuses or a failed
+join, TypeError for a keyword of the wrong type.)doc";
+  }();
+  return doc;
+}
+
 py::dict report_dict(const region_report& r) {
   py::dict d;
   d["level"] = r.level();
@@ -430,23 +483,7 @@ block, or garbage collection) gives it back. See __init__ for the options.)doc")
       .def(py::init([](const py::object& device, const py::kwargs& kw) {
              return std::make_unique<py_tenant>(make_options(device, kw));
            }),
-           py::arg("device") = 0, R"doc(
-Tenant(device: int = 0, *, segment: str = "krex", access: str = "user",
-       gate_park_ms: int = 20, drain_deadline_ms: int = 10000,
-       lock_wait_ms: int = 600000, lease_ms: int = 600000,
-       allow_contended: bool = False, freeze: str = "auto",
-       scope: str = "device", freeze_deadline_ms: int = 2000,
-       handoff_grace_ms: int = 2, cgroup_root: str = <derived>,
-       pin: bool = True, reserved_cores: int = 1, confine: bool = True,
-       host_devices: int = 1, gating: str = "auto",
-       release_on_leave: bool = False, gate_contexts: bool = True)
-
-Joins the node for `device` (krex::options' setters, durations in ms).
-access: "user" or "group"; freeze: "auto", "cgroup2", "cgroup1", "signal" or
-"none"; scope: "all" or "device"; gating: "auto" or "explicit". KREX_*
-environment variables (KREX_DEVICE, KREX_FREEZE, ...) override the keywords.
-Raises krex.Error (.step, .hint, .code) for a value krex refuses or a failed
-join, TypeError for a keyword of the wrong type.)doc")
+           py::arg("device") = 0, tenant_init_doc().c_str())
       .def_property_readonly("device", [](py_tenant& t) { return t.get().device(); })
       .def_property_readonly("slot", [](py_tenant& t) { return t.get().slot(); })
       .def_property_readonly("segment_name", [](py_tenant& t) { return t.get().segment_name(); })
