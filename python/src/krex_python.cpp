@@ -342,7 +342,7 @@ class py_tenant {
 
 class py_region {
  public:
-  explicit py_region(py::object t) : m_owner(std::move(t)), m_tenant(&m_owner.cast<py_tenant&>()) {}
+  explicit py_region(py::object t) : m_owner(std::move(t)), m_tenant(tenant_of(m_owner)) {}
   ~py_region() {
     // Garbage-collected while open: end it (noexcept) rather than leak the device.
     if (m_region) {
@@ -401,6 +401,14 @@ class py_region {
     m_region.reset();
     m_tenant->release_slot();
     return lost;
+  }
+
+  static py_tenant* tenant_of(const py::object& t) {
+    if (!py::isinstance<py_tenant>(t))
+      throw py::type_error("krex: krex.region takes a krex.Tenant, not " +
+                           std::string(py::str(py::type::handle_of(t).attr("__name__"))) + " " +
+                           py_repr(t));
+    return &t.cast<py_tenant&>();
   }
 
   py::object m_owner;  // keeps the tenant alive while this region exists

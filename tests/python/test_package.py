@@ -46,6 +46,7 @@ def test_wrong_typed_keywords_raise_type_error():
     _type_error(lambda: krex.Tenant(freeze=3), "'freeze'", "cgroup2", "int")
     _type_error(lambda: krex.Tenant(segment=7), "'segment'", "str")
     _type_error(lambda: krex.Tenant(gate_contexts=1), "'gate_contexts'", "True or False")
+    _type_error(lambda: krex.region("t"), "krex.Tenant", "str")
     # The right type with a value krex refuses stays a krex.Error.
     for bad in (dict(freeze="sometimes"), dict(device=99), dict(lease_ms=0)):
         try:
