@@ -54,6 +54,13 @@ bool shm_exists(const std::string& name) {
   return ::stat(("/dev/shm/" + name).c_str(), &st) == 0;
 }
 
+/// The host backend seeing no device, as the CUDA backend does on a machine
+/// with the toolkit and no GPU (or with CUDA_VISIBLE_DEVICES="").
+struct no_device_backend : krex::backend::host {
+  using host::host;
+  int device_count() const noexcept { return 0; }
+};
+
 }  // namespace
 
 TEST(Errors, InvalidOptionValues) {
@@ -135,6 +142,23 @@ TEST(Errors, FailedJoinLeavesNothingBehind) {
   int owned = 0;
   for (const auto& s : krex::detail::member_of(ok).node->tenants) owned += s.owner.load() != 0;
   EXPECT_EQ(owned, 1);
+}
+
+// A backend without devices says so in words (not "use a device in 0..-1")
+// and touches no shared state.
+TEST(Errors, BackendWithoutDevicesSaysSo) {
+  scoped_segment seg;
+  try {
+    krex::basic_tenant<no_device_backend> t{seg.opts()};
+    ADD_FAILURE() << "joined a backend without devices";
+  } catch (const krex::error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.where(), krex::step::options) << what;
+    EXPECT_NE(what.find("backend sees no device"), std::string::npos) << what;
+    EXPECT_EQ(what.find("0..-1"), std::string::npos) << what;
+    EXPECT_NE(e.hint().find("host backend"), std::string::npos) << e.hint();
+  }
+  EXPECT_FALSE(shm_exists(krex::detail::segment_name(seg.opts())));
 }
 
 // A segment of another layout version under our name is refused with a clear

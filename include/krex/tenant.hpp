@@ -311,6 +311,12 @@ class basic_tenant {
     join_clock clk;
     m_member.opts = o;
     const int count = m_backend.device_count();
+    if (count == 0)
+      throw error(step::options,
+                  std::string("the ") + Backend::name +
+                      " backend sees no device here (no GPU, no driver, or the *_VISIBLE_DEVICES "
+                      "variable hides them)",
+                  0, "run where a device is visible, or build krex with the host backend");
     if (o.device() >= count)
       throw error(step::options,
                   "device " + std::to_string(o.device()) + " is out of range: the " +

@@ -254,7 +254,7 @@ def _forget_in_child():
     _state["last_report"] = None
 
 
-_inherited = []
+_inherited: list = []
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 

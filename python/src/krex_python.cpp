@@ -47,15 +47,23 @@ using ms = std::chrono::milliseconds;
 
 std::string py_repr(py::handle h) { return py::repr(h).cast<std::string>(); }
 
+/// A value of the wrong Python type: TypeError (Python's convention), not
+/// krex.Error, which is for values of the right type that krex refuses.
+[[noreturn]] void bad_type(const std::string& name, py::handle v, const std::string& wanted) {
+  throw py::type_error("krex: option '" + name + "' takes " + wanted + ", not " +
+                       std::string(py::str(py::type::handle_of(v).attr("__name__"))) + " " +
+                       py_repr(v));
+}
+
 bool to_bool(const std::string& name, py::handle v) {
-  if (!py::isinstance<py::bool_>(v)) bad_value(name, py_repr(v), "True or False");
+  if (!py::isinstance<py::bool_>(v)) bad_type(name, v, "True or False");
   return v.cast<bool>();
 }
 
 long long to_int(const std::string& name, py::handle v, const std::string& accepted) {
-  // bool is an int in Python; pin=1 is fine, device=True is a mistake.
+  // bool is an int in Python; device=True is a mistake.
   if (py::isinstance<py::bool_>(v) || !py::isinstance<py::int_>(v))
-    bad_value(name, py_repr(v), accepted);
+    bad_type(name, v, "an int (" + accepted + ")");
   try {
     return v.cast<long long>();
   } catch (const py::cast_error&) {
@@ -64,7 +72,7 @@ long long to_int(const std::string& name, py::handle v, const std::string& accep
 }
 
 std::string to_str(const std::string& name, py::handle v, const std::string& accepted) {
-  if (!py::isinstance<py::str>(v)) bad_value(name, py_repr(v), accepted);
+  if (!py::isinstance<py::str>(v)) bad_type(name, v, "a str (" + accepted + ")");
   return v.cast<std::string>();
 }
 
@@ -86,19 +94,26 @@ ms to_ms(const std::string& name, py::handle v) {
 constexpr const char* option_names =
     "device, segment, access, gate_park_ms, drain_deadline_ms, lock_wait_ms, lease_ms, "
     "allow_contended, freeze, scope, freeze_deadline_ms, cgroup_root, pin, reserved_cores, "
-    "confine, host_devices, gating, release_on_leave, handoff_grace_ms";
+    "confine, host_devices, gating, gate_contexts, release_on_leave, handoff_grace_ms";
+
+/// device=True is an int to Python and a mistake to krex: a TypeError.
+int to_device(py::handle v) {
+  const long long d = to_int("device", v, "0.." + std::to_string(options::max_devices - 1));
+  if (d < 0 || d >= options::max_devices)
+    bad_value("device", std::to_string(d), "0.." + std::to_string(options::max_devices - 1));
+  return static_cast<int>(d);
+}
 
 /// krex::options from Python keyword arguments, one setter per name (the
 /// setters validate ranges and throw krex::error naming the option).
-options make_options(int device, const py::kwargs& kw) {
+options make_options(const py::object& device, const py::kwargs& kw) {
   options o;
-  o.device(device);
+  o.device(to_device(device));
   for (const auto& item : kw) {
     const std::string k = item.first.cast<std::string>();
     const py::handle v = item.second;
     if (k == "device")
-      o.device(static_cast<int>(
-          to_int(k, v, "an integer 0.." + std::to_string(options::max_devices - 1))));
+      o.device(to_device(v));
     else if (k == "segment") o.segment(to_str(k, v, "1..64 of [A-Za-z0-9._-]"));
     else if (k == "access")
       o.access(to_enum<segment_access>(k, v, {{"user", segment_access::user},
@@ -130,11 +145,65 @@ options make_options(int device, const py::kwargs& kw) {
     else if (k == "gating")
       o.gate_mode(to_enum<gating>(k, v, {{"auto", gating::automatic},
                                          {"explicit", gating::explicit_}}));
+    else if (k == "gate_contexts") o.gate_contexts(to_bool(k, v));
     else
       throw error(step::options, "unknown option '" + k + "'", 0,
                   std::string("accepted: ") + option_names);
   }
   return o;
+}
+
+/// Tenant.__init__'s docstring: a typed signature whose defaults are those of
+/// krex::options{} (one source), then what the keywords accept.
+const std::string& tenant_init_doc() {
+  static const std::string doc = [] {
+    const options d;
+    const auto b = [](bool v) { return std::string(v ? "True" : "False"); };
+    const auto q = [](const std::string& v) { return "\"" + v + "\""; };
+    const auto n = [](long long v) { return std::to_string(v); };
+    const std::vector<std::pair<std::string, std::string>> args = {
+        {"segment: str", q(d.segment())},
+        {"access: str", q(to_string(d.access()))},
+        {"gate_park_ms: int", n(d.gate_park().count())},
+        {"drain_deadline_ms: int", n(d.drain_deadline().count())},
+        {"lock_wait_ms: int", n(d.lock_wait().count())},
+        {"lease_ms: int", n(d.lease().count())},
+        {"allow_contended: bool", b(d.allow_contended())},
+        {"freeze: str", q(to_string(d.freeze()))},
+        {"scope: str", q(to_string(d.scope()))},
+        {"freeze_deadline_ms: int", n(d.freeze_deadline().count())},
+        {"handoff_grace_ms: int", n(d.handoff_grace().count())},
+        {"cgroup_root: str", d.cgroup_root().empty() ? "<derived>" : q(d.cgroup_root())},
+        {"pin: bool", b(d.pin())},
+        {"reserved_cores: int", n(d.reserved_cores())},
+        {"confine: bool", b(d.confine())},
+        {"host_devices: int", n(d.host_devices())},
+        {"gating: str", q(to_string(d.gate_mode()))},
+        {"release_on_leave: bool", b(d.release_on_leave())},
+        {"gate_contexts: bool", b(d.gate_contexts())},
+    };
+    std::string sig = "Tenant(device: int = " + n(d.device()) + ", *";
+    std::size_t col = sig.size();
+    for (const auto& a : args) {
+      const std::string item = a.first + " = " + a.second;
+      if (col + item.size() + 2 > 76) {
+        sig += ",\n       " + item;
+        col = 7 + item.size();
+      } else {
+        sig += ", " + item;
+        col += 2 + item.size();
+      }
+    }
+    return "\n" + sig + R"doc()
+
+Joins the node for `device` (krex::options' setters, durations in ms).
+access: "user" or "group"; freeze: "auto", "cgroup2", "cgroup1", "signal" or
+"none"; scope: "all" or "device"; gating: "auto" or "explicit". KREX_*
+environment variables (KREX_DEVICE, KREX_FREEZE, ...) override the keywords.
+Raises krex.Error (.step, .hint, .code) for a value krex refuses or a failed
+join, TypeError for a keyword of the wrong type.)doc";
+  }();
+  return doc;
 }
 
 py::dict report_dict(const region_report& r) {
@@ -196,6 +265,16 @@ class py_tenant {
  public:
   explicit py_tenant(const options& o) {
     py::gil_scoped_release nogil;
+    // A module built with the CUDA backend on a machine without a GPU (the
+    // toolkit is there, the device is not): say so, and how to get the host one.
+    if (default_backend(o).device_count() == 0)
+      throw error(step::options,
+                  std::string("this krex module was built with the ") + default_backend::name +
+                      " backend, which sees no device here (no GPU, no driver, or "
+                      "CUDA_VISIBLE_DEVICES hides them)",
+                  0,
+                  "run it where a GPU is visible, or install the host backend: pip install "
+                  "./python --config-settings=cmake.define.KREX_WITH_CUDA=OFF (docs/PYTHON.md)");
     m_tenant = std::make_unique<tenant>(o);
   }
   // Leaving passes the gate: it waits while a sibling holds a region.
@@ -263,7 +342,7 @@ class py_tenant {
 
 class py_region {
  public:
-  explicit py_region(py::object t) : m_owner(std::move(t)), m_tenant(&m_owner.cast<py_tenant&>()) {}
+  explicit py_region(py::object t) : m_owner(std::move(t)), m_tenant(tenant_of(m_owner)) {}
   ~py_region() {
     // Garbage-collected while open: end it (noexcept) rather than leak the device.
     if (m_region) {
@@ -324,6 +403,14 @@ class py_region {
     return lost;
   }
 
+  static py_tenant* tenant_of(const py::object& t) {
+    if (!py::isinstance<py_tenant>(t))
+      throw py::type_error("krex: krex.region takes a krex.Tenant, not " +
+                           std::string(py::str(py::type::handle_of(t).attr("__name__"))) + " " +
+                           py_repr(t));
+    return &t.cast<py_tenant&>();
+  }
+
   py::object m_owner;  // keeps the tenant alive while this region exists
   py_tenant* m_tenant;
   std::unique_ptr<region> m_region;
@@ -373,6 +460,18 @@ PYBIND11_MODULE(_krex, m) {
   m.attr("backend") = k::default_backend::name;
 
   static py::exception<k::error> error_type(m, "Error", PyExc_RuntimeError);
+  error_type.attr("__doc__") = R"doc(What krex refused or failed to do (a krex::error), a RuntimeError.
+
+str(e) is the message: "krex: <step>: <what happened> — <what to do>".
+Attributes:
+  step: where it happened: "options", "segment", "join", "lock", "gate",
+        "drain", "freeze", "pin", "release", ...
+  hint: what to do about it (also at the end of the message).
+  code: the errno or driver status behind it, 0 when there is none.
+
+Bad option values (lease_ms=0, freeze="sometimes", an unknown keyword, a bad
+KREX_* variable) are step "options". A keyword of the wrong Python type
+(pin="yes", device=1.5) is a TypeError, not a krex.Error.)doc";
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -386,15 +485,13 @@ PYBIND11_MODULE(_krex, m) {
   });
 
   py::class_<py_tenant>(m, "Tenant", R"doc(
-Membership of this node for one device (krex::tenant). Keyword options mirror
-krex::options: segment, access, gate_park_ms, drain_deadline_ms, lock_wait_ms,
-lease_ms, allow_contended, freeze, scope, freeze_deadline_ms, cgroup_root, pin,
-reserved_cores, confine, host_devices, gating. KREX_* environment variables
-override them. Raises krex.Error (with .step, .hint, .code).)doc")
-      .def(py::init([](int device, const py::kwargs& kw) {
+Membership of this node for one device (krex::tenant): joining takes a slot
+in the node's segment; leave() (or the end of a `with krex.Tenant() as t:`
+block, or garbage collection) gives it back. See __init__ for the options.)doc")
+      .def(py::init([](const py::object& device, const py::kwargs& kw) {
              return std::make_unique<py_tenant>(make_options(device, kw));
            }),
-           py::arg("device") = 0)
+           py::arg("device") = 0, tenant_init_doc().c_str())
       .def_property_readonly("device", [](py_tenant& t) { return t.get().device(); })
       .def_property_readonly("slot", [](py_tenant& t) { return t.get().slot(); })
       .def_property_readonly("segment_name", [](py_tenant& t) { return t.get().segment_name(); })
@@ -411,7 +508,9 @@ override them. Raises krex.Error (with .step, .hint, .code).)doc")
                              [](py_tenant& t) { return t.get().opts().lock_wait().count(); })
       .def_property_readonly("joined",
                              [](py_tenant& t) { return t.peek() != nullptr && t.peek()->joined(); })
-      .def("leave", &py_tenant::leave, "Leaves the node (idempotent).")
+      .def("leave", &py_tenant::leave,
+           "leave() -> None: leaves the node (idempotent); raises krex.Error while a region "
+           "on this tenant is open.")
       .def(
           "submit",
           [](py_tenant& t, const py::function& fn) {
@@ -423,7 +522,9 @@ override them. Raises krex.Error (with .step, .hint, .code).)doc")
             }
             return fn();
           },
-          "Calls fn() inside a submit guard: waits while a sibling holds a region.")
+          py::arg("fn"),
+          "submit(fn) -> fn(): calls fn() inside a submit guard: waits (GIL released) while a "
+          "sibling holds a region, then returns what fn() returns.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](py_tenant& t, const py::args&) {
         t.leave();
@@ -434,9 +535,12 @@ override them. Raises krex.Error (with .step, .hint, .code).)doc")
 A region on a tenant's device (krex::region): `with krex.region(t) as r:`.
 Entry waits (GIL released) for the device's FIFO lock, then gates, drains and
 freezes siblings and pins this thread; exit undoes it. r.report is a dict.)doc")
-      .def(py::init<py::object>(), py::arg("tenant"))
-      .def("enter", &py_region::enter)
-      .def("exit", [](py_region& r) { r.exit(true); })
+      .def(py::init<py::object>(), py::arg("tenant"),
+           "Region(tenant: Tenant): a region on the tenant's device, not yet entered.")
+      .def("enter", &py_region::enter,
+           "enter() -> None: waits for the device's region lock, gates, drains, freezes, pins.")
+      .def("exit", [](py_region& r) { r.exit(true); },
+           "exit() -> None: undoes enter(); raises krex.Error if the region's lease was lost.")
       .def("__enter__",
            [](py::object self) {
              self.cast<py_region&>().enter();

@@ -35,10 +35,8 @@ def test_bad_options_raise_krex_error_with_message_step_and_hint():
     assert "at least 1 ms" in e.hint
     _expect_error(lambda: krex.Tenant(freeze="sometimes"), "options", "'sometimes'", "freeze",
                   "cgroup2")
-    _expect_error(lambda: krex.Tenant(pin="yes"), "options", "'pin'", "True or False")
     _expect_error(lambda: krex.Tenant(segment="no/slash"), "options", "segment")
     _expect_error(lambda: krex.Tenant(device=99), "options", "device", "0..15")
-    _expect_error(lambda: krex.Tenant(device=True), "options", "device")
     _expect_error(lambda: krex.Tenant(reserved_cores=0), "options", "reserved_cores", "1..64")
     _expect_error(lambda: krex.Tenant(colour="red"), "options", "unknown option 'colour'",
                   "lease_ms")
