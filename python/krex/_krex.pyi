@@ -36,6 +36,8 @@ class Tenant:
         gating: str = ...,
         release_on_leave: bool = ...,
         gate_contexts: bool = ...,
+        quiet_deadline_ms: int = ...,
+        quiet_tolerance_pct: int = ...,
     ) -> None: ...
     @property
     def device(self) -> int: ...

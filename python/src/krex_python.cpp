@@ -94,7 +94,8 @@ ms to_ms(const std::string& name, py::handle v) {
 constexpr const char* option_names =
     "device, segment, access, gate_park_ms, drain_deadline_ms, lock_wait_ms, lease_ms, "
     "allow_contended, freeze, scope, freeze_deadline_ms, cgroup_root, pin, reserved_cores, "
-    "confine, host_devices, gating, gate_contexts, release_on_leave, handoff_grace_ms";
+    "confine, host_devices, gating, gate_contexts, release_on_leave, handoff_grace_ms, "
+    "quiet_deadline_ms, quiet_tolerance_pct";
 
 /// device=True is an int to Python and a mistake to krex: a TypeError.
 int to_device(py::handle v) {
@@ -146,6 +147,9 @@ options make_options(const py::object& device, const py::kwargs& kw) {
       o.gate_mode(to_enum<gating>(k, v, {{"auto", gating::automatic},
                                          {"explicit", gating::explicit_}}));
     else if (k == "gate_contexts") o.gate_contexts(to_bool(k, v));
+    else if (k == "quiet_deadline_ms") o.quiet_deadline(to_ms(k, v));
+    else if (k == "quiet_tolerance_pct")
+      o.quiet_tolerance_pct(static_cast<int>(to_int(k, v, "1..100")));
     else
       throw error(step::options, "unknown option '" + k + "'", 0,
                   std::string("accepted: ") + option_names);
@@ -181,6 +185,8 @@ const std::string& tenant_init_doc() {
         {"gating: str", q(to_string(d.gate_mode()))},
         {"release_on_leave: bool", b(d.release_on_leave())},
         {"gate_contexts: bool", b(d.gate_contexts())},
+        {"quiet_deadline_ms: int", n(d.quiet_deadline().count())},
+        {"quiet_tolerance_pct: int", n(d.quiet_tolerance_pct())},
     };
     std::string sig = "Tenant(device: int = " + n(d.device()) + ", *";
     std::size_t col = sig.size();
@@ -241,6 +247,27 @@ py::dict report_dict(const region_report& r) {
   d["warnings"] = r.warnings;
   d["body_preemptions"] = r.body_preemptions;
   d["reserved_foreign_ns"] = r.reserved_foreign_ns;
+  d["quiet_checked"] = r.quiet_checked;
+  d["quiet"] = r.quiet;
+  d["quiet_ns"] = r.quiet_ns;
+  d["quiet_wait_ns"] = r.quiet_wait_ns;
+  d["quiet_bursts"] = r.quiet_bursts;
+  d["quiet_first_ratio"] = r.quiet_first_ratio;
+  d["quiet_last_ratio"] = r.quiet_last_ratio;
+  const auto clocks = [](const device_clocks& c) -> py::object {
+    if (!c.valid) return py::none();
+    py::dict x;
+    x["sm_mhz"] = c.sm_mhz;
+    x["mem_mhz"] = c.mem_mhz;
+    x["power_mw"] = c.power_mw;
+    x["temp_c"] = c.temp_c;
+    x["reasons"] = c.reasons;
+    return std::move(x);
+  };
+  d["clocks_entry"] = clocks(r.clocks_entry);
+  d["clocks_exit"] = clocks(r.clocks_exit);
+  d["foreign_pids"] = r.foreign_pids;
+  d["foreign_checked"] = r.foreign_checked;
   return d;
 }
 
@@ -254,6 +281,10 @@ py::dict measure_dict(const measure_result& m) {
   d["min_ms"] = m.min_ms;
   d["max_ms"] = m.max_ms;
   d["method"] = m.method;
+  d["throttled"] = m.throttled;
+  d["throttle_reasons"] = m.throttle_reasons;
+  d["retakes"] = m.retakes;
+  d["clocks_checked"] = m.clocks_checked;
   return d;
 }
 

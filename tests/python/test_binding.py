@@ -110,8 +110,13 @@ def test_region_report_and_measure_round_trip_with_a_sibling():
         assert after["notes"] == rep["notes"]
         for key in ("lock_ns", "gate_ns", "drain_ns", "freeze_ns", "pin_ns", "exit_ns",
                     "frozen_pids", "warnings", "undrained_pids", "gating", "scope",
-                    "freeze_broken", "unverified_pids", "body_preemptions"):
+                    "freeze_broken", "unverified_pids", "body_preemptions", "quiet_checked",
+                    "quiet", "quiet_ns", "quiet_wait_ns", "quiet_bursts", "quiet_first_ratio",
+                    "quiet_last_ratio", "clocks_entry", "clocks_exit", "foreign_pids",
+                    "foreign_checked"):
             assert key in after, key
+        # The host backend has no device probe and no NVML: nothing probed, no clocks.
+        assert after["quiet_checked"] is False and after["clocks_entry"] is None, after
         assert rep["active"] is False
         if rep["freeze"] != "none":
             assert after["frozen_pids"] == [sib.pid], (after["frozen_pids"], sib.pid)
@@ -124,6 +129,7 @@ def test_region_report_and_measure_round_trip_with_a_sibling():
         sib.expect("pong", timeout=10)
 
         assert m["method"] == "host" and len(m["samples_ms"]) == 7
+        assert m["throttled"] == [] and m["retakes"] == 0 and m["clocks_checked"] is False
         assert m["min_ms"] <= m["p5_ms"] <= m["median_ms"] <= m["p95_ms"] <= m["max_ms"]
         assert all(s > 0 for s in m["samples_ms"])
         sib.send("bye")
