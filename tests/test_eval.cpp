@@ -404,6 +404,11 @@ TEST_F(EvalDriver, RunsEveryShapeAndWritesTheSummary) {
   // Without noise every order matches the reference: 0 flips, tau 1.
   EXPECT_EQ(count(js, "\"flip_rate\":0,"), 6u) << js.substr(0, 2000);
   EXPECT_EQ(count(js, "\"kendall_tau\":1,"), 6u);
+  // Flips by gap class: in the JSON per rank-set kind, and a summary table; none without noise.
+  EXPECT_GE(count(js, "\"by_gap\":{\"0-1%\":{\"pairs\":"), 6u);
+  EXPECT_EQ(count(js, "\"flips\":1"), 0u);
+  EXPECT_NE(md.find("## Ranking by gap class"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Device state (quiet step, clocks, throttling)"), std::string::npos) << md;
   // Two rank sets x 2 reps: 4 set trials, 2 x (6 + 10) = 32 pairs; twice that persistent.
   EXPECT_EQ(count(js, "\"rank_pairs\":32,"), 5u);
   EXPECT_EQ(count(js, "\"rank_pairs\":64,"), 1u);

@@ -1339,11 +1339,11 @@ int main(int argc, char** argv) {
       j.field("flip_rate_vs_reference", t.vs_reference.flip_rate(), digits);
       j.field("flips_vs_construction", t.vs_construction.flips);
       j.field("flip_rate_vs_construction", t.vs_construction.flip_rate(), digits);
-      j.field("kendall_tau", t.tau_mean(), digits);
       j.key("by_gap").begin_object();
       for (std::size_t k = 0; k < krex_eval::gap_classes; ++k)
         j.key(krex_eval::gap_class_name(k)).begin_object().field("pairs", t.by_gap[k].pairs).field("flips", t.by_gap[k].flips).end_object();
       j.end_object();
+      j.field("kendall_tau", t.tau_mean(), digits);
       j.end_object();
     }
     j.end_object();
