@@ -76,8 +76,9 @@ TEST(Segment, AnotherOwnersFileIsRefused) {
   const std::string path = path_of(seg);
   ASSERT_TRUE(krex_test::plant_file(path, krex_test::valid_image(), 0600));
   ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+  // Named explicitly (KREX_SHM_DIR), the directory is what the user chose: refused.
   expect_refused(seg.opts(), {path, "uid 65534", "mode 0600", "owned by uid 0",
-                              "someone else made", "--any-owner"});
+                              "someone else made", "--any-owner"}, "/dev/shm");
   // Group mode: the file must belong to this process's group.
   scoped_segment gseg;
   const krex::options g = gseg.opts().access(krex::segment_access::group);
@@ -96,6 +97,54 @@ TEST(Segment, AnotherOwnersFileIsRefused) {
   EXPECT_EQ(st.st_mode & 07777, 0660U);
   EXPECT_EQ(st.st_gid, ::getegid());
   ::unlink(gpath.c_str());
+}
+
+// Issue 20: in the default /dev/shm anyone can create names, so a name taken
+// by another user must not deny krex to us: the segment moves to this
+// user's private directory (root: /run/krex), every tenant of the user
+// follows, and the tenant says so in its notes.
+TEST(Segment, ASquattedDefaultNameMovesToThePrivateDirectory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "planting another user's file needs root";
+  if (std::getenv("KREX_SHM_DIR") != nullptr) GTEST_SKIP() << "KREX_SHM_DIR is set";
+  if (kd::private_segment_dir(kd::segment_domain::of(krex::segment_access::user)).empty())
+    GTEST_SKIP() << "no root-owned /run here for /run/krex";
+  scoped_segment seg;
+  const std::string squat = path_of(seg);
+  ASSERT_TRUE(krex_test::plant_file(squat, "not yours", 0600));
+  ASSERT_EQ(::chown(squat.c_str(), 65534, 65534), 0);
+  const kd::segment_id id = kd::joined_segment_id(seg.opts());
+  EXPECT_EQ(id.dir, "/run/krex");
+  EXPECT_TRUE(contains(id.moved_because, "uid 65534")) << id.moved_because;
+  {
+    krex::tenant a{seg.opts()};
+    EXPECT_EQ(a.segment_name(), kd::segment_name(seg.opts()));
+    bool noted = false;
+    for (const auto& n : a.protection_notes()) noted = noted || contains(n, "/run/krex/");
+    EXPECT_TRUE(noted);
+    // A second process of the same user joins the same moved segment: it is a sibling.
+    krex_test::child c = krex_test::spawn([&] {
+      krex::tenant b{seg.opts()};
+      krex::region r{b};
+      return r.report().siblings_seen == 1 ? 0 : 10;
+    });
+    EXPECT_EQ(krex_test::exit_code(c.wait(30s)), 0);
+    struct stat st {};
+    EXPECT_EQ(::stat(id.path().c_str(), &st), 0);
+#ifdef KREX_KREXCTL_PATH
+    // krexctl still reports the squatter at the default name, and where tenants went.
+    const krex_test::command_result ctl = krex_test::run_shell(
+        "timeout 30 " KREX_KREXCTL_PATH " status --segment " + seg.name() + " 2>&1");
+    EXPECT_NE(ctl.rc, 0) << ctl.out;
+    EXPECT_TRUE(contains(ctl.out, "uid 65534")) << ctl.out;
+    EXPECT_TRUE(contains(ctl.out, "tenants of this user join " + id.path())) << ctl.out;
+#endif
+  }
+  seg.remove();  // the moved segment (the squatter still names the move)
+  struct stat st {};
+  EXPECT_NE(::stat(id.path().c_str(), &st), 0);
+  ::unlink(squat.c_str());
+  // Gone the squatter, the default name is used again.
+  EXPECT_EQ(kd::joined_segment_id(seg.opts()).dir, "/dev/shm");
 }
 
 // Finding 2: our own file with a wider mode than the domain's (0666 would
@@ -117,11 +166,11 @@ TEST(Segment, SymlinkIsRefused) {
   const std::string real = path_of(target);
   ASSERT_TRUE(krex_test::plant_file(real, krex_test::valid_image(), 0600));
   ASSERT_EQ(::symlink(real.c_str(), path_of(seg).c_str()), 0);
-  expect_refused(seg.opts(), {path_of(seg), "symbolic link", "never follows"});
+  expect_refused(seg.opts(), {path_of(seg), "symbolic link", "never follows"}, "/dev/shm");
   // Neither is a FIFO opened (it would block) or a directory.
   scoped_segment fifo;
   ASSERT_EQ(::mkfifo(path_of(fifo).c_str(), 0600), 0);
-  expect_refused(fifo.opts(), {"is a FIFO"});
+  expect_refused(fifo.opts(), {"is a FIFO"}, "/dev/shm");
 }
 
 // Finding 2/3: an empty file (a creator killed at ftruncate under the old

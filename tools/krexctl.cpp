@@ -165,7 +165,17 @@ class actions {
 };
 
 /// An error as the command's one JSON document (--json) or a line on stderr.
-void report_error(const args& a, const std::string& segment, const std::string& why) {
+void report_error(const args& a, const std::string& segment, const std::string& why_found) {
+  // A name squatted in the default directory does not stop tenants: they
+  // moved (kd::joined_segment_id). Say where, so the operator looks there too.
+  std::string why = why_found;
+  try {
+    const kd::segment_id moved = kd::joined_segment_id(a.opts);
+    if (!moved.moved_because.empty())
+      why += "\n  (tenants of this user join " + moved.path() + " while this name is taken; "
+             "KREX_SHM_DIR=" + moved.dir + " krexctl ... shows it)";
+  } catch (const krex::error&) {
+  }
   if (!a.json) {
     std::fprintf(stderr, "krexctl: %s\n", why.c_str());
     return;

@@ -121,7 +121,7 @@ struct fork_registry {
 /// without a live member. Returns true if a file was removed.
 inline bool remove_segment(const options& o) noexcept {
   try {
-    return ::unlink(detail::segment_id_of(o).path().c_str()) == 0;
+    return ::unlink(detail::joined_segment_id(o).path().c_str()) == 0;
   } catch (...) {
     return false;
   }
@@ -441,6 +441,10 @@ class basic_tenant {
     if (m == freeze_method::signal)
       m_notes.push_back("freeze: signal stops a sibling's process group only; children that left "
                         "it keep running");
+    if (!m_segment->moved_because().empty())
+      m_notes.push_back("segment: " + m_segment->moved_because() + ", so this user's segment is " +
+                        m_segment->path() + " (every tenant of this user follows the same move; "
+                        "remove the squatting file as root, or set KREX_SHM_DIR)");
     if (!o.pin()) m_notes.push_back("pin: off (pin=false / KREX_PIN=0): the measuring thread is "
                                     "not pinned to reserved cores");
     if (!o.confine())

@@ -158,7 +158,7 @@ class segment {
   /// Throws krex::error(step::segment) if the file found is not a complete
   /// segment of this build and domain, or if it cannot be created (a full
   /// /dev/shm: ENOSPC).
-  explicit segment(const options& o) : segment(segment_id_of(o), true) {}
+  explicit segment(const options& o) : segment(joined_segment_id(o), true) {}
 
   /// Opens segment `id`, creating it if `create`; without `create`, a missing
   /// segment throws krex::error with code ENOENT.
@@ -192,6 +192,8 @@ class segment {
   node_state& node() const noexcept { return *m_node; }
   /// The file name (in its directory, /dev/shm unless KREX_SHM_DIR).
   const std::string& name() const noexcept { return m_id.name; }
+  /// Why the segment is not in /dev/shm (empty: it is where it was asked to be).
+  const std::string& moved_because() const noexcept { return m_id.moved_because; }
   std::string path() const { return m_id.path(); }
 
  private:

@@ -56,6 +56,10 @@ struct segment_id {
   std::string base;  ///< options::segment()
   std::string name;  ///< full file name
   segment_domain domain;
+  /// Set when the default directory's name was taken by a file of another
+  /// owner and the segment moved to this domain's private directory (see
+  /// segment_id_of): what was found there, for the tenant's notes.
+  std::string moved_because;
   std::string path() const { return dir + "/" + name; }
   /// The `krexctl clean` command that removes this segment.
   std::string clean_command() const {
@@ -96,12 +100,65 @@ inline std::string shm_dir() {
   return d;
 }
 
+inline std::string user_text(uid_t u);
+inline const char* file_type_text(mode_t m);
+
+/// A directory only this user (root: only root) can create files in, on a
+/// tmpfs where the system provides one: /run/user/<uid> (systemd-logind's,
+/// mode 0700) for a user, /run/krex (made here, mode 0755, under a root-owned
+/// /run) for root. Empty where there is none, and for group mode (several
+/// users must reach the file: KREX_SHM_DIR names a shared directory then).
+inline std::string private_segment_dir(const segment_domain& d) {
+  if (d.group) return {};
+  const uid_t me = ::geteuid();
+  const auto owned_private = [me](const std::string& p, mode_t others_mask) {
+    struct stat st {};
+    return ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == me &&
+           (st.st_mode & others_mask) == 0;
+  };
+  if (me != 0) {
+    const std::string p = "/run/user/" + std::to_string(me);
+    return owned_private(p, 0077) ? p : std::string();
+  }
+  if (!owned_private("/run", S_IWGRP | S_IWOTH)) return {};
+  if (::mkdir("/run/krex", 0755) != 0 && errno != EEXIST) return {};
+  return owned_private("/run/krex", S_IWGRP | S_IWOTH) ? "/run/krex" : std::string();
+}
+
+/// Where the segment's file for options `o` is named: KREX_SHM_DIR, else
+/// /dev/shm (what krexctl and the checks of a found file look at).
 inline segment_id segment_id_of(const options& o) {
   segment_id id;
   id.dir = shm_dir();
   id.base = o.segment();
   id.domain = segment_domain::of(o.access());
   id.name = segment_file_name(id.base, id.domain);
+  return id;
+}
+
+/// Where a tenant of options `o` joins: segment_id_of(o), except that in the
+/// default /dev/shm a name already taken by something this domain would
+/// refuse (another user's file, a link, a FIFO: anyone can create names
+/// there) moves the segment to the domain's private directory
+/// (private_segment_dir). Every process of the domain sees the same squatter
+/// and makes the same move, so one local user cannot deny krex to another;
+/// the tenant notes it (protection notes), and krexctl still reports the
+/// squatter at the default name. Without a private directory the squatter
+/// is refused as before, with the error that says what to do.
+inline segment_id joined_segment_id(const options& o) {
+  segment_id id = segment_id_of(o);
+  const char* env = std::getenv("KREX_SHM_DIR");  // NOLINT(concurrency-mt-unsafe): see shm_dir
+  if (env != nullptr && *env != '\0') return id;
+  struct stat st {};
+  if (::lstat(id.path().c_str(), &st) != 0) return id;
+  const bool ours = S_ISREG(st.st_mode) &&
+                    (id.domain.group ? st.st_gid == id.domain.gid : st.st_uid == id.domain.uid);
+  if (ours) return id;
+  const std::string priv = private_segment_dir(id.domain);
+  if (priv.empty()) return id;
+  id.moved_because = id.path() + " is taken by a " + file_type_text(st.st_mode) + " of " +
+                     user_text(st.st_uid);
+  id.dir = priv;
   return id;
 }
 
