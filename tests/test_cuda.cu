@@ -22,6 +22,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <random>
+#include <vector>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -682,4 +686,143 @@ TEST(CudaQuiet, AProcessOutsideKrexOnTheDeviceIsReported) {
   EXPECT_EQ(krex_test::exit_code(stranger.wait(60s)), 0);
   if (code == 77) GTEST_SKIP() << "NVML cannot list the device's processes here";
   EXPECT_EQ(code, 0);
+}
+
+namespace {
+struct soak_board {
+  std::atomic<int> stop;
+  std::atomic<std::uint64_t> cycles, regions, region_errors, violations;
+  std::atomic<int> in_body[8];
+};
+
+// 'T' (stopped) or 't' (traced) in /proc/<pid>/stat; false for a gone pid.
+bool stopped(int pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char buf[512] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const std::string s(buf, n);
+  const std::size_t paren = s.rfind(')');
+  return paren != std::string::npos && paren + 2 < s.size() &&
+         (s[paren + 2] == 'T' || s[paren + 2] == 't');
+}
+}  // namespace
+
+// Issue 20: CUDA tenants (CUPTI subscribed, contexts alive) join, take a
+// region around a kernel, submit and leave, KREX_GPU_SOAK_CYCLES times in all
+// (default 500), while the test SIGKILLs random workers (respawning them)
+// and SIGSTOPs others for 20-300 ms. At the end the GPU is not gated, no
+// lease is held, no slot leaked, no process is left stopped, and no region
+// saw another worker in its body.
+TEST(CudaSoak, JoinRegionLeaveUnderKillsAndStops) {
+  REQUIRE_GPU();
+  constexpr int workers = 6;
+  const char* env = std::getenv("KREX_GPU_SOAK_CYCLES");
+  const std::uint64_t want = env != nullptr ? std::strtoull(env, nullptr, 10) : 500;
+  scoped_segment seg;
+  shared<soak_board> b;
+  const auto opts = [&] {
+    return seg.opts().lock_wait(10s).drain_deadline(3s).freeze_deadline(1s).lease(5s).gate_park(5ms);
+  };
+  const auto worker = [&](int idx, unsigned seed) {
+    return krex_test::spawn([&, idx, seed] {
+      std::mt19937 rng(seed);
+      const int me = static_cast<int>(::getpid());
+      unsigned long long* st = nullptr;
+      while (b->stop.load() == 0) {
+        krex::tenant t{opts()};
+        if (st == nullptr && cudaMalloc(&st, 16) != cudaSuccess) return 20;
+        const int ops = 1 + static_cast<int>(rng() % 4);
+        for (int op = 0; op < ops && b->stop.load() == 0; ++op) {
+          try {
+            krex::region r{t};
+            b->in_body[idx].store(me);
+            for (int j = 0; j < workers; ++j) {
+              const int other = b->in_body[j].load();
+              if (j != idx && other != 0 && krex::detail::alive(other, 0)) b->violations.fetch_add(1);
+            }
+            krex_gpu::stamped_spin<<<1, 32>>>(st, st + 1, 100'000ULL + rng() % 400'000ULL);
+            if (cudaDeviceSynchronize() != cudaSuccess) return 21;
+            b->in_body[idx].store(0);
+            b->regions.fetch_add(1);
+          } catch (const krex::error& e) {
+            b->in_body[idx].store(0);
+            if (b->region_errors.fetch_add(1) < 3) std::fprintf(stderr, "soak: %s\n", e.what());
+          }
+          krex_gpu::stamped_spin<<<1, 32>>>(st, st + 1, 20'000ULL);  // gated by CUPTI
+        }
+        t.leave();
+        b->cycles.fetch_add(1);
+      }
+      cudaFree(st);
+      return 0;
+    });
+  };
+  krex_test::become_subreaper();
+  std::vector<krex_test::child> pool;
+  for (int i = 0; i < workers; ++i) pool.push_back(worker(i, 100U + static_cast<unsigned>(i)));
+  std::mt19937 rng(7);
+  std::uint64_t kills = 0, stops = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 150s;
+  while (b->cycles.load() < want && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 200));
+    const auto i = static_cast<std::size_t>(rng() % workers);
+    if (rng() % 2 == 0) {
+      ::kill(pool[i].pid(), SIGKILL);
+      (void)pool[i].wait(10s);
+      ++kills;
+      pool[i] = worker(static_cast<int>(i), static_cast<unsigned>(rng()));
+    } else {
+      ::kill(pool[i].pid(), SIGSTOP);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 280));
+      ::kill(pool[i].pid(), SIGCONT);
+      ++stops;
+    }
+    krex_test::reap_orphans();
+  }
+  b->stop.store(1);
+  int stuck = 0;
+  for (auto& p : pool)
+    if (krex_test::exit_code(p.wait(60s)) != 0) ++stuck;
+  std::vector<int> pids;
+  for (auto& p : pool) pids.push_back(p.pid());
+  pool.clear();
+  krex::detail::segment s{seg.opts()};
+  krex::detail::node_state& n = s.node();
+  krex::detail::device_state& dev = n.devices[0];
+  const bool settled = krex_test::wait_until(
+      [&] {
+        for (std::uint32_t i = 0; i < krex::detail::max_tenants; ++i)
+          if (n.tenants[i].owner.load() != 0 && !krex::detail::slot_alive(n.tenants[i])) return false;
+        return dev.lease_slot.load() == 0 && dev.gate.load() % 2 == 0;
+      },
+      10s);
+  std::uint32_t left = 0;
+  for (std::uint32_t i = 0; i < krex::detail::max_tenants; ++i)
+    if (n.tenants[i].owner.load() != 0) ++left;
+  int stopped_left = 0;
+  const int g = n.guardian_pid.load();
+  if (g > 0 && stopped(g)) ++stopped_left;
+  std::printf(
+      "[ soak     ] %llu join/region/leave cycles, %llu regions, %llu region errors, %llu kills, "
+      "%llu stops, %llu recoveries, %llu reaped, %llu violations, %u slots left, %d stuck, "
+      "%d left stopped, gate %u\n",
+      static_cast<unsigned long long>(b->cycles.load()),
+      static_cast<unsigned long long>(b->regions.load()),
+      static_cast<unsigned long long>(b->region_errors.load()),
+      static_cast<unsigned long long>(kills), static_cast<unsigned long long>(stops),
+      static_cast<unsigned long long>(dev.recoveries.load()),
+      static_cast<unsigned long long>(n.reaped.load()),
+      static_cast<unsigned long long>(b->violations.load()), left, stuck, stopped_left,
+      dev.gate.load());
+  EXPECT_GE(b->cycles.load(), want);
+  EXPECT_TRUE(settled);
+  EXPECT_EQ(b->violations.load(), 0U);
+  EXPECT_EQ(left, 0U);
+  EXPECT_EQ(stuck, 0);
+  EXPECT_EQ(stopped_left, 0);
+  krex_test::reap_orphans();
 }
