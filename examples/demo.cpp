@@ -239,12 +239,27 @@ double quantile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-// The machine's 1-minute load average (-1 if unreadable).
-double load_average() {
-  std::ifstream f("/proc/loadavg");
-  double l = -1;
-  f >> l;
-  return f ? l : -1;
+// The share of all CPUs' time that was busy (not idle, not waiting for I/O)
+// during the next `ms` milliseconds, from /proc/stat; -1 if unreadable. Run
+// before the demo starts anything, it is other work's share of the machine
+// (unlike the load average, which still counts a run that just ended).
+double busy_share(int ms) {
+  const auto read = [](std::uint64_t& busy, std::uint64_t& total) {
+    std::ifstream f("/proc/stat");
+    std::string cpu;
+    std::uint64_t v[8] = {};
+    f >> cpu;
+    for (std::uint64_t& x : v) f >> x;
+    total = 0;
+    for (std::uint64_t x : v) total += x;
+    busy = total - v[3] - v[4];  // idle, iowait
+    return f && cpu == "cpu";
+  };
+  std::uint64_t b0 = 0, t0 = 0, b1 = 0, t1 = 0;
+  if (!read(b0, t0)) return -1;
+  ::usleep(static_cast<useconds_t>(ms) * 1000);
+  if (!read(b1, t1) || t1 <= t0) return -1;
+  return static_cast<double>(b1 - b0) / static_cast<double>(t1 - t0);
 }
 
 struct verdict {
@@ -255,7 +270,7 @@ struct verdict {
 // What the three modes' numbers say, in one line, and whether the machine was
 // too busy with non-krex work for them to mean anything.
 verdict judge(const config& cfg, const mode_result& solo, const std::vector<mode_result>& results,
-              double load_before, long cpus) {
+              double busy_before, long cpus) {
   verdict v;
   const mode_result& unprot = results[1];
   const mode_result& krx = results[2];
@@ -267,11 +282,11 @@ verdict judge(const config& cfg, const mode_result& solo, const std::vector<mode
     return quantile(infl, 0.95);
   };
   const double solo_spread = quantile(solo.samples_ms, 0.95) / ref;
-  if (load_before > 0.5 * static_cast<double>(cpus)) {
+  if (busy_before > 0.25) {
     std::snprintf(buf, sizeof buf,
-                  "the load average was %.2f on %ld CPUs before the demo started: other work "
-                  "shares this machine",
-                  load_before, cpus);
+                  "other work kept %.0f%% of the %ld CPUs busy in the second before the demo "
+                  "started: it shares this machine",
+                  100.0 * busy_before, cpus);
     v.warnings.emplace_back(buf);
   }
   if (solo_spread > 1.3) {
@@ -364,7 +379,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   board& b = *static_cast<board*>(mem);
-  const double load_before = load_average();
+  const double busy_before = busy_share(1000);
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   std::printf("krex_demo: %d commands (compile %.0f ms, check %.0f ms, %d x %.2f ms timed kernel), "
               "concurrency %d, %ld CPUs\n",
@@ -412,13 +427,13 @@ int main(int argc, char** argv) {
     json.key("samples_ms").values(r.samples_ms).end_object();
   }
   json.end_array();
-  const verdict v = judge(cfg, solo, results, load_before, cpus);
+  const verdict v = judge(cfg, solo, results, busy_before, cpus);
   std::printf("\n%s\n", v.line.c_str());
   for (const std::string& w : v.warnings) std::printf("warning: %s\n", w.c_str());
   json.field("verdict", v.line).key("warnings").begin_array();
   for (const std::string& w : v.warnings) json.value(w);
   json.end_array();
-  json.field("load_average_before", load_before);
+  json.field("busy_share_before", busy_before);
   json.field("reserved_foreign_ns", results[2].foreign_ns);
   json.field("krex_body_ns", static_cast<long long>(results[2].body_ns));
   json.end_object();
