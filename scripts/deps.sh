@@ -66,7 +66,7 @@ apt_get() {
     [ "$said" = 1 ] || echo "deps.sh: another apt or dpkg holds the package manager lock;" \
                              "waiting for it (up to ${lock_wait} s, KREX_APT_LOCK_WAIT)" >&2
     said=1
-    sleep 5
+    sleep "${KREX_APT_LOCK_POLL:-5}"  # seconds between tries
   done
 }
 
