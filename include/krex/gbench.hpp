@@ -141,11 +141,16 @@ inline const strict_env& strict_from_env() {
 /// called exit) with failed runs, so its status becomes 1. Registered after
 /// the state exists, so it runs before the state's destructor: it leaves the
 /// node itself, flushes the output and ends the process with _exit(1).
+inline bool strict_on(const state& s) {
+  return s.strict >= 0 ? s.strict == 1 : strict_from_env().on;
+}
+
 inline void strict_exit_hook() {
   state& s = global();
   std::uint64_t n = 0;
   {
     std::lock_guard<std::mutex> g(s.lock);
+    if (!strict_on(s)) return;  // strict(false) since: a normal exit
     n = s.failures;
     s.region.reset();
     s.tenant.reset();
@@ -159,15 +164,19 @@ inline void strict_exit_hook() {
   ::_exit(1);
 }
 
-/// Counts a run's krex error; in strict mode makes sure the program will exit 1.
+/// In strict mode with failed runs: makes sure the program will exit 1.
 /// Called with s.lock held.
-inline void count_failure(state& s) {
-  ++s.failures;
-  const bool strict = s.strict >= 0 ? s.strict == 1 : strict_from_env().on;
-  if (strict && !s.exit_hook) {
+inline void arm_strict_exit(state& s) {
+  if (s.failures > 0 && strict_on(s) && !s.exit_hook) {
     s.exit_hook = true;
     std::atexit(strict_exit_hook);
   }
+}
+
+/// Counts a run's krex error. Called with s.lock held.
+inline void count_failure(state& s) {
+  ++s.failures;
+  arm_strict_exit(s);
 }
 
 }  // namespace detail
@@ -177,6 +186,7 @@ inline void count_failure(state& s) {
 inline void strict(bool on) {
   std::lock_guard<std::mutex> g(detail::global().lock);
   detail::global().strict = on ? 1 : 0;
+  detail::arm_strict_exit(detail::global());
 }
 
 /// Runs that had a krex error so far (each one an error row in the output).
