@@ -132,6 +132,11 @@ TEST(Krexctl, StatusOfALiveRegion) {
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return b->in_body.load() == 1; }, 20s));
   std::this_thread::sleep_for(20ms);
+  // The guardian is forked on demand: on a busy machine it may still be
+  // starting ("no guardian is running") when the holder is in its body.
+  // Wait for it, bounded; the checks below still fail if it never comes.
+  krex_test::wait_until(
+      [&] { return krexctl("status --segment " + seg.name()).rc == 0; }, 10s);
   const std::string pid = std::to_string(holder.pid());
   result r = krexctl("status --segment " + seg.name());
   EXPECT_EQ(r.rc, 0) << r.out;
