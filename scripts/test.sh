@@ -27,7 +27,13 @@ if [ "$quick" = 1 ]; then
   cmake --build build -j"$(nproc)" --target krex_quick_tests
   rc=0
   ctest --test-dir build --output-on-failure -L quick ${args[@]+"${args[@]}"} || rc=$?
-  echo "test.sh --quick: $(($(date +%s) - start)) s, build included"
+  took=$(($(date +%s) - start))
+  echo "test.sh --quick: ${took} s, build included"
+  if [ "$took" -gt 180 ]; then
+    echo "test.sh --quick: over its 3-minute budget on this machine ($(nproc) CPUs, load" \
+         "$(cut -d' ' -f1 /proc/loadavg)): a busy machine, or the quick label" \
+         "(tests/CMakeLists.txt) has grown" >&2
+  fi
   exit "$rc"
 fi
 cmake --build build -j"$(nproc)"
