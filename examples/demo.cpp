@@ -9,7 +9,16 @@
 //   krex        C commands at once, the timed loop inside a krex::region
 //               (gate, drain, freeze siblings' cgroups, pin to reserved cores)
 // and one table: commands/min, and the timed kernel's inflation against a solo
-// run on the idle machine (median and p95 over every sample).
+// run on the idle machine (median and p95 over every sample), then a one-line
+// verdict, and a warning when non-krex work on the machine makes the numbers
+// meaningless (the regions' reserved_foreign_ns: other tasks on the reserved CPUs).
+//
+// Freeze scope: the demo sets scope `all`. On the host backend the "device"
+// is the CPU, and the commands' compile and check phases are CPU work that
+// makes no gated call, so the default scope `device` would leave them running
+// beside the timed kernel: exactly the interference the demo shows krex
+// removing. The library's default stays `device` (on a GPU, CPU-only siblings
+// do not disturb a device kernel); KREX_FREEZE_SCOPE still overrides.
 //
 //   krex_demo [--commands N] [--concurrency C] [--samples S] [--kernel-ms K]
 //             [--compile-ms M] [--json FILE]      (krex_demo --help)
@@ -59,6 +68,9 @@ struct command_result {
   char warning[256];  // the region report's first warning ("" if none)
   char note[256];     // its first note: why protection is below full ("" if none)
   char error[256];
+  long long foreign_ns;     // the report's reserved_foreign_ns (-1: not measured)
+  std::uint64_t body_ns;    // the region's body
+  int frozen;               // siblings the region froze
 };
 
 struct board {
@@ -115,7 +127,9 @@ int run_command(const config& cfg, const workload& w, mode m, const std::string&
                 command_result& out) {
   try {
     std::unique_ptr<krex::tenant> t;
-    if (m == mode::krex) t = std::make_unique<krex::tenant>(krex::options{}.segment(segment));
+    if (m == mode::krex)
+      t = std::make_unique<krex::tenant>(
+          krex::options{}.segment(segment).scope(krex::freeze_scope::all));
     kernel(w.compile_iters);  // "compile": runs concurrently with siblings
     kernel(w.check_iters);    // "check correctness"
     const auto timed_loop = [&] {
@@ -137,6 +151,9 @@ int run_command(const config& cfg, const workload& w, mode m, const std::string&
         std::snprintf(out.warning, sizeof out.warning, "%s", rep.warnings.front().c_str());
       if (!rep.notes.empty())
         std::snprintf(out.note, sizeof out.note, "%s", rep.notes.front().c_str());
+      out.foreign_ns = rep.reserved_foreign_ns;
+      out.body_ns = rep.body_ns;
+      out.frozen = static_cast<int>(rep.frozen_pids.size());
     } else {
       timed_loop();
       std::snprintf(out.level, sizeof out.level, "none");
@@ -159,6 +176,9 @@ struct mode_result {
   int warned = 0;  // regions whose report carried a warning
   std::string first_warning;
   std::string first_note;
+  long long foreign_ns = 0;    // other tasks' time on the reserved CPUs, summed over regions
+  std::uint64_t body_ns = 0;   // the regions' bodies (where foreign_ns was measured), summed
+  int frozen = 0;              // siblings frozen, summed over regions
 };
 
 mode_result run_mode(const config& cfg, const workload& w, mode m, board& b) {
@@ -201,6 +221,11 @@ mode_result run_mode(const config& cfg, const workload& w, mode m, board& b) {
     if (cr.warning[0] != '\0' && r.warned++ == 0) r.first_warning = cr.warning;
     if (cr.note[0] != '\0' && r.first_note.empty()) r.first_note = cr.note;
     r.samples_ms.insert(r.samples_ms.end(), cr.samples_ms, cr.samples_ms + cr.n);
+    r.frozen += cr.frozen;
+    if (m == mode::krex && cr.foreign_ns >= 0) {
+      r.foreign_ns += cr.foreign_ns;
+      r.body_ns += cr.body_ns;
+    }
   }
   return r;
 }
@@ -212,6 +237,113 @@ double quantile(std::vector<double> v, double q) {
   const auto lo = static_cast<std::size_t>(pos);
   const std::size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// The share of all CPUs' time that was busy (not idle, not waiting for I/O)
+// during the next `ms` milliseconds, from /proc/stat; -1 if unreadable. Run
+// before the demo starts anything, it is other work's share of the machine
+// (unlike the load average, which still counts a run that just ended).
+double busy_share(int ms) {
+  const auto read = [](std::uint64_t& busy, std::uint64_t& total) {
+    std::ifstream f("/proc/stat");
+    std::string cpu;
+    std::uint64_t v[8] = {};
+    f >> cpu;
+    for (std::uint64_t& x : v) f >> x;
+    total = 0;
+    for (std::uint64_t x : v) total += x;
+    busy = total - v[3] - v[4];  // idle, iowait
+    return f && cpu == "cpu";
+  };
+  std::uint64_t b0 = 0, t0 = 0, b1 = 0, t1 = 0;
+  if (!read(b0, t0)) return -1;
+  ::usleep(static_cast<useconds_t>(ms) * 1000);
+  if (!read(b1, t1) || t1 <= t0) return -1;
+  return static_cast<double>(b1 - b0) / static_cast<double>(t1 - t0);
+}
+
+struct verdict {
+  std::string line;                   // "krex cut p95 inflation from X to Y" or why not
+  std::vector<std::string> warnings;  // why the numbers may mean little
+};
+
+// What the three modes' numbers say, in one line, and whether the machine was
+// too busy with non-krex work for them to mean anything.
+verdict judge(const config& cfg, const mode_result& solo, const std::vector<mode_result>& results,
+              double busy_before, long cpus) {
+  verdict v;
+  const mode_result& unprot = results[1];
+  const mode_result& krx = results[2];
+  char buf[512];
+  const double ref = quantile(solo.samples_ms, 0.5);
+  const auto p95 = [&](const mode_result& r) {
+    std::vector<double> infl;
+    for (double x : r.samples_ms) infl.push_back(x / ref);
+    return quantile(infl, 0.95);
+  };
+  const double solo_spread = quantile(solo.samples_ms, 0.95) / ref;
+  if (busy_before > 0.25) {
+    std::snprintf(buf, sizeof buf,
+                  "other work kept %.0f%% of the %ld CPUs busy in the second before the demo "
+                  "started: it shares this machine",
+                  100.0 * busy_before, cpus);
+    v.warnings.emplace_back(buf);
+  }
+  if (solo_spread > 1.3) {
+    std::snprintf(buf, sizeof buf,
+                  "the solo reference itself varies (p95 %.2fx its median): the machine was not "
+                  "quiet while it ran",
+                  solo_spread);
+    v.warnings.emplace_back(buf);
+  }
+  const bool busy = krx.body_ns > 0 && krx.foreign_ns * 20 > static_cast<long long>(krx.body_ns);
+  if (busy) {
+    std::snprintf(buf, sizeof buf,
+                  "other tasks ran %.0f ms on the reserved CPUs during the %.0f ms of krex's timed "
+                  "loops (%.0f%%, the regions' reserved_foreign_ns): non-krex work shares this "
+                  "machine, and krex can freeze only its own tenants",
+                  static_cast<double>(krx.foreign_ns) / 1e6, static_cast<double>(krx.body_ns) / 1e6,
+                  100.0 * static_cast<double>(krx.foreign_ns) / static_cast<double>(krx.body_ns));
+    v.warnings.emplace_back(buf);
+  }
+  if (!v.warnings.empty())
+    v.warnings.emplace_back("the numbers above say little about krex: rerun on a quiet machine");
+  const double u95 = p95(unprot), k95 = p95(krx);
+  const double u_rate = 60.0 * (cfg.commands - unprot.failed) / unprot.seconds;
+  const double k_rate = 60.0 * (cfg.commands - krx.failed) / krx.seconds;
+  const double s_rate = 60.0 * cfg.commands / results[0].seconds;
+  if (krx.failed > 0) {
+    std::snprintf(buf, sizeof buf, "krex did not help here because %d of %d commands failed: %s",
+                  krx.failed, cfg.commands, krx.first_error.c_str());
+  } else if (u95 < 1.1) {
+    std::snprintf(buf, sizeof buf,
+                  "krex did not help here because unprotected commands were not slowed (p95 "
+                  "inflation %.2fx, krex %.2fx): this machine has room for %d commands at once",
+                  u95, k95, cfg.concurrency);
+  } else if (k95 < 0.8 * u95) {
+    std::snprintf(buf, sizeof buf,
+                  "krex cut p95 inflation from %.2fx (unprotected) to %.2fx (solo: 1.00x), at "
+                  "%.2fx serial's throughput (unprotected %.2fx)%s",
+                  u95, k95, k_rate / s_rate, u_rate / s_rate,
+                  v.warnings.empty() ? "" : "; but see the warnings below");
+  } else if (busy) {
+    std::snprintf(buf, sizeof buf,
+                  "krex did not help here because non-krex work ran on its reserved CPUs (p95 "
+                  "inflation %.2fx unprotected, %.2fx krex): see the warnings below",
+                  u95, k95);
+  } else if (!krx.first_note.empty()) {
+    std::snprintf(buf, sizeof buf,
+                  "krex did not help here because its protection was only %s (p95 inflation %.2fx "
+                  "unprotected, %.2fx krex): %s",
+                  krx.level.c_str(), u95, k95, krx.first_note.c_str());
+  } else {
+    std::snprintf(buf, sizeof buf,
+                  "krex did not help here because its p95 inflation (%.2fx) is not clearly below "
+                  "unprotected's (%.2fx)%s",
+                  k95, u95, v.warnings.empty() ? "" : ": see the warnings below");
+  }
+  v.line = buf;
+  return v;
 }
 
 config parse(int argc, char** argv) {
@@ -247,10 +379,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   board& b = *static_cast<board*>(mem);
+  const double busy_before = busy_share(1000);
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   std::printf("krex_demo: %d commands (compile %.0f ms, check %.0f ms, %d x %.2f ms timed kernel), "
               "concurrency %d, %ld CPUs\n",
               cfg.commands, cfg.compile_ms, cfg.compile_ms / 4, cfg.samples, cfg.kernel_ms,
-              cfg.concurrency, ::sysconf(_SC_NPROCESSORS_ONLN));
+              cfg.concurrency, cpus);
   // The solo reference: the same kernel, alone on the idle machine, 4 commands' worth.
   config solo_cfg = cfg;
   solo_cfg.samples = std::min(max_samples, cfg.samples * 4);
@@ -289,9 +423,20 @@ int main(int argc, char** argv) {
     json.field("commands_per_min", rate).field("failed", r.failed);
     json.field("regions_warned", r.warned).field("inflation_median", med);
     json.field("inflation_p95", p95).field("protection", r.level);
+    json.field("frozen_siblings", r.frozen);
     json.key("samples_ms").values(r.samples_ms).end_object();
   }
-  json.end_array().end_object();
+  json.end_array();
+  const verdict v = judge(cfg, solo, results, busy_before, cpus);
+  std::printf("\n%s\n", v.line.c_str());
+  for (const std::string& w : v.warnings) std::printf("warning: %s\n", w.c_str());
+  json.field("verdict", v.line).key("warnings").begin_array();
+  for (const std::string& w : v.warnings) json.value(w);
+  json.end_array();
+  json.field("busy_share_before", busy_before);
+  json.field("reserved_foreign_ns", results[2].foreign_ns);
+  json.field("krex_body_ns", static_cast<long long>(results[2].body_ns));
+  json.end_object();
   if (!cfg.json.empty()) {
     std::ofstream f(cfg.json);
     f << json.str() << "\n";

@@ -38,7 +38,39 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
+# apt-get, waiting for the package manager's lock while another apt or dpkg
+# (unattended-upgrades on a fresh machine, another session) holds it, up to
+# KREX_APT_LOCK_WAIT seconds (default 600), instead of failing at once.
+lock_wait=${KREX_APT_LOCK_WAIT:-600}
+case "$lock_wait" in '' | *[!0-9]*)
+  echo "deps.sh: KREX_APT_LOCK_WAIT must be a number of seconds, not '$lock_wait'" >&2
+  exit 1 ;;
+esac
+apt_get() {
+  local deadline=$((SECONDS + lock_wait)) err rc said=0
+  err=$(mktemp)
+  while :; do
+    rc=0
+    apt-get -o DPkg::Lock::Timeout="$lock_wait" "$@" 2>"$err" || rc=$?
+    cat "$err" >&2
+    if [ "$rc" -eq 0 ] || ! grep -qE "Could not get lock|Unable to lock|Unable to acquire the dpkg frontend lock" "$err"; then
+      rm -f "$err"
+      return "$rc"
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "deps.sh: the package manager lock was still held after ${lock_wait} s (another apt" \
+           "or dpkg is running: see the message above); wait for it, or raise KREX_APT_LOCK_WAIT" >&2
+      rm -f "$err"
+      return "$rc"
+    fi
+    [ "$said" = 1 ] || echo "deps.sh: another apt or dpkg holds the package manager lock;" \
+                             "waiting for it (up to ${lock_wait} s, KREX_APT_LOCK_WAIT)" >&2
+    said=1
+    sleep "${KREX_APT_LOCK_POLL:-5}"  # seconds between tries
+  done
+}
+
 echo "deps.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+apt_get update -q
+apt_get install -y -q --no-install-recommends "${missing[@]}"

@@ -17,7 +17,11 @@
 
 #include <chrono>
 #include <functional>
+#include <algorithm>
+#include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 #include <utility>
 
 using namespace std::chrono_literals;
@@ -200,4 +204,55 @@ TEST(Errors, SegmentIsPrivateToItsDomain) {
   struct stat st {};
   ASSERT_EQ(::stat(("/dev/shm/" + t.segment_name()).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600U);
+}
+
+// The KREX_* variables krex knows are derived from with_env() itself (issue
+// 21): each one it lists is parsed there (a bad value is refused, naming it),
+// and the variables other headers read are listed too.
+TEST(Errors, KnownEnvironmentVariablesAreTheParsedOnes) {
+  const std::vector<std::string>& known = krex::options::env_variables();
+  for (const char* n : {"KREX_DEVICE", "KREX_FREEZE", "KREX_FREEZE_SCOPE", "KREX_LEASE_MS",
+                        "KREX_GATING", "KREX_HOST_DEVICES", "KREX_SHM_DIR", "KREX_GBENCH",
+                        "KREX_GBENCH_STRICT"})
+    EXPECT_NE(std::find(known.begin(), known.end(), n), known.end()) << n;
+  int parsed = 0;
+  for (const std::string& n : known) {
+    if (std::find(std::begin(krex::detail::other_env_variables),
+                  std::end(krex::detail::other_env_variables), n) !=
+        std::end(krex::detail::other_env_variables))
+      continue;
+    SCOPED_TRACE(n);
+    scoped_env env(n.c_str(), "@bad");
+    expect_error([] { (void)krex::options{}.with_env(); }, krex::step::options, {n.c_str()});
+    ++parsed;
+  }
+  EXPECT_GE(parsed, 20);
+}
+
+// A KREX_* variable close to a known one is a misspelling: warned about,
+// naming the nearest; a script's own variables (far from all) are not.
+TEST(Errors, MisspelledEnvironmentVariablesAreNamed) {
+  const char* env[] = {"KREX_FREZE=signal",     "KREX_FREEZE=none",   "KREX_CUTLASS_REPS=3",
+                       "PATH=/bin",             "KREX_HOST_DEVICE=2", "KREX_GBENCH_STRCT=1",
+                       "KREX_DRAIN_DEADLINE=5", "KREX_FAKE_HANG=1",   nullptr};
+  const auto found = krex::detail::misspelled_env(env, krex::options::env_variables());
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"KREX_FREZE", "KREX_FREEZE"},
+      {"KREX_HOST_DEVICE", "KREX_HOST_DEVICES"},
+      {"KREX_GBENCH_STRCT", "KREX_GBENCH_STRICT"},
+      {"KREX_DRAIN_DEADLINE", "KREX_DRAIN_DEADLINE_MS"},
+  };
+  EXPECT_EQ(found, want);
+  // with_env() says so on stderr, once per name, and ignores the variable.
+  scoped_env typo("KREX_LEASE_MSS", "1");
+  testing::internal::CaptureStderr();
+  const krex::options o = krex::options{}.with_env();
+  (void)krex::options{}.with_env();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(o.lease(), krex::options{}.lease());
+  const std::string line =
+      "krex: options: warning: KREX_LEASE_MSS is not a krex variable and is ignored; did you "
+      "mean KREX_LEASE_MS?";
+  EXPECT_NE(err.find(line), std::string::npos) << err;
+  EXPECT_EQ(err.find(line), err.rfind(line)) << "warned twice: " << err;
 }

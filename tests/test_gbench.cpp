@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <atomic>
@@ -31,10 +34,17 @@ std::vector<run_window> g_windows;
 std::uint64_t g_spin_ns = 2'000'000;
 int g_unprotected_calls = 0;
 
+// The window is the function's start to its last iteration's end: run()
+// ends the region once the measured loop is done (so that the label and
+// counters include what the region saw during its body).
 void bm_protected(benchmark::State& st) {
   const std::uint64_t b = krex::detail::now_ns();
-  krex::gbench::run(st, [] { krex_test::spin_for(g_spin_ns); });
-  g_windows.push_back({b, krex::detail::now_ns()});
+  std::uint64_t last = b;
+  krex::gbench::run(st, [&] {
+    krex_test::spin_for(g_spin_ns);
+    last = krex::detail::now_ns();
+  });
+  g_windows.push_back({b, last});
 }
 
 // Registered without the hooks: run() must refuse to time it.
@@ -107,8 +117,15 @@ TEST(gbench, each_run_holds_a_region_and_siblings_never_submit_inside_it) {
     ++protected_runs;
     EXPECT_EQ(r.iterations, 25);
     EXPECT_NE(r.report_label.find("gate+drain"), std::string::npos) << r.report_label;
-    EXPECT_EQ(r.counters.count("krex_lock_ms"), 1U);
-    EXPECT_EQ(r.counters.count("krex_drain_ms"), 1U);
+    // Base units, named: seconds, never milliseconds shown as "8.146m".
+    for (const char* c : {"krex_lock_s", "krex_drain_s", "krex_freeze_s", "krex_frozen",
+                          "krex_warnings"})
+      EXPECT_EQ(r.counters.count(c), 1U) << c;
+    EXPECT_EQ(r.counters.count("krex_drain_ms"), 0U);
+    if (r.counters.count("krex_drain_s") == 1) {
+      EXPECT_GE(r.counters.at("krex_drain_s").value, 0.0);
+      EXPECT_LT(r.counters.at("krex_drain_s").value, 10.0);  // seconds: under the drain deadline
+    }
     // Manual time is krex's per-iteration time: about the 2 ms spin each.
     const double per_iter_s = r.real_accumulated_time / static_cast<double>(r.iterations);
     EXPECT_GE(per_iter_s, 0.0019);
@@ -151,10 +168,18 @@ TEST(gbench, configure_after_join_is_an_error) {
 // The example program, as a user runs it: protected by default, switched off
 // by KREX_GBENCH=0 (the control), a bad KREX_GBENCH value is a clear error.
 #ifdef KREX_GBENCH_EXAMPLE
-std::string run_example(const std::string& env) {
+krex_test::command_result run_example_rc(const std::string& env, const std::string& args = "") {
   const std::string cmd = env + " timeout 60 " KREX_GBENCH_EXAMPLE
-                          " --benchmark_min_time=0.01 --benchmark_filter=65536 2>&1";
-  return krex_test::run_shell(cmd).out;
+                          " --benchmark_min_time=0.01 --benchmark_filter=65536 " + args + " 2>&1";
+  return krex_test::run_shell(cmd);
+}
+std::string run_example(const std::string& env) { return run_example_rc(env).out; }
+
+// The number after `"name": ` in Google Benchmark's JSON output (-1 if absent).
+double json_number(const std::string& out, const std::string& name) {
+  const std::size_t at = out.find("\"" + name + "\": ");
+  if (at == std::string::npos) return -1;
+  return std::strtod(out.c_str() + at + name.size() + 4, nullptr);
 }
 
 TEST(gbench_example, labels_say_protected_unprotected_or_why_not) {
@@ -170,6 +195,58 @@ TEST(gbench_example, labels_say_protected_unprotected_or_why_not) {
   const std::string bad_opt = run_example(base + " KREX_FREEZE=sometimes");
   EXPECT_NE(bad_opt.find("KREX_FREEZE"), std::string::npos) << bad_opt;
   EXPECT_NE(bad_opt.find("ERROR OCCURRED"), std::string::npos) << bad_opt;
+  // One "krex:" prefix: the error's own.
+  EXPECT_EQ(bad_opt.find("krex: krex:"), std::string::npos) << bad_opt;
+}
+
+// Strict mode: a krex error fails the program (exit status 1); without it the
+// error is only the run's error row (status 0, Google Benchmark's own rule).
+TEST(gbench_example, strict_mode_makes_a_krex_error_fail_the_program) {
+  krex_test::scoped_segment seg;
+  const std::string base = "KREX_SEGMENT=" + seg.name() + " KREX_FREEZE=none KREX_PIN=0";
+  const auto lax = run_example_rc(base + " KREX_FREEZE=sometimes");
+  EXPECT_EQ(lax.rc, 0) << lax.out;
+  EXPECT_NE(lax.out.find("ERROR OCCURRED"), std::string::npos) << lax.out;
+  const auto strict = run_example_rc(base + " KREX_FREEZE=sometimes KREX_GBENCH_STRICT=1");
+  EXPECT_EQ(strict.rc, 1) << strict.out;
+  EXPECT_NE(strict.out.find("ERROR OCCURRED"), std::string::npos) << strict.out;
+  EXPECT_NE(strict.out.find("krex: gbench: strict mode: 1 benchmark run(s) had a krex error"),
+            std::string::npos)
+      << strict.out;
+  EXPECT_EQ(strict.out.find("krex: krex:"), std::string::npos) << strict.out;
+  const auto fine = run_example_rc(base + " KREX_GBENCH_STRICT=1");
+  EXPECT_EQ(fine.rc, 0) << fine.out;
+  EXPECT_NE(fine.out.find("gate+drain"), std::string::npos) << fine.out;
+  const auto bad = run_example_rc(base + " KREX_GBENCH_STRICT=maybe");
+  EXPECT_NE(bad.out.find("invalid value 'maybe' for KREX_GBENCH_STRICT"), std::string::npos)
+      << bad.out;
+}
+
+// A run with non-krex load on its reserved core is not labelled fully
+// protected: the label carries the warning, and the foreign load and the
+// warnings are counters. Spinners (not krex tenants) on every CPU make sure
+// the reserved one is busy.
+TEST(gbench_example, foreign_load_on_the_reserved_core_is_in_the_label_and_counters) {
+  krex_test::scoped_segment seg;
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  std::vector<krex_test::child> spinners;
+  for (long c = 0; c < cpus; ++c)
+    spinners.push_back(krex_test::spawn([c] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(static_cast<int>(c), &set);
+      ::sched_setaffinity(0, sizeof set, &set);
+      krex_test::spin_for(90'000'000'000ULL);  // killed when the test ends
+      return 0;
+    }));
+  const std::string env =
+      "KREX_SEGMENT=" + seg.name() + " KREX_FREEZE=none KREX_PIN=1 KREX_CONFINE=0";
+  const auto r = run_example_rc(env, "--benchmark_min_time=0.3 --benchmark_format=json");
+  spinners.clear();
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("+pin | WARNING ("), std::string::npos) << r.out;
+  EXPECT_GE(json_number(r.out, "krex_warnings"), 1.0) << r.out;
+  EXPECT_GT(json_number(r.out, "krex_reserved_foreign_s"), 0.0) << r.out;
 }
 #endif  // KREX_GBENCH_EXAMPLE
 

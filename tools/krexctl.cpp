@@ -7,7 +7,8 @@
 //   krexctl clean   [--segment NAME | --all] [--group] [--freeze METHOD]
 //                   [--cgroup-root PATH] [--kill] [--force] [--dry-run] [--any-owner]
 //                   [--json]
-//   krexctl --help | --version | COMMAND --help
+//   krexctl list    [--json]
+//   krexctl --help | -V | --version | COMMAND --help
 //
 // Exit codes: 0 healthy / done, 1 problems found or left, 2 no such segment,
 // 3 the segment cannot be used (a file that is no complete segment of this
@@ -108,6 +109,9 @@ args parse(int argc, char** argv) {
          " (status shows the domain the tenants recorded)")
       .flag("--json", a.json, json_help)
       .synopsis("[--segment NAME] [--group] [--json]");
+  prog.add("list", "List every krex segment in the segment directory (KREX_SHM_DIR, /dev/shm).")
+      .flag("--json", a.json, json_help)
+      .synopsis("[--json]");
   cli::command& recover =
       prog.add("recover", "Recover wedged devices: thaw, lower the gate, release the lock, reap.");
   segment(recover).value(
@@ -210,12 +214,127 @@ int inspect(const kd::segment_id& id, std::unique_ptr<kd::node_state>& out, std:
 
 kd::segment_id id_of(const args& a) { return kd::segment_id_of(a.opts); }
 
+/// A segment file's name taken apart: "krex-L<layout>-[B<n>-]<tag>-<base>".
+struct listed_segment {
+  std::string file, tag, base;
+  unsigned long layout = 0;
+};
+bool parse_any_segment(const std::string& e, listed_segment& out) {
+  if (e.compare(0, 6, "krex-L") != 0 || e.find("+tmp-") != std::string::npos) return false;
+  char* end = nullptr;
+  out.layout = std::strtoul(e.c_str() + 6, &end, 10);
+  std::size_t i = static_cast<std::size_t>(end - e.c_str());
+  if (i == 6 || i >= e.size() || e[i] != '-') return false;
+  ++i;
+  if (e[i] == 'B') {  // layouts 1 and 2
+    const std::size_t dash = e.find('-', i);
+    if (dash == std::string::npos) return false;
+    i = dash + 1;
+  }
+  const std::size_t dash = e.find('-', i);
+  if (dash == std::string::npos || dash == i || (e[i] != 'u' && e[i] != 'g')) return false;
+  out.file = e;
+  out.tag = e.substr(i, dash - i);
+  out.base = e.substr(dash + 1);
+  return !out.base.empty();
+}
+
+/// Every segment file in the segment directory, sorted by name.
+std::vector<listed_segment> list_segments(const std::string& dir_path) {
+  std::vector<listed_segment> out;
+  DIR* dir = ::opendir(dir_path.c_str());
+  if (dir == nullptr) return out;
+  while (const dirent* e = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe)
+    listed_segment s;
+    if (parse_any_segment(e->d_name, s)) out.push_back(s);
+  }
+  ::closedir(dir);
+  std::sort(out.begin(), out.end(),
+            [](const listed_segment& x, const listed_segment& y) { return x.file < y.file; });
+  return out;
+}
+
+std::uint32_t live_members(const kd::node_state& n);
+
+/// What to try when the segment `a` names does not exist: the segments
+/// there are (this domain's by --segment name), or that there are none.
+std::string no_segment_hint(const args& a) {
+  const kd::segment_id id = id_of(a);
+  std::string mine, others;
+  int n = 0;
+  for (const listed_segment& s : list_segments(id.dir)) {
+    ++n;
+    if (s.tag == id.domain.tag() && s.layout == kd::layout_version)
+      mine += (mine.empty() ? "" : ", ") + s.base;
+  }
+  if (n == 0)
+    return "no krex segment exists in " + id.dir +
+           ": no tenant has joined on this node yet (or its tenants use another KREX_SHM_DIR)";
+  if (!mine.empty())
+    return "this user's segments here: " + mine + " — pass --segment NAME (`krexctl list` shows " +
+           "every segment)";
+  return std::to_string(n) + " segment(s) of other users, groups or layouts are here" +
+         (a.opts.access() == krex::segment_access::user ? " (--group for the group's)" : "") +
+         " — `krexctl list` shows them";
+}
+
+int cmd_list(const args& a) {
+  std::string dir;
+  try {
+    dir = kd::shm_dir();
+  } catch (const krex::error& e) {
+    report_error(a, "", e.what());
+    return unusable;
+  }
+  const kd::segment_id me = id_of(a);
+  const kd::segment_id mine_group = kd::segment_id_of(
+      krex::options{a.opts}.access(krex::segment_access::group));
+  const std::vector<listed_segment> all = list_segments(dir);
+  json::writer j;
+  j.begin_object().field("command", "list").field("dir", dir).key("segments").begin_array();
+  if (!a.json) std::printf("%zu krex segment(s) in %s\n", all.size(), dir.c_str());
+  for (const listed_segment& s : all) {
+    const bool ours = s.tag == me.domain.tag() || s.tag == mine_group.domain.tag();
+    std::string state;
+    long live = -1;
+    if (s.layout != kd::layout_version) {
+      state = "layout " + std::to_string(s.layout) + ": another krex version";
+    } else if (!ours) {
+      state = "another user's or group's";
+    } else {
+      kd::segment_id id = s.tag == me.domain.tag() ? me : mine_group;
+      id.name = s.file;
+      id.base = s.base;
+      std::unique_ptr<kd::node_state> node;
+      std::string why;
+      if (inspect(id, node, why, true) == ok) {
+        live = live_members(*node);
+        state = std::to_string(live) + " live member(s)" + (live == 0 ? " (krexctl clean removes it)" : "");
+      } else {
+        state = "unusable: " + why;
+      }
+    }
+    if (a.json) {
+      j.begin_object().field("file", dir + "/" + s.file).field("segment", s.base);
+      j.field("domain", s.tag).field("layout", s.layout).field("yours", ours);
+      if (live >= 0) j.field("live_members", live);
+      j.field("state", state).end_object();
+    } else {
+      std::printf("  %-24s %-8s %s  (%s/%s)\n", s.base.c_str(), s.tag.c_str(), state.c_str(),
+                  dir.c_str(), s.file.c_str());
+    }
+  }
+  j.end_array().end_object();
+  if (a.json) std::printf("%s\n", j.str().c_str());
+  return ok;
+}
+
 int cmd_status(const args& a) {
   const kd::segment_id id = id_of(a);
   std::unique_ptr<kd::node_state> node;
   std::string why;
   if (const int e = inspect(id, node, why)) {
-    report_error(a, id.path(), why);
+    report_error(a, id.path(), e == no_segment ? why + "\n  hint: " + no_segment_hint(a) : why);
     return e;
   }
   const kd::node_view v = kd::read_status(*node, id.path());
@@ -260,7 +379,9 @@ int cmd_recover(const args& a) {
     // only on a segment it can trust to be laid out as it expects.
     seg = std::make_unique<kd::segment>(id, false);
   } catch (const krex::error& e) {
-    report_error(a, id.path(), e.what());
+    report_error(a, id.path(),
+                 e.code() == ENOENT ? e.what() + std::string("\n  hint: ") + no_segment_hint(a)
+                                    : e.what());
     return e.code() == ENOENT ? no_segment : unusable;
   }
   kd::node_state& n = seg->node();
@@ -721,6 +842,7 @@ int main(int argc, char** argv) {
   try {
     if (a.command == "status") return cmd_status(a);
     if (a.command == "recover") return cmd_recover(a);
+    if (a.command == "list") return cmd_list(a);
     return cmd_clean(a);
   } catch (const krex::error& e) {
     report_error(a, "", e.what());

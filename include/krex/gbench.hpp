@@ -8,6 +8,25 @@
 // SetIterationTime; the region's protection as the benchmark's label and its
 // step times as counters.
 //
+// Label and counters (set once the run's region has ended, so they include
+// what was seen during the body):
+//   label  the protection reached, e.g. "gate+drain+freeze(cgroup2)+pin";
+//          with " | WARNING (n): <first warning>" appended when the region
+//          report has warnings (non-krex work on the reserved CPUs, the
+//          measuring thread preempted): such a run was not fully protected.
+//   krex_lock_s, krex_drain_s, krex_freeze_s   entry steps, in seconds
+//   krex_reserved_foreign_s   other tasks' CPU time on the reserved CPUs
+//                             during the body, in seconds (when measured)
+//   krex_warnings, krex_frozen   counts
+// Google Benchmark prints counters with SI prefixes: krex_drain_s=8.1u is
+// 8.1 microseconds.
+//
+// Strict mode (KREX_GBENCH_STRICT=1, or krex::gbench::strict(true)): a krex
+// error in any run (the tenant cannot join, a bad KREX_* value, no region,
+// a lease lost) still becomes that run's error row, and the program then
+// exits with status 1 instead of 0 (BENCHMARK_MAIN() included). failures()
+// counts them for a harness with its own main().
+//
 //     #include <krex/gbench.hpp>
 //
 //     void bm_saxpy(benchmark::State& st) {
@@ -36,9 +55,12 @@
 
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -58,6 +80,9 @@ struct state {
   region_report last;       ///< the report of the last region that ended
   std::uint64_t runs = 0;   ///< regions entered
   std::uint64_t lost = 0;   ///< regions whose lease expired before Teardown
+  std::uint64_t failures = 0;  ///< runs with a krex error (reported through SkipWithError)
+  int strict = -1;             ///< strict(): 1 on, 0 off, -1 unset (KREX_GBENCH_STRICT decides)
+  bool exit_hook = false;      ///< strict mode's exit hook is registered
 };
 
 inline state& global() {
@@ -86,7 +111,89 @@ inline const switch_state& krex_switch() {
   return s;
 }
 
+/// `what` with one "krex: " in front (krex::error's what() has it already).
+inline std::string krex_prefixed(const std::string& what) {
+  return what.rfind("krex:", 0) == 0 ? what : "krex: " + what;
+}
+
+/// KREX_GBENCH_STRICT: unset or 0 = off, 1 = on; anything else is an error
+/// (reported like KREX_GBENCH's).
+struct strict_env {
+  bool on = false;
+  std::string error;
+};
+inline const strict_env& strict_from_env() {
+  static const strict_env s = [] {
+    strict_env r;
+    const char* v = std::getenv("KREX_GBENCH_STRICT");
+    if (v == nullptr || std::string(v) == "0") return r;
+    if (std::string(v) == "1") {
+      r.on = true;
+      return r;
+    }
+    r.error = std::string("invalid value '") + v + "' for KREX_GBENCH_STRICT (accepted: 0, 1)";
+    return r;
+  }();
+  return s;
+}
+
+/// Strict mode's exit hook: the program ran to its end (main returned or
+/// called exit) with failed runs, so its status becomes 1. Registered after
+/// the state exists, so it runs before the state's destructor: it leaves the
+/// node itself, flushes the output and ends the process with _exit(1).
+inline bool strict_on(const state& s) {
+  return s.strict >= 0 ? s.strict == 1 : strict_from_env().on;
+}
+
+inline void strict_exit_hook() {
+  state& s = global();
+  std::uint64_t n = 0;
+  {
+    std::lock_guard<std::mutex> g(s.lock);
+    if (!strict_on(s)) return;  // strict(false) since: a normal exit
+    n = s.failures;
+    s.region.reset();
+    s.tenant.reset();
+  }
+  std::cout.flush();
+  std::fprintf(stderr,
+               "krex: gbench: strict mode: %llu benchmark run(s) had a krex error (see their "
+               "error rows); exit status 1\n",
+               static_cast<unsigned long long>(n));
+  std::fflush(nullptr);
+  ::_exit(1);
+}
+
+/// In strict mode with failed runs: makes sure the program will exit 1.
+/// Called with s.lock held.
+inline void arm_strict_exit(state& s) {
+  if (s.failures > 0 && strict_on(s) && !s.exit_hook) {
+    s.exit_hook = true;
+    std::atexit(strict_exit_hook);
+  }
+}
+
+/// Counts a run's krex error. Called with s.lock held.
+inline void count_failure(state& s) {
+  ++s.failures;
+  arm_strict_exit(s);
+}
+
 }  // namespace detail
+
+/// Strict mode on or off for this process (overrides KREX_GBENCH_STRICT):
+/// with it, a krex error in any run makes the program exit with status 1.
+inline void strict(bool on) {
+  std::lock_guard<std::mutex> g(detail::global().lock);
+  detail::global().strict = on ? 1 : 0;
+  detail::arm_strict_exit(detail::global());
+}
+
+/// Runs that had a krex error so far (each one an error row in the output).
+inline std::uint64_t failures() {
+  std::lock_guard<std::mutex> g(detail::global().lock);
+  return detail::global().failures;
+}
 
 /// Options for the benchmark tenant (KREX_* variables still override them).
 /// Call before benchmark::RunSpecifiedBenchmarks(); throws krex::error(step::join)
@@ -138,9 +245,9 @@ inline void teardown(const benchmark::State& /*unused*/) {
     s.region->exit();
   } catch (const error& e) {
     ++s.lost;
+    detail::count_failure(s);
     // State::name() is not in Google Benchmark 1.7: the run is the one just reported.
-    std::fprintf(stderr, "krex::gbench: the run just reported was not protected to its end: %s\n",
-                 e.what());
+    std::fprintf(stderr, "%s (the Google Benchmark run just reported)\n", e.what());
   }
   s.last = s.region->report();
   s.region.reset();
@@ -164,31 +271,61 @@ inline const region_report* held_or_skip(benchmark::State& st) {
   state& s = global();
   std::lock_guard<std::mutex> g(s.lock);
   static const region_report unprotected;
-  if (!krex_switch().error.empty()) {
-    st.SkipWithError(("krex: " + krex_switch().error).c_str());
+  const std::string& bad = !krex_switch().error.empty() ? krex_switch().error
+                                                          : strict_from_env().error;
+  if (!bad.empty()) {
+    count_failure(s);
+    st.SkipWithError(krex_prefixed(bad).c_str());
     return nullptr;
   }
   if (!krex_switch().on) return &unprotected;
   if (s.region) return &s.region->report();
+  count_failure(s);
   st.SkipWithError(s.error.empty()
                        ? "krex: no region held: register the benchmark with KREX_BENCHMARK "
                          "(or ->Setup(krex::gbench::setup)->Teardown(krex::gbench::teardown))"
-                       : ("krex: " + s.error).c_str());
+                       : krex_prefixed(s.error).c_str());
   return nullptr;
 }
 
-/// The region's protection as the label, its step times (ms) as counters.
+/// Ends the run's region once its measured loop is done, so that its report
+/// holds what was seen during the body (warnings, foreign load). A lost lease
+/// fails the run. Returns the final report (a copy); the unprotected one when
+/// krex is switched off.
+inline region_report finish_run(benchmark::State& st) {
+  state& s = global();
+  std::lock_guard<std::mutex> g(s.lock);
+  if (!s.region) return region_report{};
+  try {
+    s.region->exit();
+  } catch (const error& e) {
+    ++s.lost;
+    count_failure(s);
+    st.SkipWithError(krex_prefixed(e.what()).c_str());
+  }
+  return s.region->report();
+}
+
+/// The region's protection as the label (with its warnings: a run with any
+/// is not labelled as fully protected), its step times (seconds), foreign
+/// load (seconds) and warnings as counters.
 inline void describe(benchmark::State& st, const region_report& r) {
   if (!r.gated) {
     st.SetLabel("unprotected");
     return;
   }
-  st.SetLabel(r.level());
-  const auto ms = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e6; };
-  st.counters["krex_lock_ms"] = ms(r.lock_ns);
-  st.counters["krex_drain_ms"] = ms(r.gate_ns + r.drain_ns);
-  st.counters["krex_freeze_ms"] = ms(r.freeze_ns);
+  std::string label = r.level();
+  if (!r.warnings.empty())
+    label += " | WARNING (" + std::to_string(r.warnings.size()) + "): " + r.warnings.front();
+  st.SetLabel(label);
+  const auto s = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e9; };
+  st.counters["krex_lock_s"] = s(r.lock_ns);
+  st.counters["krex_drain_s"] = s(r.gate_ns + r.drain_ns);
+  st.counters["krex_freeze_s"] = s(r.freeze_ns);
   st.counters["krex_frozen"] = static_cast<double>(r.frozen_pids.size());
+  st.counters["krex_warnings"] = static_cast<double>(r.warnings.size());
+  if (r.reserved_foreign_ns >= 0)
+    st.counters["krex_reserved_foreign_s"] = static_cast<double>(r.reserved_foreign_ns) / 1e9;
 }
 
 }  // namespace detail
@@ -208,7 +345,7 @@ void run(benchmark::State& st, F&& fn) {
     krex::detail::call_sample(fn, i++);
     st.SetIterationTime(std::chrono::duration<double>(clock::now() - t0).count());
   }
-  detail::describe(st, *r);
+  detail::describe(st, detail::finish_run(st));
 }
 
 }  // namespace krex::gbench

@@ -4,10 +4,18 @@
 #include <krex/detail/layout.hpp>
 #include <krex/error.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace krex {
 
@@ -123,6 +131,65 @@ inline bool valid_segment_name(const std::string& s) {
           c == '-' || c == '_' || c == '.'))
       return false;
   return true;
+}
+
+/// `KREX_*` variables krex reads outside options::with_env(): they are no
+/// misspelling. (The options' own variables are what with_env() reads:
+/// options::env_variables() derives them from it.)
+inline constexpr const char* other_env_variables[] = {
+    "KREX_SHM_DIR",        // detail/segment_file.hpp: the segment directory
+    "KREX_GBENCH",         // gbench.hpp: krex on or off for a Google Benchmark program
+    "KREX_GBENCH_STRICT",  // gbench.hpp: a krex error fails the program
+    "KREX_PATCH",          // python/krex/patch.py
+};
+
+/// Levenshtein distance (names are short).
+inline std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0U : 1U)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// The known variable nearest to `name` if it is close enough to be a
+/// misspelling of it (at most 2 edits, 3 for names over 16 characters),
+/// else "". `KREX_*` variables far from every known one (a script's own,
+/// such as KREX_CUTLASS_REPS) are not krex's business and get "".
+inline std::string misspelling_of(const std::string& name, const std::vector<std::string>& known) {
+  std::string best;
+  std::size_t best_d = ~std::size_t{0};
+  for (const std::string& k : known) {
+    if (k == name) return "";
+    const std::size_t d = edit_distance(name, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  return best_d <= (name.size() > 16 ? 3U : 2U) ? best : "";
+}
+
+/// Every `KREX_*` name in `env` (name=value strings, nullptr-terminated)
+/// that looks like a misspelling of a known one, as (name, nearest) pairs.
+inline std::vector<std::pair<std::string, std::string>> misspelled_env(
+    const char* const* env, const std::vector<std::string>& known) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (; env != nullptr && *env != nullptr; ++env) {
+    const std::string kv = *env;
+    if (kv.compare(0, 5, "KREX_") != 0) continue;
+    const std::string name = kv.substr(0, kv.find('='));
+    std::string near = misspelling_of(name, known);
+    if (!near.empty()) out.emplace_back(name, std::move(near));
+  }
+  return out;
 }
 }  // namespace detail
 
@@ -337,13 +404,58 @@ class options {
   int quiet_tolerance_pct() const noexcept { return m_quiet_tolerance_pct; }
 
   /// A copy with every set `KREX_*` variable applied (see the table above).
-  /// Throws krex::error naming the variable for an unparsable value.
+  /// Throws krex::error naming the variable for an unparsable value. A set
+  /// `KREX_*` variable that looks like a misspelling of a known one
+  /// (`KREX_FREZE`) is ignored with a warning on stderr naming the nearest
+  /// known variable, once per process and name.
   options with_env() const {
     options o = *this;
     // getenv races only with setenv, which a harness does not call while joining.
-    const auto env = [](const char* n) -> const char* {
+    o.apply_env([](const char* n) -> const char* {
       return std::getenv(n);  // NOLINT(concurrency-mt-unsafe)
-    };
+    });
+    o.check_lease();
+    warn_misspelled_env();
+    return o;
+  }
+
+  /// Every `KREX_*` variable krex reads: those with_env() reads (derived
+  /// from it, so the list cannot drift from the parsing) and
+  /// detail::other_env_variables.
+  static const std::vector<std::string>& env_variables() {
+    static const std::vector<std::string> names = [] {
+      std::vector<std::string> v;
+      options{}.apply_env([&v](const char* n) -> const char* {
+        v.emplace_back(n);
+        return nullptr;
+      });
+      for (const char* n : detail::other_env_variables) v.emplace_back(n);
+      return v;
+    }();
+    return names;
+  }
+
+ private:
+  /// Warns (stderr, once per name) about set variables that look like
+  /// misspellings of env_variables().
+  static void warn_misspelled_env() {
+    static std::mutex lock;
+    static std::set<std::string> warned;
+    const std::lock_guard<std::mutex> g(lock);
+    for (const auto& [name, near] : detail::misspelled_env(environ, env_variables())) {
+      if (!warned.insert(name).second) continue;
+      std::fprintf(stderr,
+                   "krex: options: warning: %s is not a krex variable and is ignored; did you "
+                   "mean %s?\n",
+                   name.c_str(), near.c_str());
+    }
+  }
+
+  /// Applies the `KREX_*` variables `env(name)` returns (nullptr: unset):
+  /// the one place the options' variables are named and parsed.
+  template <class Env>
+  void apply_env(const Env& env) {
+    options& o = *this;
     if (const char* v = env("KREX_DEVICE"))
       o.device(
           static_cast<int>(detail::parse_int("KREX_DEVICE", v, 0, max_devices - 1,
@@ -355,18 +467,18 @@ class options {
     }
     if (const char* v = env("KREX_SEGMENT_ACCESS"))
       o.m_access = detail::parse_access("KREX_SEGMENT_ACCESS", v);
-    env_ms(o.m_gate_park, "KREX_GATE_PARK_MS", 1);
-    env_ms(o.m_drain_deadline, "KREX_DRAIN_DEADLINE_MS", 1);
-    env_ms(o.m_lock_wait, "KREX_LOCK_WAIT_MS", 0);
-    env_ms(o.m_lease, "KREX_LEASE_MS", 1);
+    env_ms(env, o.m_gate_park, "KREX_GATE_PARK_MS", 1);
+    env_ms(env, o.m_drain_deadline, "KREX_DRAIN_DEADLINE_MS", 1);
+    env_ms(env, o.m_lock_wait, "KREX_LOCK_WAIT_MS", 0);
+    env_ms(env, o.m_lease, "KREX_LEASE_MS", 1);
     if (const char* v = env("KREX_ALLOW_CONTENDED"))
       o.m_allow_contended = detail::parse_bool("KREX_ALLOW_CONTENDED", v);
     if (const char* v = env("KREX_FREEZE"))
       o.m_freeze = detail::parse_freeze_method("KREX_FREEZE", v);
     if (const char* v = env("KREX_FREEZE_SCOPE"))
       o.m_scope = detail::parse_freeze_scope("KREX_FREEZE_SCOPE", v);
-    env_ms(o.m_freeze_deadline, "KREX_FREEZE_DEADLINE_MS", 1);
-    env_ms(o.m_handoff_grace, "KREX_HANDOFF_GRACE_MS", 0);
+    env_ms(env, o.m_freeze_deadline, "KREX_FREEZE_DEADLINE_MS", 1);
+    env_ms(env, o.m_handoff_grace, "KREX_HANDOFF_GRACE_MS", 0);
     if (o.m_handoff_grace.count() > 100)
       detail::bad_option("KREX_HANDOFF_GRACE_MS", std::to_string(o.m_handoff_grace.count()),
                          "0..100");
@@ -390,18 +502,15 @@ class options {
       o.m_host_devices = static_cast<int>(detail::parse_int(
           "KREX_HOST_DEVICES", v, 1, max_devices, "an integer 1.." + std::to_string(max_devices)));
     if (const char* v = env("KREX_GATING")) o.m_gating = detail::parse_gating("KREX_GATING", v);
-    env_ms(o.m_quiet_deadline, "KREX_QUIET_DEADLINE_MS", 0);
+    env_ms(env, o.m_quiet_deadline, "KREX_QUIET_DEADLINE_MS", 0);
     if (o.m_quiet_deadline.count() > 60'000)
       detail::bad_option("KREX_QUIET_DEADLINE_MS", std::to_string(o.m_quiet_deadline.count()),
                          "milliseconds 0..60000");
     if (const char* v = env("KREX_QUIET_TOLERANCE_PCT"))
       o.m_quiet_tolerance_pct = static_cast<int>(
           detail::parse_int("KREX_QUIET_TOLERANCE_PCT", v, 1, 100, "an integer 1..100"));
-    o.check_lease();
-    return o;
   }
 
- private:
   void check_lease() const {
     const ms entry = m_drain_deadline + 3 * m_freeze_deadline;
     if (m_lease > entry) return;
@@ -420,8 +529,9 @@ class options {
     field = t;
     return *this;
   }
-  static void env_ms(ms& field, const char* var, long long min) {
-    if (const char* v = std::getenv(var))  // NOLINT(concurrency-mt-unsafe): see with_env()
+  template <class Env>
+  static void env_ms(const Env& env, ms& field, const char* var, long long min) {
+    if (const char* v = env(var))
       field = ms(detail::parse_int(var, v, min, 86'400'000LL,
                                    min == 0 ? "milliseconds 0..86400000"
                                             : "milliseconds 1..86400000"));

@@ -177,7 +177,7 @@ class program {
       if (argc < 2) fail("no command");
       const std::string first = argv[1];
       if (first == "--help" || first == "-h") exit_with(help(nullptr));
-      if (first == "--version") exit_with(version());
+      if (first == "--version" || first == "-V") exit_with(version());
       if (first == "help") {
         if (argc == 2) exit_with(help(nullptr));
         const command* h = find_command(argv[2]);
@@ -192,7 +192,7 @@ class program {
     for (int k = i; k < argc; ++k) {
       const std::string a = argv[k];
       if (a == "--help" || a == "-h") exit_with(help(c == &m_root ? nullptr : c));
-      if (a == "--version") exit_with(version());
+      if (a == "--version" || a == "-V") exit_with(version());
     }
     for (; i < argc; ++i) {
       const std::string a = argv[i];
@@ -274,7 +274,7 @@ class program {
                                                     " COMMAND --help` for a command's"
                                               : std::string("this help")) +
          "\n";
-    s += pad("  --version", 26) + "the krex version\n";
+    s += pad("  -V, --version", 26) + "the krex version\n";
     if (!k.m_epilog.empty()) s += "\n" + k.m_epilog + (k.m_epilog.back() == '\n' ? "" : "\n");
     return s;
   }

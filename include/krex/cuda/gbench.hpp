@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 
 namespace krex::gbench {
 namespace detail {
@@ -59,10 +60,14 @@ void run(benchmark::State& st, cudaStream_t stream, F&& fn, bool cold_l2 = true)
       st.SetIterationTime(static_cast<double>(ms) / 1e3);
     }
   } catch (const std::exception& e) {
-    st.SkipWithError(e.what());
+    {
+      std::lock_guard<std::mutex> g(detail::global().lock);
+      detail::count_failure(detail::global());
+    }
+    st.SkipWithError(detail::krex_prefixed(e.what()).c_str());
     return;
   }
-  detail::describe(st, *r);
+  detail::describe(st, detail::finish_run(st));
 }
 
 }  // namespace krex::gbench
