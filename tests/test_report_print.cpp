@@ -56,6 +56,7 @@ krex::region_report full_report() {
   r.warnings = {"bad byte \xff end"};
   r.body_preemptions = 21;
   r.reserved_foreign_ns = -22;
+  r.stopped_pids = {107};
   return r;
 }
 
@@ -89,7 +90,8 @@ const std::vector<std::string> text_fields = {"epoch=11",
                                               "pinned_cpus=[7,9]",
                                               "gating=auto",
                                               "body_preemptions=21",
-                                              "reserved_foreign_ns=-22"};
+                                              "reserved_foreign_ns=-22",
+                                              "stopped_pids=[107]"};
 
 std::string printed(const krex::region_report& r) {
   std::ostringstream os;
@@ -195,7 +197,7 @@ TEST(report_json, parses_and_round_trips_in_python) {
             "C:\\\\path\", \"tab\\there\\nnewline \\u0001 \\u00b5s\"], \"pin_ns\": 1005, "
             "\"pinned\": true, \"pinned_cpus\": [7, 9], \"reserved_foreign_ns\": -22, "
             "\"scope\": \"active\", \"siblings_drained\": 14, \"siblings_gone\": 15, "
-            "\"siblings_seen\": 13, \"thaw_failed\": true, \"ticket\": 12, "
+            "\"siblings_seen\": 13, \"stopped_pids\": [107], \"thaw_failed\": true, \"ticket\": 12, "
             "\"took_over_gate\": true, \"undrained_pids\": [101, 102], "
             "\"unverified_pids\": [104, 105, 106], \"warnings\": [\"bad byte \\ufffd end\"]}\n");
 }

@@ -24,6 +24,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -239,6 +241,60 @@ TEST(trust_signal, verified_member_is_stopped_and_continued) {
   }
   EXPECT_TRUE(moves(mem, 0)) << "not continued after the region";
   EXPECT_EQ(n.tenants[i].stop_target.load(), 0);
+}
+
+// --- the holder: a sibling someone else stopped ---------------------------------
+
+// Issue 20: an operator or debugger stopped a sibling before the region. The
+// freeze must not stop it "again" and then continue it at thaw: it stays
+// stopped, is reported, and a member that was running is frozen as before.
+TEST(trust_signal, sibling_stopped_by_someone_else_is_never_continued) {
+  krex_test::scoped_segment seg;
+  krex_test::shared<krex_test::counters> mem;
+  const auto member_counting = [&](int k) {
+    return krex_test::spawn([&mem, &seg, k] {
+      krex::tenant m{signal_opts(seg)};
+      mem->ready++;
+      for (;;) {
+        mem->value[k]++;
+        ::usleep(500);
+      }
+      return 0;
+    });
+  };
+  auto parked = member_counting(0);
+  auto running = member_counting(1);
+  ASSERT_TRUE(krex_test::wait_until([&] { return mem->ready.load() == 2; }, 5000ms));
+  ASSERT_EQ(::kill(parked.pid(), SIGSTOP), 0);  // the operator's stop
+  ASSERT_TRUE(stopped(parked.pid()));
+  krex::tenant t{signal_opts(seg)};
+  kd::node_state& n = *krex::detail::member_of(t).node;
+  const std::uint32_t i = slot_of(n, parked.pid());
+  ASSERT_LT(i, kd::max_tenants);
+  {
+    krex::region r{t};
+    const auto& rep = r.report();
+    EXPECT_TRUE(holds(mem, 1)) << "the running member was not frozen";
+    EXPECT_EQ(rep.frozen_pids, std::vector<int>{running.pid()});
+    EXPECT_EQ(rep.stopped_pids, std::vector<int>{parked.pid()});
+    EXPECT_EQ(n.tenants[i].stop_target.load(), 0) << "a stop krex did not send was recorded";
+    EXPECT_TRUE(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& l) {
+      return l.find("already stopped by someone else") != std::string::npos;
+    }));
+  }
+  EXPECT_TRUE(moves(mem, 1)) << "the member krex froze was not continued";
+  EXPECT_EQ(state_of(parked.pid()), 'T') << "krex continued a stop it did not send";
+  EXPECT_TRUE(holds(mem, 0));
+
+  // Continued by its owner during the body: the region ran beside it.
+  {
+    krex::region r{t};
+    EXPECT_EQ(r.report().stopped_pids, std::vector<int>{parked.pid()});
+    ASSERT_EQ(::kill(parked.pid(), SIGCONT), 0);
+    ASSERT_TRUE(moves(mem, 0));
+    r.exit();
+    EXPECT_TRUE(r.report().freeze_broken) << "a sibling ran during the body unreported";
+  }
 }
 
 // --- the holder: a pid reused between freeze and thaw --------------------------

@@ -188,6 +188,13 @@ class basic_region {
     m_stage = stage::frozen;  // from here on, unwinding thaws them
     m_report.siblings_gone += f.gone;
     m_report.unverified_pids = std::move(f.unverified);
+    m_found_stopped = std::move(f.found_stopped);
+    for (const auto& t : m_found_stopped) {
+      m_report.stopped_pids.push_back(t.pid);
+      m_report.notes.push_back("freeze: sibling pid " + std::to_string(t.pid) +
+                               " was already stopped by someone else: left stopped, krex will "
+                               "not continue it");
+    }
     for (const auto& t : m_frozen) m_report.frozen_pids.push_back(t.pid);
     m_report.frozen = true;
     if (f.idle > 0)
@@ -213,6 +220,7 @@ class basic_region {
       // A forked child's copy of the region: the region is the parent's.
       m_pin.reset();
       m_frozen.clear();
+      m_found_stopped.clear();
       m_stage = stage::none;
       return;
     }
@@ -248,6 +256,15 @@ class basic_region {
         m_report.thaw_failed = m_report.thaw_failed || t.thaw_failed;
         m_report.lease_lost = m_report.lease_lost || t.lease_lost;
       }
+      // A sibling someone else had stopped and that runs again now ran
+      // during (part of) the body, unfrozen.
+      for (const detail::freezer::target& f : m_found_stopped) {
+        const detail::proc_stat st = detail::read_proc_stat(f.pid);
+        if (st.exists && st.start_time == f.start_time &&
+            !detail::freeze_signal::is_halted(st.state))
+          m_report.freeze_broken = true;
+      }
+      m_found_stopped.clear();
       m_stage = stage::gated;
     }
     if (m_stage == stage::gated) {
@@ -309,6 +326,7 @@ class basic_region {
   std::uint64_t m_body_start = 0;
   region_report m_report;
   std::vector<detail::freezer::target> m_frozen;
+  std::vector<detail::freezer::target> m_found_stopped;  // stopped by someone else, left so
   std::optional<detail::pin_guard> m_pin;
   detail::cpu_watch m_watch;
 };

@@ -64,6 +64,10 @@ struct region_report {
   /// Estimated CPU time other tasks spent on the pinned CPUs during the body,
   /// in /proc/stat tick resolution (-1: not measured, e.g. not pinned).
   long long reserved_foreign_ns = -1;
+  /// Signal freezing: siblings found already stopped by someone else (an
+  /// operator, a debugger: state T or t) when the region froze. krex neither
+  /// stopped nor continues them; they stay stopped after the region.
+  std::vector<int> stopped_pids;
 
   /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+pin", "gate+drain(contended)",
   /// "gate+drain+freeze(cgroup2,broken)" (a sibling ran again during the body), "none".
@@ -162,6 +166,7 @@ inline std::string to_json(const region_report& r) {
   j.strs("warnings", r.warnings);
   j.num("body_preemptions", r.body_preemptions);
   j.num("reserved_foreign_ns", r.reserved_foreign_ns);
+  j.ints("stopped_pids", r.stopped_pids);
   return j.done();
 }
 
@@ -193,7 +198,8 @@ inline std::ostream& operator<<(std::ostream& os, const region_report& r) {
      << "\n  freeze=" << to_string(r.freeze) << " scope=" << to_string(r.scope)
      << " pinned_cpus=" << ints(r.pinned_cpus) << " gating=" << r.gating
      << "\n  body_preemptions=" << r.body_preemptions
-     << " reserved_foreign_ns=" << r.reserved_foreign_ns;
+     << " reserved_foreign_ns=" << r.reserved_foreign_ns
+     << "\n  stopped_pids=" << ints(r.stopped_pids);
   lines("notes", r.notes);
   lines("warnings", r.warnings);
   return os;

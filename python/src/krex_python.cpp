@@ -172,6 +172,7 @@ py::dict report_dict(const region_report& r) {
   d["warnings"] = r.warnings;
   d["body_preemptions"] = r.body_preemptions;
   d["reserved_foreign_ns"] = r.reserved_foreign_ns;
+  d["stopped_pids"] = r.stopped_pids;
   return d;
 }
 
