@@ -385,7 +385,8 @@ class basic_tenant {
     detail::check_freeze_domain(*m_member.node, m_member.index, m_freezer->method(),
                                 m_freezer->root());
     const detail::identity_domain id =
-        detail::make_identity_domain(o.access(), m_segment->path().c_str());
+        detail::make_identity_domain(o.access(), m_segment->path().c_str(),
+                                     &m_segment->file_stat());
     if (m_freezer->method() == freeze_method::signal)
       detail::check_signal_namespace(*m_member.node, m_member.index, id.pidns);
     m_freezer->bind(id, m_member.node);

@@ -193,6 +193,9 @@ class segment {
   /// The file name (in its directory, /dev/shm unless KREX_SHM_DIR).
   const std::string& name() const noexcept { return m_id.name; }
   std::string path() const { return m_id.path(); }
+  /// fstat of the file this process mapped (its device and inode are what
+  /// members' /proc/<pid>/maps show: detail/identity.hpp).
+  const struct stat& file_stat() const noexcept { return m_stat; }
 
  private:
   void map_existing(found_file f) {
@@ -216,6 +219,7 @@ class segment {
       throw;
     }
     m_node = n;
+    m_stat = f.st;
   }
 
   // Builds the segment under a temporary name and links it to the final one.
@@ -280,6 +284,7 @@ class segment {
 
   segment_id m_id;
   node_state* m_node = nullptr;
+  struct stat m_stat {};  // of the mapped file
 };
 
 }  // namespace krex::detail
