@@ -376,8 +376,9 @@ TEST_F(expiry, ServedWaiterStoppedIsSkippedAtTheHandoffDeadline) {
 }
 
 // Finding 6: a recoverer stopped after it claimed is alive: nobody takes its
-// recovery over by time alone (the old rule did after 1 s), status flags it,
-// plain `krexctl recover` leaves it, `--force` takes over. Resumed inside
+// recovery over within its deadline (the old rule did after 1 s; the
+// deadline is 5 s, StoppedRecovererIsTakenOverPastItsDeadline), status flags
+// it, plain `krexctl recover` leaves it, `--force` takes over. Resumed inside
 // the next holder's region, its late steps fail harmlessly: the sibling
 // stays frozen, the gate stays raised (a third tenant's submission parks).
 TEST_F(expiry, StalledRecovererIsNotTakenOverWhileAliveAndItsLateStepsFail) {
@@ -461,6 +462,82 @@ TEST_F(expiry, StalledRecovererIsNotTakenOverWhileAliveAndItsLateStepsFail) {
   m_b->go2.store(1);
   EXPECT_EQ(krex_test::exit_code(waiter.wait(10s)), 0);
   EXPECT_EQ(krex_test::exit_code(third.wait(10s)), 0);
+  m_b->release.store(1);
+  EXPECT_EQ(krex_test::exit_code(first.wait(10s)), 0);
+  EXPECT_TRUE(spinner_runs(2s));
+}
+
+// Issue 20: a recoverer stopped after its claim kept the device gated and the
+// sibling frozen with no time bound (only `--force` by hand got it out). Past
+// recovery_claim_deadline_ns a stopped claimant is taken over (here by the
+// guardian, with nobody calling krexctl): the sibling is thawed, the gate
+// lowered, the next waiter gets its region. Resumed inside that region, the
+// stale recoverer touches nothing.
+TEST_F(expiry, StoppedRecovererIsTakenOverPastItsDeadline) {
+  kd::segment seg{base()};
+  kd::device_state& dev = seg.node().devices[0];
+  spawn_spinner(0);
+  child first = krex_test::spawn([this] {
+    krex::tenant t{base()};
+    while (m_b->ready.load() < 2) std::this_thread::sleep_for(1ms);
+    krex::region r{t};
+    m_b->in_body.store(1);
+    while (m_b->release.load() == 0) std::this_thread::sleep_for(1ms);
+    try {
+      r.exit();  // after the recovery took its lease away
+    } catch (const krex::error& e) {
+      return e.where() == krex::step::release && r.report().lease_lost ? 0 : 3;
+    }
+    return 2;
+  });
+  child waiter = krex_test::spawn([this] {
+    krex::tenant t{base()};
+    m_b->ready.fetch_add(1);
+    while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
+    krex::region r{t};
+    m_b->in_body.store(2);
+    while (m_b->go2.load() == 0) std::this_thread::sleep_for(1ms);
+    r.exit();
+    return r.report().freeze_broken ? 5 : 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+  m_b->go.store(1);
+  const int s0 = m_b->slot[0].load();
+  ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
+  const std::string root = m_root;
+  child recoverer = krex_test::spawn([this, root] {
+    kd::segment s{base()};
+    kd::recovery_config c;
+    c.method = krex::freeze_method::cgroup_v2;
+    kd::as_safe::copy_text(c.root, sizeof c.root, root.c_str());
+    kd::recovery_hook = stop_recoverer;
+    return static_cast<int>(kd::recover_device(s.node(), 0, c, true));
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
+  const auto claimed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(recoverer.pid()) == 'T'; }, 5s));
+  // Within the deadline the stopped claimant keeps its claim.
+  std::this_thread::sleep_for(3s - (std::chrono::steady_clock::now() - claimed));
+  EXPECT_NE(dev.lease_slot.load() & kd::lease_recovering, 0U) << "taken over before its deadline";
+  EXPECT_TRUE(frozen(s0));
+  // Past it, the guardian takes over, thaws and hands the device on: the
+  // waiter holds its region (the sibling frozen again, by the waiter).
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 2; }, 20s))
+      << "the stopped recoverer kept the device gated past its deadline";
+  const auto taken = std::chrono::steady_clock::now() - claimed;
+  EXPECT_GE(taken, std::chrono::nanoseconds(kd::recovery_claim_deadline_ns) - 100ms);
+  EXPECT_EQ(proc_state(recoverer.pid()), 'T') << "the takeover must not need the claimant to run";
+  ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
+  const std::uint32_t epoch = dev.gate.load();
+  EXPECT_EQ(epoch % 2, 1U);
+  ::kill(recoverer.pid(), SIGCONT);
+  EXPECT_EQ(krex_test::exit_code(recoverer.wait(10s)),
+            static_cast<int>(kd::recovery::in_progress));
+  EXPECT_TRUE(frozen(s0)) << "the stale recoverer thawed the new holder's sibling";
+  EXPECT_EQ(dev.gate.load(), epoch) << "the stale recoverer lowered the new holder's gate";
+  m_b->go2.store(1);
+  EXPECT_EQ(krex_test::exit_code(waiter.wait(10s)), 0);
   m_b->release.store(1);
   EXPECT_EQ(krex_test::exit_code(first.wait(10s)), 0);
   EXPECT_TRUE(spinner_runs(2s));

@@ -36,6 +36,13 @@ enum class recovery { nothing, holder_dead, lease_expired, in_progress };
 /// alive even before its start time is recorded (the claim is written first).
 inline constexpr std::uint64_t recovery_claim_grace_ns = 1'000'000'000ULL;
 
+/// A recovery takes milliseconds (a thaw per tenant of the device). A claim
+/// older than this whose claimant is stopped (state T or t: a debugger, an
+/// operator's SIGSTOP, a Ctrl-Z'd krexctl) is taken over: the device must
+/// not stay gated and its siblings frozen for as long as someone forgets a
+/// stopped process. A claimant that runs, however slowly, keeps its claim.
+inline constexpr std::uint64_t recovery_claim_deadline_ns = 5'000'000'000ULL;
+
 /// This process's recover_claim word: claim ms clock (32 bits) << 32 | pid.
 inline std::uint64_t my_recover_claim(std::uint64_t now) noexcept {
   return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(now / 1'000'000ULL)) << 32) |
@@ -63,6 +70,19 @@ inline bool claimant_alive(const device_state& dev, std::uint64_t c, std::uint64
   if (pid <= 0) return false;
   if (as_safe::alive(pid, dev.recover_start_time.load())) return true;
   return claim_age_ns(c, now) < recovery_claim_grace_ns && as_safe::alive(pid, 0);
+}
+
+/// True when the claimant of claim word `c` (alive) is stopped and its claim
+/// older than recovery_claim_deadline_ns: it is taken over. When it resumes,
+/// its next step finds the claim moved and stops (still_recovering); the one
+/// step it may already be inside of (a thaw of one slot, begun before it was
+/// stopped) is a window the takeover cannot close.
+inline bool claimant_stalled(const device_state& dev, std::uint64_t c, std::uint64_t now) noexcept {
+  if (claim_age_ns(c, now) < recovery_claim_deadline_ns) return false;
+  const proc_stat st = read_proc_stat(claim_pid(c));
+  const std::uint64_t started = dev.recover_start_time.load();
+  return st.exists && (st.state == 'T' || st.state == 't') &&
+         (started == 0 || st.start_time == started);
 }
 
 /// True while the recovery claimed with `mine` is still this recoverer's:
@@ -105,12 +125,14 @@ inline void lower_gate_for_recovery(device_state& dev, std::uint32_t g, std::uin
 }
 
 /// Takes device `dev`'s recovery claim (recover_claim: claim time | pid),
-/// taking over a dead claimant's (or, with `force`, a live one's). Returns the
-/// claim word, 0 if another recoverer holds it.
+/// taking over a dead claimant's, a stopped one's past its deadline
+/// (claimant_stalled), or, with `force`, a live one's. Returns the claim
+/// word, 0 if another recoverer holds it.
 inline std::uint64_t claim_recovery(device_state& dev, bool force) noexcept {
   const std::uint64_t now = as_safe::now_ns();
   std::uint64_t held = dev.recover_claim.load();
-  if (held != 0 && !force && claimant_alive(dev, held, now)) return 0;
+  if (held != 0 && !force && claimant_alive(dev, held, now) && !claimant_stalled(dev, held, now))
+    return 0;
   const std::uint64_t mine = my_recover_claim(now);
   if (!dev.recover_claim.compare_exchange_strong(held, mine)) return 0;
   dev.recover_start_time.store(read_proc_stat(::getpid()).start_time);
@@ -128,7 +150,8 @@ inline void release_recovery(device_state& dev, std::uint64_t mine) noexcept {
 /// live recoverer (krexctl recover --force).
 ///
 /// The recoverer first takes the device's recovery claim (pid + start time,
-/// taken over only from a dead claimant unless forced), then the lease
+/// taken over from a dead claimant, a stopped one past its deadline, or any
+/// one when forced), then the lease
 /// (lease_slot CAS to `| lease_recovering`). It snapshots the gate epoch, the
 /// gate holder and the ticket at the claim; every later step is one CAS from
 /// those values, and the claim is re-checked before each slot it thaws. A
@@ -173,7 +196,8 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
   bool expired = false;
   std::uint64_t mine = 0;
   if ((ls & lease_recovering) != 0) {
-    // Another recoverer is at work: taken over only if it died (or forced).
+    // Another recoverer is at work: taken over only if it died, or is stopped
+    // past its deadline (or forced).
     mine = claim_recovery(dev, force);
     if (mine == 0 || dev.lease_slot.load() != ls) {
       if (mine != 0) release_recovery(dev, mine);
