@@ -102,6 +102,9 @@ class freezer {
   const std::string& notes() const noexcept { return m_notes; }
   /// The last failure of a noexcept operation (leave, thaw); "" if none.
   const std::string& last_error() const noexcept { return m_last_error; }
+  /// Whether root() is this segment's own directory under the derived root
+  /// (made with the first leaf, removed with the last).
+  bool owns_root() const noexcept { return m_own_dir; }
   /// The leaf of `slot`: root + "/t" + slot.
   std::string leaf(std::uint32_t slot) const { return m_root + "/t" + std::to_string(slot); }
 

@@ -451,6 +451,7 @@ class basic_tenant {
     const std::string& root = m_freezer->root();
     m_recovery = detail::make_recovery_config(m_freezer->method(), root);
     detail::recovery_config& c = m_recovery;
+    c.own_dir = m_freezer->owns_root();
     if (c.method != freeze_method::cgroup_v2 && c.method != freeze_method::cgroup_v1) return;
     std::string home =
         detail::cgroup::self_view::read().locate(c.method == freeze_method::cgroup_v2).own;
