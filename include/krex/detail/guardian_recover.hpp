@@ -29,8 +29,10 @@ namespace krex::detail {
 /// in production.
 inline void (*recovery_hook)() noexcept = nullptr;
 
-/// What recover_device did.
-enum class recovery { nothing, holder_dead, lease_expired, in_progress };
+/// What recover_device did. `holder_alive`: recovered from a holder alive
+/// within its lease (or a raised gate's live holder): by `force`, or by
+/// taking over a forced recovery that stalled.
+enum class recovery { nothing, holder_dead, lease_expired, in_progress, holder_alive };
 
 /// A recoverer's claim word younger than this whose pid exists counts as
 /// alive even before its start time is recorded (the claim is written first).
@@ -172,8 +174,8 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
     const std::uint32_t g = dev.gate.load();
     if ((g & 1U) == 0) return recovery::nothing;
     const std::uint32_t h = dev.holder.load();
-    if (!force && h != 0 && h <= max_tenants && slot_alive(n.tenants[h - 1]))
-      return recovery::nothing;
+    const bool live = h != 0 && h <= max_tenants && slot_alive(n.tenants[h - 1]);
+    if (!force && live) return recovery::nothing;
     const std::uint64_t mine = claim_recovery(dev, force);
     if (mine == 0) return recovery::in_progress;
     if (dev.lease_slot.load() != 0 || dev.gate.load() != g) {
@@ -184,7 +186,7 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
     if (still_recovering(dev, mine, 0)) lower_gate_for_recovery(dev, g, h);
     dev.recoveries.fetch_add(1, std::memory_order_relaxed);
     release_recovery(dev, mine);
-    return recovery::holder_dead;
+    return live ? recovery::holder_alive : recovery::holder_dead;
   }
   const std::uint32_t h = ls & lease_slot_mask;
   const auto judge = [&](bool& dead, bool& expired) {
@@ -244,7 +246,7 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
   std::uint32_t expected = lease;
   if (dev.lease_slot.compare_exchange_strong(expected, 0)) serve_next(dev, t);
   release_recovery(dev, mine);
-  return expired ? recovery::lease_expired : recovery::holder_dead;
+  return expired ? recovery::lease_expired : dead ? recovery::holder_dead : recovery::holder_alive;
 }
 
 /// recover_device as a detail::recoverer (slots.hpp): what a tenant installs
@@ -253,7 +255,8 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
 /// hand to advance_queue. True if this call recovered device `d`.
 inline bool recover_dead_holder(node_state& n, std::uint32_t d, const recovery_config& c) noexcept {
   const recovery r = recover_device(n, d, c);
-  return r == recovery::holder_dead || r == recovery::lease_expired;
+  return r == recovery::holder_dead || r == recovery::lease_expired ||
+         r == recovery::holder_alive;
 }
 
 /// Reaps every tenant slot whose owner is dead (not a current lease holder:
