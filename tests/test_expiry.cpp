@@ -325,10 +325,20 @@ TEST_F(expiry, KrexctlRecoversAnExpiredExit) {
 // queue forever while status called the node healthy. Status now flags it,
 // the queue moves on at the hand-off deadline, and the waiter, resumed,
 // queues anew and gets its region.
+//
+// Every time here is measured from the hand-off's own stamp in the segment,
+// never from when this process got to look: on a loaded machine the test may
+// run seconds late (it used to sleep 600 ms after reaping the holder and then
+// run krexctl, all of which had to fit in the 2 s hand-off). The status check
+// runs while nothing can skip the ticket: the guardian is stopped and no
+// other waiter is queued yet. And the waiter is stopped only once its agent
+// acked the holder's drain: stopped halfway through a drain (syncing), it
+// could never be proxy-acked, and the next region would fail its drain.
 TEST_F(expiry, ServedWaiterStoppedIsSkippedAtTheHandoffDeadline) {
   const krex::options o = base().freeze(krex::freeze_method::none);
   kd::segment seg{o};
-  kd::device_state& dev = seg.node().devices[0];
+  kd::node_state& n = seg.node();
+  kd::device_state& dev = n.devices[0];
   child holder = krex_test::spawn([&] {
     krex::tenant t{o};
     krex::region r{t};
@@ -337,36 +347,68 @@ TEST_F(expiry, ServedWaiterStoppedIsSkippedAtTheHandoffDeadline) {
     return 0;
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+  const std::uint32_t epoch = dev.gate.load();
   child stopped = krex_test::spawn([&] {
     krex::tenant t{o};
+    m_b->slot[0].store(static_cast<int>(t.slot()));
+    m_b->ready.store(1);
     krex::region r{t};
     return r.report().lease_lost ? 2 : 0;
   });
   ASSERT_TRUE(krex_test::wait_until(
       [&] { return dev.next_ticket.load() == dev.now_serving.load() + 2; }, 20s));
-  child next = krex_test::spawn([&] {
-    krex::tenant t{o};
-    krex::region r{t};
-    m_b->granted_ns.store(krex_test::now_ns());
-    return 0;
-  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  kd::tenant_slot& ws = n.tenants[m_b->slot[0].load()];
+  const std::uint32_t ticket = dev.now_serving.load() + 1;
   ASSERT_TRUE(krex_test::wait_until(
-      [&] { return dev.next_ticket.load() == dev.now_serving.load() + 3; }, 20s));
+      [&] { return ws.ack_epoch.load() == epoch && ws.syncing.load() == 0 &&
+                   ws.ticket.load() == ticket; },
+      20s))
+      << "the waiter's agent never acked the holder's drain";
   ::kill(stopped.pid(), SIGSTOP);
   ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(stopped.pid()) == 'T'; }, 5s));
+  const int guardian = krex_test::wait_guardian_pid(n);
+  ASSERT_GT(guardian, 0);
+  struct resume_guardian {
+    int pid;
+    ~resume_guardian() { ::kill(pid, SIGCONT); }  // also when an assertion ends the test
+  } resume{guardian};
+  ::kill(guardian, SIGSTOP);
+  ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(guardian) == 'T'; }, 5s));
   const std::uint64_t skips = dev.handoff_skips.load();
   m_b->release.store(1);
   EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0);
+  ASSERT_EQ(dev.now_serving.load(), ticket);
+  // The hand-off's stamp, in full milliseconds of now_ns(): the mark keeps
+  // its low bits.
+  const std::uint64_t mark = dev.served_mark.load();
+  ASSERT_EQ(kd::mark_ticket(mark), ticket);
+  ASSERT_NE(mark & kd::served_stamped, 0U);
+  const std::uint64_t now_ms = kd::now_ns() / 1'000'000;
+  const std::uint64_t stamp_ms = now_ms - ((now_ms - (mark & kd::served_ms_mask)) & kd::served_ms_mask);
   // Served, not taken: flagged once a quarter of the hand-off has passed.
-  std::this_thread::sleep_for(std::chrono::nanoseconds(kd::handoff_ns / 4 + 100'000'000ULL));
-  ASSERT_EQ(m_b->granted_ns.load(), 0U) << "skipped before its hand-off deadline";
+  const std::uint64_t flag_ns = (stamp_ms + 1) * 1'000'000 + kd::handoff_ns / 4;
+  if (kd::now_ns() < flag_ns) std::this_thread::sleep_for(std::chrono::nanoseconds(flag_ns - kd::now_ns()));
   result r = krexctl("status --json " + ctl_args());
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_TRUE(contains(r.out, "has not taken the region")) << r.out;
   EXPECT_TRUE(contains(r.out, "\"claimed\":false")) << r.out;
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; },
-                                    std::chrono::milliseconds(kd::handoff_ns / 1'000'000 + 5000)))
+  EXPECT_EQ(dev.now_serving.load(), ticket) << "skipped while nothing could skip it";
+  // Now the skippers: a waiter behind it, and the guardian again.
+  child next = krex_test::spawn([&] {
+    krex::tenant t{o};
+    krex::region r{t};
+    m_b->granted_ns.store(kd::now_ns());
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return dev.next_ticket.load() == ticket + 2; }, 20s));
+  ::kill(guardian, SIGCONT);
+  ASSERT_TRUE(krex_test::wait_until(
+      [&] { return m_b->granted_ns.load() != 0; },
+      std::chrono::milliseconds(kd::handoff_ns / 1'000'000 + 20'000)))
       << "the stopped waiter's served ticket blocks the queue";
+  EXPECT_GE(m_b->granted_ns.load(), stamp_ms * 1'000'000 + kd::handoff_ns)
+      << "skipped before its hand-off deadline";
   EXPECT_EQ(dev.handoff_skips.load(), skips + 1);
   EXPECT_EQ(krex_test::exit_code(next.wait(10s)), 0);
   ::kill(stopped.pid(), SIGCONT);
