@@ -120,6 +120,7 @@ class basic_region {
           },
           [&] { check_lease("freezing the siblings"); }));
     m_stage = stage::frozen;
+    record_split(m_tenant->detail_other_segments());
     const std::uint64_t t4 = advance(detail::phase_frozen, m_report.freeze_ns, t3);
 
     if (m.opts.pin() && !m_tenant->reserved_cpus().empty()) {  // step 4: pin
@@ -202,6 +203,22 @@ class basic_region {
                                " left " + std::to_string(f.idle) +
                                " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
                                "freezes them too)");
+  }
+
+  // Tenants of another segment on this device (detail/device_registry.hpp)
+  // run beside the body: nothing here drained or froze them.
+  void record_split(std::vector<detail::other_segment>&& others) {
+    for (detail::other_segment& o : others) {
+      std::string pids;
+      for (int p : o.pids) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
+      m_report.warnings.push_back(
+          "another krex segment uses this device: " + o.path + " (tenant pid " + pids +
+          (o.other_pidns ? ", in another pid namespace: it may have ended" : "") +
+          "): its tenants were not drained or frozen for this region, nor is this region "
+          "visible to them; give every harness on a device the same KREX_SEGMENT, "
+          "KREX_SEGMENT_ACCESS and KREX_SHM_DIR (and one user, or group mode)");
+      m_report.other_segments.push_back(std::move(o.path));
+    }
   }
 
   /// Throws krex::error(step::lock) if this region's lease was taken away

@@ -68,12 +68,19 @@ struct region_report {
   /// operator, a debugger: state T or t) when the region froze. krex neither
   /// stopped nor continues them; they stay stopped after the region.
   std::vector<int> stopped_pids;
+  /// Other krex segments whose tenants use this device now (another
+  /// KREX_SEGMENT, KREX_SEGMENT_ACCESS, KREX_SHM_DIR or user): their
+  /// tenants were neither drained nor frozen. Found through the node-wide
+  /// device registry (see docs/FAULTS.md); each also has a warning, and
+  /// level() marks the gate "gate(split)".
+  std::vector<std::string> other_segments;
 
   /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+pin", "gate+drain(contended)",
-  /// "gate+drain+freeze(cgroup2,broken)" (a sibling ran again during the body), "none".
+  /// "gate+drain+freeze(cgroup2,broken)" (a sibling ran again during the body),
+  /// "gate(split)+drain" (another segment's tenants use the device), "none".
   std::string level() const {
     if (!gated) return "none";
-    std::string s = "gate";
+    std::string s = other_segments.empty() ? "gate" : "gate(split)";
     if (drained) s += "+drain";
     else if (contended) s += "+drain(contended)";
     if (frozen && freeze != freeze_method::none)
@@ -167,6 +174,7 @@ inline std::string to_json(const region_report& r) {
   j.num("body_preemptions", r.body_preemptions);
   j.num("reserved_foreign_ns", r.reserved_foreign_ns);
   j.ints("stopped_pids", r.stopped_pids);
+  j.strs("other_segments", r.other_segments);
   return j.done();
 }
 
@@ -202,6 +210,7 @@ inline std::ostream& operator<<(std::ostream& os, const region_report& r) {
      << "\n  stopped_pids=" << ints(r.stopped_pids);
   lines("notes", r.notes);
   lines("warnings", r.warnings);
+  lines("other_segments", r.other_segments);
   return os;
 }
 

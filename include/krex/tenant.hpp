@@ -2,6 +2,7 @@
 #pragma once
 
 #include <krex/backend/default.hpp>
+#include <krex/detail/device_registry.hpp>
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/segment.hpp>
 #include <krex/detail/slots.hpp>
@@ -183,6 +184,7 @@ class basic_tenant {
       return;
     }
     m_joined = false;
+    if (m_device_entry) m_device_entry->remove();
     // Leave through the gate: while a sibling's region is between its drain
     // and its freeze, this tenant must not vanish (its leaf would be gone when
     // the holder writes it). A region raised after this point waits for our
@@ -304,6 +306,10 @@ class basic_tenant {
   bool detail_forked() const noexcept { return m_forked || (m_joined && m_owner_pid != ::getpid()); }
   /// The freezer regions use for siblings.
   detail::freezer* detail_freezer() noexcept { return m_freezer ? &*m_freezer : nullptr; }
+  /// Other segments whose tenants use this tenant's device now (split segments).
+  std::vector<detail::other_segment> detail_other_segments() const {
+    return m_device_entry ? m_device_entry->others() : std::vector<detail::other_segment>{};
+  }
 
   struct resolved_tag {};
 
@@ -333,6 +339,11 @@ class basic_tenant {
     clk.lap(m_join.slot_ns);
     try {
       isolate(count, clk);
+      // Found by device, whatever the segment: see detail/device_registry.hpp.
+      m_device_entry.emplace(key, m_segment->file_stat(), m_segment->path());
+      if (!m_device_entry->available())
+        m_notes.push_back("split segments: not checked (" + m_device_entry->why() +
+                          "): another segment on this device would go unreported");
       m_agent = std::make_unique<std::thread>([this] { agent_loop(); });
       // The agent thread's name is this process's proof of membership of
       // its slot (detail/identity.hpp): named before any holder may look.
@@ -485,6 +496,7 @@ class basic_tenant {
   void detach_in_child() noexcept {
     m_forked = true;
     m_joined = false;
+    if (m_device_entry) m_device_entry->forget();  // the parent's entry
     m_attached = false;       // the backend's hooks are the parent's
     (void)m_agent.release();  // that thread does not exist here; never join it
     m_previous_mask.clear();
@@ -504,6 +516,7 @@ class basic_tenant {
   bool m_joined = false;
   bool m_attached = false;
   std::optional<detail::freezer> m_freezer;
+  std::optional<detail::device_entry> m_device_entry;  // in the device registry
   detail::recovery_config m_recovery;
   std::vector<int> m_reserved;
   std::vector<int> m_previous_mask;

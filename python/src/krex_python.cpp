@@ -173,6 +173,7 @@ py::dict report_dict(const region_report& r) {
   d["body_preemptions"] = r.body_preemptions;
   d["reserved_foreign_ns"] = r.reserved_foreign_ns;
   d["stopped_pids"] = r.stopped_pids;
+  d["other_segments"] = r.other_segments;
   return d;
 }
 
