@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -159,7 +160,12 @@ std::string run_example(const std::string& env) {
 
 TEST(gbench_example, labels_say_protected_unprotected_or_why_not) {
   krex_test::scoped_segment seg;
-  const std::string base = "KREX_SEGMENT=" + seg.name() + " KREX_FREEZE=none KREX_PIN=0";
+  // Alone on its device, as a user runs it: this process's own tenant (the
+  // tests above) is of another segment, which the example would rightly
+  // report as a split segment ("gate(split)+drain") in a shared registry.
+  const std::string registry = "/dev/shm/" + krex_test::unique_name("krex-registry");
+  const std::string base = "KREX_SEGMENT=" + seg.name() +
+                           " KREX_FREEZE=none KREX_PIN=0 KREX_DEVICE_REGISTRY=" + registry;
   const std::string on = run_example(base);
   EXPECT_NE(on.find("gate+drain"), std::string::npos) << on;
   const std::string off = run_example(base + " KREX_GBENCH=0");
@@ -170,6 +176,7 @@ TEST(gbench_example, labels_say_protected_unprotected_or_why_not) {
   const std::string bad_opt = run_example(base + " KREX_FREEZE=sometimes");
   EXPECT_NE(bad_opt.find("KREX_FREEZE"), std::string::npos) << bad_opt;
   EXPECT_NE(bad_opt.find("ERROR OCCURRED"), std::string::npos) << bad_opt;
+  (void)std::system(("rm -rf '" + registry + "'").c_str());
 }
 #endif  // KREX_GBENCH_EXAMPLE
 
