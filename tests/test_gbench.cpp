@@ -162,7 +162,7 @@ TEST(gbench_example, labels_say_protected_unprotected_or_why_not) {
   krex_test::scoped_segment seg;
   // Alone on its device, as a user runs it: this process's own tenant (the
   // tests above) is of another segment, which the example would rightly
-  // report as a split segment ("gate(split)+drain") in a shared registry.
+  // report as a split segment ("gate+drain-split(1 other segment)") in a shared registry.
   const std::string registry = "/dev/shm/" + krex_test::unique_name("krex-registry");
   const std::string base = "KREX_SEGMENT=" + seg.name() +
                            " KREX_FREEZE=none KREX_PIN=0 KREX_DEVICE_REGISTRY=" + registry;

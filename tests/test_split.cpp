@@ -3,7 +3,7 @@
 // differ (another KREX_SEGMENT, another KREX_SHM_DIR) do not drain or freeze
 // each other. They find each other through the node-wide device registry
 // (detail/device_registry.hpp), whatever their segment settings, and a
-// region reports the other segment as a warning and a "gate(split)" level.
+// region reports the other segment as a warning and a "-split(...)" level.
 // Real processes, real segments, a registry directory of this test's own.
 
 #include "krex_test.hpp"
@@ -79,14 +79,14 @@ TEST_F(split, another_segment_name_on_the_device_is_reported) {
     krex::region r{t};
     const krex::region_report& rep = r.report();
     EXPECT_EQ(rep.other_segments, std::vector<std::string>{their_path});
-    EXPECT_EQ(rep.level(), "gate(split)+drain") << "the level must say the gate is split";
+    EXPECT_EQ(rep.level(), "gate+drain-split(1 other segment)") << "the level must say so";
     EXPECT_EQ(rep.siblings_seen, 0U) << "the other segment's tenant is no sibling";
     ASSERT_EQ(rep.warnings.size(), 1U);
     EXPECT_TRUE(contains(rep.warnings[0], their_path)) << rep.warnings[0];
     EXPECT_TRUE(contains(rep.warnings[0], "pid " + std::to_string(other.pid()))) << rep.warnings[0];
     EXPECT_TRUE(contains(rep.warnings[0], "KREX_SEGMENT")) << rep.warnings[0];
     EXPECT_TRUE(contains(krex::to_json(rep), "\"other_segments\":[\"" + their_path + "\"]"));
-    EXPECT_TRUE(contains(krex::to_json(rep), "\"level\":\"gate(split)+drain\""));
+    EXPECT_TRUE(contains(krex::to_json(rep), "\"level\":\"gate+drain-split(1 other segment)\""));
   }
   // Gone (left normally): no longer reported.
   b->stop.store(1);
@@ -135,7 +135,7 @@ TEST_F(split, same_name_in_another_shm_dir_is_reported) {
     krex::region r{t};
     ASSERT_EQ(r.report().other_segments.size(), 1U);
     EXPECT_EQ(r.report().other_segments[0].rfind(dir + "/", 0), 0U) << r.report().other_segments[0];
-    EXPECT_EQ(r.report().level(), "gate(split)+drain");
+    EXPECT_EQ(r.report().level(), "gate+drain-split(1 other segment)");
   }
   b->stop.store(1);
   EXPECT_EQ(krex_test::exit_code(other.wait(10s)), 0);
@@ -163,7 +163,7 @@ TEST(split_report, print_lists_other_segments) {
   r.other_segments = {"/dev/shm/krex-L5-u0-a", "/dev/shm/krex-L5-u0-b"};
   std::ostringstream os;
   os << r;
-  EXPECT_TRUE(contains(os.str(), "krex region: gate(split)+drain\n")) << os.str();
+  EXPECT_TRUE(contains(os.str(), "krex region: gate+drain-split(2 other segments)\n")) << os.str();
   EXPECT_TRUE(contains(os.str(),
                        "\n  other_segments:\n    - /dev/shm/krex-L5-u0-a\n    - /dev/shm/krex-L5-u0-b"))
       << os.str();

@@ -72,20 +72,23 @@ struct region_report {
   /// KREX_SEGMENT, KREX_SEGMENT_ACCESS, KREX_SHM_DIR or user): their
   /// tenants were neither drained nor frozen. Found through the node-wide
   /// device registry (see docs/FAULTS.md); each also has a warning, and
-  /// level() marks the gate "gate(split)".
+  /// level() ends in "-split(N other segment[s])".
   std::vector<std::string> other_segments;
 
   /// The protection reached, e.g. "gate+drain+freeze(cgroup2)+pin", "gate+drain(contended)",
   /// "gate+drain+freeze(cgroup2,broken)" (a sibling ran again during the body),
-  /// "gate(split)+drain" (another segment's tenants use the device), "none".
+  /// "gate+drain-split(1 other segment)" (another segment's tenants use the device), "none".
   std::string level() const {
     if (!gated) return "none";
-    std::string s = other_segments.empty() ? "gate" : "gate(split)";
+    std::string s = "gate";
     if (drained) s += "+drain";
     else if (contended) s += "+drain(contended)";
     if (frozen && freeze != freeze_method::none)
       s += std::string("+freeze(") + to_string(freeze) + (freeze_broken ? ",broken)" : ")");
     if (pinned) s += "+pin";
+    if (!other_segments.empty())
+      s += "-split(" + std::to_string(other_segments.size()) + " other segment" +
+           (other_segments.size() == 1 ? ")" : "s)");
     return s;
   }
 };
