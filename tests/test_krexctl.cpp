@@ -185,6 +185,8 @@ TEST(Krexctl, RecoverOfADeviceTheSegmentDoesNotTrackIsAnError) {
   r = krexctl("recover --json --device 5" + where);
   EXPECT_EQ(r.rc, 64) << r.out;
   EXPECT_TRUE(contains(r.out, "\"error\":\"--device 5: segment ")) << r.out;
+  // Healthy (exit 0) once the tenant's guardian runs.
+  ASSERT_TRUE(krex_test::wait_until([&] { return krexctl("status" + where).rc == 0; }, 5s));
   r = krexctl("recover --device 0" + where);
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "device 0: nothing to recover")) << r.out;
