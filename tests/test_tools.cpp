@@ -386,6 +386,8 @@ TEST(Tools, EveryKrexctlCommandPrintsOneJsonDocument) {
     return 0;
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return ready->load() == 1; }, 20s));
+  // Healthy (exit 0) once the tenant's guardian runs: it starts in the background.
+  ASSERT_TRUE(krex_test::wait_until([&] { return krexctl("status" + s).rc == 0; }, 5s));
   r = krexctl("status" + s);
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_TRUE(json_check::one_document(r.out)) << r.out;
