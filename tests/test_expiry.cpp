@@ -325,10 +325,20 @@ TEST_F(expiry, KrexctlRecoversAnExpiredExit) {
 // queue forever while status called the node healthy. Status now flags it,
 // the queue moves on at the hand-off deadline, and the waiter, resumed,
 // queues anew and gets its region.
+//
+// Every time here is measured from the hand-off's own stamp in the segment,
+// never from when this process got to look: on a loaded machine the test may
+// run seconds late (it used to sleep 600 ms after reaping the holder and then
+// run krexctl, all of which had to fit in the 2 s hand-off). The status check
+// runs while nothing can skip the ticket: the guardian is stopped and no
+// other waiter is queued yet. And the waiter is stopped only once its agent
+// acked the holder's drain: stopped halfway through a drain (syncing), it
+// could never be proxy-acked, and the next region would fail its drain.
 TEST_F(expiry, ServedWaiterStoppedIsSkippedAtTheHandoffDeadline) {
   const krex::options o = base().freeze(krex::freeze_method::none);
   kd::segment seg{o};
-  kd::device_state& dev = seg.node().devices[0];
+  kd::node_state& n = seg.node();
+  kd::device_state& dev = n.devices[0];
   child holder = krex_test::spawn([&] {
     krex::tenant t{o};
     krex::region r{t};
@@ -337,36 +347,68 @@ TEST_F(expiry, ServedWaiterStoppedIsSkippedAtTheHandoffDeadline) {
     return 0;
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+  const std::uint32_t epoch = dev.gate.load();
   child stopped = krex_test::spawn([&] {
     krex::tenant t{o};
+    m_b->slot[0].store(static_cast<int>(t.slot()));
+    m_b->ready.store(1);
     krex::region r{t};
     return r.report().lease_lost ? 2 : 0;
   });
   ASSERT_TRUE(krex_test::wait_until(
       [&] { return dev.next_ticket.load() == dev.now_serving.load() + 2; }, 20s));
-  child next = krex_test::spawn([&] {
-    krex::tenant t{o};
-    krex::region r{t};
-    m_b->granted_ns.store(krex_test::now_ns());
-    return 0;
-  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  kd::tenant_slot& ws = n.tenants[m_b->slot[0].load()];
+  const std::uint32_t ticket = dev.now_serving.load() + 1;
   ASSERT_TRUE(krex_test::wait_until(
-      [&] { return dev.next_ticket.load() == dev.now_serving.load() + 3; }, 20s));
+      [&] { return ws.ack_epoch.load() == epoch && ws.syncing.load() == 0 &&
+                   ws.ticket.load() == ticket; },
+      20s))
+      << "the waiter's agent never acked the holder's drain";
   ::kill(stopped.pid(), SIGSTOP);
   ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(stopped.pid()) == 'T'; }, 5s));
+  const int guardian = krex_test::wait_guardian_pid(n);
+  ASSERT_GT(guardian, 0);
+  struct resume_guardian {
+    int pid;
+    ~resume_guardian() { ::kill(pid, SIGCONT); }  // also when an assertion ends the test
+  } resume{guardian};
+  ::kill(guardian, SIGSTOP);
+  ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(guardian) == 'T'; }, 5s));
   const std::uint64_t skips = dev.handoff_skips.load();
   m_b->release.store(1);
   EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0);
+  ASSERT_EQ(dev.now_serving.load(), ticket);
+  // The hand-off's stamp, in full milliseconds of now_ns(): the mark keeps
+  // its low bits.
+  const std::uint64_t mark = dev.served_mark.load();
+  ASSERT_EQ(kd::mark_ticket(mark), ticket);
+  ASSERT_NE(mark & kd::served_stamped, 0U);
+  const std::uint64_t now_ms = kd::now_ns() / 1'000'000;
+  const std::uint64_t stamp_ms = now_ms - ((now_ms - (mark & kd::served_ms_mask)) & kd::served_ms_mask);
   // Served, not taken: flagged once a quarter of the hand-off has passed.
-  std::this_thread::sleep_for(std::chrono::nanoseconds(kd::handoff_ns / 4 + 100'000'000ULL));
-  ASSERT_EQ(m_b->granted_ns.load(), 0U) << "skipped before its hand-off deadline";
+  const std::uint64_t flag_ns = (stamp_ms + 1) * 1'000'000 + kd::handoff_ns / 4;
+  if (kd::now_ns() < flag_ns) std::this_thread::sleep_for(std::chrono::nanoseconds(flag_ns - kd::now_ns()));
   result r = krexctl("status --json " + ctl_args());
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_TRUE(contains(r.out, "has not taken the region")) << r.out;
   EXPECT_TRUE(contains(r.out, "\"claimed\":false")) << r.out;
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; },
-                                    std::chrono::milliseconds(kd::handoff_ns / 1'000'000 + 5000)))
+  EXPECT_EQ(dev.now_serving.load(), ticket) << "skipped while nothing could skip it";
+  // Now the skippers: a waiter behind it, and the guardian again.
+  child next = krex_test::spawn([&] {
+    krex::tenant t{o};
+    krex::region r{t};
+    m_b->granted_ns.store(kd::now_ns());
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return dev.next_ticket.load() == ticket + 2; }, 20s));
+  ::kill(guardian, SIGCONT);
+  ASSERT_TRUE(krex_test::wait_until(
+      [&] { return m_b->granted_ns.load() != 0; },
+      std::chrono::milliseconds(kd::handoff_ns / 1'000'000 + 20'000)))
       << "the stopped waiter's served ticket blocks the queue";
+  EXPECT_GE(m_b->granted_ns.load(), stamp_ms * 1'000'000 + kd::handoff_ns)
+      << "skipped before its hand-off deadline";
   EXPECT_EQ(dev.handoff_skips.load(), skips + 1);
   EXPECT_EQ(krex_test::exit_code(next.wait(10s)), 0);
   ::kill(stopped.pid(), SIGCONT);
@@ -376,8 +418,9 @@ TEST_F(expiry, ServedWaiterStoppedIsSkippedAtTheHandoffDeadline) {
 }
 
 // Finding 6: a recoverer stopped after it claimed is alive: nobody takes its
-// recovery over by time alone (the old rule did after 1 s), status flags it,
-// plain `krexctl recover` leaves it, `--force` takes over. Resumed inside
+// recovery over within its deadline (the old rule did after 1 s; the
+// deadline is 5 s, StoppedRecovererIsTakenOverPastItsDeadline), status flags
+// it, plain `krexctl recover` leaves it, `--force` takes over. Resumed inside
 // the next holder's region, its late steps fail harmlessly: the sibling
 // stays frozen, the gate stays raised (a third tenant's submission parks).
 TEST_F(expiry, StalledRecovererIsNotTakenOverWhileAliveAndItsLateStepsFail) {
@@ -461,6 +504,82 @@ TEST_F(expiry, StalledRecovererIsNotTakenOverWhileAliveAndItsLateStepsFail) {
   m_b->go2.store(1);
   EXPECT_EQ(krex_test::exit_code(waiter.wait(10s)), 0);
   EXPECT_EQ(krex_test::exit_code(third.wait(10s)), 0);
+  m_b->release.store(1);
+  EXPECT_EQ(krex_test::exit_code(first.wait(10s)), 0);
+  EXPECT_TRUE(spinner_runs(2s));
+}
+
+// Issue 20: a recoverer stopped after its claim kept the device gated and the
+// sibling frozen with no time bound (only `--force` by hand got it out). Past
+// recovery_claim_deadline_ns a stopped claimant is taken over (here by the
+// guardian, with nobody calling krexctl): the sibling is thawed, the gate
+// lowered, the next waiter gets its region. Resumed inside that region, the
+// stale recoverer touches nothing.
+TEST_F(expiry, StoppedRecovererIsTakenOverPastItsDeadline) {
+  kd::segment seg{base()};
+  kd::device_state& dev = seg.node().devices[0];
+  spawn_spinner(0);
+  child first = krex_test::spawn([this] {
+    krex::tenant t{base()};
+    while (m_b->ready.load() < 2) std::this_thread::sleep_for(1ms);
+    krex::region r{t};
+    m_b->in_body.store(1);
+    while (m_b->release.load() == 0) std::this_thread::sleep_for(1ms);
+    try {
+      r.exit();  // after the recovery took its lease away
+    } catch (const krex::error& e) {
+      return e.where() == krex::step::release && r.report().lease_lost ? 0 : 3;
+    }
+    return 2;
+  });
+  child waiter = krex_test::spawn([this] {
+    krex::tenant t{base()};
+    m_b->ready.fetch_add(1);
+    while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
+    krex::region r{t};
+    m_b->in_body.store(2);
+    while (m_b->go2.load() == 0) std::this_thread::sleep_for(1ms);
+    r.exit();
+    return r.report().freeze_broken ? 5 : 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+  m_b->go.store(1);
+  const int s0 = m_b->slot[0].load();
+  ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
+  const std::string root = m_root;
+  child recoverer = krex_test::spawn([this, root] {
+    kd::segment s{base()};
+    kd::recovery_config c;
+    c.method = krex::freeze_method::cgroup_v2;
+    kd::as_safe::copy_text(c.root, sizeof c.root, root.c_str());
+    kd::recovery_hook = stop_recoverer;
+    return static_cast<int>(kd::recover_device(s.node(), 0, c, true));
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
+  const auto claimed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(recoverer.pid()) == 'T'; }, 5s));
+  // Within the deadline the stopped claimant keeps its claim.
+  std::this_thread::sleep_for(3s - (std::chrono::steady_clock::now() - claimed));
+  EXPECT_NE(dev.lease_slot.load() & kd::lease_recovering, 0U) << "taken over before its deadline";
+  EXPECT_TRUE(frozen(s0));
+  // Past it, the guardian takes over, thaws and hands the device on: the
+  // waiter holds its region (the sibling frozen again, by the waiter).
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 2; }, 20s))
+      << "the stopped recoverer kept the device gated past its deadline";
+  const auto taken = std::chrono::steady_clock::now() - claimed;
+  EXPECT_GE(taken, std::chrono::nanoseconds(kd::recovery_claim_deadline_ns) - 100ms);
+  EXPECT_EQ(proc_state(recoverer.pid()), 'T') << "the takeover must not need the claimant to run";
+  ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
+  const std::uint32_t epoch = dev.gate.load();
+  EXPECT_EQ(epoch % 2, 1U);
+  ::kill(recoverer.pid(), SIGCONT);
+  EXPECT_EQ(krex_test::exit_code(recoverer.wait(10s)),
+            static_cast<int>(kd::recovery::in_progress));
+  EXPECT_TRUE(frozen(s0)) << "the stale recoverer thawed the new holder's sibling";
+  EXPECT_EQ(dev.gate.load(), epoch) << "the stale recoverer lowered the new holder's gate";
+  m_b->go2.store(1);
+  EXPECT_EQ(krex_test::exit_code(waiter.wait(10s)), 0);
   m_b->release.store(1);
   EXPECT_EQ(krex_test::exit_code(first.wait(10s)), 0);
   EXPECT_TRUE(spinner_runs(2s));

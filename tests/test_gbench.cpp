@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -184,7 +185,12 @@ double json_number(const std::string& out, const std::string& name) {
 
 TEST(gbench_example, labels_say_protected_unprotected_or_why_not) {
   krex_test::scoped_segment seg;
-  const std::string base = "KREX_SEGMENT=" + seg.name() + " KREX_FREEZE=none KREX_PIN=0";
+  // Alone on its device, as a user runs it: this process's own tenant (the
+  // tests above) is of another segment, which the example would rightly
+  // report as a split segment ("gate+drain-split(1 other segment)") in a shared registry.
+  const std::string registry = "/dev/shm/" + krex_test::unique_name("krex-registry");
+  const std::string base = "KREX_SEGMENT=" + seg.name() +
+                           " KREX_FREEZE=none KREX_PIN=0 KREX_DEVICE_REGISTRY=" + registry;
   const std::string on = run_example(base);
   EXPECT_NE(on.find("gate+drain"), std::string::npos) << on;
   const std::string off = run_example(base + " KREX_GBENCH=0");
@@ -197,13 +203,17 @@ TEST(gbench_example, labels_say_protected_unprotected_or_why_not) {
   EXPECT_NE(bad_opt.find("ERROR OCCURRED"), std::string::npos) << bad_opt;
   // One "krex:" prefix: the error's own.
   EXPECT_EQ(bad_opt.find("krex: krex:"), std::string::npos) << bad_opt;
+  (void)std::system(("rm -rf '" + registry + "'").c_str());
 }
 
 // Strict mode: a krex error fails the program (exit status 1); without it the
 // error is only the run's error row (status 0, Google Benchmark's own rule).
 TEST(gbench_example, strict_mode_makes_a_krex_error_fail_the_program) {
   krex_test::scoped_segment seg;
-  const std::string base = "KREX_SEGMENT=" + seg.name() + " KREX_FREEZE=none KREX_PIN=0";
+  // Its own device registry: alone on its device, as in the test above.
+  const std::string registry = "/dev/shm/" + krex_test::unique_name("krex-registry");
+  const std::string base = "KREX_SEGMENT=" + seg.name() +
+                           " KREX_FREEZE=none KREX_PIN=0 KREX_DEVICE_REGISTRY=" + registry;
   const auto lax = run_example_rc(base + " KREX_FREEZE=sometimes");
   EXPECT_EQ(lax.rc, 0) << lax.out;
   EXPECT_NE(lax.out.find("ERROR OCCURRED"), std::string::npos) << lax.out;
@@ -220,6 +230,7 @@ TEST(gbench_example, strict_mode_makes_a_krex_error_fail_the_program) {
   const auto bad = run_example_rc(base + " KREX_GBENCH_STRICT=maybe");
   EXPECT_NE(bad.out.find("invalid value 'maybe' for KREX_GBENCH_STRICT"), std::string::npos)
       << bad.out;
+  (void)std::system(("rm -rf '" + registry + "'").c_str());
 }
 
 // A run with non-krex load on its reserved core is not labelled fully
@@ -239,10 +250,13 @@ TEST(gbench_example, foreign_load_on_the_reserved_core_is_in_the_label_and_count
       krex_test::spin_for(90'000'000'000ULL);  // killed when the test ends
       return 0;
     }));
-  const std::string env =
-      "KREX_SEGMENT=" + seg.name() + " KREX_FREEZE=none KREX_PIN=1 KREX_CONFINE=0";
+  const std::string registry = "/dev/shm/" + krex_test::unique_name("krex-registry");
+  const std::string env = "KREX_SEGMENT=" + seg.name() +
+                          " KREX_FREEZE=none KREX_PIN=1 KREX_CONFINE=0 KREX_DEVICE_REGISTRY=" +
+                          registry;
   const auto r = run_example_rc(env, "--benchmark_min_time=0.3 --benchmark_format=json");
   spinners.clear();
+  (void)std::system(("rm -rf '" + registry + "'").c_str());
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("+pin | WARNING ("), std::string::npos) << r.out;
   EXPECT_GE(json_number(r.out, "krex_warnings"), 1.0) << r.out;

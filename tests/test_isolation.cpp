@@ -293,6 +293,44 @@ TEST(cgroup_domains, segments_sharing_the_default_root_never_share_leaves) {
   EXPECT_NE(::access(root_b.c_str(), F_OK), 0) << "segment directory left behind: " << root_b;
 }
 
+// Issue 20: a SIGKILLed last tenant never runs its leave(), so its leaf and
+// the segment's directory under the derived root stayed. The guardian reaps
+// the leaf and, leaving with no tenant left, removes the directory.
+TEST(cgroup_domains, guardian_removes_the_segment_directory_a_killed_tenant_left) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to create cgroups";
+  if (own_cgroup(freeze_method::cgroup_v2).empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
+  struct report {
+    char root[512];
+    std::atomic<int> joined;
+  };
+  shared<report> rep;
+  scoped_segment seg;
+  child tenant = krex_test::spawn([&] {
+    krex::tenant t{seg.opts().freeze(freeze_method::cgroup_v2)};
+    std::snprintf(rep->root, sizeof rep->root, "%s", t.cgroup_root().c_str());
+    rep->joined++;
+    for (;;) std::this_thread::sleep_for(1ms);
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return rep->joined.load() == 1; }, 10s));
+  const std::string root = rep->root;
+  ASSERT_NE(root.find(krex::detail::segment_name(seg.opts())), std::string::npos) << root;
+  ASSERT_EQ(::access((root + "/t0").c_str(), F_OK), 0) << "no leaf to leave behind";
+  krex::detail::segment shm{seg.opts()};
+  const int guardian = krex_test::wait_guardian_pid(shm.node());
+  ASSERT_GT(guardian, 0);
+  const std::uint64_t guardian_start = shm.node().guardian_start_time.load();
+  ::kill(tenant.pid(), SIGKILL);
+  ASSERT_TRUE(tenant.wait(5s).has_value());
+  EXPECT_TRUE(krex_test::wait_until(
+      [&] { return !krex::detail::alive(guardian, guardian_start); }, 10s))
+      << "the guardian did not leave after its last tenant died";
+  EXPECT_TRUE(krex_test::wait_until([&] { return ::access(root.c_str(), F_OK) != 0; }, 2s))
+      << "segment directory left behind: " << root;
+  ::rmdir((root + "/t0").c_str());  // a failed run must not leave it for the next
+  ::rmdir(root.c_str());
+}
+
 TEST(pinning, measuring_thread_runs_on_reserved_cores_and_is_restored) {
   const std::vector<int> original = krex::detail::current_affinity();
   if (original.size() < 2) GTEST_SKIP() << "needs at least 2 allowed CPUs";

@@ -156,6 +156,91 @@ TEST(Krexctl, StatusOfALiveRegion) {
   EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0);
 }
 
+/// krexctl with `env` (VAR=value ...) set for it only.
+result krexctl_env(const std::string& env, const std::string& args) {
+  return krex_test::run_shell(env + " timeout 30 " KREX_KREXCTL_PATH " " + args + " 2>&1");
+}
+
+// Issue 20: an operator's environment with a tenant setting krexctl does not
+// use (KREX_LEASE_MS=garbage) made krexctl refuse to run, exactly when a
+// wedged node needs `recover`. It reads only the variables that name the
+// segment and its freeze domain, and warns about the rest. One of those that
+// is invalid is an error, unless the command line replaces it. And `recover
+// --force` of a live holder said the holder "was dead".
+TEST(Krexctl, BrokenTenantSettingsDoNotStopRecover) {
+  scoped_segment seg;
+  shared<board> b;
+  child holder = krex_test::spawn([&] {
+    krex::tenant t{seg.opts()};
+    krex::region r{t};
+    b->in_body.store(1);
+    while (b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    try {
+      r.exit();
+    } catch (const krex::error& e) {
+      return e.where() == krex::step::release && r.report().lease_lost ? 0 : 3;
+    }
+    return 2;  // the forced recovery must have taken the lease
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->in_body.load() == 1; }, 20s));
+  const std::string where = " --segment " + seg.name() + " --freeze none";
+  const std::string pid = std::to_string(holder.pid());
+  // Healthy once the holder's guardian runs.
+  ASSERT_TRUE(krex_test::wait_until([&] { return krexctl("status" + where).rc == 0; }, 5s));
+
+  result r = krexctl_env("KREX_LEASE_MS=garbage", "status" + where);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "krexctl: warning: ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "KREX_LEASE_MS")) << r.out;
+  EXPECT_TRUE(contains(r.out, "krexctl does not use it")) << r.out;
+  EXPECT_TRUE(contains(r.out, "holder  slot 0 pid " + pid)) << r.out;
+  r = krexctl_env("KREX_LEASE_MS=garbage KREX_PIN=maybe", "status --json" + where);
+  EXPECT_EQ(r.rc, 0) << r.out;
+
+  // A variable krexctl uses: an error naming it, unless replaced.
+  r = krexctl_env("KREX_FREEZE=garbage", "recover --segment " + seg.name());
+  EXPECT_EQ(r.rc, 64) << r.out;
+  EXPECT_TRUE(contains(r.out, "KREX_FREEZE")) << r.out;
+  EXPECT_TRUE(contains(r.out, "pass --freeze")) << r.out;
+  r = krexctl_env("KREX_SEGMENT='bad/name'", "status");
+  EXPECT_EQ(r.rc, 64) << r.out;
+  EXPECT_TRUE(contains(r.out, "KREX_SEGMENT")) << r.out;
+  r = krexctl_env("KREX_SEGMENT='bad/name' KREX_FREEZE=garbage", "status" + where);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "ignored: --segment replaces it")) << r.out;
+  EXPECT_TRUE(contains(r.out, "ignored: --freeze replaces it")) << r.out;
+
+  // --force of a live holder, with the broken setting still there.
+  r = krexctl_env("KREX_LEASE_MS=garbage", "recover --force" + where);
+  EXPECT_TRUE(contains(r.out, "device 0: recovered by force (holder pid " + pid + " was alive"))
+      << r.out;
+  EXPECT_FALSE(contains(r.out, "was dead")) << r.out;
+  b->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0) << "the holder did not lose its lease";
+  r = krexctl("recover --force --json" + where);
+  EXPECT_FALSE(contains(r.out, "\"reason\":\"holder_dead\"")) << r.out;
+}
+
+// Issue 20: `recover --device 5` of a segment that tracks one device printed
+// nothing and exited 0, as if device 5 had been recovered.
+TEST(Krexctl, RecoverOfADeviceTheSegmentDoesNotTrackIsAnError) {
+  scoped_segment seg;
+  krex::tenant t{seg.opts()};  // device 0, the segment's only one
+  const std::string where = " --segment " + seg.name() + " --freeze none";
+  result r = krexctl("recover --device 5" + where);
+  EXPECT_EQ(r.rc, 64) << r.out;
+  EXPECT_TRUE(contains(r.out, "--device 5")) << r.out;
+  EXPECT_TRUE(contains(r.out, "tracks device(s) 0 ")) << r.out;
+  r = krexctl("recover --json --device 5" + where);
+  EXPECT_EQ(r.rc, 64) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"error\":\"--device 5: segment ")) << r.out;
+  // Healthy (exit 0) once the tenant's guardian runs.
+  ASSERT_TRUE(krex_test::wait_until([&] { return krexctl("status" + where).rc == 0; }, 5s));
+  r = krexctl("recover --device 0" + where);
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "device 0: nothing to recover")) << r.out;
+}
+
 // A corrupt segment is reported (exit 3), refused by a joining tenant, and
 // removed by clean (it has no live member).
 TEST(Krexctl, CorruptSegment) {

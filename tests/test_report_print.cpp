@@ -66,6 +66,7 @@ krex::region_report full_report() {
   r.clocks_entry = {true, 1980, 2619, 650000, 61, 4};
   r.foreign_pids = {107};
   r.foreign_checked = true;
+  r.stopped_pids = {108};
   return r;
 }
 
@@ -108,7 +109,8 @@ const std::vector<std::string> text_fields = {"epoch=11",
                                               "quiet_first_ratio=1.25",
                                               "quiet_last_ratio=1.125",
                                               "foreign_pids=[107]",
-                                              "foreign_checked=true"};
+                                              "foreign_checked=true",
+                                              "stopped_pids=[108]"};
 
 std::string printed(const krex::region_report& r) {
   std::ostringstream os;
@@ -217,12 +219,13 @@ TEST(report_json, parses_and_round_trips_in_python) {
             "\"level\": \"gate+drain(contended)+freeze(cgroup2,broken)+quiet(busy)+pin-shared(1 "
             "foreign)\", "
             "\"lock_ns\": 1001, \"notes\": [\"freeze: auto chose signal: \\\"quoted\\\" "
-            "C:\\\\path\", \"tab\\there\\nnewline \\u0001 \\u00b5s\"], \"pin_ns\": 1005, "
+            "C:\\\\path\", \"tab\\there\\nnewline \\u0001 \\u00b5s\"], \"other_segments\": [], "
+            "\"pin_ns\": 1005, "
             "\"pinned\": true, \"pinned_cpus\": [7, 9], \"quiet\": false, \"quiet_bursts\": 23, "
             "\"quiet_checked\": true, \"quiet_first_ratio\": 1.25, \"quiet_last_ratio\": 1.125, "
             "\"quiet_ns\": 1008, \"quiet_wait_ns\": 1009, \"reserved_foreign_ns\": -22, "
             "\"scope\": \"active\", \"siblings_drained\": 14, \"siblings_gone\": 15, "
-            "\"siblings_seen\": 13, \"thaw_failed\": true, \"ticket\": 12, "
+            "\"siblings_seen\": 13, \"stopped_pids\": [107], \"thaw_failed\": true, \"ticket\": 12, "
             "\"took_over_gate\": true, \"undrained_pids\": [101, 102], "
             "\"unverified_pids\": [104, 105, 106], \"warnings\": [\"bad byte \\ufffd end\"]}\n");
 }

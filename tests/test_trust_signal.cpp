@@ -24,6 +24,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -239,6 +241,164 @@ TEST(trust_signal, verified_member_is_stopped_and_continued) {
   }
   EXPECT_TRUE(moves(mem, 0)) << "not continued after the region";
   EXPECT_EQ(n.tenants[i].stop_target.load(), 0);
+}
+
+// --- membership: the mapping is the segment file, not a look-alike path --------
+
+// Issue 20: "maps the segment" was a suffix match on the maps line's path. A
+// process that maps its own file at "/tmp/<x> <segment path>" (a directory
+// whose name ends in a space) ends its maps line in " <segment path>", and,
+// with an agent-named thread and a forged slot, was verified and stopped.
+TEST(trust_signal, look_alike_path_is_not_the_segment) {
+  krex_test::scoped_segment seg;
+  krex_test::shared<krex_test::counters> mem;
+  const std::string real = kd::segment_id_of(signal_opts(seg)).path();
+  const std::string top = "/tmp/" + krex_test::unique_name("lookalike") + " ";
+  const std::string fake = top + real;
+  ASSERT_EQ(std::system(("mkdir -p '" + fake.substr(0, fake.rfind('/')) + "'").c_str()), 0);
+  struct cleanup {
+    std::string dir;
+    ~cleanup() { (void)std::system(("rm -rf '" + dir + "'").c_str()); }
+  } rm{top};
+  auto impostor = krex_test::spawn([&] {
+    const int fd = ::open(fake.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 || ::ftruncate(fd, 4096) != 0) return 1;
+    if (::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED) return 2;
+    while (mem->value[2].load() == 0) ::usleep(100);  // its slot is forged
+    name_as_agent(static_cast<std::uint32_t>(mem->value[1].load()));
+    mem->ready++;
+    for (;;) {
+      mem->value[0]++;
+      ::usleep(500);
+    }
+    return 0;
+  });
+  // Joined only now: a child forked from a member inherits its mapping.
+  krex::tenant t{signal_opts(seg)};
+  kd::node_state& n = *krex::detail::member_of(t).node;
+  // The impostor names its thread for the slot forged for it.
+  const std::uint32_t d = krex::detail::member_of(t).device;
+  const std::uint32_t i = forge_slot(n, d, impostor.pid(), 0);
+  mem->value[1] = i;
+  mem->value[2] = 1;
+  ASSERT_TRUE(krex_test::wait_until([&] { return mem->ready.load() == 1; }, 5000ms));
+  n.tenants[i].start_time.store(start_of(impostor.pid()));
+  // Its maps line ends in " <segment path>": the old proof's whole test.
+  {
+    std::ifstream maps("/proc/" + std::to_string(impostor.pid()) + "/maps");
+    bool ends_alike = false;
+    for (std::string line; std::getline(maps, line);)
+      ends_alike = ends_alike || (line.size() > real.size() &&
+                                  line.compare(line.size() - real.size() - 1, std::string::npos,
+                                               " " + real) == 0);
+    ASSERT_TRUE(ends_alike) << "the look-alike does not look alike";
+  }
+  const kd::identity_domain id = kd::make_identity_domain(
+      krex::segment_access::user, real.c_str());
+  EXPECT_EQ(kd::as_safe::verify_member(id, impostor.pid(), start_of(impostor.pid()), i),
+            kd::identity_not_mapped);
+  {
+    krex::region r{t};
+    EXPECT_TRUE(moves(mem, 0)) << "a process mapping a look-alike path was stopped";
+    EXPECT_EQ(r.report().unverified_pids, std::vector<int>{impostor.pid()});
+    EXPECT_TRUE(r.report().frozen_pids.empty());
+  }
+  unforge(n, i);
+}
+
+// A member whose segment file was removed (and replaced by another file at
+// the same path) still maps the file it joined: the device and inode it
+// joined with prove it, the path no longer does either way.
+TEST(trust_signal, membership_follows_the_file_not_its_name) {
+  krex_test::scoped_segment seg;
+  krex_test::shared<krex_test::counters> mem;
+  auto member = krex_test::spawn([&] {
+    krex::tenant m{signal_opts(seg)};
+    mem->ready++;
+    for (;;) {
+      mem->value[0]++;
+      ::usleep(500);
+    }
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return mem->ready.load() == 1; }, 5000ms));
+  krex::tenant t{signal_opts(seg)};
+  kd::node_state& n = *krex::detail::member_of(t).node;
+  const std::uint32_t i = slot_of(n, member.pid());
+  ASSERT_LT(i, kd::max_tenants);
+  const std::string path = kd::segment_id_of(signal_opts(seg)).path();
+  const kd::identity_domain joined =
+      kd::make_identity_domain(krex::segment_access::user, path.c_str());
+  const std::uint64_t start = start_of(member.pid());
+  ASSERT_EQ(kd::as_safe::verify_member(joined, member.pid(), start, i), kd::identity_ok);
+  // Replaced: a new file under the segment's name is not what members map.
+  const std::string aside = path + ".aside";
+  ASSERT_EQ(::rename(path.c_str(), aside.c_str()), 0);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const kd::identity_domain replaced =
+      kd::make_identity_domain(krex::segment_access::user, path.c_str());
+  EXPECT_EQ(kd::as_safe::verify_member(replaced, member.pid(), start, i),
+            kd::identity_not_mapped);
+  EXPECT_EQ(kd::as_safe::verify_member(joined, member.pid(), start, i), kd::identity_ok)
+      << "the member's mapping is the file it joined, whatever its name now";
+  ::unlink(path.c_str());
+  ASSERT_EQ(::rename(aside.c_str(), path.c_str()), 0);
+}
+
+// --- the holder: a sibling someone else stopped ---------------------------------
+
+// Issue 20: an operator or debugger stopped a sibling before the region. The
+// freeze must not stop it "again" and then continue it at thaw: it stays
+// stopped, is reported, and a member that was running is frozen as before.
+TEST(trust_signal, sibling_stopped_by_someone_else_is_never_continued) {
+  krex_test::scoped_segment seg;
+  krex_test::shared<krex_test::counters> mem;
+  const auto member_counting = [&](int k) {
+    return krex_test::spawn([&mem, &seg, k] {
+      krex::tenant m{signal_opts(seg)};
+      mem->ready++;
+      for (;;) {
+        mem->value[k]++;
+        ::usleep(500);
+      }
+      return 0;
+    });
+  };
+  auto parked = member_counting(0);
+  auto running = member_counting(1);
+  ASSERT_TRUE(krex_test::wait_until([&] { return mem->ready.load() == 2; }, 5000ms));
+  ASSERT_EQ(::kill(parked.pid(), SIGSTOP), 0);  // the operator's stop
+  ASSERT_TRUE(stopped(parked.pid()));
+  krex::tenant t{signal_opts(seg)};
+  kd::node_state& n = *krex::detail::member_of(t).node;
+  const std::uint32_t i = slot_of(n, parked.pid());
+  ASSERT_LT(i, kd::max_tenants);
+  {
+    krex::region r{t};
+    const auto& rep = r.report();
+    EXPECT_TRUE(holds(mem, 1)) << "the running member was not frozen";
+    EXPECT_EQ(rep.frozen_pids, std::vector<int>{running.pid()});
+    EXPECT_EQ(rep.stopped_pids, std::vector<int>{parked.pid()});
+    EXPECT_EQ(n.tenants[i].stop_target.load(), 0) << "a stop krex did not send was recorded";
+    EXPECT_TRUE(std::any_of(rep.notes.begin(), rep.notes.end(), [](const std::string& l) {
+      return l.find("already stopped by someone else") != std::string::npos;
+    }));
+  }
+  EXPECT_TRUE(moves(mem, 1)) << "the member krex froze was not continued";
+  EXPECT_EQ(state_of(parked.pid()), 'T') << "krex continued a stop it did not send";
+  EXPECT_TRUE(holds(mem, 0));
+
+  // Continued by its owner during the body: the region ran beside it.
+  {
+    krex::region r{t};
+    EXPECT_EQ(r.report().stopped_pids, std::vector<int>{parked.pid()});
+    ASSERT_EQ(::kill(parked.pid(), SIGCONT), 0);
+    ASSERT_TRUE(moves(mem, 0));
+    r.exit();
+    EXPECT_TRUE(r.report().freeze_broken) << "a sibling ran during the body unreported";
+  }
 }
 
 // --- the holder: a pid reused between freeze and thaw --------------------------

@@ -62,6 +62,47 @@ struct args {
   int device = -1;
 };
 
+/// A KREX_* variable krexctl uses (it names the segment or its freeze
+/// domain), and the command-line option that overrides it.
+struct env_var {
+  const char* name;
+  const char* option;
+  void (*apply)(krex::options&, const char*);
+};
+const env_var used_env[] = {
+    {"KREX_SEGMENT", "--segment", [](krex::options& o, const char* v) { o.segment(v); }},
+    {"KREX_SEGMENT_ACCESS", "--group",
+     [](krex::options& o, const char* v) {
+       o.access(kd::parse_access("KREX_SEGMENT_ACCESS", v));
+     }},
+    {"KREX_FREEZE", "--freeze",
+     [](krex::options& o, const char* v) { o.freeze(kd::parse_freeze_method("KREX_FREEZE", v)); }},
+    {"KREX_CGROUP_ROOT", "--cgroup-root",
+     [](krex::options& o, const char* v) { o.cgroup_root(v); }},
+};
+
+/// Applies the KREX_* variables krexctl uses to `o`; an invalid one is
+/// returned as (variable, message), for parse() to judge once it knows which
+/// options the command line set. krexctl reads nothing else: an operator's
+/// environment with, say, a broken KREX_LEASE_MS must not keep `recover`
+/// from running, when a wedged node needs it.
+std::vector<std::pair<const env_var*, std::string>> apply_used_env(krex::options& o) {
+  std::vector<std::pair<const env_var*, std::string>> bad;
+  for (const env_var& v : used_env) {
+    const char* value = std::getenv(v.name);  // NOLINT(concurrency-mt-unsafe): one thread
+    if (value == nullptr) continue;
+    try {
+      v.apply(o, value);
+    } catch (const krex::error& e) {
+      std::string why = e.what();
+      // The setters name the option, not the variable: say which one it was.
+      if (why.find(v.name) == std::string::npos) why = std::string(v.name) + ": " + why;
+      bad.emplace_back(&v, why);
+    }
+  }
+  return bad;
+}
+
 /// A setter that turns a krex::error (an invalid value) into a usage error.
 std::function<void(const std::string&)> checked(std::function<void(const std::string&)> set) {
   return [set = std::move(set)](const std::string& v) {
@@ -79,27 +120,34 @@ args parse(int argc, char** argv) {
   prog.epilog(
       "exit status: 0 healthy / done, 1 problems found or left, 2 no such segment,\n"
       "3 the segment cannot be used, 64 usage.");
-  try {
-    a.opts = krex::options{}.with_env();
-  } catch (const krex::error& e) {
-    prog.fail(e.what());  // a KREX_* variable krexctl cannot use
-  }
+  const auto bad_env = apply_used_env(a.opts);
+  std::vector<std::string> given;  // the options the command line set
   const auto segment = [&](cli::command& c) -> cli::command& {
     return c
-        .value("--segment", "NAME", checked([&](const std::string& v) { a.opts.segment(v); }),
+        .value("--segment", "NAME", checked([&](const std::string& v) {
+                 a.opts.segment(v);
+                 given.emplace_back("--segment");
+               }),
                "the tenants' segment base name (KREX_SEGMENT, default krex)")
         .flag(
-            "--group", [&] { a.opts.access(krex::segment_access::group); },
+            "--group",
+            [&] {
+              a.opts.access(krex::segment_access::group);
+              given.emplace_back("--group");
+            },
             "the group's segment (segment_access::group), not this user's");
   };
   const auto freeze = [&](cli::command& c, const std::string& note) -> cli::command& {
     return c
         .value("--freeze", "METHOD", checked([&](const std::string& v) {
                  a.opts.freeze(kd::parse_freeze_method("--freeze", v));
+                 given.emplace_back("--freeze");
                }),
                "how the tenants freeze (KREX_FREEZE): auto, cgroup2, cgroup1, signal, none" + note)
-        .value("--cgroup-root", "PATH",
-               checked([&](const std::string& v) { a.opts.cgroup_root(v); }),
+        .value("--cgroup-root", "PATH", checked([&](const std::string& v) {
+                 a.opts.cgroup_root(v);
+                 given.emplace_back("--cgroup-root");
+               }),
                "the tenants' krex cgroup root (KREX_CGROUP_ROOT; default: derived)" + note);
   };
   const std::string json_help = "one JSON document on stdout";
@@ -136,6 +184,27 @@ args parse(int argc, char** argv) {
           "[--segment NAME | --all] [--group] [--freeze METHOD] [--cgroup-root PATH] "
           "[--kill] [--force] [--dry-run] [--any-owner] [--json]");
   a.command = prog.parse(argc, argv);
+  // An invalid variable krexctl uses would point it at another segment or
+  // freeze domain: an error, unless the command line replaces it.
+  for (const auto& b : bad_env) {
+    if (std::find(given.begin(), given.end(), b.first->option) == given.end())
+      prog.fail(b.second + " — fix or unset " + b.first->name + ", or pass " + b.first->option,
+                a.command);
+    std::fprintf(stderr, "krexctl: warning: %s (ignored: %s replaces it)\n", b.second.c_str(),
+                 b.first->option);
+  }
+  // The rest of the tenants' settings are not krexctl's, but a broken one
+  // is worth saying: tenants started with this environment refuse to join.
+  if (bad_env.empty()) {
+    try {
+      (void)krex::options{}.with_env();
+    } catch (const krex::error& e) {
+      std::fprintf(stderr,
+                   "krexctl: warning: %s (krexctl does not use it; a tenant started with this "
+                   "environment refuses to join)\n",
+                   e.what());
+    }
+  }
   if (a.any_owner && ::geteuid() != 0)
     prog.fail("--any-owner is for `clean` run as root (only root may remove another user's file)",
               a.command);
@@ -371,6 +440,19 @@ int own_recovery(const args& a, const kd::node_state* n, kd::recovery_config& c,
   return ok;
 }
 
+/// "0..2, 5": device numbers, runs of consecutive ones as ranges.
+std::string device_ranges(const std::vector<std::uint32_t>& ds) {
+  std::string s;
+  for (std::size_t i = 0; i < ds.size();) {
+    std::size_t j = i;
+    while (j + 1 < ds.size() && ds[j + 1] == ds[j] + 1) ++j;
+    s += (s.empty() ? "" : ", ") + std::to_string(ds[i]) +
+         (j > i ? ".." + std::to_string(ds[j]) : std::string());
+    i = j + 1;
+  }
+  return s;
+}
+
 int cmd_recover(const args& a) {
   const kd::segment_id id = id_of(a);
   std::unique_ptr<kd::segment> seg;
@@ -389,12 +471,32 @@ int cmd_recover(const args& a) {
   kd::freezer* fz = nullptr;
   std::optional<kd::freezer> fz_holder;
   if (const int e = own_recovery(a, &n, c, fz, fz_holder)) return e;
+  const auto in_use = [&](std::uint32_t d) {
+    const kd::device_state& dev = n.devices[d];
+    return dev.key.load() != 0 || dev.lease_slot.load() != 0 || (dev.gate.load() & 1U) != 0;
+  };
+  if (a.device >= 0 && !in_use(static_cast<std::uint32_t>(a.device))) {
+    // Devices are the segment's entries, numbered in the order tenants
+    // first used them; device 0 of a segment nobody used yet is just idle.
+    std::vector<std::uint32_t> used;
+    for (std::uint32_t d = 0; d < kd::max_devices; ++d)
+      if (in_use(d)) used.push_back(d);
+    if (a.device != 0 || !used.empty()) {
+      report_error(a, id.path(),
+                   "--device " + std::to_string(a.device) + ": segment " + id.path() +
+                       (used.empty() ? std::string(" tracks no device yet")
+                                     : " tracks device(s) " + device_ranges(used)) +
+                       " — pass one of those (numbered as `krexctl status` lists them), or "
+                       "leave out --device to recover every device");
+      return usage;
+    }
+  }
   actions out(a.json);
   char line[512];
   for (std::uint32_t d = 0; d < kd::max_devices; ++d) {
     if (a.device >= 0 && d != static_cast<std::uint32_t>(a.device)) continue;
+    if (!in_use(d)) continue;
     kd::device_state& dev = n.devices[d];
-    if (dev.key.load() == 0 && dev.lease_slot.load() == 0 && (dev.gate.load() & 1U) == 0) continue;
     const std::int32_t holder = dev.lease_pid.load();
     const kd::recovery r = kd::recover_device(n, d, c, a.force);
     const auto device = [&](const char* result, const char* reason) {
@@ -410,6 +512,13 @@ int cmd_recover(const args& a) {
             "device %u: recovered (holder pid %d was dead): thawed, gate lowered, lock released", d,
             holder);
         device("recovered", "holder_dead");
+        break;
+      case kd::recovery::holder_alive:
+        std::snprintf(line, sizeof line,
+                      "device %u: recovered by force (holder pid %d was alive, within its lease): "
+                      "thawed, gate lowered, lock released; its region reports lease_lost",
+                      d, holder);
+        device("recovered", "forced");
         break;
       case kd::recovery::lease_expired:
         std::snprintf(line, sizeof line, "device %u: recovered (holder pid %d outlived its lease)",

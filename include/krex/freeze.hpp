@@ -102,6 +102,9 @@ class freezer {
   const std::string& notes() const noexcept { return m_notes; }
   /// The last failure of a noexcept operation (leave, thaw); "" if none.
   const std::string& last_error() const noexcept { return m_last_error; }
+  /// Whether root() is this segment's own directory under the derived root
+  /// (made with the first leaf, removed with the last).
+  bool owns_root() const noexcept { return m_own_dir; }
   /// The leaf of `slot`: root + "/t" + slot.
   std::string leaf(std::uint32_t slot) const { return m_root + "/t" + std::to_string(slot); }
 
@@ -118,6 +121,9 @@ class freezer {
   /// Siblings the last freeze() did not signal because they were not
   /// verified as the tenants that joined (signal method).
   const std::vector<refusal>& refused() const noexcept { return m_refused; }
+  /// Siblings the last freeze() found stopped by someone else (signal
+  /// method): neither signalled nor to be continued; they are not frozen().
+  const std::vector<target>& found_stopped() const noexcept { return m_found_stopped; }
 
   /// Tenant side, at join: creates leaf t<slot> and moves this process (all
   /// its threads; children forked later follow) into it, remembering where it
@@ -139,6 +145,7 @@ class freezer {
   /// it thaws everything it froze and throws krex::error(step::freeze).
   void freeze(const std::vector<target>& siblings, std::chrono::steady_clock::time_point deadline) {
     m_refused.clear();
+    m_found_stopped.clear();
     if (m_method == freeze_method::none) return;  // the empty table: nothing to freeze
     // Stops a lost lease left behind are not ours to continue any more.
     m_stopped.clear();
@@ -385,7 +392,8 @@ class freezer {
   // signal stops, watches and continues through freeze_signal.hpp.
 
   /// Starts freezing `s`. Signal: a sibling that fails verification is not
-  /// signalled but recorded in m_refused; one that is gone counts as frozen.
+  /// signalled but recorded in m_refused, one already stopped by someone
+  /// else in m_found_stopped; one that is gone counts as frozen.
   int start(const target& s) {
     if (m_method != freeze_method::signal) return request(table(), leaf(s.slot), true);
     freeze_signal::stop_record r;
@@ -397,6 +405,8 @@ class freezer {
     const int e = freeze_signal::stop(m_identity, m_cache, r, v);
     if (v != identity_ok)
       m_refused.push_back(refusal{s, v});
+    else if (r.already_stopped)
+      m_found_stopped.push_back(s);
     else if (e != ESRCH)
       m_stopped.push_back(std::move(r));  // on error: what of it did stop
     return v != identity_ok || e == ESRCH ? 0 : e;
@@ -476,6 +486,7 @@ class freezer {
   freeze_signal::member_cache m_cache;  // verified (pid, start time)s
   std::vector<freeze_signal::stop_record> m_stopped;  // what freeze() stopped, until thawed
   std::vector<refusal> m_refused;
+  std::vector<target> m_found_stopped;  // stopped by someone else: never continued
   std::string m_root;
   std::string m_notes;
   std::string m_last_error;
@@ -496,6 +507,8 @@ struct freeze_candidate {
 struct freeze_result {
   std::vector<freezer::target> frozen;  ///< frozen now: the region thaws them at exit
   std::vector<std::int32_t> unverified;  ///< refused (signal method, failed identity): running
+  /// Found stopped by someone else (signal method): left stopped, not frozen by krex.
+  std::vector<freezer::target> found_stopped;
   std::uint32_t idle = 0;  ///< left running by scope `device` (they do not touch the device)
   std::uint32_t gone = 0;  ///< died between their drain and the freeze
 };
@@ -515,6 +528,7 @@ freeze_result freeze_siblings(member& m, freezer& fz, const std::vector<freeze_c
   const std::uint64_t t0 = now_ns();
   freeze_result r;
   r.unverified.reserve(cands.size());  // nothing below allocates once siblings are frozen
+  r.found_stopped.reserve(cands.size());
   for (const freeze_candidate& c : cands) {
     if (m.opts.scope() != freeze_scope::all && !c.touches_device) {
       ++r.idle;
@@ -550,6 +564,15 @@ freeze_result freeze_siblings(member& m, freezer& fz, const std::vector<freeze_c
     r.frozen.erase(std::remove_if(r.frozen.begin(), r.frozen.end(),
                                   [&](const freezer::target& f) {
                                     return f.slot == ref.who.slot && f.pid == ref.who.pid;
+                                  }),
+                   r.frozen.end());
+  }
+  // Nor are those someone else had stopped: the exit must not continue them.
+  for (const freezer::target& s : fz.found_stopped()) {
+    r.found_stopped.push_back(s);
+    r.frozen.erase(std::remove_if(r.frozen.begin(), r.frozen.end(),
+                                  [&](const freezer::target& f) {
+                                    return f.slot == s.slot && f.pid == s.pid;
                                   }),
                    r.frozen.end());
   }

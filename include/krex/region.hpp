@@ -152,6 +152,7 @@ class basic_region {
           },
           [&] { check_lease("freezing the siblings"); }));
     m_stage = stage::frozen;
+    record_split(m_tenant->detail_other_segments());
     const std::uint64_t t4 = advance(detail::phase_frozen, m_report.freeze_ns, t3);
 
     check_lease("verifying the device is quiet");  // step 3b: quiet
@@ -309,6 +310,13 @@ class basic_region {
     m_stage = stage::frozen;  // from here on, unwinding thaws them
     m_report.siblings_gone += f.gone;
     m_report.unverified_pids = std::move(f.unverified);
+    m_found_stopped = std::move(f.found_stopped);
+    for (const auto& t : m_found_stopped) {
+      m_report.stopped_pids.push_back(t.pid);
+      m_report.notes.push_back("freeze: sibling pid " + std::to_string(t.pid) +
+                               " was already stopped by someone else: left stopped, krex will "
+                               "not continue it");
+    }
     for (const auto& t : m_frozen) m_report.frozen_pids.push_back(t.pid);
     m_report.frozen = true;
     if (f.idle > 0)
@@ -316,6 +324,22 @@ class basic_region {
                                " left " + std::to_string(f.idle) +
                                " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
                                "freezes them too)");
+  }
+
+  // Tenants of another segment on this device (detail/device_registry.hpp)
+  // run beside the body: nothing here drained or froze them.
+  void record_split(std::vector<detail::other_segment>&& others) {
+    for (detail::other_segment& o : others) {
+      std::string pids;
+      for (int p : o.pids) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
+      m_report.warnings.push_back(
+          "another krex segment uses this device: " + o.path + " (tenant pid " + pids +
+          (o.other_pidns ? ", in another pid namespace: it may have ended" : "") +
+          "): its tenants were not drained or frozen for this region, nor is this region "
+          "visible to them; give every harness on a device the same KREX_SEGMENT, "
+          "KREX_SEGMENT_ACCESS and KREX_SHM_DIR (and one user, or group mode)");
+      m_report.other_segments.push_back(std::move(o.path));
+    }
   }
 
   /// Throws krex::error(step::lock) if this region's lease was taken away
@@ -334,6 +358,7 @@ class basic_region {
       // A forked child's copy of the region: the region is the parent's.
       m_pin.reset();
       m_frozen.clear();
+      m_found_stopped.clear();
       m_stage = stage::none;
       return;
     }
@@ -369,6 +394,15 @@ class basic_region {
         m_report.thaw_failed = m_report.thaw_failed || t.thaw_failed;
         m_report.lease_lost = m_report.lease_lost || t.lease_lost;
       }
+      // A sibling someone else had stopped and that runs again now ran
+      // during (part of) the body, unfrozen.
+      for (const detail::freezer::target& f : m_found_stopped) {
+        const detail::proc_stat st = detail::read_proc_stat(f.pid);
+        if (st.exists && st.start_time == f.start_time &&
+            !detail::freeze_signal::is_halted(st.state))
+          m_report.freeze_broken = true;
+      }
+      m_found_stopped.clear();
       m_stage = stage::gated;
     }
     if (m_stage == stage::gated) {
@@ -439,6 +473,7 @@ class basic_region {
   std::uint64_t m_body_start = 0;
   region_report m_report;
   std::vector<detail::freezer::target> m_frozen;
+  std::vector<detail::freezer::target> m_found_stopped;  // stopped by someone else, left so
   std::optional<detail::pin_guard> m_pin;
   detail::cpu_watch m_watch;
 };

@@ -66,6 +66,16 @@ struct region_report {
   /// Estimated CPU time other tasks spent on the pinned CPUs during the body,
   /// in /proc/stat tick resolution (-1: not measured, e.g. not pinned).
   long long reserved_foreign_ns = -1;
+  /// Signal freezing: siblings found already stopped by someone else (an
+  /// operator, a debugger: state T or t) when the region froze. krex neither
+  /// stopped nor continues them; they stay stopped after the region.
+  std::vector<int> stopped_pids;
+  /// Other krex segments whose tenants use this device now (another
+  /// KREX_SEGMENT, KREX_SEGMENT_ACCESS, KREX_SHM_DIR or user): their
+  /// tenants were neither drained nor frozen. Found through the node-wide
+  /// device registry (see docs/FAULTS.md); each also has a warning, and
+  /// level() ends in "-split(N other segment[s])".
+  std::vector<std::string> other_segments;
 
   /// The quiet step (quiet.hpp): whether the device was probed, and whether
   /// it was verified quiet (within quiet_tolerance_pct of its idle figure)
@@ -94,7 +104,8 @@ struct region_report {
   /// "gate+drain(contended)", "gate+drain+freeze(cgroup2)+quiet(busy)+pin" (the
   /// device was still busy at the quiet deadline), "...+pin-shared(2 foreign)"
   /// (processes outside krex hold a context on the device),
-  /// "gate+drain+freeze(cgroup2,broken)" (a sibling ran again during the body), "none".
+  /// "gate+drain+freeze(cgroup2,broken)" (a sibling ran again during the body),
+  /// "gate+drain-split(1 other segment)" (another segment's tenants use the device), "none".
   std::string level() const {
     if (!gated) return "none";
     std::string s = "gate";
@@ -105,6 +116,9 @@ struct region_report {
     if (quiet_checked) s += quiet ? "+quiet" : "+quiet(busy)";
     if (pinned) s += "+pin";
     if (!foreign_pids.empty()) s += "-shared(" + std::to_string(foreign_pids.size()) + " foreign)";
+    if (!other_segments.empty())
+      s += "-split(" + std::to_string(other_segments.size()) + " other segment" +
+           (other_segments.size() == 1 ? ")" : "s)");
     return s;
   }
 };
@@ -218,6 +232,8 @@ inline std::string to_json(const region_report& r) {
   j.clocks("clocks_exit", r.clocks_exit);
   j.ints("foreign_pids", r.foreign_pids);
   j.flag("foreign_checked", r.foreign_checked);
+  j.ints("stopped_pids", r.stopped_pids);
+  j.strs("other_segments", r.other_segments);
   return j.done();
 }
 
@@ -260,9 +276,11 @@ inline std::ostream& operator<<(std::ostream& os, const region_report& r) {
      << " quiet_bursts=" << r.quiet_bursts << " quiet_first_ratio=" << r.quiet_first_ratio
      << " quiet_last_ratio=" << r.quiet_last_ratio << "\n  clocks_entry=" << clocks(r.clocks_entry)
      << " clocks_exit=" << clocks(r.clocks_exit) << "\n  foreign_pids=" << ints(r.foreign_pids)
-     << " foreign_checked=" << b(r.foreign_checked);
+     << " foreign_checked=" << b(r.foreign_checked)
+     << "\n  stopped_pids=" << ints(r.stopped_pids);
   lines("notes", r.notes);
   lines("warnings", r.warnings);
+  lines("other_segments", r.other_segments);
   return os;
 }
 

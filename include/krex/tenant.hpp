@@ -2,6 +2,7 @@
 #pragma once
 
 #include <krex/backend/default.hpp>
+#include <krex/detail/device_registry.hpp>
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/segment.hpp>
 #include <krex/detail/slots.hpp>
@@ -183,6 +184,7 @@ class basic_tenant {
       return;
     }
     m_joined = false;
+    if (m_device_entry) m_device_entry->remove();
     // Leave through the gate: while a sibling's region is between its drain
     // and its freeze, this tenant must not vanish (its leaf would be gone when
     // the holder writes it). A region raised after this point waits for our
@@ -304,6 +306,10 @@ class basic_tenant {
   bool detail_forked() const noexcept { return m_forked || (m_joined && m_owner_pid != ::getpid()); }
   /// The freezer regions use for siblings.
   detail::freezer* detail_freezer() noexcept { return m_freezer ? &*m_freezer : nullptr; }
+  /// Other segments whose tenants use this tenant's device now (split segments).
+  std::vector<detail::other_segment> detail_other_segments() const {
+    return m_device_entry ? m_device_entry->others() : std::vector<detail::other_segment>{};
+  }
 
   struct resolved_tag {};
 
@@ -339,6 +345,11 @@ class basic_tenant {
     clk.lap(m_join.slot_ns);
     try {
       isolate(count, clk);
+      // Found by device, whatever the segment: see detail/device_registry.hpp.
+      m_device_entry.emplace(key, m_segment->file_stat(), m_segment->path());
+      if (!m_device_entry->available())
+        m_notes.push_back("split segments: not checked (" + m_device_entry->why() +
+                          "): another segment on this device would go unreported");
       m_agent = std::make_unique<std::thread>([this] { agent_loop(); });
       // The agent thread's name is this process's proof of membership of
       // its slot (detail/identity.hpp): named before any holder may look.
@@ -391,7 +402,8 @@ class basic_tenant {
     detail::check_freeze_domain(*m_member.node, m_member.index, m_freezer->method(),
                                 m_freezer->root());
     const detail::identity_domain id =
-        detail::make_identity_domain(o.access(), m_segment->path().c_str());
+        detail::make_identity_domain(o.access(), m_segment->path().c_str(),
+                                     &m_segment->file_stat());
     if (m_freezer->method() == freeze_method::signal)
       detail::check_signal_namespace(*m_member.node, m_member.index, id.pidns);
     m_freezer->bind(id, m_member.node);
@@ -460,6 +472,7 @@ class basic_tenant {
     const std::string& root = m_freezer->root();
     m_recovery = detail::make_recovery_config(m_freezer->method(), root);
     detail::recovery_config& c = m_recovery;
+    c.own_dir = m_freezer->owns_root();
     if (c.method != freeze_method::cgroup_v2 && c.method != freeze_method::cgroup_v1) return;
     std::string home =
         detail::cgroup::self_view::read().locate(c.method == freeze_method::cgroup_v2).own;
@@ -493,6 +506,7 @@ class basic_tenant {
   void detach_in_child() noexcept {
     m_forked = true;
     m_joined = false;
+    if (m_device_entry) m_device_entry->forget();  // the parent's entry
     m_attached = false;       // the backend's hooks are the parent's
     (void)m_agent.release();  // that thread does not exist here; never join it
     m_previous_mask.clear();
@@ -512,6 +526,7 @@ class basic_tenant {
   bool m_joined = false;
   bool m_attached = false;
   std::optional<detail::freezer> m_freezer;
+  std::optional<detail::device_entry> m_device_entry;  // in the device registry
   detail::recovery_config m_recovery;
   std::vector<int> m_reserved;
   std::vector<int> m_previous_mask;

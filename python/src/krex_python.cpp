@@ -268,6 +268,8 @@ py::dict report_dict(const region_report& r) {
   d["clocks_exit"] = clocks(r.clocks_exit);
   d["foreign_pids"] = r.foreign_pids;
   d["foreign_checked"] = r.foreign_checked;
+  d["stopped_pids"] = r.stopped_pids;
+  d["other_segments"] = r.other_segments;
   return d;
 }
 

@@ -44,6 +44,9 @@ struct recovery_config {
   /// (the cgroup the forking tenant came from). Empty: where it was forked.
   char home[1024] = {};
   std::uint64_t domain_hash = 0;  ///< freeze_domain_hash of method and root
+  /// `root` is the segment's own directory under a derived root (created
+  /// with its first leaf): the guardian that leaves last removes it.
+  bool own_dir = false;
   /// Signal method: who may be continued (the recoverer's own domain, never
   /// the segment's word; see identity.hpp). Invalid: nobody.
   identity_domain identity;

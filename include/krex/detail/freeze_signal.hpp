@@ -13,6 +13,13 @@
 // between is never touched. A group is only ever the one the verified tenant
 // leads: never the caller's, never <= 1. The thaw continues exactly what the
 // freeze stopped, through the same pidfd.
+//
+// A sibling that is already stopped when the freeze comes (state T or t: an
+// operator's SIGSTOP, a debugger, a harness) was stopped by someone else, and
+// only they may continue it: it is neither signalled nor continued, only
+// reported (region_report::stopped_pids). The check and the SIGSTOP are two
+// steps: a stop that lands between them, or during the body, is continued at
+// thaw, as signals cannot tell whose stop a process is in.
 
 #include <krex/detail/cgroup.hpp>
 #include <krex/detail/identity.hpp>
@@ -38,6 +45,9 @@ struct stop_record {
   unique_fd pidfd;     ///< the verified process (-1 only where the kernel has no pidfds)
   bool group = false;  ///< the group it leads is to be stopped too
   bool sent = false;   ///< a SIGSTOP went out: there is something to continue
+  /// Found stopped by someone else (state T or t) before any signal: left as
+  /// it was, never continued by krex.
+  bool already_stopped = false;
   /// Where the stop is recorded in the segment for recoverers (may be null).
   tenant_slot* shared = nullptr;
   /// The signal target: -pid for its group, else pid.
@@ -87,8 +97,10 @@ inline pid_t led_group(pid_t pid) noexcept {
 /// Stops `r.pid` (and the group it leads) after verifying it against `d`:
 /// pidfd first, then the checks, then SIGSTOP through the pidfd. The stop is
 /// recorded in `r.shared` (if set) before it is sent. `verdict` says whether
-/// it was verified; if not, nothing was signalled and 0 is returned. Returns
-/// 0, ESRCH (gone: nothing stopped) or an errno value.
+/// it was verified; if not, nothing was signalled and 0 is returned. A
+/// verified process that is already stopped is not signalled either:
+/// `r.already_stopped` is set and 0 returned. Returns 0, ESRCH (gone:
+/// nothing stopped) or an errno value.
 inline int stop(const identity_domain& d, member_cache& cache, stop_record& r,
                 identity_verdict& verdict) {
   verdict = r.pid <= 1 ? identity_bad_pid : identity_ok;
@@ -100,6 +112,15 @@ inline int stop(const identity_domain& d, member_cache& cache, stop_record& r,
   verdict = cache.check(d, r.pid, r.start_time, r.slot);
   if (verdict == identity_gone) return ESRCH;
   if (verdict != identity_ok) return 0;
+  // Someone else's stop: ours would add nothing, and the SIGCONT at thaw
+  // would continue what they meant to keep stopped.
+  const proc_stat st = read_proc_stat(r.pid);
+  if (!st.exists || st.state == 'Z' || st.state == 'X' || st.start_time != r.start_time)
+    return ESRCH;
+  if (st.state == 'T' || st.state == 't') {
+    r.already_stopped = true;
+    return 0;
+  }
   r.group = led_group(r.pid) != 0;
   if (r.shared != nullptr) {
     r.shared->stop_start_time.store(r.start_time);

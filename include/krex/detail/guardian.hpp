@@ -13,7 +13,9 @@
 //   - it skips served tickets whose waiter does not take them within the
 //     hand-off deadline (detail::advance_queue);
 //   - it reaps dead tenants (slot freed, in_submit discarded, leaf removed);
-//   - it leaves when no live tenant is left.
+//   - it leaves when no live tenant is left, removing the leaves of free
+//     slots and the segment's own cgroup directory (what a SIGKILLed last
+//     tenant, which never ran its leave(), leaves behind).
 //
 // A tenant starts one at join when none is alive, and again at region entry
 // if the last one died. The child is double-forked (setsid: killing the
@@ -98,6 +100,14 @@ inline void detach_from_tenant() noexcept {
   }
 }
 
+/// On leaving with no tenant left: the leaves of free slots, then the
+/// segment's own directory under the derived root if that is empty now.
+/// A tenant joining meanwhile makes the directory again (enter retries).
+inline void remove_segment_dir(node_state& n, const recovery_config& c) noexcept {
+  clean_stale_leaves(n, c, max_tenants);
+  if (c.own_dir && c.root[0] == '/' && !any_live_tenant(n)) ::rmdir(c.root);
+}
+
 /// Gives up the guardian role if no tenant is left. False if one appeared
 /// meanwhile and the role was taken back.
 inline bool retire(node_state& n, std::int32_t me) noexcept {
@@ -172,7 +182,10 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
       } else if (idle_since == 0) {
         idle_since = now;
       } else if (now - idle_since >= guardian_linger_ns) {
-        if (retire(n, me)) ::_exit(0);
+        if (retire(n, me)) {
+          remove_segment_dir(n, c);
+          ::_exit(0);
+        }
         idle_since = 0;
       }
     }

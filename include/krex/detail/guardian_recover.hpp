@@ -29,12 +29,21 @@ namespace krex::detail {
 /// in production.
 inline void (*recovery_hook)() noexcept = nullptr;
 
-/// What recover_device did.
-enum class recovery { nothing, holder_dead, lease_expired, in_progress };
+/// What recover_device did. `holder_alive`: recovered from a holder alive
+/// within its lease (or a raised gate's live holder): by `force`, or by
+/// taking over a forced recovery that stalled.
+enum class recovery { nothing, holder_dead, lease_expired, in_progress, holder_alive };
 
 /// A recoverer's claim word younger than this whose pid exists counts as
 /// alive even before its start time is recorded (the claim is written first).
 inline constexpr std::uint64_t recovery_claim_grace_ns = 1'000'000'000ULL;
+
+/// A recovery takes milliseconds (a thaw per tenant of the device). A claim
+/// older than this whose claimant is stopped (state T or t: a debugger, an
+/// operator's SIGSTOP, a Ctrl-Z'd krexctl) is taken over: the device must
+/// not stay gated and its siblings frozen for as long as someone forgets a
+/// stopped process. A claimant that runs, however slowly, keeps its claim.
+inline constexpr std::uint64_t recovery_claim_deadline_ns = 5'000'000'000ULL;
 
 /// This process's recover_claim word: claim ms clock (32 bits) << 32 | pid.
 inline std::uint64_t my_recover_claim(std::uint64_t now) noexcept {
@@ -63,6 +72,19 @@ inline bool claimant_alive(const device_state& dev, std::uint64_t c, std::uint64
   if (pid <= 0) return false;
   if (as_safe::alive(pid, dev.recover_start_time.load())) return true;
   return claim_age_ns(c, now) < recovery_claim_grace_ns && as_safe::alive(pid, 0);
+}
+
+/// True when the claimant of claim word `c` (alive) is stopped and its claim
+/// older than recovery_claim_deadline_ns: it is taken over. When it resumes,
+/// its next step finds the claim moved and stops (still_recovering); the one
+/// step it may already be inside of (a thaw of one slot, begun before it was
+/// stopped) is a window the takeover cannot close.
+inline bool claimant_stalled(const device_state& dev, std::uint64_t c, std::uint64_t now) noexcept {
+  if (claim_age_ns(c, now) < recovery_claim_deadline_ns) return false;
+  const proc_stat st = read_proc_stat(claim_pid(c));
+  const std::uint64_t started = dev.recover_start_time.load();
+  return st.exists && (st.state == 'T' || st.state == 't') &&
+         (started == 0 || st.start_time == started);
 }
 
 /// True while the recovery claimed with `mine` is still this recoverer's:
@@ -105,12 +127,14 @@ inline void lower_gate_for_recovery(device_state& dev, std::uint32_t g, std::uin
 }
 
 /// Takes device `dev`'s recovery claim (recover_claim: claim time | pid),
-/// taking over a dead claimant's (or, with `force`, a live one's). Returns the
-/// claim word, 0 if another recoverer holds it.
+/// taking over a dead claimant's, a stopped one's past its deadline
+/// (claimant_stalled), or, with `force`, a live one's. Returns the claim
+/// word, 0 if another recoverer holds it.
 inline std::uint64_t claim_recovery(device_state& dev, bool force) noexcept {
   const std::uint64_t now = as_safe::now_ns();
   std::uint64_t held = dev.recover_claim.load();
-  if (held != 0 && !force && claimant_alive(dev, held, now)) return 0;
+  if (held != 0 && !force && claimant_alive(dev, held, now) && !claimant_stalled(dev, held, now))
+    return 0;
   const std::uint64_t mine = my_recover_claim(now);
   if (!dev.recover_claim.compare_exchange_strong(held, mine)) return 0;
   dev.recover_start_time.store(read_proc_stat(::getpid()).start_time);
@@ -128,7 +152,8 @@ inline void release_recovery(device_state& dev, std::uint64_t mine) noexcept {
 /// live recoverer (krexctl recover --force).
 ///
 /// The recoverer first takes the device's recovery claim (pid + start time,
-/// taken over only from a dead claimant unless forced), then the lease
+/// taken over from a dead claimant, a stopped one past its deadline, or any
+/// one when forced), then the lease
 /// (lease_slot CAS to `| lease_recovering`). It snapshots the gate epoch, the
 /// gate holder and the ticket at the claim; every later step is one CAS from
 /// those values, and the claim is re-checked before each slot it thaws. A
@@ -149,8 +174,8 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
     const std::uint32_t g = dev.gate.load();
     if ((g & 1U) == 0) return recovery::nothing;
     const std::uint32_t h = dev.holder.load();
-    if (!force && h != 0 && h <= max_tenants && slot_alive(n.tenants[h - 1]))
-      return recovery::nothing;
+    const bool live = h != 0 && h <= max_tenants && slot_alive(n.tenants[h - 1]);
+    if (!force && live) return recovery::nothing;
     const std::uint64_t mine = claim_recovery(dev, force);
     if (mine == 0) return recovery::in_progress;
     if (dev.lease_slot.load() != 0 || dev.gate.load() != g) {
@@ -161,7 +186,7 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
     if (still_recovering(dev, mine, 0)) lower_gate_for_recovery(dev, g, h);
     dev.recoveries.fetch_add(1, std::memory_order_relaxed);
     release_recovery(dev, mine);
-    return recovery::holder_dead;
+    return live ? recovery::holder_alive : recovery::holder_dead;
   }
   const std::uint32_t h = ls & lease_slot_mask;
   const auto judge = [&](bool& dead, bool& expired) {
@@ -173,7 +198,8 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
   bool expired = false;
   std::uint64_t mine = 0;
   if ((ls & lease_recovering) != 0) {
-    // Another recoverer is at work: taken over only if it died (or forced).
+    // Another recoverer is at work: taken over only if it died, or is stopped
+    // past its deadline (or forced).
     mine = claim_recovery(dev, force);
     if (mine == 0 || dev.lease_slot.load() != ls) {
       if (mine != 0) release_recovery(dev, mine);
@@ -220,7 +246,7 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
   std::uint32_t expected = lease;
   if (dev.lease_slot.compare_exchange_strong(expected, 0)) serve_next(dev, t);
   release_recovery(dev, mine);
-  return expired ? recovery::lease_expired : recovery::holder_dead;
+  return expired ? recovery::lease_expired : dead ? recovery::holder_dead : recovery::holder_alive;
 }
 
 /// recover_device as a detail::recoverer (slots.hpp): what a tenant installs
@@ -229,7 +255,8 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
 /// hand to advance_queue. True if this call recovered device `d`.
 inline bool recover_dead_holder(node_state& n, std::uint32_t d, const recovery_config& c) noexcept {
   const recovery r = recover_device(n, d, c);
-  return r == recovery::holder_dead || r == recovery::lease_expired;
+  return r == recovery::holder_dead || r == recovery::lease_expired ||
+         r == recovery::holder_alive;
 }
 
 /// Reaps every tenant slot whose owner is dead (not a current lease holder:

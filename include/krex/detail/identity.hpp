@@ -14,7 +14,9 @@
 //     the domain's uid; group mode, real gid = the domain's gid;
 //   - it lives in the verifier's pid namespace (a pid recorded in another
 //     namespace names some other process here);
-//   - it has this segment mapped: /proc/<pid>/maps names the segment file;
+//   - it has this segment mapped: a line of /proc/<pid>/maps names the
+//     segment file's device and inode, as fstat gave them at join (not its
+//     path: any file can be named to end like the segment's path);
 //   - it runs the agent thread of that very slot: a thread named
 //     "krex:t<slot>" (agent_thread_name). Only a process can name its own
 //     threads, so this ties the pid to the slot: the mapping alone would
@@ -33,6 +35,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -49,8 +52,11 @@ struct identity_domain {
   segment_access access = segment_access::user;
   std::uint32_t id = 0;      ///< user mode: uid; group mode: gid
   std::uint64_t pidns = 0;   ///< inode of this process's pid namespace
-  char shm_path[1024] = {};  ///< the segment file's path: the mapping members have
-  bool valid() const noexcept { return shm_path[0] != '\0' && pidns != 0; }
+  char shm_path[1024] = {};  ///< the segment file's path (for messages)
+  /// The segment file members map: its device and inode (fstat at join).
+  std::uint64_t shm_dev = 0;
+  std::uint64_t shm_ino = 0;
+  bool valid() const noexcept { return shm_path[0] != '\0' && pidns != 0 && shm_ino != 0; }
 };
 
 /// Why a pid is not verified as a member (0: it is).
@@ -140,21 +146,35 @@ inline int real_ids(std::int64_t pid, std::uint32_t& uid, std::uint32_t& gid) no
   return field("Uid", uid) && field("Gid", gid) ? 0 : EPROTO;
 }
 
-/// Whether /proc/<pid>/maps has a line ending in " <path>". Returns 0 (and
-/// `found`) or errno. Reads in fixed chunks: a CUDA process maps thousands
-/// of regions.
-inline int maps_file(std::int64_t pid, const char* path, bool& found) noexcept {
+/// Whether /proc/<pid>/maps has a mapping of the file with device `dev`
+/// (an st_dev) and inode `ino`: the fourth and fifth fields of a line,
+/// "start-end perms offset major:minor inode path", major and minor in hex.
+/// The path is not read: it is whatever the mapper's file was named, and a
+/// removed segment still matches. Returns 0 (and `found`) or errno. Reads in
+/// fixed chunks: a CUDA process maps thousands of regions.
+inline int maps_file(std::int64_t pid, std::uint64_t dev, std::uint64_t ino, bool& found) noexcept {
   found = false;
-  std::size_t plen = 0;
-  while (path[plen] != '\0') ++plen;
-  if (plen == 0 || plen + 1 >= 512) return ENAMETOOLONG;
+  if (ino == 0) return EINVAL;
+  const auto want_major = static_cast<std::uint64_t>(major(static_cast<dev_t>(dev)));
+  const auto want_minor = static_cast<std::uint64_t>(minor(static_cast<dev_t>(dev)));
   char mpath[48];
   if (!proc_path(mpath, sizeof mpath, pid, "/maps")) return ENAMETOOLONG;
   const int fd = ::open(mpath, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno;
-  // The last 512 characters of the current line, as a ring.
-  char tail[512];
-  std::size_t count = 0;  // characters of the current line seen
+  // Per line: which field we are in (0: range, 1: perms, 2: offset, 3:
+  // device, 4: inode, 5: the rest) and the numbers read so far.
+  int field = 0;
+  bool after_colon = false;
+  bool inode_digits = false;
+  std::uint64_t maj = 0;
+  std::uint64_t min = 0;
+  std::uint64_t inode = 0;
+  const auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
   char chunk[4096];
   int err = 0;
   for (;;) {
@@ -164,18 +184,26 @@ inline int maps_file(std::int64_t pid, const char* path, bool& found) noexcept {
     if (n <= 0) break;
     for (ssize_t k = 0; k < n && !found; ++k) {
       const char c = chunk[k];
-      if (c != '\n') {
-        tail[count % sizeof tail] = c;
-        ++count;
+      if (c == '\n') {
+        found = inode_digits && maj == want_major && min == want_minor && inode == ino;
+        field = 0;
+        after_colon = inode_digits = false;
+        maj = min = inode = 0;
         continue;
       }
-      if (count > plen) {
-        bool same = tail[(count - plen - 1) % sizeof tail] == ' ';
-        for (std::size_t q = 0; same && q < plen; ++q)
-          same = tail[(count - plen + q) % sizeof tail] == path[q];
-        found = same;
+      if (field >= 5) continue;
+      if (c == ' ') {
+        if (field < 4 || inode_digits) ++field;  // the inode ends at its first space
+        continue;
       }
-      count = 0;
+      if (field == 3) {
+        if (c == ':') after_colon = true;
+        else if (hex(c) >= 0)
+          (after_colon ? min : maj) = (after_colon ? min : maj) * 16 + static_cast<std::uint64_t>(hex(c));
+      } else if (field == 4 && c >= '0' && c <= '9') {
+        inode = inode * 10 + static_cast<std::uint64_t>(c - '0');
+        inode_digits = true;
+      }
     }
     if (found) break;
   }
@@ -269,7 +297,7 @@ inline identity_verdict verify_member(const identity_domain& d, std::int64_t pid
   if (ns == 0) return identity_unreadable;
   if (ns != d.pidns) return identity_namespace;
   bool mapped = false;
-  e = maps_file(pid, d.shm_path, mapped);
+  e = maps_file(pid, d.shm_dev, d.shm_ino, mapped);
   if (e == ENOENT || e == ESRCH) return identity_gone;
   if (e != 0) return identity_unreadable;
   if (!mapped) return identity_not_mapped;
@@ -308,8 +336,11 @@ inline int pidfd_signal(int pidfd, int sig) noexcept {
 
 /// The domain of a process that joined the segment file `segment_path`
 /// (absolute, as detail::segment::path() gives it) with access `a`: its own
-/// uid or gid (as in the segment's name) and pid namespace.
-inline identity_domain make_identity_domain(segment_access a, const char* segment_path) noexcept {
+/// uid or gid (as in the segment's name) and pid namespace. `file`: the
+/// fstat of the file it mapped (the tenant's); without it the path is
+/// stat()ed, which names whatever file is there now (tests, tools).
+inline identity_domain make_identity_domain(segment_access a, const char* segment_path,
+                                            const struct stat* file = nullptr) noexcept {
   identity_domain d;
   d.access = a;
   d.id = a == segment_access::user ? static_cast<std::uint32_t>(::getuid())
@@ -325,6 +356,12 @@ inline identity_domain make_identity_domain(segment_access a, const char* segmen
   }
   d.shm_path[i] = '\0';
   if (d.shm_path[0] != '/') d.shm_path[0] = '\0';  // a relative path verifies nothing
+  struct stat st {};
+  if (file == nullptr && ::stat(d.shm_path, &st) == 0) file = &st;
+  if (file != nullptr) {
+    d.shm_dev = static_cast<std::uint64_t>(file->st_dev);
+    d.shm_ino = static_cast<std::uint64_t>(file->st_ino);
+  }
   return d;
 }
 

@@ -195,6 +195,9 @@ class segment {
   /// Why the segment is not in /dev/shm (empty: it is where it was asked to be).
   const std::string& moved_because() const noexcept { return m_id.moved_because; }
   std::string path() const { return m_id.path(); }
+  /// fstat of the file this process mapped (its device and inode are what
+  /// members' /proc/<pid>/maps show: detail/identity.hpp).
+  const struct stat& file_stat() const noexcept { return m_stat; }
 
  private:
   void map_existing(found_file f) {
@@ -218,6 +221,7 @@ class segment {
       throw;
     }
     m_node = n;
+    m_stat = f.st;
   }
 
   // Builds the segment under a temporary name and links it to the final one.
@@ -282,6 +286,7 @@ class segment {
 
   segment_id m_id;
   node_state* m_node = nullptr;
+  struct stat m_stat {};  // of the mapped file
 };
 
 }  // namespace krex::detail

@@ -219,14 +219,18 @@ inline node_view read_status(const node_state& n, const std::string& segment_pat
                            " ms ago (stopped or starved?); the guardian or `krexctl recover` "
                            "takes the device back");
     // A recovery claim older than the grace is stalled: its recoverer died
-    // (the next recoverer takes over) or is stopped (only --force takes over).
+    // (the next recoverer takes over), is stopped (taken over once the claim
+    // is recovery_claim_deadline_ns old) or runs slowly (only --force).
     if (claim != 0 && x.recovery_age_ms * 1e6 >= static_cast<double>(recovery_claim_grace_ns))
       v.problems.push_back(
           at + "a recovery by pid " + std::to_string(x.recoverer_pid) + " has been in progress " +
           ms(x.recovery_age_ms) + " ms" +
-          (x.recoverer_alive ? " (the recoverer is alive but stalled: `krexctl recover --force` "
-                               "takes it over)"
-                             : " (the recoverer is dead: the next recoverer takes over)"));
+          (x.recoverer_alive
+               ? " (the recoverer is alive but stalled: if it is stopped, the next recoverer "
+                 "takes it over " +
+                     std::to_string(recovery_claim_deadline_ns / 1'000'000) +
+                     " ms after its claim; `krexctl recover --force` takes it over at once)"
+               : std::string(" (the recoverer is dead: the next recoverer takes over)")));
     // A live waiter takes its served ticket within microseconds; one that has
     // not for a quarter of the hand-off deadline is stopped or starved.
     if (x.served_age_ms >= 0 && !x.served_claimed &&

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+// Split segments (issue 20): two harnesses on one device whose segments
+// differ (another KREX_SEGMENT, another KREX_SHM_DIR) do not drain or freeze
+// each other. They find each other through the node-wide device registry
+// (detail/device_registry.hpp), whatever their segment settings, and a
+// region reports the other segment as a warning and a "-split(...)" level.
+// Real processes, real segments, a registry directory of this test's own.
+
+#include "krex_test.hpp"
+
+#include <krex/detail/device_registry.hpp>
+#include <krex/region.hpp>
+#include <krex/report.hpp>
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+using namespace std::chrono_literals;
+using krex_test::child;
+using krex_test::scoped_segment;
+using krex_test::shared;
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+struct board {
+  std::atomic<int> joined;
+  std::atomic<int> stop;
+};
+
+// A registry of this test's own (set before any tenant of the test exists;
+// children inherit it), removed with everything in it at the end.
+class split : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_registry = "/dev/shm/" + krex_test::unique_name("krex-registry");
+    ::setenv("KREX_DEVICE_REGISTRY", m_registry.c_str(), 1);  // no tenant threads run yet
+  }
+  void TearDown() override {
+    ::unsetenv("KREX_DEVICE_REGISTRY");
+    (void)std::system(("rm -rf '" + m_registry + "'").c_str());
+  }
+  /// A tenant of `o` in a child process, until told to stop.
+  child tenant_in_child(const krex::options& o, shared<board>& b, const char* shm_dir = nullptr) {
+    return krex_test::spawn([&b, o, shm_dir] {
+      if (shm_dir != nullptr) ::setenv("KREX_SHM_DIR", shm_dir, 1);
+      krex::tenant t{o};
+      b->joined++;
+      while (b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+      return 0;
+    });
+  }
+  std::string m_registry;
+};
+
+}  // namespace
+
+TEST_F(split, another_segment_name_on_the_device_is_reported) {
+  scoped_segment mine, theirs;
+  shared<board> b;
+  child other = tenant_in_child(theirs.opts(), b);
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 1; }, 20s));
+  krex::tenant t{mine.opts()};
+  const std::string their_path = krex::detail::segment_id_of(theirs.opts()).path();
+  {
+    krex::region r{t};
+    const krex::region_report& rep = r.report();
+    EXPECT_EQ(rep.other_segments, std::vector<std::string>{their_path});
+    EXPECT_EQ(rep.level(), "gate+drain-split(1 other segment)") << "the level must say so";
+    EXPECT_EQ(rep.siblings_seen, 0U) << "the other segment's tenant is no sibling";
+    ASSERT_EQ(rep.warnings.size(), 1U);
+    EXPECT_TRUE(contains(rep.warnings[0], their_path)) << rep.warnings[0];
+    EXPECT_TRUE(contains(rep.warnings[0], "pid " + std::to_string(other.pid()))) << rep.warnings[0];
+    EXPECT_TRUE(contains(rep.warnings[0], "KREX_SEGMENT")) << rep.warnings[0];
+    EXPECT_TRUE(contains(krex::to_json(rep), "\"other_segments\":[\"" + their_path + "\"]"));
+    EXPECT_TRUE(contains(krex::to_json(rep), "\"level\":\"gate+drain-split(1 other segment)\""));
+  }
+  // Gone (left normally): no longer reported.
+  b->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(other.wait(10s)), 0);
+  {
+    krex::region r{t};
+    EXPECT_TRUE(r.report().other_segments.empty());
+    EXPECT_EQ(r.report().level(), "gate+drain");
+    EXPECT_TRUE(r.report().warnings.empty());
+  }
+}
+
+// A sibling of the same segment is a sibling, not a split; a tenant killed
+// without leaving is not reported (its entry names a dead process).
+TEST_F(split, siblings_and_dead_tenants_are_not_splits) {
+  scoped_segment mine, theirs;
+  shared<board> b;
+  child sibling = tenant_in_child(mine.opts(), b);
+  child killed = tenant_in_child(theirs.opts(), b);
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 2; }, 20s));
+  ::kill(killed.pid(), SIGKILL);
+  ASSERT_TRUE(killed.wait(5s).has_value());
+  krex::tenant t{mine.opts()};
+  {
+    krex::region r{t};
+    EXPECT_EQ(r.report().siblings_seen, 1U);
+    EXPECT_TRUE(r.report().other_segments.empty())
+        << "reported: " << (r.report().other_segments.empty() ? "" : r.report().other_segments[0]);
+    EXPECT_EQ(r.report().level(), "gate+drain");
+  }
+  b->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(sibling.wait(10s)), 0);
+}
+
+// The same KREX_SEGMENT in another KREX_SHM_DIR: another segment file, found
+// by device all the same.
+TEST_F(split, same_name_in_another_shm_dir_is_reported) {
+  scoped_segment mine;
+  const std::string dir = "/dev/shm/" + krex_test::unique_name("krex-shmdir");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  shared<board> b;
+  child other = tenant_in_child(mine.opts(), b, dir.c_str());
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 1; }, 20s));
+  krex::tenant t{mine.opts()};
+  {
+    krex::region r{t};
+    ASSERT_EQ(r.report().other_segments.size(), 1U);
+    EXPECT_EQ(r.report().other_segments[0].rfind(dir + "/", 0), 0U) << r.report().other_segments[0];
+    EXPECT_EQ(r.report().level(), "gate+drain-split(1 other segment)");
+  }
+  b->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(other.wait(10s)), 0);
+  (void)std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+// A registry directory that another user could have planted (writable by
+// others, not sticky) is not used: the tenant says the check is off.
+TEST_F(split, an_unsafe_registry_turns_the_check_off_with_a_note) {
+  ASSERT_EQ(::mkdir(m_registry.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(m_registry.c_str(), 0777), 0);  // no sticky bit
+  scoped_segment mine;
+  krex::tenant t{mine.opts()};
+  const auto& notes = t.protection_notes();
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [&](const std::string& n) {
+    return contains(n, "split segments: not checked") && contains(n, m_registry);
+  }));
+}
+
+// The print: every other segment on a line of its own.
+TEST(split_report, print_lists_other_segments) {
+  krex::region_report r;
+  r.gated = true;
+  r.drained = true;
+  r.other_segments = {"/dev/shm/krex-L5-u0-a", "/dev/shm/krex-L5-u0-b"};
+  std::ostringstream os;
+  os << r;
+  EXPECT_TRUE(contains(os.str(), "krex region: gate+drain-split(2 other segments)\n")) << os.str();
+  EXPECT_TRUE(contains(os.str(),
+                       "\n  other_segments:\n    - /dev/shm/krex-L5-u0-a\n    - /dev/shm/krex-L5-u0-b"))
+      << os.str();
+  EXPECT_TRUE(contains(krex::to_json(krex::region_report{}), "\"other_segments\":[]"));
+}
