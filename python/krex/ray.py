@@ -39,6 +39,8 @@ recipes (Ray, Slurm, Kubernetes).
 import os
 import time
 
+import krex
+
 __all__ = ["assigned_device", "Worker", "worker", "evaluate"]
 
 
@@ -53,8 +55,6 @@ def _ray():
 def assigned_device(default=0):
     """The krex device index of the first GPU Ray assigned the calling actor
     or task; ``default`` when Ray assigned none (custom resources, CPU-only)."""
-    import krex  # noqa: PLC0415
-
     ids = _ray().get_gpu_ids()
     if not ids:
         return default
@@ -81,9 +81,6 @@ class Worker:
     """
 
     def __init__(self, device=None, **tenant_options):
-        import krex  # noqa: PLC0415
-
-        self._krex = krex
         if device is None:
             device = assigned_device()
         self.tenant = krex.Tenant(device=device, **tenant_options)
@@ -100,7 +97,6 @@ class Worker:
         t0 = time.monotonic()
         fn = candidate()
         setup_s = time.monotonic() - t0
-        krex = self._krex
         with krex.region(self.tenant) as r:
             enter_ns = time.monotonic_ns()
             m = krex.measure(r, fn, warmup=warmup, samples=samples, timer=timer, **measure_options)
@@ -111,7 +107,6 @@ class Worker:
     def call(self, fn, *args, **kwargs):
         """Runs ``fn(*args, **kwargs)`` inside a region; returns its result, the
         region's report and the enter/exit stamps."""
-        krex = self._krex
         with krex.region(self.tenant) as r:
             enter_ns = time.monotonic_ns()
             value = fn(*args, **kwargs)
