@@ -118,3 +118,15 @@ def test_regions_of_actors_on_one_ray_gpu_are_exclusive():
     finally:
         ray.shutdown()
         cleanup(name)
+
+
+def test_krex_and_krex_ray_import_without_ray():
+    # krex never imports Ray itself; krex.ray imports it only when used.
+    import subprocess
+    import sys
+    code = ("import sys, krex, krex.ray\n"
+            "assert 'ray' not in sys.modules, 'krex imported ray'\n"
+            "assert callable(krex.ray.worker) and krex.ray.Worker\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
