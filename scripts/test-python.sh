@@ -14,7 +14,7 @@
 # C++17 compiler, CMake >= 3.21 (pip fetches one when the system's is
 # older) and the package index (PIP_INDEX_URL etc. are honoured); on
 # Debian/Ubuntu, as root, it installs what is missing with apt-get. About a
-# minute on two cores: the one translation unit compiles in ~30 s (ccache
+# minute on two cores, plus ~40 s for Ray and its test (below): the one translation unit compiles in ~30 s (ccache
 # would not help: pip's isolated build environment, where pybind11's headers
 # are, has a new random path every time). Exits non-zero when pytest or stubtest fails.
 set -euo pipefail
