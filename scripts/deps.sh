@@ -9,6 +9,11 @@
 # git (scripts/ck.sh fetches Composable Kernel): 26 packages, 66 MB to download,
 # 353 MB installed on Debian 12 (clang 15 and LLVM 15 included); only
 # for the `hip` preset (scripts/test-hip.sh).
+#
+# KREX_WITH_SLURM=ON adds Debian's Slurm and munge (slurmctld, slurmd,
+# slurm-client, munge) for the ctest `slurm` (tests/slurm_test.py, which
+# starts its own daemons; docs/FLEET.md). Off by default: on a machine with
+# systemd the packages start their own services. .ci/run turns it on.
 set -euo pipefail
 
 packages=(cmake g++ make libgtest-dev libgmock-dev libbenchmark-dev python3-dev pybind11-dev)
@@ -16,6 +21,9 @@ with_hip=${KREX_WITH_HIP:-OFF}
 [ "${1:-}" = "--hip" ] && with_hip=ON
 case "$with_hip" in
   ON | on | 1 | TRUE | true | YES | yes) packages+=(hipcc git ca-certificates) ;;
+esac
+case "${KREX_WITH_SLURM:-OFF}" in
+  ON | on | 1 | TRUE | true | YES | yes) packages+=(slurmctld slurmd slurm-client munge) ;;
 esac
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then

@@ -14,7 +14,7 @@
 # C++17 compiler, CMake >= 3.21 (pip fetches one when the system's is
 # older) and the package index (PIP_INDEX_URL etc. are honoured); on
 # Debian/Ubuntu, as root, it installs what is missing with apt-get. About a
-# minute on two cores: the one translation unit compiles in ~30 s (ccache
+# minute on two cores, plus ~40 s for Ray and its test (below): the one translation unit compiles in ~30 s (ccache
 # would not help: pip's isolated build environment, where pybind11's headers
 # are, has a new random path every time). Exits non-zero when pytest or stubtest fails.
 set -euo pipefail
@@ -65,6 +65,20 @@ fi
 echo "test-python.sh: wheel built in $(($(date +%s) - t0)) s: $(cd "$work/dist" && ls)"
 
 "$py" -m pip install -q "$work"/dist/krex-*.whl pytest "mypy>=1.8,<3"
+# Ray for tests/python/test_ray.py (krex.ray on a local cluster): about 30 s
+# to download and install on two cores (10 s from pip's cache), the test
+# ~17 s. KREX_PY_RAY=OFF leaves it out; the test then skips and says why.
+case "${KREX_PY_RAY:-ON}" in
+  OFF | off | 0 | false | no) echo "test-python.sh: KREX_PY_RAY=OFF: the Ray test will skip" ;;
+  *)
+    t0=$(date +%s)
+    if "$py" -m pip install -q ray; then
+      echo "test-python.sh: ray installed in $(($(date +%s) - t0)) s"
+    else
+      echo "test-python.sh: could not install ray from the package index; the Ray test will skip" >&2
+    fi
+    ;;
+esac
 cd "$work"  # outside the checkout: only the installed package is importable
 "$py" - "$work/venv" "$cuda" <<'EOF'
 import os, sys

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 import traceback
+import unittest
 
 here = os.path.dirname(os.path.abspath(__file__))
 
@@ -43,6 +44,9 @@ def main(argv=None):
             t0 = time.monotonic()
             try:
                 fn()
+            except unittest.SkipTest as e:  # as pytest does: a skip, with its reason
+                print("skip %s.%s: %s" % (name, fn_name, e))
+                continue
             except Exception:  # noqa: BLE001 - report every failure and go on
                 failed.append("%s.%s" % (name, fn_name))
                 print("FAIL %s.%s (%.1f s)" % (name, fn_name, time.monotonic() - t0))
