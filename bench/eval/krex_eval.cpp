@@ -1552,7 +1552,7 @@ int main(int argc, char** argv) {
     }
     const double cpm = node_wall[i] > 0 ? static_cast<double>(ok) / node_wall[i] * 60 : NAN;
     const std::size_t at_once = in_turn ? 1 : nd;
-    md << "| " << cfgs[i].label() << (cfgs[i].role.empty() ? "" : " (" + cfgs[i].role + ")") << " | "
+    md << "| " << cfgs[i].label() << " | "
        << at_once << (in_turn && nd > 1 ? " (in turn)" : "") << " | " << fmt(node_wall[i], "%.1f") << " | "
        << ok << " | " << failed << " | " << (skipped ? "skipped" : fmt(cpm, "%.1f")) << " | " << per_cpm
        << " | " << fmt(krex_eval::quantile(ctx, 0.5), "%.0f") << " | "
