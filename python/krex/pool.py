@@ -31,6 +31,7 @@ worker that dies is replaced and its task fails with krex.WorkerDied.
 See docs/PYTHON.md ("Worker pool").
 """
 
+import atexit
 import concurrent.futures as _cf
 import importlib
 import itertools
@@ -41,6 +42,7 @@ import signal
 import threading
 import time
 import traceback
+import weakref
 from multiprocessing.connection import wait as _wait
 
 from . import _krex
@@ -184,6 +186,20 @@ def _worker_main(conn, index, device, tenant_options, initializer, patch):
 
 # --- the harness side -----------------------------------------------------
 
+_live_pools = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_live_pools():
+    # At interpreter exit (before multiprocessing's own handler, registered
+    # earlier, terminates daemonic children): stop every pool's workers now,
+    # so that none is respawned while the interpreter goes down.
+    for pool in list(_live_pools):
+        try:
+            pool._terminate()
+        except Exception:  # noqa: BLE001
+            pass
+
 class _Task:
     __slots__ = ("id", "name", "args", "kwargs", "future", "device", "submitted", "sent",
                  "deadline")
@@ -275,6 +291,7 @@ class Pool(_cf.Executor):
         self._dq = {d: [] for d in devices}        # per device (submit_to)
         self._counts = {"submitted": 0, "ok": 0, "failures": 0, "cancelled": 0}
         self._closing = False
+        self._killing = False
         self._started = False
         self._start_error = ""
         self._wake_r, self._wake_w = os.pipe()
@@ -285,6 +302,7 @@ class Pool(_cf.Executor):
                 self._spawn(w)
         self._thread = threading.Thread(target=self._loop, name="krex-pool", daemon=True)
         self._thread.start()
+        _live_pools.add(self)
         end = time.monotonic() + start_timeout
         with self._cv:
             while not self._start_error and not all(w.state == "idle" for w in self._workers):
@@ -339,6 +357,15 @@ class Pool(_cf.Executor):
             self._thread.join()
 
     close = shutdown
+
+    def _terminate(self):
+        """Shutdown without waiting for running tasks: workers are killed,
+        running and queued tasks fail. For interpreter exit."""
+        with self._cv:
+            self._closing = self._killing = True
+            self._wake()
+        if self._thread is not threading.current_thread():
+            self._thread.join(10)
 
     def stats(self):
         """Node counters and one dict per device (see docs/PYTHON.md)."""
@@ -627,6 +654,12 @@ class Pool(_cf.Executor):
                     self._dispatch()
                 else:
                     self._dispatch()  # queued tasks still run (shutdown without cancel)
+                    if self._killing:
+                        for q in [self._queue] + list(self._dq.values()):
+                            self._fail_queue(q, "the pool was terminated (interpreter exit)")
+                        for w in self._workers:
+                            if w.proc is not None and w.state != "killing":
+                                self._kill(w)
                     pending = self._queue or any(self._dq.values()) or any(
                         w.state == "busy" for w in self._workers)
                     if not pending:
