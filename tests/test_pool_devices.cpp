@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -51,6 +52,20 @@ class pool_devices : public ::testing::Test {
     });
     p.handle("die", [](krex::tenant&, const std::vector<std::string>&) -> std::string {
       ::_exit(7);
+    });
+    // "entered_ns:left_ns" of a region held for args[0] ms (CLOCK_MONOTONIC: one clock for all).
+    p.handle("region", [](krex::tenant& t, const std::vector<std::string>& a) {
+      const auto now_ns = [] {
+        timespec ts{};
+        ::clock_gettime(CLOCK_MONOTONIC, &ts);
+        return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+      };
+      krex::region r{t};
+      const long long in = now_ns();
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(a.at(0).c_str())));
+      const long long out = now_ns();
+      r.exit();
+      return std::to_string(in) + ":" + std::to_string(out);
     });
   }
   krex_test::scoped_segment m_seg;
@@ -195,6 +210,30 @@ TEST_F(pool_devices, WithoutRespawnALostDeviceCancelsOnlyItsOwnQueue) {
         << e.what();
   }
   EXPECT_EQ(p.submit("where").get().device, 0) << "the rest of the pool goes on";
+}
+
+// Regions are per device: workers of two devices hold theirs at once, two
+// workers of one device take turns.
+TEST_F(pool_devices, RegionsOverlapAcrossDevicesOnlyNotOnOneDevice) {
+  krex::pool p{popts(2, 2).devices({0, 1})};
+  register_handlers(p);
+  p.start();
+  const auto span = [](const krex::pool_result& r) {
+    const std::string v = r.get();
+    const std::size_t c = v.find(':');
+    return std::make_pair(std::stoll(v.substr(0, c)), std::stoll(v.substr(c + 1)));
+  };
+  const auto overlap = [](std::pair<long long, long long> a, std::pair<long long, long long> b) {
+    return a.first < b.second && b.first < a.second;
+  };
+  auto a = p.submit_to(0, "region", {"400"});
+  auto b = p.submit_to(1, "region", {"400"});
+  EXPECT_TRUE(overlap(span(a.get()), span(b.get()))) << "devices 0 and 1 held regions at once";
+  auto c = p.submit_to(0, "region", {"200"});
+  auto d = p.submit_to(0, "region", {"200"});
+  const krex::pool_result rc = c.get(), rd = d.get();
+  EXPECT_NE(rc.pid, rd.pid) << "both workers of device 0 ran one";
+  EXPECT_FALSE(overlap(span(rc), span(rd))) << "one device's regions take turns";
 }
 
 TEST_F(pool_devices, UserErrorsAreClearKrexErrors) {
