@@ -596,6 +596,13 @@ TEST_F(EvalDriver, DevicesRunEveryConfigurationOnEveryDeviceAtOnce) {
   ASSERT_EQ(a.status, 0) << a.output;
   EXPECT_NE(slurp(dir + "/node.json").find("\"devices\":[0,1,2]"), std::string::npos);
   EXPECT_FALSE(slurp(dir + "/gpu2/summary.md").empty());
+  // The plan says so, and counts the reference's extra passes.
+  const auto p = run(driver("--config smoke --devices 0,1 --plan"));
+  ASSERT_EQ(p.status, 0) << p.output;
+  EXPECT_NE(p.output.find("on 2 GPU(s) (--devices 0 1): every configuration on all at once, the "
+                          "reference on each in turn (+~"),
+            std::string::npos)
+      << p.output;
 }
 
 TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {

@@ -8,7 +8,7 @@
 //   krex_eval [--config smoke|quick|full|issue11] [--out DIR] [--worker PATH]
 //             [--configs LIST] [--reps N] [--filter S1,S2,...] [--sync S1,...]
 //             [--loop S1,...] [--loop-pct P] [--min-per-worker N] [--plan]
-//             [--timeout-s N] [--device N] [--seed N]
+//             [--timeout-s N] [--device N] [--devices all|N,M,...] [--seed N]
 //
 // A configuration is MODE:C[:persistent]; LIST is comma-separated. Modes:
 //   serial        one command at a time (C must be 1), no krex
@@ -958,6 +958,24 @@ int main(int argc, char** argv) {
     plan << "  " << cfgs[i].label() << ": " << lists[i].size() << " commands"
          << (copies[i] > 1 ? " (" + std::to_string(copies[i]) + " copies of the list)" : std::string())
          << ", ~" << fmt(est, "%.0f") << " s\n";
+  }
+  if (!o.devices.empty()) {
+    plan << "krex_eval: on " << o.devices.size() << " GPU(s) (--devices";
+    for (int d : o.devices) plan << " " << d;
+    plan << "): every configuration on all at once, the reference on each in turn";
+    if (o.devices.size() > 1 && !lists.empty()) {
+      double ref_s = 0;  // the reference's extra passes
+      for (const auto& id : lists.front()) {
+        std::string cand, why;
+        krex_eval::timing t;
+        krex_eval::parse_command(id, &cand, &t, &why);
+        if (const auto* k = krex_eval::find_candidate(all, cand)) ref_s += krex_eval::est_command_s(*k, t);
+      }
+      const double extra = ref_s * static_cast<double>(o.devices.size() - 1);
+      est_total += extra;
+      plan << " (+~" << fmt(extra, "%.0f") << " s)";
+    }
+    plan << "\n";
   }
   plan << "krex_eval: estimated duration " << fmt(est_total, "%.0f") << " s (~" << fmt(est_total / 60, "%.1f")
        << " min, the build not included; rough H200 figures, bench/eval/plan.hpp)\n";
