@@ -13,6 +13,7 @@
 //   KREX_FAKE_EXIT_MS=<n> take n ms to exit after stdin closes (a slow teardown)
 //   KREX_FAKE_TAIL=<pct>  in --mode lock, one sample in 20 is pct% slow (a tail
 //                         the command median hides)
+// Every result names the --device it was given ("device").
 
 #include "../bench/eval/candidates.hpp"
 #include "../bench/eval/json.hpp"
@@ -40,6 +41,9 @@ int main(int argc, char** argv) {
   std::string mode;
   for (int i = 1; i + 1 < argc; i += 2)
     if (std::string(argv[i]) == "--mode") mode = argv[i + 1];
+  int device = 0;
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (std::string(argv[i]) == "--device") device = std::atoi(argv[i + 1]);
   if (mode != "none" && mode != "lock" && mode != "krex") return 2;
   const auto all = krex_eval::all_candidates();
   const double noise = std::atof(env("KREX_FAKE_NOISE").c_str());
@@ -59,7 +63,7 @@ int main(int argc, char** argv) {
     const krex_eval::candidate* c = parsed ? krex_eval::find_candidate(all, id) : nullptr;
     krex_eval::json_object o;
     o.str("id", cmd).str("mode", mode).num("pid", ::getpid()).boolean("first_in_process", first);
-    o.integer("mono_start_ns", mono_start_ns).str("timing", tm.name());
+    o.integer("mono_start_ns", mono_start_ns).str("timing", tm.name()).num("device", device);
     if (first) o.num("t_context_ms", 1.5).str("gpu", "fake GPU");
     first = false;
     if (c == nullptr || cmd == env("KREX_FAKE_FAIL")) {

@@ -8,7 +8,7 @@
 //   krex_eval [--config smoke|quick|full|issue11] [--out DIR] [--worker PATH]
 //             [--configs LIST] [--reps N] [--filter S1,S2,...] [--sync S1,...]
 //             [--loop S1,...] [--loop-pct P] [--min-per-worker N] [--plan]
-//             [--timeout-s N] [--device N] [--seed N]
+//             [--timeout-s N] [--device N] [--devices all|N,M,...] [--seed N]
 //
 // A configuration is MODE:C[:persistent]; LIST is comma-separated. Modes:
 //   serial        one command at a time (C must be 1), no krex
@@ -46,6 +46,10 @@
 #include "plan.hpp"
 #include "stats.hpp"
 
+#if defined(KREX_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
+
 #include <krex_tools/cli.hpp>
 #include <krex_tools/json.hpp>
 
@@ -68,6 +72,8 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <thread>
 #include <tuple>
 #include <random>
 #include <set>
@@ -237,8 +243,26 @@ struct options_t {
   bool plan_only = false;
   double timeout_s = 300;
   int device = 0;
+  std::string devices_arg;   // --devices as given ("" = not given: one device, --device)
+  std::vector<int> devices;  // --devices resolved
   unsigned seed = 1;
 };
+
+/// --devices all: the GPUs the CUDA runtime sees (a CUDA build); the host
+/// backend's virtual devices, KREX_HOST_DEVICES (default 1), otherwise.
+int count_devices() {
+#if defined(KREX_WITH_CUDA)
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+#else
+  const char* v = std::getenv("KREX_HOST_DEVICES");  // NOLINT(concurrency-mt-unsafe)
+  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 1;
+#endif
+}
 
 struct command_record {
   std::string id;  // the command sent: candidate id [@sync][@loop<ms>]
@@ -821,6 +845,10 @@ int main(int argc, char** argv) {
       .flag("--plan", o.plan_only, "print the configurations, their commands and the estimated duration, and exit")
       .number("--timeout-s", "N", o.timeout_s, 1, 86400, "kill a command after N s (default 300)")
       .integer("--device", "N", o.device, 0, 15, "the GPU (default 0)")
+      .text("--devices", "all|N,M,...", o.devices_arg,
+            "run every configuration on these GPUs at once (the reference: on each GPU in turn, "
+            "the node otherwise idle); per-GPU reports in DIR/gpu<N>/, the node's in "
+            "DIR/node.md and DIR/node.json (docs/EVAL.md)")
       .integer("--seed", "N", o.seed, 0, 1000000000, "the command order's seed (default 1)")
       .epilog(std::string("Modes: ") + modes_text +
               ".\nExit status: 0 all passed, 1 a command failed, 2 cannot start "
@@ -861,6 +889,24 @@ int main(int argc, char** argv) {
       }
     }
     if (ids.empty()) usage_error("--filter matches no candidate");
+    if (!o.devices_arg.empty()) {
+      if (o.devices_arg == "all") {
+        const int n = count_devices();
+        if (n < 1) usage_error("--devices all: no GPU is visible (driver, CUDA_VISIBLE_DEVICES?)");
+        for (int d = 0; d < n && d < 16; ++d) o.devices.push_back(d);
+      } else {
+        for (const std::string& t : split_list(o.devices_arg)) {
+          char* end = nullptr;
+          const long d = std::strtol(t.c_str(), &end, 10);
+          if (t.empty() || *end != '\0' || d < 0 || d > 15)
+            usage_error("--devices: '" + t + "' is not a device 0..15 (use all or N,M,...)");
+          if (std::find(o.devices.begin(), o.devices.end(), static_cast<int>(d)) != o.devices.end())
+            usage_error("--devices: device " + t + " is listed twice");
+          o.devices.push_back(static_cast<int>(d));
+        }
+        if (o.devices.empty()) usage_error("--devices is empty");
+      }
+    }
     if (o.sync_set && !sync.empty() && !any_sync) usage_error("--sync matches none of the selected candidates");
     if (o.loop_set && !loop.empty() && !any_loop) usage_error("--loop matches none of the selected candidates");
   } catch (const cli::usage_error& e) {
@@ -913,6 +959,24 @@ int main(int argc, char** argv) {
          << (copies[i] > 1 ? " (" + std::to_string(copies[i]) + " copies of the list)" : std::string())
          << ", ~" << fmt(est, "%.0f") << " s\n";
   }
+  if (!o.devices.empty()) {
+    plan << "krex_eval: on " << o.devices.size() << " GPU(s) (--devices";
+    for (int d : o.devices) plan << " " << d;
+    plan << "): every configuration on all at once, the reference on each in turn";
+    if (o.devices.size() > 1 && !lists.empty()) {
+      double ref_s = 0;  // the reference's extra passes
+      for (const auto& id : lists.front()) {
+        std::string cand, why;
+        krex_eval::timing t;
+        krex_eval::parse_command(id, &cand, &t, &why);
+        if (const auto* k = krex_eval::find_candidate(all, cand)) ref_s += krex_eval::est_command_s(*k, t);
+      }
+      const double extra = ref_s * static_cast<double>(o.devices.size() - 1);
+      est_total += extra;
+      plan << " (+~" << fmt(extra, "%.0f") << " s)";
+    }
+    plan << "\n";
+  }
   plan << "krex_eval: estimated duration " << fmt(est_total, "%.0f") << " s (~" << fmt(est_total / 60, "%.1f")
        << " min, the build not included; rough H200 figures, bench/eval/plan.hpp)\n";
   if (o.plan_only) {
@@ -936,458 +1000,632 @@ int main(int argc, char** argv) {
   const std::string tag = std::to_string(::getpid());
   run.set_names(o.out + "/lock-only.lock", "krex-eval-" + tag);
   std::fprintf(stderr, "%sout %s\n", plan.str().c_str(), o.out.c_str());
-  std::vector<config_result> results;
-  for (std::size_t i = 0; i < cfgs.size(); ++i) {
-    results.push_back(run.run(cfgs[i], lists[i]));
-    results.back().copies = copies[i];
-  }
-  run.stop_mps_if_running();
-  const double took_s = ms_between(run0, clk::now()) / 1000.0;
+  double took_s = 0;
+  // The report of one device's results (today's eval.json and summary.md),
+  // in `dir`; `device` -1: the run without --devices.
+  const auto report = [&](const std::string& dir, const std::vector<config_result>& results,
+                          int device) -> int {
+    // ---- summary
+    const reference_t ref = make_reference(results.front());
+    const config_result& repeat = results.back();
+    const double serial_cpm =
+        repeat.wall_s > 0 ? static_cast<double>(std::count_if(repeat.cmds.begin(), repeat.cmds.end(),
+                                                             [](const command_record& c) { return c.ok; })) /
+                                repeat.wall_s * 60
+                          : NAN;
+    std::vector<summary_row> rows;
+    for (const auto& r : results) rows.push_back(summarize(r, ref, serial_cpm, all));
 
-  // ---- summary
-  const reference_t ref = make_reference(results.front());
-  const config_result& repeat = results.back();
-  const double serial_cpm =
-      repeat.wall_s > 0 ? static_cast<double>(std::count_if(repeat.cmds.begin(), repeat.cmds.end(),
-                                                           [](const command_record& c) { return c.ok; })) /
-                              repeat.wall_s * 60
-                        : NAN;
-  std::vector<summary_row> rows;
-  for (const auto& r : results) rows.push_back(summarize(r, ref, serial_cpm, all));
+    std::string gpu, host;
+    for (const auto& r : results)
+      for (const auto& c : r.cmds)
+        if (gpu.empty() && !c.r.str("gpu").empty()) gpu = c.r.str("gpu");
+    utsname u{};
+    if (::uname(&u) == 0) host = std::string(u.nodename) + " " + u.sysname + " " + u.release;
+    const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
 
-  std::string gpu, host;
-  for (const auto& r : results)
-    for (const auto& c : r.cmds)
-      if (gpu.empty() && !c.r.str("gpu").empty()) gpu = c.r.str("gpu");
-  utsname u{};
-  if (::uname(&u) == 0) host = std::string(u.nodename) + " " + u.sysname + " " + u.release;
-  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+    // Critical-region fraction (reference pass: uncontended command composition).
+    std::vector<double> frac;
+    for (const auto& c : results.front().cmds)
+      if (c.ok && c.t_total_ms > 0) frac.push_back(c.r.num("t_critical_ms") / c.t_total_ms);
+    const double frac_med = krex_eval::quantile(frac, 0.5);
+    const double frac_under25 =
+        frac.empty() ? NAN
+                     : static_cast<double>(std::count_if(frac.begin(), frac.end(), [](double f) { return f < 0.25; })) /
+                           static_cast<double>(frac.size());
+    const auto& bands = krex_eval::bands();
+    const std::vector<std::string> nested = {">0.1ms", ">1ms", ">10ms"};
+    std::vector<std::string> views = {"all"};
+    if (timings_present.size() > 1) views.insert(views.end(), timings_present.begin(), timings_present.end());
 
-  // Critical-region fraction (reference pass: uncontended command composition).
-  std::vector<double> frac;
-  for (const auto& c : results.front().cmds)
-    if (c.ok && c.t_total_ms > 0) frac.push_back(c.r.num("t_critical_ms") / c.t_total_ms);
-  const double frac_med = krex_eval::quantile(frac, 0.5);
-  const double frac_under25 =
-      frac.empty() ? NAN
-                   : static_cast<double>(std::count_if(frac.begin(), frac.end(), [](double f) { return f < 0.25; })) /
-                         static_cast<double>(frac.size());
-  const auto& bands = krex_eval::bands();
-  const std::vector<std::string> nested = {">0.1ms", ">1ms", ">10ms"};
-  std::vector<std::string> views = {"all"};
-  if (timings_present.size() > 1) views.insert(views.end(), timings_present.begin(), timings_present.end());
-
-  std::ostringstream md;
-  md << "# krex evaluation: " << o.preset << " configuration\n\n";
-  md << "- date " << now_utc() << "; GPU " << (gpu.empty() ? "?" : gpu) << "; host " << host << ", "
-     << cores << " cores\n";
-  md << "- command: `" << cmdline << "`\n";
-  md << "- " << n_candidates << " candidates, " << ids.size() << " commands with their timings x " << o.reps
-     << " reps = " << order.size() << " commands per pass (timings:";
-  for (const auto& t : timings_present) md << " " << t;
-  md << "); reference = the first serial pass\n";
-  std::size_t max_copies = 1;
-  for (auto c : copies) max_copies = std::max(max_copies, c);
-  if (max_copies > 1)
-    md << "- some configurations run the list more than once, so each persistent worker has at least "
-       << o.min_per_worker << " commands and each process-shape slot " << o.min_per_slot
-       << " on average (\"list copies\" in \"Commands per worker\")\n";
-  md << "- took " << fmt(took_s, "%.0f") << " s; estimated " << fmt(est_total, "%.0f") << " s (bench/eval/plan.hpp)\n";
-  md << "- serial throughput " << fmt(serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
-  md << "- critical-region fraction (reference pass, timed loop / whole command): median "
-     << fmt(frac_med * 100, "%.1f") << "%, " << fmt(frac_under25 * 100, "%.0f")
-     << "% of commands under 25% (KREX study: median 12%, 73% under 25%)";
-  if (timings_present.size() > 1) {
-    md << "; by timing:";
-    for (const auto& t : timings_present) {
-      auto it = rows.front().critical.find(t);
-      if (it != rows.front().critical.end())
-        md << " " << t << " " << fmt(it->second.median * 100, "%.1f") << "% (" << it->second.n << ")";
+    std::ostringstream md;
+    md << "# krex evaluation: " << o.preset << " configuration";
+    if (device >= 0)
+      md << ", GPU " << device << " of " << o.devices.size() << " run at once (node summary: ../node.md)";
+    md << "\n\n";
+    md << "- date " << now_utc() << "; GPU " << (gpu.empty() ? "?" : gpu) << "; host " << host << ", "
+       << cores << " cores\n";
+    md << "- command: `" << cmdline << "`\n";
+    md << "- " << n_candidates << " candidates, " << ids.size() << " commands with their timings x " << o.reps
+       << " reps = " << order.size() << " commands per pass (timings:";
+    for (const auto& t : timings_present) md << " " << t;
+    md << "); reference = the first serial pass\n";
+    std::size_t max_copies = 1;
+    for (auto c : copies) max_copies = std::max(max_copies, c);
+    if (max_copies > 1)
+      md << "- some configurations run the list more than once, so each persistent worker has at least "
+         << o.min_per_worker << " commands and each process-shape slot " << o.min_per_slot
+         << " on average (\"list copies\" in \"Commands per worker\")\n";
+    md << "- took " << fmt(took_s, "%.0f") << " s; estimated " << fmt(est_total, "%.0f") << " s (bench/eval/plan.hpp)\n";
+    md << "- serial throughput " << fmt(serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
+    md << "- critical-region fraction (reference pass, timed loop / whole command): median "
+       << fmt(frac_med * 100, "%.1f") << "%, " << fmt(frac_under25 * 100, "%.0f")
+       << "% of commands under 25% (KREX study: median 12%, 73% under 25%)";
+    if (timings_present.size() > 1) {
+      md << "; by timing:";
+      for (const auto& t : timings_present) {
+        auto it = rows.front().critical.find(t);
+        if (it != rows.front().critical.end())
+          md << " " << t << " " << fmt(it->second.median * 100, "%.1f") << "% (" << it->second.n << ")";
+      }
     }
-  }
-  md << "\n";
-  md << "- reference command " << fmt(ref.cmd_ms, "%.0f") << " ms mean, timed loop "
-     << fmt(ref.critical_ms, "%.0f") << " ms mean: toy bound " << fmt(ref.cmd_ms / ref.critical_ms, "%.1f")
-     << "x serial\n\n";
-  md << "Targets (KREX paper, H20): 3.4x serial at C=16; p95 inflation 3.90% (>0.1 ms), 1.58% (>1 ms), "
-        "0.30% (>10 ms); flip rate within 3 points of native repeat, tau at least native repeat's.\n\n";
-  md << "| configuration | ok | failed | wall s | cmd/min | x serial | bound x | "
-        "<=0.1ms med/p95 % | >0.1ms med/p95 % | >1ms med/p95 % | >10ms med/p95 % | "
-        "flip % | tau |\n";
-  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
-    const auto& s = rows[i];
-    if (r.skipped) {
-      md << "| " << r.cfg.label() << " | skipped: " << r.skip_reason << " |||||||||||||\n";
-      continue;
+    md << "\n";
+    md << "- reference command " << fmt(ref.cmd_ms, "%.0f") << " ms mean, timed loop "
+       << fmt(ref.critical_ms, "%.0f") << " ms mean: toy bound " << fmt(ref.cmd_ms / ref.critical_ms, "%.1f")
+       << "x serial\n\n";
+    md << "Targets (KREX paper, H20): 3.4x serial at C=16; p95 inflation 3.90% (>0.1 ms), 1.58% (>1 ms), "
+          "0.30% (>10 ms); flip rate within 3 points of native repeat, tau at least native repeat's.\n\n";
+    md << "| configuration | ok | failed | wall s | cmd/min | x serial | bound x | "
+          "<=0.1ms med/p95 % | >0.1ms med/p95 % | >1ms med/p95 % | >10ms med/p95 % | "
+          "flip % | tau |\n";
+    md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      const auto& s = rows[i];
+      if (r.skipped) {
+        md << "| " << r.cfg.label() << " | skipped: " << r.skip_reason << " |||||||||||||\n";
+        continue;
+      }
+      md << "| " << r.cfg.label() << " | " << s.ok << " | " << s.failed << " | " << fmt(r.wall_s, "%.1f")
+         << " | " << fmt(s.cpm, "%.1f") << " | " << fmt(s.speedup) << " | " << fmt(s.bound, "%.1f");
+      for (const auto& b : bands) {
+        const auto mp = s.band.at(b.name);
+        md << " | " << fmt(mp.first) << " / " << fmt(mp.second);
+      }
+      md << " | " << fmt(s.rank.flip_rate() * 100, "%.1f") << " | " << fmt(s.tau_mean, "%.3f") << " |\n";
     }
-    md << "| " << r.cfg.label() << " | " << s.ok << " | " << s.failed << " | " << fmt(r.wall_s, "%.1f")
-       << " | " << fmt(s.cpm, "%.1f") << " | " << fmt(s.speedup) << " | " << fmt(s.bound, "%.1f");
+    md << "\nBand sizes (commands): ";
+    for (const auto& b : bands) md << b.name << " " << rows.back().band_n[b.name] << "; ";
+    md << "ranking: " << rows.back().rank_sets << " set trials, " << rows.back().rank.pairs
+       << " pairs per configuration (process shape).\n\n";
+
+    // Shape for shape: every krex-family configuration beside lock-only and
+    // unprotected at the same C and shape, with issue 11's throughput targets.
+    std::vector<std::vector<krex_eval::target_check>> tput(results.size());
+    md << "## Shape for shape: throughput (issue 11 targets)\n\n";
+    md << "Throughput over the configuration's wall time (first start to last exit), as in the table "
+          "above; \"busy\" counts only the commands that ended while every slot was busy (first end to "
+          "last start: no ramp-up, no drain). Targets use the wall-time throughput: krex >= lock-only, "
+          ">= 4x serial, persistent >= 1.15x lock-only.\n\n";
+    md << "| configuration | commands | cmd/min | busy cmd/min | x serial | lock-only cmd/min | krex / lock | "
+          "unprotected cmd/min | >= lock-only | >= 4x serial | persistent >= 1.15x lock |\n";
+    md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      if (r.skipped || !r.cfg.role.empty() || !krex_family(r.cfg.mode)) continue;
+      const config_result* lock = same_shape(results, r.cfg, "lock");
+      const config_result* unp = same_shape(results, r.cfg, "unprotected");
+      const double lock_cpm = lock ? rows[static_cast<std::size_t>(lock - results.data())].cpm : NAN;
+      const double unp_cpm = unp ? rows[static_cast<std::size_t>(unp - results.data())].cpm : NAN;
+      tput[i] = krex_eval::throughput_targets(rows[i].cpm, lock_cpm, serial_cpm, r.cfg.persistent);
+      md << "| " << r.cfg.label() << " | " << rows[i].ok << " | " << fmt(rows[i].cpm, "%.1f") << " | "
+         << fmt(rows[i].busy_cpm, "%.1f") << " | " << fmt(rows[i].speedup) << " | " << fmt(lock_cpm, "%.1f")
+         << " | " << fmt(rows[i].cpm / lock_cpm) << " | " << fmt(unp_cpm, "%.1f") << " | " << cell(tput[i][0])
+         << " | " << cell(tput[i][1]) << " | " << (r.cfg.persistent ? cell(tput[i][2]) : "–") << " |\n";
+    }
+    md << "\n";
+
+    // Accuracy: command medians and every sample, per band.
+    md << "## Accuracy: command medians and every sample\n\n";
+    md << "Inflation against the reference median of the same command (kernel and timing), in percent. "
+          "\"cmd\": each command's median sample; \"samples\": every timed sample. Targets (issue 11): p95 "
+          "<= 2.5% (>0.1 ms), 1.0% (>1 ms), 0.2% (>10 ms) at both levels.\n\n";
     for (const auto& b : bands) {
-      const auto mp = s.band.at(b.name);
-      md << " | " << fmt(mp.first) << " / " << fmt(mp.second);
+      md << "### " << b.name << " (reference duration)\n\n";
+      md << "| configuration | timing | commands | cmd p50 | cmd p95 | samples | sample p50 | sample p95 | "
+            "sample p99 | samples > 1% slow |\n";
+      md << "|---|---|---|---|---|---|---|---|---|---|\n";
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        if (results[i].skipped) continue;
+        for (const auto& v : views) {
+          auto it = rows[i].acc.find(v);
+          if (it == rows[i].acc.end() || it->second.count(b.name) == 0) continue;
+          const band_accuracy& a = it->second.at(b.name);
+          if (a.commands.n == 0) continue;
+          md << "| " << results[i].cfg.label() << " | " << v << " | " << a.commands.n << " | " << fmt(a.commands.p50)
+             << " | " << fmt(a.commands.p95) << " | " << a.samples.n << " | " << fmt(a.samples.p50) << " | "
+             << fmt(a.samples.p95) << " | " << fmt(a.samples.p99) << " | " << fmt(a.samples.over_1pct * 100, "%.1f%%")
+             << " |\n";
+        }
+      }
+      md << "\n";
     }
-    md << " | " << fmt(s.rank.flip_rate() * 100, "%.1f") << " | " << fmt(s.tau_mean, "%.3f") << " |\n";
-  }
-  md << "\nBand sizes (commands): ";
-  for (const auto& b : bands) md << b.name << " " << rows.back().band_n[b.name] << "; ";
-  md << "ranking: " << rows.back().rank_sets << " set trials, " << rows.back().rank.pairs
-     << " pairs per configuration (process shape).\n\n";
+    // The p95 targets as pass/fail, all commands of each configuration.
+    std::vector<std::vector<std::pair<std::string, krex_eval::target_check>>> acc_checks(results.size());
+    md << "## Accuracy targets (issue 11): p95 inflation, command medians and samples\n\n";
+    md << "| configuration | commands | samples |";
+    for (const auto& b : nested) md << " " << b << " cmd p95 | " << b << " sample p95 |";
+    md << "\n|---|---|---|";
+    for (std::size_t k = 0; k < nested.size(); ++k) md << "---|---|";
+    md << "\n";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (results[i].skipped) continue;
+      const accuracy_t* a = rows[i].acc.count("all") ? &rows[i].acc.at("all") : nullptr;
+      std::size_t ncmd = 0, nsmp = 0;
+      if (a != nullptr)
+        for (const auto& b : bands)
+          if (b.up_to_ms > 0 || b.above_ms == 0.1)  // disjoint: <=0.1ms and >0.1ms cover every command once
+            if (a->count(b.name)) ncmd += a->at(b.name).commands.n, nsmp += a->at(b.name).samples.n;
+      md << "| " << results[i].cfg.label() << " | " << ncmd << " | " << nsmp << " |";
+      for (const auto& b : nested) {
+        const double lim = krex_eval::issue11_p95_target(b);
+        band_accuracy ba;
+        if (a != nullptr && a->count(b)) ba = a->at(b);
+        const krex_eval::target_check cc{b + " commands", ba.commands.p95, lim, krex_eval::at_most(ba.commands.p95, lim)};
+        const krex_eval::target_check cs{b + " samples", ba.samples.p95, lim, krex_eval::at_most(ba.samples.p95, lim)};
+        acc_checks[i].push_back({"commands", cc});
+        acc_checks[i].push_back({"samples", cs});
+        md << " " << cell(cc) << " (" << ba.commands.n << ") | " << cell(cs) << " (" << ba.samples.n << ") |";
+      }
+      md << "\n";
+    }
+    md << "\n";
 
-  // Shape for shape: every krex-family configuration beside lock-only and
-  // unprotected at the same C and shape, with issue 11's throughput targets.
-  std::vector<std::vector<krex_eval::target_check>> tput(results.size());
-  md << "## Shape for shape: throughput (issue 11 targets)\n\n";
-  md << "Throughput over the configuration's wall time (first start to last exit), as in the table "
-        "above; \"busy\" counts only the commands that ended while every slot was busy (first end to "
-        "last start: no ramp-up, no drain). Targets use the wall-time throughput: krex >= lock-only, "
-        ">= 4x serial, persistent >= 1.15x lock-only.\n\n";
-  md << "| configuration | commands | cmd/min | busy cmd/min | x serial | lock-only cmd/min | krex / lock | "
-        "unprotected cmd/min | >= lock-only | >= 4x serial | persistent >= 1.15x lock |\n";
-  md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
-    if (r.skipped || !r.cfg.role.empty() || !krex_family(r.cfg.mode)) continue;
-    const config_result* lock = same_shape(results, r.cfg, "lock");
-    const config_result* unp = same_shape(results, r.cfg, "unprotected");
-    const double lock_cpm = lock ? rows[static_cast<std::size_t>(lock - results.data())].cpm : NAN;
-    const double unp_cpm = unp ? rows[static_cast<std::size_t>(unp - results.data())].cpm : NAN;
-    tput[i] = krex_eval::throughput_targets(rows[i].cpm, lock_cpm, serial_cpm, r.cfg.persistent);
-    md << "| " << r.cfg.label() << " | " << rows[i].ok << " | " << fmt(rows[i].cpm, "%.1f") << " | "
-       << fmt(rows[i].busy_cpm, "%.1f") << " | " << fmt(rows[i].speedup) << " | " << fmt(lock_cpm, "%.1f")
-       << " | " << fmt(rows[i].cpm / lock_cpm) << " | " << fmt(unp_cpm, "%.1f") << " | " << cell(tput[i][0])
-       << " | " << cell(tput[i][1]) << " | " << (r.cfg.persistent ? cell(tput[i][2]) : "–") << " |\n";
-  }
-  md << "\n";
+    // Ranking by set kind and timing.
+    md << "## Ranking: rank sets by kind and timing\n\n";
+    md << "Coarse sets: members 1-5% apart; fine sets: 0.1-0.5% apart. Flips are discordant pairs, against "
+          "the reference pass's order and against the construction order (more work is slower); tau is "
+          "Kendall tau-a against the reference, averaged over set trials (a set in one repetition).\n\n";
+    md << "| configuration | sets | trials | pairs | flips vs reference % | flips vs construction % | tau |\n";
+    md << "|---|---|---|---|---|---|---|\n";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (results[i].skipped) continue;
+      for (const auto& kv : rows[i].ranking) {
+        const auto& t = kv.second;
+        md << "| " << results[i].cfg.label() << " | " << kv.first << " | " << t.trials << " | "
+           << t.vs_reference.pairs << " | " << fmt(t.vs_reference.flip_rate() * 100, "%.1f") << " (" << t.vs_reference.flips
+           << ") | " << fmt(t.vs_construction.flip_rate() * 100, "%.1f") << " (" << t.vs_construction.flips << ") | "
+           << fmt(t.tau_mean(), "%.3f") << " |\n";
+      }
+    }
+    md << "\n";
 
-  // Accuracy: command medians and every sample, per band.
-  md << "## Accuracy: command medians and every sample\n\n";
-  md << "Inflation against the reference median of the same command (kernel and timing), in percent. "
-        "\"cmd\": each command's median sample; \"samples\": every timed sample. Targets (issue 11): p95 "
-        "<= 2.5% (>0.1 ms), 1.0% (>1 ms), 0.2% (>10 ms) at both levels.\n\n";
-  for (const auto& b : bands) {
-    md << "### " << b.name << " (reference duration)\n\n";
-    md << "| configuration | timing | commands | cmd p50 | cmd p95 | samples | sample p50 | sample p95 | "
-          "sample p99 | samples > 1% slow |\n";
-    md << "|---|---|---|---|---|---|---|---|---|---|\n";
+    // Flips by gap class (the study's classes), every rank set and timing together.
+    md << "## Ranking by gap class\n\n";
+    md << "Pairs of rank-set members classed by how far apart the reference puts them; flips against the "
+          "reference order, `flips/pairs (%)`. With fewer than 30 pairs in a class one flip moves the rate by "
+          "more than 3 points: compare such cells by their counts, not their rates.\n\n";
+    md << "| configuration | timing |";
+    for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) md << " " << krex_eval::gap_class_name(k) << " |";
+    md << "\n|---|---|";
+    for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) md << "---|";
+    md << "\n";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (results[i].skipped) continue;
+      std::map<std::string, std::array<krex_eval::rank_agreement, krex_eval::gap_classes>> by_timing;
+      for (const auto& kv : rows[i].ranking) {
+        const std::string timing = kv.first.substr(kv.first.find(", ") == std::string::npos ? 0 : kv.first.find(", ") + 2);
+        for (const std::string& v : {std::string("all"), timing})
+          for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) by_timing[v][k] += kv.second.by_gap[k];
+      }
+      for (const auto& kv : by_timing) {
+        md << "| " << results[i].cfg.label() << " | " << kv.first << " |";
+        for (const auto& g : kv.second)
+          md << " " << g.flips << "/" << g.pairs << " (" << fmt(g.flip_rate() * 100, "%.1f") << ")"
+             << (g.pairs < 30 ? "*" : "") << " |";
+        md << "\n";
+      }
+    }
+    md << "\n\\* fewer than 30 pairs.\n\n";
+
+    // The device's state per configuration: the quiet step and the clocks.
+    md << "## Device state (quiet step, clocks, throttling)\n\n";
+    md << "krex configurations: regions that found the device busy after freezing their siblings (the "
+          "driver's work after large frees) and waited for it, and for how long; every configuration: the SM "
+          "clock and power at region entry (NVML, krex only) and samples marked throttled by krex::measure "
+          "(a power or thermal slowdown reason was active).\n\n";
+    md << "| configuration | commands | quiet waits | wait median / max ms | still busy | SM MHz median / min | "
+          "power W median / max | throttled samples |\n|---|---|---|---|---|---|---|---|\n";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (results[i].skipped) continue;
+      const std::vector<double> waits = field(results[i], "quiet_wait_ms");
+      std::vector<double> waited;
+      for (double w : waits)
+        if (w > 0) waited.push_back(w);
+      const std::vector<double> busy = field(results[i], "quiet_busy");
+      const std::vector<double> sm = field(results[i], "sm_mhz");
+      const std::vector<double> pw = field(results[i], "power_w");
+      const std::vector<double> thr = field(results[i], "throttled_samples");
+      double busy_n = 0, thr_n = 0;
+      for (double b : busy) busy_n += b;
+      for (double t : thr) thr_n += t;
+      md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | "
+         << (waits.empty() ? std::string("-") : std::to_string(waited.size()) + "/" + std::to_string(waits.size()))
+         << " | " << (waited.empty() ? std::string("-") : fmt(krex_eval::quantile(waited, 0.5), "%.2f") + " / " +
+                                                          fmt(*std::max_element(waited.begin(), waited.end()), "%.2f"))
+         << " | " << (waits.empty() ? std::string("-") : fmt(busy_n, "%.0f")) << " | "
+         << (sm.empty() ? std::string("-") : fmt(krex_eval::quantile(sm, 0.5), "%.0f") + " / " +
+                                                 fmt(*std::min_element(sm.begin(), sm.end()), "%.0f"))
+         << " | " << (pw.empty() ? std::string("-") : fmt(krex_eval::quantile(pw, 0.5), "%.0f") + " / " +
+                                                          fmt(*std::max_element(pw.begin(), pw.end()), "%.0f"))
+         << " | " << fmt(thr_n, "%.0f") << " |\n";
+    }
+    md << "\n";
+
+    // The timed loop's share of a command, per configuration and timing.
+    md << "## Critical fraction (timed loop / command)\n\n";
+    md << "The KREX study's workload: median ~12%, 73% under 25%. The loop timing sizes its loop for about "
+       << fmt(o.loop_pct, "%g") << "%.\n\n";
+    md << "| configuration | timing | commands | median % | p95 % |\n|---|---|---|---|---|\n";
     for (std::size_t i = 0; i < results.size(); ++i) {
       if (results[i].skipped) continue;
       for (const auto& v : views) {
-        auto it = rows[i].acc.find(v);
-        if (it == rows[i].acc.end() || it->second.count(b.name) == 0) continue;
-        const band_accuracy& a = it->second.at(b.name);
-        if (a.commands.n == 0) continue;
-        md << "| " << results[i].cfg.label() << " | " << v << " | " << a.commands.n << " | " << fmt(a.commands.p50)
-           << " | " << fmt(a.commands.p95) << " | " << a.samples.n << " | " << fmt(a.samples.p50) << " | "
-           << fmt(a.samples.p95) << " | " << fmt(a.samples.p99) << " | " << fmt(a.samples.over_1pct * 100, "%.1f%%")
-           << " |\n";
+        auto it = rows[i].critical.find(v);
+        if (it == rows[i].critical.end()) continue;
+        md << "| " << results[i].cfg.label() << " | " << v << " | " << it->second.n << " | "
+           << fmt(it->second.median * 100, "%.1f") << " | " << fmt(it->second.p95 * 100, "%.1f") << " |\n";
       }
     }
     md << "\n";
-  }
-  // The p95 targets as pass/fail, all commands of each configuration.
-  std::vector<std::vector<std::pair<std::string, krex_eval::target_check>>> acc_checks(results.size());
-  md << "## Accuracy targets (issue 11): p95 inflation, command medians and samples\n\n";
-  md << "| configuration | commands | samples |";
-  for (const auto& b : nested) md << " " << b << " cmd p95 | " << b << " sample p95 |";
-  md << "\n|---|---|---|";
-  for (std::size_t k = 0; k < nested.size(); ++k) md << "---|---|";
-  md << "\n";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    if (results[i].skipped) continue;
-    const accuracy_t* a = rows[i].acc.count("all") ? &rows[i].acc.at("all") : nullptr;
-    std::size_t ncmd = 0, nsmp = 0;
-    if (a != nullptr)
-      for (const auto& b : bands)
-        if (b.up_to_ms > 0 || b.above_ms == 0.1)  // disjoint: <=0.1ms and >0.1ms cover every command once
-          if (a->count(b.name)) ncmd += a->at(b.name).commands.n, nsmp += a->at(b.name).samples.n;
-    md << "| " << results[i].cfg.label() << " | " << ncmd << " | " << nsmp << " |";
-    for (const auto& b : nested) {
-      const double lim = krex_eval::issue11_p95_target(b);
-      band_accuracy ba;
-      if (a != nullptr && a->count(b)) ba = a->at(b);
-      const krex_eval::target_check cc{b + " commands", ba.commands.p95, lim, krex_eval::at_most(ba.commands.p95, lim)};
-      const krex_eval::target_check cs{b + " samples", ba.samples.p95, lim, krex_eval::at_most(ba.samples.p95, lim)};
-      acc_checks[i].push_back({"commands", cc});
-      acc_checks[i].push_back({"samples", cs});
-      md << " " << cell(cc) << " (" << ba.commands.n << ") | " << cell(cs) << " (" << ba.samples.n << ") |";
+
+    md << "## Commands per worker\n\n";
+    md << "Worker processes and the commands each ran (a process per command: 1 each).\n\n";
+    md << "| configuration | commands | list copies | workers | min | median | max |\n|---|---|---|---|---|---|---|\n";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const auto& pw = rows[i].per_worker;
+      if (results[i].skipped || pw.empty()) continue;
+      md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | " << results[i].copies << " | "
+         << pw.size() << " | " << pw.front() << " | " << pw[pw.size() / 2] << " | " << pw.back() << " |\n";
     }
     md << "\n";
-  }
-  md << "\n";
 
-  // Ranking by set kind and timing.
-  md << "## Ranking: rank sets by kind and timing\n\n";
-  md << "Coarse sets: members 1-5% apart; fine sets: 0.1-0.5% apart. Flips are discordant pairs, against "
-        "the reference pass's order and against the construction order (more work is slower); tau is "
-        "Kendall tau-a against the reference, averaged over set trials (a set in one repetition).\n\n";
-  md << "| configuration | sets | trials | pairs | flips vs reference % | flips vs construction % | tau |\n";
-  md << "|---|---|---|---|---|---|---|\n";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    if (results[i].skipped) continue;
-    for (const auto& kv : rows[i].ranking) {
-      const auto& t = kv.second;
-      md << "| " << results[i].cfg.label() << " | " << kv.first << " | " << t.trials << " | "
-         << t.vs_reference.pairs << " | " << fmt(t.vs_reference.flip_rate() * 100, "%.1f") << " (" << t.vs_reference.flips
-         << ") | " << fmt(t.vs_construction.flip_rate() * 100, "%.1f") << " (" << t.vs_construction.flips << ") | "
-         << fmt(t.tau_mean(), "%.3f") << " |\n";
+    md << "## Where the time goes (medians, ms)\n\n";
+    md << "| configuration | commands | command | context | join | compile | inputs | check | wait | lock | gate | "
+          "drain | freeze | pin | critical | critical share |\n";
+    md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const auto& r : results) {
+      if (r.skipped) continue;
+      const auto med = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.1f"); };
+      const auto med3 = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.3f"); };
+      std::vector<double> fr;
+      for (const auto& c : r.cmds)
+        if (c.ok && c.t_total_ms > 0) fr.push_back(c.r.num("t_critical_ms") / c.t_total_ms * 100);
+      md << "| " << r.cfg.label() << " | " << field(r, "t_total_ms").size() << " | " << med("t_total_ms") << " | "
+         << med("t_context_ms") << " | "
+         << med("t_join_ms") << " | " << med("t_compile_ms") << " | " << med("t_inputs_ms") << " | "
+         << med("t_check_ms") << " | " << med("t_wait_ms") << " | " << med("lock_ms") << " | " << med3("gate_ms")
+         << " | " << med3("drain_ms") << " | " << med3("freeze_ms") << " | " << med3("pin_ms") << " | "
+         << med("t_critical_ms") << " | " << fmt(krex_eval::quantile(fr, 0.5), "%.0f%%") << " |\n";
     }
-  }
-  md << "\n";
-
-  // Flips by gap class (the study's classes), every rank set and timing together.
-  md << "## Ranking by gap class\n\n";
-  md << "Pairs of rank-set members classed by how far apart the reference puts them; flips against the "
-        "reference order, `flips/pairs (%)`. With fewer than 30 pairs in a class one flip moves the rate by "
-        "more than 3 points: compare such cells by their counts, not their rates.\n\n";
-  md << "| configuration | timing |";
-  for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) md << " " << krex_eval::gap_class_name(k) << " |";
-  md << "\n|---|---|";
-  for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) md << "---|";
-  md << "\n";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    if (results[i].skipped) continue;
-    std::map<std::string, std::array<krex_eval::rank_agreement, krex_eval::gap_classes>> by_timing;
-    for (const auto& kv : rows[i].ranking) {
-      const std::string timing = kv.first.substr(kv.first.find(", ") == std::string::npos ? 0 : kv.first.find(", ") + 2);
-      for (const std::string& v : {std::string("all"), timing})
-        for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) by_timing[v][k] += kv.second.by_gap[k];
+    std::vector<std::string> failures;
+    for (const auto& r : results)
+      for (const auto& c : r.cmds)
+        if (!c.ok) failures.push_back(r.cfg.label() + ": " + c.id + ": " + c.error);
+    if (!failures.empty()) {
+      md << "\n## Failed commands (" << failures.size() << ")\n\n";
+      for (std::size_t i = 0; i < failures.size() && i < 50; ++i) md << "- " << failures[i] << "\n";
     }
-    for (const auto& kv : by_timing) {
-      md << "| " << results[i].cfg.label() << " | " << kv.first << " |";
-      for (const auto& g : kv.second)
-        md << " " << g.flips << "/" << g.pairs << " (" << fmt(g.flip_rate() * 100, "%.1f") << ")"
-           << (g.pairs < 30 ? "*" : "") << " |";
-      md << "\n";
-    }
-  }
-  md << "\n\\* fewer than 30 pairs.\n\n";
 
-  // The device's state per configuration: the quiet step and the clocks.
-  md << "## Device state (quiet step, clocks, throttling)\n\n";
-  md << "krex configurations: regions that found the device busy after freezing their siblings (the "
-        "driver's work after large frees) and waited for it, and for how long; every configuration: the SM "
-        "clock and power at region entry (NVML, krex only) and samples marked throttled by krex::measure "
-        "(a power or thermal slowdown reason was active).\n\n";
-  md << "| configuration | commands | quiet waits | wait median / max ms | still busy | SM MHz median / min | "
-        "power W median / max | throttled samples |\n|---|---|---|---|---|---|---|---|\n";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    if (results[i].skipped) continue;
-    const std::vector<double> waits = field(results[i], "quiet_wait_ms");
-    std::vector<double> waited;
-    for (double w : waits)
-      if (w > 0) waited.push_back(w);
-    const std::vector<double> busy = field(results[i], "quiet_busy");
-    const std::vector<double> sm = field(results[i], "sm_mhz");
-    const std::vector<double> pw = field(results[i], "power_w");
-    const std::vector<double> thr = field(results[i], "throttled_samples");
-    double busy_n = 0, thr_n = 0;
-    for (double b : busy) busy_n += b;
-    for (double t : thr) thr_n += t;
-    md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | "
-       << (waits.empty() ? std::string("-") : std::to_string(waited.size()) + "/" + std::to_string(waits.size()))
-       << " | " << (waited.empty() ? std::string("-") : fmt(krex_eval::quantile(waited, 0.5), "%.2f") + " / " +
-                                                        fmt(*std::max_element(waited.begin(), waited.end()), "%.2f"))
-       << " | " << (waits.empty() ? std::string("-") : fmt(busy_n, "%.0f")) << " | "
-       << (sm.empty() ? std::string("-") : fmt(krex_eval::quantile(sm, 0.5), "%.0f") + " / " +
-                                               fmt(*std::min_element(sm.begin(), sm.end()), "%.0f"))
-       << " | " << (pw.empty() ? std::string("-") : fmt(krex_eval::quantile(pw, 0.5), "%.0f") + " / " +
-                                                        fmt(*std::max_element(pw.begin(), pw.end()), "%.0f"))
-       << " | " << fmt(thr_n, "%.0f") << " |\n";
-  }
-  md << "\n";
-
-  // The timed loop's share of a command, per configuration and timing.
-  md << "## Critical fraction (timed loop / command)\n\n";
-  md << "The KREX study's workload: median ~12%, 73% under 25%. The loop timing sizes its loop for about "
-     << fmt(o.loop_pct, "%g") << "%.\n\n";
-  md << "| configuration | timing | commands | median % | p95 % |\n|---|---|---|---|---|\n";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    if (results[i].skipped) continue;
-    for (const auto& v : views) {
-      auto it = rows[i].critical.find(v);
-      if (it == rows[i].critical.end()) continue;
-      md << "| " << results[i].cfg.label() << " | " << v << " | " << it->second.n << " | "
-         << fmt(it->second.median * 100, "%.1f") << " | " << fmt(it->second.p95 * 100, "%.1f") << " |\n";
-    }
-  }
-  md << "\n";
-
-  md << "## Commands per worker\n\n";
-  md << "Worker processes and the commands each ran (a process per command: 1 each).\n\n";
-  md << "| configuration | commands | list copies | workers | min | median | max |\n|---|---|---|---|---|---|---|\n";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto& pw = rows[i].per_worker;
-    if (results[i].skipped || pw.empty()) continue;
-    md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | " << results[i].copies << " | "
-       << pw.size() << " | " << pw.front() << " | " << pw[pw.size() / 2] << " | " << pw.back() << " |\n";
-  }
-  md << "\n";
-
-  md << "## Where the time goes (medians, ms)\n\n";
-  md << "| configuration | commands | command | context | join | compile | inputs | check | wait | lock | gate | "
-        "drain | freeze | pin | critical | critical share |\n";
-  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto& r : results) {
-    if (r.skipped) continue;
-    const auto med = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.1f"); };
-    const auto med3 = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.3f"); };
-    std::vector<double> fr;
-    for (const auto& c : r.cmds)
-      if (c.ok && c.t_total_ms > 0) fr.push_back(c.r.num("t_critical_ms") / c.t_total_ms * 100);
-    md << "| " << r.cfg.label() << " | " << field(r, "t_total_ms").size() << " | " << med("t_total_ms") << " | "
-       << med("t_context_ms") << " | "
-       << med("t_join_ms") << " | " << med("t_compile_ms") << " | " << med("t_inputs_ms") << " | "
-       << med("t_check_ms") << " | " << med("t_wait_ms") << " | " << med("lock_ms") << " | " << med3("gate_ms")
-       << " | " << med3("drain_ms") << " | " << med3("freeze_ms") << " | " << med3("pin_ms") << " | "
-       << med("t_critical_ms") << " | " << fmt(krex_eval::quantile(fr, 0.5), "%.0f%%") << " |\n";
-  }
-  std::vector<std::string> failures;
-  for (const auto& r : results)
-    for (const auto& c : r.cmds)
-      if (!c.ok) failures.push_back(r.cfg.label() + ": " + c.id + ": " + c.error);
-  if (!failures.empty()) {
-    md << "\n## Failed commands (" << failures.size() << ")\n\n";
-    for (std::size_t i = 0; i < failures.size() && i < 50; ++i) md << "- " << failures[i] << "\n";
-  }
-
-  // ---- JSON: every command with its samples and start times, and the summary rows
-  constexpr int digits = krex_eval::json_digits;
-  constexpr int time_digits = 12;  // ms since the run started: keep the microseconds
-  krex_tools::json::writer j;
-  j.begin_object().key("meta").begin_object();
-  j.field("date", now_utc()).field("gpu", gpu).field("host", host);
-  j.field("cores", cores).field("preset", o.preset);
-  j.field("command", cmdline).field("reps", o.reps);
-  j.field("candidates", n_candidates);
-  j.field("commands_per_rep", ids.size());  // the candidates and their extra timings
-  j.field("commands_per_pass", order.size());
-  j.key("timings").begin_array();
-  for (const auto& t : timings_present) j.value(t);
-  j.end_array();
-  j.field("loop_pct", o.loop_pct, digits).field("min_per_worker", o.min_per_worker);
-  j.field("run_start_mono_ns", run0_mono_ns);
-  j.field("estimated_s", est_total, digits).field("took_s", took_s, digits);
-  j.field("serial_cpm", serial_cpm, digits).field("reference_cmd_ms", ref.cmd_ms, digits);
-  j.field("reference_critical_ms", ref.critical_ms, digits);
-  j.field("critical_fraction_median", frac_med, digits);
-  j.field("critical_fraction_under_25", frac_under25, digits);
-  j.key("critical_fractions").values(frac, digits);
-  j.end_object().key("reference").begin_object();
-  for (const auto& kv : ref.median) j.field(kv.first, kv.second, digits);
-  j.end_object().key("configs").begin_array();
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
-    const auto& s = rows[i];
-    j.begin_object();
-    j.field("label", r.cfg.label()).field("mode", r.cfg.mode).field("c", r.cfg.c);
-    j.field("shape", r.cfg.persistent ? "persistent" : "process").field("role", r.cfg.role);
-    j.field("skipped", r.skipped).field("skip_reason", r.skip_reason).field("wall_s", r.wall_s, digits);
-    j.field("ok", s.ok).field("failed", s.failed);
-    j.field("commands", r.cmds.size()).field("list_copies", r.copies);
-    j.field("throughput_cpm", s.cpm, digits).field("speedup_vs_serial", s.speedup, digits);
-    j.field("busy_cpm", s.busy_cpm, digits);
-    j.field("bound_speedup", s.bound, digits);
-    j.key("inflation").begin_object();  // per command (median sample), all commands
-    for (const auto& b : bands) {
-      j.key(b.name).begin_object();
-      j.field("median_pct", s.band.at(b.name).first, digits).field("p95_pct", s.band.at(b.name).second, digits);
-      j.field("n", s.band_n.at(b.name));
-      j.field("paper_p95_pct", krex_eval::paper_p95_target(b.name), digits);
-      j.field("issue11_p95_pct", krex_eval::issue11_p95_target(b.name), digits);
-      j.end_object();
-    }
-    j.end_object();
-    // Both views, for all commands ("all") and per timing.
-    j.key("accuracy").begin_object();
-    for (const auto& vk : s.acc) {
-      j.key(vk.first).begin_object();
+    // ---- JSON: every command with its samples and start times, and the summary rows
+    constexpr int digits = krex_eval::json_digits;
+    constexpr int time_digits = 12;  // ms since the run started: keep the microseconds
+    krex_tools::json::writer j;
+    j.begin_object().key("meta").begin_object();
+    j.field("date", now_utc()).field("gpu", gpu).field("host", host);
+    j.field("cores", cores).field("preset", o.preset);
+    if (device >= 0) j.field("device", device).field("node_devices", o.devices.size());
+    j.field("command", cmdline).field("reps", o.reps);
+    j.field("candidates", n_candidates);
+    j.field("commands_per_rep", ids.size());  // the candidates and their extra timings
+    j.field("commands_per_pass", order.size());
+    j.key("timings").begin_array();
+    for (const auto& t : timings_present) j.value(t);
+    j.end_array();
+    j.field("loop_pct", o.loop_pct, digits).field("min_per_worker", o.min_per_worker);
+    j.field("run_start_mono_ns", run0_mono_ns);
+    j.field("estimated_s", est_total, digits).field("took_s", took_s, digits);
+    j.field("serial_cpm", serial_cpm, digits).field("reference_cmd_ms", ref.cmd_ms, digits);
+    j.field("reference_critical_ms", ref.critical_ms, digits);
+    j.field("critical_fraction_median", frac_med, digits);
+    j.field("critical_fraction_under_25", frac_under25, digits);
+    j.key("critical_fractions").values(frac, digits);
+    j.end_object().key("reference").begin_object();
+    for (const auto& kv : ref.median) j.field(kv.first, kv.second, digits);
+    j.end_object().key("configs").begin_array();
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      const auto& s = rows[i];
+      j.begin_object();
+      j.field("label", r.cfg.label()).field("mode", r.cfg.mode).field("c", r.cfg.c);
+      j.field("shape", r.cfg.persistent ? "persistent" : "process").field("role", r.cfg.role);
+      j.field("skipped", r.skipped).field("skip_reason", r.skip_reason).field("wall_s", r.wall_s, digits);
+      j.field("ok", s.ok).field("failed", s.failed);
+      j.field("commands", r.cmds.size()).field("list_copies", r.copies);
+      j.field("throughput_cpm", s.cpm, digits).field("speedup_vs_serial", s.speedup, digits);
+      j.field("busy_cpm", s.busy_cpm, digits);
+      j.field("bound_speedup", s.bound, digits);
+      j.key("inflation").begin_object();  // per command (median sample), all commands
       for (const auto& b : bands) {
-        auto it = vk.second.find(b.name);
-        if (it == vk.second.end()) continue;
         j.key(b.name).begin_object();
-        put_tails(j, "commands", it->second.commands);
-        put_tails(j, "samples", it->second.samples);
+        j.field("median_pct", s.band.at(b.name).first, digits).field("p95_pct", s.band.at(b.name).second, digits);
+        j.field("n", s.band_n.at(b.name));
+        j.field("paper_p95_pct", krex_eval::paper_p95_target(b.name), digits);
+        j.field("issue11_p95_pct", krex_eval::issue11_p95_target(b.name), digits);
         j.end_object();
       }
       j.end_object();
-    }
-    j.end_object();
-    j.key("targets").begin_array();
-    for (const auto& t : tput[i]) {
-      j.begin_object().field("target", t.what).field("level", "throughput");
-      j.field("value", t.value, digits).field("limit", t.limit, digits).field("outcome", krex_eval::to_string(t.outcome));
-      j.end_object();
-    }
-    for (const auto& lt : acc_checks[i]) {
-      j.begin_object().field("target", "p95 inflation " + lt.second.what).field("level", lt.first);
-      j.field("value", lt.second.value, digits).field("limit", lt.second.limit, digits);
-      j.field("outcome", krex_eval::to_string(lt.second.outcome));
-      j.end_object();
-    }
-    j.end_array();
-    j.field("rank_pairs", s.rank.pairs);
-    j.field("rank_flips", s.rank.flips);
-    j.field("flip_rate", s.rank.flip_rate(), digits).field("kendall_tau", s.tau_mean, digits);
-    j.key("ranking").begin_object();
-    for (const auto& kv : s.ranking) {
-      const auto& t = kv.second;
-      j.key(kv.first).begin_object();
-      j.field("trials", t.trials).field("pairs", t.vs_reference.pairs);
-      j.field("flips_vs_reference", t.vs_reference.flips);
-      j.field("flip_rate_vs_reference", t.vs_reference.flip_rate(), digits);
-      j.field("flips_vs_construction", t.vs_construction.flips);
-      j.field("flip_rate_vs_construction", t.vs_construction.flip_rate(), digits);
-      j.key("by_gap").begin_object();
-      for (std::size_t k = 0; k < krex_eval::gap_classes; ++k)
-        j.key(krex_eval::gap_class_name(k)).begin_object().field("pairs", t.by_gap[k].pairs).field("flips", t.by_gap[k].flips).end_object();
-      j.end_object();
-      j.field("kendall_tau", t.tau_mean(), digits);
-      j.end_object();
-    }
-    j.end_object();
-    j.key("critical_fraction").begin_object();
-    for (const auto& kv : s.critical) {
-      j.key(kv.first).begin_object();
-      j.field("n", kv.second.n).field("median", kv.second.median, digits).field("p95", kv.second.p95, digits);
-      j.end_object();
-    }
-    j.end_object();
-    j.key("commands_per_worker").begin_array();
-    for (auto n : s.per_worker) j.value(n);
-    j.end_array();
-    j.key("commands").begin_array();
-    for (const auto& c : r.cmds) {
-      j.begin_object();
-      j.field("id", c.id).field("rep", c.rep);
-      std::string cand, why;
-      krex_eval::timing t;
-      if (krex_eval::parse_command(c.id, &cand, &t, &why)) j.field("candidate", cand).field("timing", t.name());
-      j.field("start_ms", c.start_ms, time_digits).field("end_ms", c.end_ms, time_digits);
-      const double ws = c.r.num("mono_start_ns");
-      j.field("worker_start_ms", std::isfinite(ws) ? (ws - static_cast<double>(run0_mono_ns)) / 1e6 : NAN, time_digits);
-      j.field("t_total_ms", c.t_total_ms, digits).field("exit", c.exit_code);
-      j.field("ok", c.ok).field("error", c.error);
-      auto it = ref.median.find(c.id);
-      if (c.ok && it != ref.median.end()) {
-        j.field("reference_ms", it->second, digits);
-        j.field("inflation_pct", krex_eval::inflation_pct(c.r.num("median_ms"), it->second), digits);
+      // Both views, for all commands ("all") and per timing.
+      j.key("accuracy").begin_object();
+      for (const auto& vk : s.acc) {
+        j.key(vk.first).begin_object();
+        for (const auto& b : bands) {
+          auto it = vk.second.find(b.name);
+          if (it == vk.second.end()) continue;
+          j.key(b.name).begin_object();
+          put_tails(j, "commands", it->second.commands);
+          put_tails(j, "samples", it->second.samples);
+          j.end_object();
+        }
+        j.end_object();
       }
-      if (c.raw.empty())
-        j.key("result").null();
-      else
-        j.key("result").raw(c.raw);  // the worker's line, parsed (parse_flat) before it was kept
       j.end_object();
+      j.key("targets").begin_array();
+      for (const auto& t : tput[i]) {
+        j.begin_object().field("target", t.what).field("level", "throughput");
+        j.field("value", t.value, digits).field("limit", t.limit, digits).field("outcome", krex_eval::to_string(t.outcome));
+        j.end_object();
+      }
+      for (const auto& lt : acc_checks[i]) {
+        j.begin_object().field("target", "p95 inflation " + lt.second.what).field("level", lt.first);
+        j.field("value", lt.second.value, digits).field("limit", lt.second.limit, digits);
+        j.field("outcome", krex_eval::to_string(lt.second.outcome));
+        j.end_object();
+      }
+      j.end_array();
+      j.field("rank_pairs", s.rank.pairs);
+      j.field("rank_flips", s.rank.flips);
+      j.field("flip_rate", s.rank.flip_rate(), digits).field("kendall_tau", s.tau_mean, digits);
+      j.key("ranking").begin_object();
+      for (const auto& kv : s.ranking) {
+        const auto& t = kv.second;
+        j.key(kv.first).begin_object();
+        j.field("trials", t.trials).field("pairs", t.vs_reference.pairs);
+        j.field("flips_vs_reference", t.vs_reference.flips);
+        j.field("flip_rate_vs_reference", t.vs_reference.flip_rate(), digits);
+        j.field("flips_vs_construction", t.vs_construction.flips);
+        j.field("flip_rate_vs_construction", t.vs_construction.flip_rate(), digits);
+        j.field("kendall_tau", t.tau_mean(), digits);
+        j.key("by_gap").begin_object();
+        for (std::size_t k = 0; k < krex_eval::gap_classes; ++k)
+          j.key(krex_eval::gap_class_name(k)).begin_object().field("pairs", t.by_gap[k].pairs).field("flips", t.by_gap[k].flips).end_object();
+        j.end_object();
+        j.end_object();
+      }
+      j.end_object();
+      j.key("critical_fraction").begin_object();
+      for (const auto& kv : s.critical) {
+        j.key(kv.first).begin_object();
+        j.field("n", kv.second.n).field("median", kv.second.median, digits).field("p95", kv.second.p95, digits);
+        j.end_object();
+      }
+      j.end_object();
+      j.key("commands_per_worker").begin_array();
+      for (auto n : s.per_worker) j.value(n);
+      j.end_array();
+      j.key("commands").begin_array();
+      for (const auto& c : r.cmds) {
+        j.begin_object();
+        j.field("id", c.id).field("rep", c.rep);
+        std::string cand, why;
+        krex_eval::timing t;
+        if (krex_eval::parse_command(c.id, &cand, &t, &why)) j.field("candidate", cand).field("timing", t.name());
+        j.field("start_ms", c.start_ms, time_digits).field("end_ms", c.end_ms, time_digits);
+        const double ws = c.r.num("mono_start_ns");
+        j.field("worker_start_ms", std::isfinite(ws) ? (ws - static_cast<double>(run0_mono_ns)) / 1e6 : NAN, time_digits);
+        j.field("t_total_ms", c.t_total_ms, digits).field("exit", c.exit_code);
+        j.field("ok", c.ok).field("error", c.error);
+        auto it = ref.median.find(c.id);
+        if (c.ok && it != ref.median.end()) {
+          j.field("reference_ms", it->second, digits);
+          j.field("inflation_pct", krex_eval::inflation_pct(c.r.num("median_ms"), it->second), digits);
+        }
+        if (c.raw.empty())
+          j.key("result").null();
+        else
+          j.key("result").raw(c.raw);  // the worker's line, parsed (parse_flat) before it was kept
+        j.end_object();
+      }
+      j.end_array().end_object();
+    }
+    j.end_array().end_object();
+    std::ofstream js(dir + "/eval.json");
+    js << j.str() << "\n";
+    js.close();
+    std::ofstream(dir + "/summary.md") << md.str();
+    std::printf("%s", md.str().c_str());
+    std::printf("\nwrote %s/eval.json, %s/summary.md, %s\n", dir.c_str(), dir.c_str(), log_path.c_str());
+    return failures.empty() ? 0 : 1;
+  };
+  if (o.devices.empty()) {  // one device (--device): as before --devices existed
+    std::vector<config_result> results;
+    for (std::size_t i = 0; i < cfgs.size(); ++i) {
+      results.push_back(run.run(cfgs[i], lists[i]));
+      results.back().copies = copies[i];
+    }
+    run.stop_mps_if_running();
+    took_s = ms_between(run0, clk::now()) / 1000.0;
+    return report(o.out, results, -1);
+  }
+
+  // ---- --devices: every configuration on every listed GPU at once, one
+  // runner (its own worker processes) per GPU; the reference pass on each
+  // GPU in turn, the node otherwise idle. The krex workers of all GPUs share
+  // the node's segment (one gate per device); lock-only mode takes a lock
+  // file per GPU.
+  const std::size_t nd = o.devices.size();
+  std::vector<std::unique_ptr<runner>> runners;
+  for (int d : o.devices) {
+    options_t od = o;
+    od.device = d;
+    runners.push_back(std::make_unique<runner>(od, log_fd, run0));
+    runners.back()->set_names(o.out + "/lock-only-gpu" + std::to_string(d) + ".lock", "krex-eval-" + tag);
+  }
+  std::vector<std::vector<config_result>> per(nd);
+  std::vector<double> node_wall;  // s: the configuration on all GPUs (the reference: in turn)
+  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+    std::vector<config_result> got(nd);
+    const auto t0 = clk::now();
+    if (i == 0 || nd == 1) {
+      for (std::size_t k = 0; k < nd; ++k) got[k] = runners[k]->run(cfgs[i], lists[i]);
+    } else if (cfgs[i].mode == "krex-mps") {
+      for (auto& g : got) {
+        g.cfg = cfgs[i];
+        g.skipped = true;
+        g.skip_reason = "krex-mps is not run with --devices on several GPUs (one MPS daemon per node)";
+      }
+    } else {
+      std::vector<std::thread> threads;
+      for (std::size_t k = 0; k < nd; ++k)
+        threads.emplace_back([&, k] { got[k] = runners[k]->run(cfgs[i], lists[i]); });
+      for (auto& t : threads) t.join();
+    }
+    node_wall.push_back(ms_between(t0, clk::now()) / 1000.0);
+    for (std::size_t k = 0; k < nd; ++k) {
+      got[k].copies = copies[i];
+      per[k].push_back(std::move(got[k]));
+    }
+  }
+  for (auto& r : runners) r->stop_mps_if_running();
+  took_s = ms_between(run0, clk::now()) / 1000.0;
+  int rc = 0;
+  for (std::size_t k = 0; k < nd; ++k) {
+    const std::string dir = o.out + "/gpu" + std::to_string(o.devices[k]);
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+      cannot_start("cannot create " + dir + ": " + std::strerror(errno));
+    rc = std::max(rc, report(dir, per[k], o.devices[k]));
+  }
+
+  // ---- the node: throughput of all GPUs together, accuracy per GPU (each
+  // against its own reference), context and join cost by GPUs at once.
+  constexpr int digits = krex_eval::json_digits;
+  const auto& bands = krex_eval::bands();
+  std::vector<std::vector<summary_row>> rows(nd);
+  for (std::size_t k = 0; k < nd; ++k) {
+    const reference_t ref = make_reference(per[k].front());
+    const config_result& repeat = per[k].back();
+    std::size_t ok = 0;
+    for (const auto& c : repeat.cmds) ok += c.ok ? 1 : 0;
+    const double serial_cpm = repeat.wall_s > 0 ? static_cast<double>(ok) / repeat.wall_s * 60 : NAN;
+    for (const auto& r : per[k]) rows[k].push_back(summarize(r, ref, serial_cpm, all));
+  }
+  const auto median_of = [](const config_result& r, const char* key) {
+    std::vector<double> v;
+    for (const auto& c : r.cmds) {
+      const double x = c.r.num(key);
+      if (c.ok && std::isfinite(x)) v.push_back(x);
+    }
+    return krex_eval::quantile(v, 0.5);
+  };
+  std::ostringstream md;
+  md << "# krex evaluation on " << nd << " GPU(s) at once: " << o.preset << " configuration\n\n";
+  md << "- date " << now_utc() << "; GPUs";
+  for (int d : o.devices) md << " " << d;
+  md << "; command: `" << cmdline << "`\n";
+  md << "- each configuration ran on every GPU at once (one runner and its workers per GPU); the "
+        "reference pass ran on each GPU in turn with the node otherwise idle, and every GPU's "
+        "accuracy is against its own reference; per-GPU reports: gpu<N>/summary.md\n";
+  md << "- took " << fmt(took_s, "%.0f") << " s\n\n";
+  md << "## Node throughput\n\n| configuration | GPUs at once | node wall s | ok | failed | node commands/min | "
+        "per-GPU commands/min | context ms (median) | join ms (median) |\n|---|---|---|---|---|---|---|---|---|\n";
+  krex_tools::json::writer j;
+  j.begin_object().key("meta").begin_object();
+  j.field("date", now_utc()).field("preset", o.preset).field("command", cmdline);
+  j.key("devices").begin_array();
+  for (int d : o.devices) j.value(d);
+  j.end_array();
+  j.field("took_s", took_s, digits).end_object().key("configs").begin_array();
+  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+    const bool in_turn = i == 0 || nd == 1;
+    std::size_t ok = 0, failed = 0;
+    std::string per_cpm;
+    std::vector<double> ctx, join;
+    bool skipped = false;
+    for (std::size_t k = 0; k < nd; ++k) {
+      ok += rows[k][i].ok;
+      failed += rows[k][i].failed;
+      skipped = skipped || per[k][i].skipped;
+      per_cpm += (k ? " / " : "") + fmt(rows[k][i].cpm, "%.1f");
+      ctx.push_back(median_of(per[k][i], "t_context_ms"));
+      join.push_back(median_of(per[k][i], "t_join_ms"));
+    }
+    const double cpm = node_wall[i] > 0 ? static_cast<double>(ok) / node_wall[i] * 60 : NAN;
+    const std::size_t at_once = in_turn ? 1 : nd;
+    md << "| " << cfgs[i].label() << " | "
+       << at_once << (in_turn && nd > 1 ? " (in turn)" : "") << " | " << fmt(node_wall[i], "%.1f") << " | "
+       << ok << " | " << failed << " | " << (skipped ? "skipped" : fmt(cpm, "%.1f")) << " | " << per_cpm
+       << " | " << fmt(krex_eval::quantile(ctx, 0.5), "%.0f") << " | "
+       << fmt(krex_eval::quantile(join, 0.5), "%.0f") << " |\n";
+    j.begin_object().field("label", cfgs[i].label()).field("role", cfgs[i].role);
+    j.field("gpus_at_once", at_once).field("skipped", skipped);
+    j.field("node_wall_s", node_wall[i], digits).field("ok", ok).field("failed", failed);
+    j.field("node_throughput_cpm", cpm, digits);
+    j.key("gpus").begin_array();
+    for (std::size_t k = 0; k < nd; ++k) {
+      const summary_row& s = rows[k][i];
+      j.begin_object().field("device", o.devices[k]).field("wall_s", per[k][i].wall_s, digits);
+      j.field("ok", s.ok).field("failed", s.failed).field("throughput_cpm", s.cpm, digits);
+      j.field("context_ms_median", ctx[k], digits).field("join_ms_median", join[k], digits);
+      j.key("inflation").begin_object();
+      for (const auto& b : bands)
+        j.key(b.name).begin_object().field("median_pct", s.band.at(b.name).first, digits)
+            .field("p95_pct", s.band.at(b.name).second, digits).field("n", s.band_n.at(b.name)).end_object();
+      j.end_object();
+      std::array<krex_eval::rank_agreement, krex_eval::gap_classes> gap{};
+      for (const auto& kv : s.ranking)
+        for (std::size_t g = 0; g < krex_eval::gap_classes; ++g) gap[g] += kv.second.by_gap[g];
+      j.field("rank_pairs", s.rank.pairs).field("rank_flips", s.rank.flips);
+      j.key("flips_by_gap").begin_object();
+      for (std::size_t g = 0; g < krex_eval::gap_classes; ++g)
+        j.key(krex_eval::gap_class_name(g)).begin_object().field("pairs", gap[g].pairs)
+            .field("flips", gap[g].flips).end_object();
+      j.end_object().end_object();
     }
     j.end_array().end_object();
   }
   j.end_array().end_object();
-  std::ofstream js(o.out + "/eval.json");
-  js << j.str() << "\n";
-  js.close();
-  std::ofstream(o.out + "/summary.md") << md.str();
+  md << "\n## Accuracy per GPU (p95 command inflation %, against each GPU's own reference)\n\n"
+        "| configuration | GPU |";
+  for (const auto& b : bands) md << " " << b.name << " |";
+  md << " rank flips / pairs |";
+  for (std::size_t g = 0; g < krex_eval::gap_classes; ++g) md << " flips " << krex_eval::gap_class_name(g) << " |";
+  md << "\n|---|---|";
+  for (std::size_t b = 0; b < bands.size() + 1 + krex_eval::gap_classes; ++b) md << "---|";
+  md << "\n";
+  for (std::size_t i = 1; i < cfgs.size(); ++i)
+    for (std::size_t k = 0; k < nd; ++k) {
+      const summary_row& s = rows[k][i];
+      md << "| " << cfgs[i].label() << " | " << o.devices[k] << " |";
+      for (const auto& b : bands) md << " " << fmt(s.band.at(b.name).second) << " |";
+      md << " " << s.rank.flips << " / " << s.rank.pairs << " |";
+      std::array<krex_eval::rank_agreement, krex_eval::gap_classes> gap{};
+      for (const auto& kv : s.ranking)
+        for (std::size_t g = 0; g < krex_eval::gap_classes; ++g) gap[g] += kv.second.by_gap[g];
+      for (std::size_t g = 0; g < krex_eval::gap_classes; ++g) md << " " << gap[g].flips << "/" << gap[g].pairs << " |";
+      md << "\n";
+    }
+  std::ofstream(o.out + "/node.json") << j.str() << "\n";
+  std::ofstream(o.out + "/node.md") << md.str();
   std::printf("%s", md.str().c_str());
-  std::printf("\nwrote %s/eval.json, %s/summary.md, %s\n", o.out.c_str(), o.out.c_str(), log_path.c_str());
-  return failures.empty() ? 0 : 1;
+  std::printf("\nwrote %s/node.md, %s/node.json and gpu<N>/ per GPU\n", o.out.c_str(), o.out.c_str());
+  return rc;
 }

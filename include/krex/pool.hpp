@@ -16,6 +16,10 @@
 //     p.start();  // before this process touches CUDA: a context does not survive fork
 //     std::string out = p.run("bench", {"candidate-17"}).get();
 //
+// Over several devices: pool_options{}.devices({0, 1, 2, 3}).workers(2) (or
+// .all_devices()) starts two workers per device, each a tenant of its own
+// device; submit() goes to the least-loaded device, submit_to(d, ...) to d.
+//
 // docs/POOL.md: when to use it, the fork-before-CUDA rule, faults, the API.
 
 #include <krex/detail/config.hpp>
@@ -28,8 +32,12 @@
 #include <krex/tenant.hpp>
 
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <future>
 #include <map>
@@ -112,14 +120,42 @@ class basic_pool {
       m_started = true;
       for (const auto& h : m_handlers) names.push_back(h.first);
     }
-    m_core.start(&worker_entry, this, std::move(names));
+    const pool_options& o = m_core.opts();
+    m_multi = o.on_all_devices() || !o.devices().empty();
+    if (o.on_all_devices()) {
+      const int n = count_devices(o.tenant());
+      if (n < 1)
+        throw error(step::pool, "all_devices(): the backend sees no device", 0,
+                    "check the driver and CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES, or list "
+                    "the devices with devices({...})");
+      for (int d = 0; d < n && d < options::max_devices; ++d) m_devices.push_back(d);
+    } else if (!o.devices().empty()) {
+      m_devices = o.devices();
+    } else {
+      int d = o.tenant().device();  // the device its workers join, KREX_DEVICE included
+      try {
+        d = o.tenant().with_env().device();
+      } catch (const error&) {
+        // a bad KREX_* value: every worker's join fails with it, and so does start()
+      }
+      m_devices.push_back(d);
+    }
+    m_core.start(&worker_entry, this, std::move(names), m_devices);
   }
 
-  /// Queues a command for the first idle worker (FIFO). Thread-safe. Throws
-  /// krex::error(step::pool) for an unknown handler name, before start(),
-  /// after shutdown(), or when no worker is left.
+  /// Queues a command for the first idle worker (FIFO) on the least-loaded
+  /// device (the smallest share of busy workers among the devices that have
+  /// an idle one). Thread-safe. Throws krex::error(step::pool) for an unknown
+  /// handler name, before start(), after shutdown(), or when no worker is left.
   std::future<pool_result> submit(const std::string& name, std::vector<std::string> args = {}) {
     return m_core.submit(name, std::move(args));
+  }
+
+  /// Queues a command for a worker of `device` (the ordinal). Throws as
+  /// submit() does, and for a device the pool does not serve (naming those it does).
+  std::future<pool_result> submit_to(int device, const std::string& name,
+                                     std::vector<std::string> args = {}) {
+    return m_core.submit_to(device, name, std::move(args));
   }
 
   /// submit(name, args) and wait for the result.
@@ -136,6 +172,11 @@ class basic_pool {
 
   /// Each worker place: current pid and slot, commands, respawns, last error.
   std::vector<pool_worker_stats> workers() const { return m_core.workers(); }
+  /// Node counters (submitted, queued, ok, failures, cancelled, workers
+  /// alive and busy, respawns) and the same per device.
+  pool_stats stats() const { return m_core.stats(); }
+  /// The devices the pool serves (after start(); all_devices() resolved).
+  std::vector<int> devices() const { return m_core.devices(); }
   const pool_options& opts() const noexcept { return m_core.opts(); }
 
  private:
@@ -156,16 +197,62 @@ class basic_pool {
   // In a worker process, forked from the spawner: this object is the copy
   // taken at start(); only the handlers, the hook and the options are read
   // (its mutexes may have been copied locked).
-  static void worker_entry(void* self, int /*index*/, int fd) noexcept {
+  static void worker_entry(void* self, int index, int fd) noexcept {
     const basic_pool& p = *static_cast<const basic_pool*>(self);
-    detail::pool_worker_main<tenant_type>(fd, p.m_core.opts().tenant(), p.m_on_start,
-                                          p.m_handlers, p.m_core.opts().recycle_on_error());
+    options topts = p.m_core.opts().tenant();
+    if (p.m_multi && !p.m_devices.empty()) {
+      // The pool decides the device: KREX_DEVICE (applied at join) must not.
+      // This process is single-threaded here (just forked by the spawner).
+      ::unsetenv("KREX_DEVICE");  // NOLINT(concurrency-mt-unsafe)
+      const int per = p.m_core.opts().workers();
+      topts.device(p.m_devices[static_cast<std::size_t>(index / per) % p.m_devices.size()]);
+    }
+    detail::pool_worker_main<tenant_type>(fd, topts, p.m_on_start, p.m_handlers,
+                                          p.m_core.opts().recycle_on_error());
+  }
+
+  // all_devices(): the backend's device count, asked in a child process so
+  // that this one does not initialize CUDA/HIP before it forks the workers.
+  static int count_devices(const options& o) {
+    int fds[2];
+    if (::pipe(fds) != 0) throw error(step::pool, "all_devices(): cannot create a pipe", errno);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const int e = errno;
+      ::close(fds[0]);
+      ::close(fds[1]);
+      throw error(step::pool, "all_devices(): cannot fork to count the devices", e);
+    }
+    if (pid == 0) {
+      ::close(fds[0]);
+      int n = -1;
+      try {
+        n = typename tenant_type::backend_type(o.with_env()).device_count();
+      } catch (...) {
+        n = -1;
+      }
+      (void)!::write(fds[1], &n, sizeof n);
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    int n = -1;
+    ssize_t got;
+    do {
+      got = ::read(fds[0], &n, sizeof n);
+    } while (got < 0 && errno == EINTR);
+    ::close(fds[0]);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return got == static_cast<ssize_t>(sizeof n) ? n : -1;
   }
 
   std::mutex m_mu;  // registration
   bool m_started = false;
   std::map<std::string, handler> m_handlers;
   std::function<void(tenant_type&)> m_on_start;
+  bool m_multi = false;       // devices() or all_devices(): the pool sets each worker's device
+  std::vector<int> m_devices;  // resolved at start()
   detail::pool_core m_core;  // last: its I/O thread stops before the handlers go
 };
 

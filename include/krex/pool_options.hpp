@@ -9,9 +9,11 @@
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace krex {
 
@@ -21,7 +23,8 @@ class pool_options {
  public:
   using ms = std::chrono::milliseconds;
 
-  /// Worker processes, each with its own tenant (1..256; default 1).
+  /// Worker processes per device, each with its own tenant (1..256; default
+  /// 1). A pool over one device (the default) has exactly this many.
   pool_options& workers(int n) {
     if (n < 1 || n > 256)
       detail::bad_option("pool workers", std::to_string(n),
@@ -31,7 +34,42 @@ class pool_options {
   }
   int workers() const noexcept { return m_workers; }
 
-  /// The options every worker's tenant joins with (KREX_* still override them in the worker).
+  /// The devices the pool serves, `workers()` workers on each; every worker
+  /// is a tenant of its own device (tenant().device() is replaced by it).
+  /// Unset (the default): one device, tenant().device(). Ordinals
+  /// 0..options::max_devices-1, no repeats, at least one; a device the
+  /// backend does not have fails start() with the worker's join error.
+  pool_options& devices(std::vector<int> list) {
+    if (list.empty())
+      detail::bad_option("pool devices", "{}", "at least one device ordinal, or all_devices()");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const int d = list[i];
+      if (d < 0 || d >= options::max_devices)
+        detail::bad_option("pool devices", std::to_string(d),
+                           "ordinals 0.." + std::to_string(options::max_devices - 1));
+      if (std::count(list.begin(), list.end(), d) > 1)
+        detail::bad_option("pool devices", std::to_string(d) + " (listed twice)",
+                           "each device once");
+    }
+    m_devices = std::move(list);
+    m_all_devices = false;
+    return *this;
+  }
+  /// Every device the backend sees (counted at start(), in a short-lived
+  /// child process, so that this process does not initialize CUDA/HIP).
+  pool_options& all_devices() noexcept {
+    m_devices.clear();
+    m_all_devices = true;
+    return *this;
+  }
+  /// The devices set with devices() (empty: unset or all_devices()).
+  const std::vector<int>& devices() const noexcept { return m_devices; }
+  /// all_devices() was chosen.
+  bool on_all_devices() const noexcept { return m_all_devices; }
+
+  /// The options every worker's tenant joins with (KREX_* still override
+  /// them in the worker, except KREX_DEVICE in a pool with devices() or
+  /// all_devices(): there the pool decides each worker's device).
   pool_options& tenant(const options& o) {
     m_tenant = o;
     return *this;
@@ -90,6 +128,8 @@ class pool_options {
   }
 
   int m_workers = 1;
+  std::vector<int> m_devices;
+  bool m_all_devices = false;
   options m_tenant;
   ms m_timeout{600'000};
   bool m_respawn = true;
@@ -126,6 +166,7 @@ struct pool_result {
   std::string error;    ///< why not ok (the handler's message, the worker's end, ...)
   std::string command;  ///< the handler name
   std::uint64_t id = 0;  ///< submission number, from 1
+  int device = -1;       ///< the device it ran on (-1: never sent)
   int worker = -1;       ///< index of the worker that ran it (-1: never sent)
   int pid = -1;          ///< that worker's process
   std::uint32_t slot = 0;  ///< that worker's tenant slot
@@ -146,6 +187,7 @@ struct pool_result {
 /// A worker's place in the pool (its current process and what it did).
 struct pool_worker_stats {
   int index = 0;
+  int device = 0;          ///< the device this place's processes are tenants of
   int pid = -1;            ///< current process (-1 between a death and its replacement)
   std::uint32_t slot = 0;  ///< its tenant's slot
   bool alive = false;      ///< ready or running a command
@@ -153,6 +195,30 @@ struct pool_worker_stats {
   std::uint64_t failures = 0;  ///< ...of which failed, crashed or timed out
   int respawns = 0;            ///< processes that replaced a dead one here
   std::string last_error;      ///< why its last process ended abnormally, or why the place was given up
+};
+
+/// One device's share of a pool (pool_stats::devices).
+struct pool_device_stats {
+  int device = 0;
+  int workers = 0;             ///< worker places on this device
+  int alive = 0;               ///< ...of which ready or running a command
+  int busy = 0;                ///< ...of which running a command now
+  std::uint64_t queued = 0;    ///< commands waiting for this device (submit_to)
+  std::uint64_t commands = 0;  ///< commands that ended here (any status)
+  std::uint64_t failures = 0;  ///< ...of which failed, crashed or timed out
+  int respawns = 0;            ///< replacement processes on this device
+};
+
+/// The pool as a whole (pool.stats()): node counters and one entry per device.
+struct pool_stats {
+  std::uint64_t submitted = 0;  ///< commands accepted by submit()/submit_to()
+  std::uint64_t queued = 0;     ///< waiting now, for any device or a given one
+  int workers = 0, alive = 0, busy = 0;
+  std::uint64_t ok = 0;         ///< ended with pool_status::ok
+  std::uint64_t failures = 0;   ///< ended failed, crashed or timed_out
+  std::uint64_t cancelled = 0;  ///< ended cancelled
+  int respawns = 0;
+  std::vector<pool_device_stats> devices;  ///< in the pool's device order
 };
 
 }  // namespace krex

@@ -11,6 +11,9 @@ Harnesses that time through triton.testing.do_bench or KernelBench's timing
 functions need no change: ``krex.patch()`` (or ``python -m krex.run script.py``)
 runs every such call inside a region of a process-wide tenant.
 
+Persistent workers that keep their tenant (and CUDA context) across tasks:
+``with krex.Pool(workers=4, devices="all") as pool: pool.map(fn, items)``.
+
 See docs/PYTHON.md.
 """
 
@@ -21,7 +24,8 @@ from ._krex import Error, Region, Tenant, backend
 from ._krex import measure as _measure
 
 __all__ = ["Error", "Tenant", "backend", "region", "measure", "patch", "unpatch", "patched",
-           "process_tenant", "last_report", "in_region"]
+           "process_tenant", "last_report", "in_region", "Pool", "PoolError", "WorkerDied",
+           "worker_tenant"]
 
 __version__ = "0.1.0"
 
@@ -106,3 +110,4 @@ def measure(r, fn, warmup=3, samples=50, warmup_ms=0.0, timer="auto", stream=Non
 
 
 from .patch import last_report, patch, patched, process_tenant, unpatch  # noqa: E402
+from .pool import Pool, PoolError, WorkerDied, worker_tenant  # noqa: E402

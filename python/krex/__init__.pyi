@@ -10,7 +10,8 @@ from ._krex import Tenant as Tenant
 from ._krex import backend as backend
 
 __all__ = ["Error", "Tenant", "backend", "region", "measure", "patch", "unpatch", "patched",
-           "process_tenant", "last_report", "in_region"]
+           "process_tenant", "last_report", "in_region", "Pool", "PoolError", "WorkerDied",
+           "worker_tenant"]
 __version__: str
 
 def in_region() -> bool: ...
@@ -49,3 +50,8 @@ def unpatch(leave: bool = True) -> None: ...
 def patched() -> List[str]: ...
 def process_tenant(device: Optional[int] = None) -> Tenant: ...
 def last_report() -> Optional[Dict[str, Any]]: ...
+
+from .pool import Pool as Pool
+from .pool import PoolError as PoolError
+from .pool import WorkerDied as WorkerDied
+from .pool import worker_tenant as worker_tenant

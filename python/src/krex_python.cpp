@@ -598,4 +598,16 @@ events on `stream` (an int handle or an object with .cuda_stream; None: the
 legacy default stream, PyTorch's default) with the L2 flushed before each
 sample. Returns a dict: samples_ms, median_ms, p5_ms, p95_ms, mean_ms, min_ms,
 max_ms, method.)doc");
+
+  m.def(
+      "device_count",
+      [](const py::kwargs& kw) {
+        const k::options o = krex::python::make_options(py::int_(0), kw).with_env();
+        py::gil_scoped_release nogil;
+        return k::default_backend(o).device_count();
+      },
+      R"doc(
+device_count(**options) -> int: the devices this build's backend sees (the
+host backend: host_devices, KREX_HOST_DEVICES applied; CUDA: the visible
+GPUs, 0 without a driver). krex.Pool(devices='all') uses it.)doc");
 }

@@ -2,7 +2,8 @@
 #pragma once
 
 // The harness side of a worker pool (krex::pool, pool.hpp): commands queue
-// in FIFO order and go to idle workers over length-prefixed frames
+// in FIFO order (one queue for any device, one per device for submit_to) and
+// go to idle workers, a command for any device to the least-loaded device over length-prefixed frames
 // (pool_wire.hpp); one I/O thread polls every worker socket, the spawner's
 // reports (pool_spawner.hpp) and the per-command deadlines. A worker's end
 // is what the spawner reports (its wait status), never a socket's end of
@@ -49,13 +50,18 @@ class pool_core {
 
   /// Forks the spawner (workers run `body(ctx, index, fd)`), asks it for
   /// every worker and waits until all are ready; `names` are the handler
-  /// names submit() accepts. Throws krex::error(step::pool) if called twice
-  /// or if a worker cannot start.
-  void start(pool_spawner::body_fn body, void* ctx, std::vector<std::string> names) {
+  /// names submit() accepts; `devices` the pool's devices, opts().workers()
+  /// workers each: worker i serves devices[i / workers()]. Throws
+  /// krex::error(step::pool) if called twice or if a worker cannot start.
+  void start(pool_spawner::body_fn body, void* ctx, std::vector<std::string> names,
+             std::vector<int> devices) {
     std::unique_lock<std::mutex> lk(m_mu);
     if (m_started)
       throw error(step::pool, "start() called twice", 0, "start a pool once; make a new one to restart");
     m_names = std::move(names);
+    m_devices = std::move(devices);
+    if (m_devices.empty()) m_devices.push_back(m_opts.tenant().device());
+    m_dq.resize(m_devices.size());
     m_wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (m_wake < 0) throw error(step::pool, "cannot create the pool's eventfd", errno);
     pool_fd_registry::get().add(m_wake);
@@ -68,9 +74,12 @@ class pool_core {
       throw;
     }
     m_started = true;
-    m_workers.resize(static_cast<std::size_t>(m_opts.workers()));
+    const std::size_t per = static_cast<std::size_t>(m_opts.workers());
+    m_workers.resize(per * m_devices.size());
     for (std::size_t i = 0; i < m_workers.size(); ++i) {
       m_workers[i].index = static_cast<int>(i);
+      m_workers[i].dev = static_cast<int>(i / per);
+      m_workers[i].device = m_devices[i / per];
       spawn(m_workers[i]);
     }
     m_running = true;
@@ -95,10 +104,64 @@ class pool_core {
                 "this process initializes CUDA/HIP; raise start_timeout if joins are slow");
   }
 
-  /// Queues a command for the first idle worker (FIFO). Thread-safe. Throws
-  /// krex::error(step::pool) for an unknown handler name, before start(),
-  /// after shutdown(), or when no worker is left.
+  /// Queues a command for the first idle worker (FIFO), on the least-loaded
+  /// device that has one. Thread-safe. Throws krex::error(step::pool) for an
+  /// unknown handler name, before start(), after shutdown(), or when no
+  /// worker is left.
   std::future<pool_result> submit(const std::string& name, std::vector<std::string> args = {}) {
+    return enqueue(-1, name, std::move(args));
+  }
+
+  /// Queues a command for a worker of `device` (FIFO with the other
+  /// commands). Throws as submit() does, and for a device the pool does not serve.
+  std::future<pool_result> submit_to(int device, const std::string& name,
+                                     std::vector<std::string> args = {}) {
+    return enqueue(device, name, std::move(args));
+  }
+
+  /// The devices the pool serves, in its order.
+  std::vector<int> devices() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_devices;
+  }
+
+  /// Node and per-device counters.
+  pool_stats stats() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    pool_stats s;
+    s.submitted = m_next_id;
+    s.ok = m_n_ok;
+    s.failures = m_n_failed;
+    s.cancelled = m_n_cancelled;
+    s.queued = m_queue.size();
+    for (std::size_t k = 0; k < m_devices.size(); ++k) {
+      pool_device_stats d;
+      d.device = m_devices[k];
+      d.queued = m_dq[k].size();
+      s.queued += d.queued;
+      s.devices.push_back(d);
+    }
+    for (const worker& w : m_workers) {
+      pool_device_stats& d = s.devices[static_cast<std::size_t>(w.dev)];
+      ++d.workers;
+      if (w.st == wstate::idle || w.st == wstate::busy) ++d.alive;
+      if (w.st == wstate::busy) ++d.busy;
+      d.commands += w.commands;
+      d.failures += w.failures;
+      d.respawns += w.respawns;
+    }
+    for (const pool_device_stats& d : s.devices) {
+      s.workers += d.workers;
+      s.alive += d.alive;
+      s.busy += d.busy;
+      s.respawns += d.respawns;
+    }
+    return s;
+  }
+
+ private:
+  std::future<pool_result> enqueue(int device, const std::string& name,
+                                   std::vector<std::string> args) {
     std::unique_lock<std::mutex> lk(m_mu);
     if (!m_start_done || m_stopping)
       throw error(step::pool, m_stopping ? "submit() after shutdown()" : "submit() before start()",
@@ -109,19 +172,35 @@ class pool_core {
       throw error(step::pool, "no handler \"" + name + "\"", 0,
                   "register it with handle() before start(); registered: " + known);
     }
-    if (!any_worker_left())
-      throw error(step::pool, "no worker is left: " + m_last_error, 0,
-                  "see the workers' errors (workers()); make a new pool");
+    int dev = -1;
+    if (device >= 0) {
+      const auto it = std::find(m_devices.begin(), m_devices.end(), device);
+      if (it == m_devices.end()) {
+        std::string known;
+        for (int d : m_devices) known += (known.empty() ? "" : ", ") + std::to_string(d);
+        throw error(step::pool, "submit_to(" + std::to_string(device) + "): the pool does not serve device " +
+                                    std::to_string(device),
+                    0, "pass one of the pool's devices: " + known);
+      }
+      dev = static_cast<int>(it - m_devices.begin());
+    }
+    if (!any_worker_left(dev))
+      throw error(step::pool,
+                  dev < 0 ? "no worker is left: " + m_last_error
+                          : "no worker is left on device " + std::to_string(device) + ": " + m_last_error,
+                  0, "see the workers' errors (workers()); make a new pool");
     auto j = std::make_unique<job>();
     j->id = ++m_next_id;
     j->name = name;
     j->args = std::move(args);
     j->submitted = clock::now();
     std::future<pool_result> f = j->done.get_future();
-    m_queue.push_back(std::move(j));
+    (dev < 0 ? m_queue : m_dq[static_cast<std::size_t>(dev)]).push_back(std::move(j));
     wake();  // under the lock: shutdown() closes the eventfd under it
     return f;
   }
+
+ public:
 
   /// submit(name, args) and wait for the result.
   pool_result run(const std::string& name, std::vector<std::string> args = {}) {
@@ -142,6 +221,11 @@ class pool_core {
     for (auto& j : m_queue)
       finish(*j, pool_status::cancelled, "the pool shut down before the command was sent");
     m_queue.clear();
+    for (auto& q : m_dq) {
+      for (auto& j : q)
+        finish(*j, pool_status::cancelled, "the pool shut down before the command was sent");
+      q.clear();
+    }
     wake();
     const auto none_busy = [&] {
       return std::none_of(m_workers.begin(), m_workers.end(),
@@ -190,6 +274,7 @@ class pool_core {
     for (const worker& w : m_workers) {
       pool_worker_stats s;
       s.index = w.index;
+      s.device = w.device;
       s.pid = w.pid;
       s.slot = w.slot;
       s.alive = w.st == wstate::idle || w.st == wstate::busy;
@@ -210,6 +295,7 @@ class pool_core {
     std::vector<std::string> args;
     std::promise<pool_result> done;
     clock::time_point submitted, sent;
+    int device = -1;
     int worker = -1;
     int pid = -1;
     std::uint32_t slot = 0;
@@ -220,6 +306,8 @@ class pool_core {
   enum class wstate { spawning, starting, idle, busy, recycling, killing, exited, retired };
   struct worker {
     int index = 0;
+    int dev = 0;     // index into m_devices
+    int device = 0;  // the ordinal
     std::uint64_t gen = 0;
     wstate st = wstate::exited;
     int pid = -1;
@@ -241,9 +329,11 @@ class pool_core {
     if (m_wake >= 0) (void)!::write(m_wake, &one, sizeof one);
   }
 
-  bool any_worker_left() const noexcept {
-    return std::any_of(m_workers.begin(), m_workers.end(),
-                       [](const worker& w) { return w.st != wstate::retired; });
+  // A worker not given up, on device index `dev` (-1: on any device).
+  bool any_worker_left(int dev = -1) const noexcept {
+    return std::any_of(m_workers.begin(), m_workers.end(), [dev](const worker& w) {
+      return w.st != wstate::retired && (dev < 0 || w.dev == dev);
+    });
   }
 
   static double ms_between(clock::time_point a, clock::time_point b) {
@@ -251,12 +341,19 @@ class pool_core {
   }
 
   // Completes a job's future (called under m_mu, by one thread per job).
-  static void finish(job& j, pool_status s, const std::string& text, double handler_ms = 0) {
+  void finish(job& j, pool_status s, const std::string& text, double handler_ms = 0) {
+    if (s == pool_status::ok)
+      ++m_n_ok;
+    else if (s == pool_status::cancelled)
+      ++m_n_cancelled;
+    else
+      ++m_n_failed;
     pool_result r;
     r.status = s;
     (s == pool_status::ok ? r.value : r.error) = text;
     r.command = j.name;
     r.id = j.id;
+    r.device = j.device;
     r.worker = j.worker;
     r.pid = j.pid;
     r.slot = j.slot;
@@ -308,6 +405,13 @@ class pool_core {
     w.last_error = why;
     m_last_error = "worker " + std::to_string(w.index) + ": " + why;
     if (!m_start_done && m_start_error.empty()) m_start_error = m_last_error;
+    const auto q = static_cast<std::size_t>(w.dev);
+    if (!any_worker_left(w.dev)) {
+      for (auto& j : m_dq[q])
+        finish(*j, pool_status::cancelled,
+               "no worker is left on device " + std::to_string(w.device) + ": " + m_last_error);
+      m_dq[q].clear();
+    }
     if (!any_worker_left()) {
       for (auto& j : m_queue) finish(*j, pool_status::cancelled, "no worker is left: " + m_last_error);
       m_queue.clear();
@@ -415,14 +519,66 @@ class pool_core {
     if (w.st != wstate::spawning) w.st = wstate::killing;
   }
 
-  // Sends queued commands to idle workers, oldest command first.
+  // The first idle worker on device index `dev`, or null.
+  worker* idle_worker(int dev) {
+    for (worker& w : m_workers)
+      if (w.dev == dev && w.st == wstate::idle && w.fd >= 0) return &w;
+    return nullptr;
+  }
+
+  // Among the devices with an idle worker, the one whose workers are the
+  // least busy (busy / alive; ties: fewer busy, then pool order); -1 if none.
+  int least_loaded() const {
+    const std::size_t n = m_devices.size();
+    std::vector<int> busy(n, 0), alive(n, 0), idle(n, 0);
+    for (const worker& w : m_workers) {
+      const auto k = static_cast<std::size_t>(w.dev);
+      if (w.st == wstate::busy) ++busy[k];
+      if (w.st == wstate::idle && w.fd >= 0) ++idle[k];
+      if (w.st == wstate::idle || w.st == wstate::busy) ++alive[k];
+    }
+    int best = -1;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (idle[k] == 0) continue;
+      if (best < 0) {
+        best = static_cast<int>(k);
+        continue;
+      }
+      const auto b = static_cast<std::size_t>(best);
+      const long long lhs = static_cast<long long>(busy[k]) * alive[b];
+      const long long rhs = static_cast<long long>(busy[b]) * alive[k];
+      if (lhs < rhs || (lhs == rhs && busy[k] < busy[b])) best = static_cast<int>(k);
+    }
+    return best;
+  }
+
+  // Sends queued commands to idle workers, oldest command first: a device
+  // queue's head goes to its device, the any-device queue's head to the
+  // least-loaded device with an idle worker.
   void dispatch() {
     namespace wire = pool_wire;
-    for (worker& w : m_workers) {
-      if (m_queue.empty()) return;
-      if (w.st != wstate::idle || w.fd < 0) continue;
-      std::unique_ptr<job> j = std::move(m_queue.front());
-      m_queue.pop_front();
+    for (;;) {
+      std::deque<std::unique_ptr<job>>* from = nullptr;
+      int dev = -1;
+      std::uint64_t oldest = ~std::uint64_t{0};
+      for (std::size_t k = 0; k < m_dq.size(); ++k)
+        if (!m_dq[k].empty() && m_dq[k].front()->id < oldest &&
+            idle_worker(static_cast<int>(k)) != nullptr) {
+          oldest = m_dq[k].front()->id;
+          from = &m_dq[k];
+          dev = static_cast<int>(k);
+        }
+      if (!m_queue.empty() && m_queue.front()->id < oldest) {
+        const int k = least_loaded();
+        if (k >= 0) {
+          from = &m_queue;
+          dev = k;
+        }
+      }
+      if (from == nullptr) return;
+      worker& w = *idle_worker(dev);
+      std::unique_ptr<job> j = std::move(from->front());
+      from->pop_front();
       wire::writer f(wire::kind::command);
       f.u64(j->id).str(j->name).u32(static_cast<std::uint32_t>(j->args.size()));
       for (const std::string& a : j->args) f.str(a);
@@ -431,6 +587,7 @@ class pool_core {
         finish(*j, pool_status::failed, "the command's arguments are over 64 MiB");
         continue;
       }
+      j->device = w.device;
       j->worker = w.index;
       j->pid = w.pid;
       j->slot = w.slot;
@@ -579,11 +736,14 @@ class pool_core {
 
   pool_options m_opts;
   std::vector<std::string> m_names;
+  std::vector<int> m_devices;  // the ordinals, in the pool's order
   mutable std::mutex m_mu;
   std::condition_variable m_cv;
   pool_spawner m_spawner;
   std::vector<worker> m_workers;
-  std::deque<std::unique_ptr<job>> m_queue;
+  std::deque<std::unique_ptr<job>> m_queue;            // for any device
+  std::vector<std::deque<std::unique_ptr<job>>> m_dq;  // per device index (submit_to)
+  std::uint64_t m_n_ok = 0, m_n_failed = 0, m_n_cancelled = 0;
   std::thread m_io;
   int m_wake = -1;
   std::uint64_t m_next_id = 0;
