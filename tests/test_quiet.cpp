@@ -161,6 +161,7 @@ TEST_F(quiet, a_probe_that_cannot_run_is_a_note_not_an_error) {
   EXPECT_EQ(r.report().level(), "gate+drain");
   EXPECT_TRUE(has_line(r.report().notes, "quiet: not probed: this process has no CUDA context"))
       << r.report();
+  EXPECT_TRUE(r.report().warnings.empty()) << r.report();
 }
 
 TEST_F(quiet, the_host_backend_has_no_probe_and_no_note) {
@@ -168,6 +169,7 @@ TEST_F(quiet, the_host_backend_has_no_probe_and_no_note) {
   krex::region r{t};
   EXPECT_FALSE(r.report().quiet_checked);
   EXPECT_FALSE(has_line(r.report().notes, "quiet")) << r.report();
+  EXPECT_FALSE(has_line(r.report().warnings, "quiet")) << r.report();
   EXPECT_EQ(r.report().level(), "gate+drain");
 }
 

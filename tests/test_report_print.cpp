@@ -225,7 +225,7 @@ TEST(report_json, parses_and_round_trips_in_python) {
             "\"quiet_checked\": true, \"quiet_first_ratio\": 1.25, \"quiet_last_ratio\": 1.125, "
             "\"quiet_ns\": 1008, \"quiet_wait_ns\": 1009, \"reserved_foreign_ns\": -22, "
             "\"scope\": \"active\", \"siblings_drained\": 14, \"siblings_gone\": 15, "
-            "\"siblings_seen\": 13, \"stopped_pids\": [107], \"thaw_failed\": true, \"ticket\": 12, "
+            "\"siblings_seen\": 13, \"stopped_pids\": [108], \"thaw_failed\": true, \"ticket\": 12, "
             "\"took_over_gate\": true, \"undrained_pids\": [101, 102], "
             "\"unverified_pids\": [104, 105, 106], \"warnings\": [\"bad byte \\ufffd end\"]}\n");
 }

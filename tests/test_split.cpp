@@ -81,7 +81,7 @@ TEST_F(split, another_segment_name_on_the_device_is_reported) {
     EXPECT_EQ(rep.other_segments, std::vector<std::string>{their_path});
     EXPECT_EQ(rep.level(), "gate+drain-split(1 other segment)") << "the level must say so";
     EXPECT_EQ(rep.siblings_seen, 0U) << "the other segment's tenant is no sibling";
-    ASSERT_EQ(rep.warnings.size(), 1U);
+    ASSERT_EQ(rep.warnings.size(), 1U) << rep;
     EXPECT_TRUE(contains(rep.warnings[0], their_path)) << rep.warnings[0];
     EXPECT_TRUE(contains(rep.warnings[0], "pid " + std::to_string(other.pid()))) << rep.warnings[0];
     EXPECT_TRUE(contains(rep.warnings[0], "KREX_SEGMENT")) << rep.warnings[0];

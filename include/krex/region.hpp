@@ -228,9 +228,9 @@ class basic_region {
       std::snprintf(b, sizeof b, "%.1f%%", (r - 1.0) * 100.0);
       return std::string(b);
     };
-    if (!q.checked && !q.why_not.empty())
-      m_report.notes.push_back("quiet: not probed: " + q.why_not);
-    else if (!q.quiet)
+    if (!q.checked) {
+      if (!q.why_not.empty()) m_report.notes.push_back("quiet: not probed: " + q.why_not);
+    } else if (!q.quiet)
       m_report.warnings.push_back(
           "quiet: the device was still busy after " + std::to_string(q.waited_ns / 1'000'000) +
           " ms (probe " + pct(q.last_ratio) + " slower than idle): a process outside krex or a "
