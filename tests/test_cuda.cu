@@ -725,7 +725,8 @@ TEST(CudaSoak, JoinRegionLeaveUnderKillsAndStops) {
   scoped_segment seg;
   shared<soak_board> b;
   const auto opts = [&] {
-    return seg.opts().lock_wait(10s).drain_deadline(3s).freeze_deadline(1s).lease(5s).gate_park(5ms);
+    // A short lease (a stopped holder is recovered), longer than the longest entry.
+    return seg.opts().lock_wait(10s).drain_deadline(2s).freeze_deadline(500ms).lease(5s).gate_park(5ms);
   };
   const auto worker = [&](int idx, unsigned seed) {
     return krex_test::spawn([&, idx, seed] {
