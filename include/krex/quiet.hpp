@@ -18,9 +18,9 @@
 // options::quiet_deadline and reports what it waited for, or proceeds
 // flagged busy (a warning, level "+quiet(busy)"): never silently.
 //
-// A backend without `quiet_probe()` (host, HIP) is not checked; the report
-// says so in a note. A process without a device context yet (nothing
-// submitted) is not checked either: probing would create a context.
+// A backend without `quiet_probe()` (host, HIP) is not checked and its level
+// never shows "+quiet". A CUDA process without a device context yet (nothing
+// submitted) is not probed either, with a note: probing would create one.
 
 #include <krex/detail/clocks.hpp>
 #include <krex/detail/layout.hpp>
@@ -39,7 +39,6 @@ namespace krex::detail {
 struct quiet_result {
   bool checked = false;        ///< a probe ran
   bool quiet = false;          ///< the last burst was within tolerance of the idle figure
-  bool calibrating = false;    ///< the device's idle figure was still being established
   std::uint32_t bursts = 0;    ///< probe bursts taken
   std::uint64_t waited_ns = 0; ///< from the first busy burst to the quiet one (0: quiet at once)
   double first_ratio = 0;      ///< first burst over the idle figure
@@ -87,7 +86,6 @@ quiet_result wait_device_quiet(member& m, Probe&& probe, std::uint64_t deadline_
   // A device seen too few times: spaced bursts first, so that the figure is
   // not taken while a driver operation was running.
   if (dev.quiet_calibrations.load() < quiet_calibration_bursts) {
-    r.calibrating = true;
     for (std::uint64_t i = 0; i < quiet_calibration_bursts; ++i) {
       const auto [ok, best] = burst();
       if (!ok) return r;

@@ -28,6 +28,12 @@
 
 namespace krex::detail {
 
+/// Bytes that flush an L2 of `l2_bytes`: twice it, at least 1 MiB (the
+/// probe's flush, and krex::measure's cold-L2 flush, cuda/measure.hpp).
+inline std::size_t l2_flush_bytes(int l2_bytes) noexcept {
+  return std::max<std::size_t>(2 * static_cast<std::size_t>(l2_bytes), std::size_t{1} << 20);
+}
+
 class cuda_quiet_probe {
  public:
   static constexpr std::size_t copy_bytes = std::size_t{64} << 20;
@@ -106,7 +112,7 @@ class cuda_quiet_probe {
       fail(q, "cudaDeviceGetAttribute");
       return false;
     }
-    m_flush_bytes = std::max<std::size_t>(2 * static_cast<std::size_t>(l2), std::size_t{1} << 20);
+    m_flush_bytes = l2_flush_bytes(l2);
     if (cudaMalloc(&m_src, copy_bytes) != cudaSuccess || cudaMalloc(&m_dst, copy_bytes) != cudaSuccess ||
         cudaMalloc(&m_flush, m_flush_bytes) != cudaSuccess ||
         cudaMemset(m_src, 0x5a, copy_bytes) != cudaSuccess ||

@@ -70,7 +70,7 @@ inline std::size_t flush_size(std::size_t requested) {
   int l2 = 0;
   cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
   cuda_check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
-  return std::max<std::size_t>(2 * static_cast<std::size_t>(l2), 1U << 20);
+  return l2_flush_bytes(l2);
 }
 
 /// krex::measure's device scratch (the L2 flush buffer and the sample
@@ -107,7 +107,7 @@ class measure_scratch {
     try {
       unsigned long long id = 0;
       int dev = -1;
-      if (!current_context(&id) || cudaGetDevice(&dev) != cudaSuccess) {
+      if (!current_context_id(&id) || cudaGetDevice(&dev) != cudaSuccess) {
         cudaGetLastError();
         m_mu.unlock();
         return false;
@@ -146,8 +146,6 @@ class measure_scratch {
   }
 
  private:
-  static bool current_context(unsigned long long* id) { return current_context_id(id); }
-
   std::mutex m_mu;
   unsigned long long m_ctx = 0;
   int m_device = -1;

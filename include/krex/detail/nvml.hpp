@@ -45,7 +45,7 @@ class nvml {
     if (m_clock(h, 2 /*MEM*/, &v) == 0) c.mem_mhz = v;
     if (m_power != nullptr && m_power(h, &v) == 0) c.power_mw = v;
     if (m_temp != nullptr && m_temp(h, 0 /*GPU*/, &v) == 0) c.temp_c = v;
-    c.reasons = reasons_of(h);
+    (void)reasons_of(h, c.reasons);
     return c;
   }
 
@@ -53,7 +53,7 @@ class nvml {
   bool reasons(const std::string& bus_id, unsigned long long& r) const noexcept {
     void* h = handle(bus_id);
     r = 0;
-    return h != nullptr && m_reasons != nullptr && m_reasons(h, &r) == 0;
+    return h != nullptr && reasons_of(h, r);
   }
 
   /// Pids of the processes holding a compute context on the GPU (MPS
@@ -136,9 +136,12 @@ class nvml {
     return h;
   }
 
-  unsigned long long reasons_of(void* h) const noexcept {
-    unsigned long long r = 0;
-    return m_reasons != nullptr && m_reasons(h, &r) == 0 ? r : 0;
+  // The reasons of handle `h` into `r` (0 and false where they cannot be read).
+  bool reasons_of(void* h, unsigned long long& r) const noexcept {
+    r = 0;
+    if (m_reasons != nullptr && m_reasons(h, &r) == 0) return true;
+    r = 0;
+    return false;
   }
 
   handle_fn m_handle = nullptr;

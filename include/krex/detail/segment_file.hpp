@@ -102,6 +102,7 @@ inline std::string shm_dir() {
 
 inline std::string user_text(uid_t u);
 inline const char* file_type_text(mode_t m);
+inline bool owned_by(const struct stat& st, const segment_domain& d);
 
 /// A directory only this user (root: only root) can create files in, on a
 /// tmpfs where the system provides one: /run/user/<uid> (systemd-logind's,
@@ -151,9 +152,7 @@ inline segment_id joined_segment_id(const options& o) {
   if (env != nullptr && *env != '\0') return id;
   struct stat st {};
   if (::lstat(id.path().c_str(), &st) != 0) return id;
-  const bool ours = S_ISREG(st.st_mode) &&
-                    (id.domain.group ? st.st_gid == id.domain.gid : st.st_uid == id.domain.uid);
-  if (ours) return id;
+  if (S_ISREG(st.st_mode) && owned_by(st, id.domain)) return id;
   const std::string priv = private_segment_dir(id.domain);
   if (priv.empty()) return id;
   id.moved_because = id.path() + " is taken by a " + file_type_text(st.st_mode) + " of " +
