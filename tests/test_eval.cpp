@@ -564,6 +564,19 @@ TEST_F(EvalDriver, PlanPrintsTheDurationEstimateAndExits) {
   EXPECT_EQ(q.output.find("gemm-t16m1-4096x4112x4096"), std::string::npos);
   EXPECT_EQ(q.output.find("@sync"), std::string::npos);
   EXPECT_NE(q.output.find("krex C=4 persistent: "), std::string::npos);
+  // --native-copies: only the native repeat (the last serial pass) runs the
+  // list more than once; the reference stays one pass.
+  const auto n = run(std::string(KREX_EVAL_PATH) + " --config smoke --plan --native-copies 3");
+  ASSERT_EQ(n.status, 0) << n.output;
+  const auto first = n.output.find("reference (serial): ");
+  const auto last = n.output.find("native repeat (serial): ");
+  ASSERT_NE(first, std::string::npos) << n.output;
+  ASSERT_NE(last, std::string::npos) << n.output;
+  const std::string first_line = n.output.substr(first, n.output.find('\n', first) - first);
+  const std::string last_line = n.output.substr(last, n.output.find('\n', last) - last);
+  EXPECT_EQ(first_line.find("copies of the list"), std::string::npos) << n.output;
+  EXPECT_NE(last_line.find("(3 copies of the list)"), std::string::npos) << n.output;
+  EXPECT_EQ(std::atoi(last_line.c_str() + 24), 3 * std::atoi(first_line.c_str() + 20)) << n.output;
 }
 
 // --devices: every configuration on every device at once, each device's
@@ -630,6 +643,7 @@ TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
       {"--filter ''", "--filter is empty"},
       {"--loop-pct 95", "a number 1..90"},
       {"--min-per-worker -1", "an integer 0..1000"},
+      {"--native-copies 0", "an integer 1..100"},
       {"--min-per-slot x", "invalid value 'x' for --min-per-slot"},
       {"--reps 0", "an integer 1..100"},
       {"--reps=1.5", "invalid value '1.5' for --reps"},

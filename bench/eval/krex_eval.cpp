@@ -240,6 +240,7 @@ struct options_t {
   double loop_pct = 12;
   int min_per_worker = 10;
   int min_per_slot = -1;  // -1: the preset's
+  int native_copies = 1;  // the native repeat runs the order this many times (more rank-set trials)
   bool plan_only = false;
   double timeout_s = 300;
   int device = 0;
@@ -842,6 +843,10 @@ int main(int argc, char** argv) {
       .integer("--min-per-slot", "N", o.min_per_slot, 0, 1000,
                "process-shape configurations repeat the command list until each of their C slots has "
                "N commands on average, for steadier throughput at high C (default: issue11 5, else 0)")
+      .integer("--native-copies", "N", o.native_copies, 1, 100,
+               "the native repeat (the last serial pass) runs the command list N times, each copy "
+               "reshuffled, so its flips by gap class rest on as many pairs as the other configurations' "
+               "(default 1)")
       .flag("--plan", o.plan_only, "print the configurations, their commands and the estimated duration, and exit")
       .number("--timeout-s", "N", o.timeout_s, 1, 86400, "kill a command after N s (default 300)")
       .integer("--device", "N", o.device, 0, 15, "the GPU (default 0)")
@@ -925,7 +930,10 @@ int main(int argc, char** argv) {
   std::vector<std::vector<std::string>> lists;
   std::vector<std::size_t> copies;
   for (const auto& c : cfgs) {
-    const int min_each = c.role.empty() || c.persistent ? (c.persistent ? o.min_per_worker : o.min_per_slot) : 0;
+    const int min_each = c.role == "repeat"
+                             ? (o.native_copies > 1 ? o.native_copies * static_cast<int>(order.size()) : 0)
+                         : c.role.empty() || c.persistent ? (c.persistent ? o.min_per_worker : o.min_per_slot)
+                                                          : 0;
     std::mt19937 r2(o.seed * 1000003u + static_cast<unsigned>(c.c) * 2u + (c.persistent ? 1u : 0u));
     lists.push_back(krex_eval::repeat_for_workers(order, c.c, min_each, r2));
     copies.push_back(lists.back().size() / order.size());
@@ -1331,7 +1339,7 @@ int main(int argc, char** argv) {
     j.key("timings").begin_array();
     for (const auto& t : timings_present) j.value(t);
     j.end_array();
-    j.field("loop_pct", o.loop_pct, digits).field("min_per_worker", o.min_per_worker);
+    j.field("loop_pct", o.loop_pct, digits).field("min_per_worker", o.min_per_worker).field("native_copies", o.native_copies);
     j.field("run_start_mono_ns", run0_mono_ns);
     j.field("estimated_s", est_total, digits).field("took_s", took_s, digits);
     j.field("serial_cpm", serial_cpm, digits).field("reference_cmd_ms", ref.cmd_ms, digits);
