@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Regions on different GPUs proceed concurrently, with disjoint pinned cores.
 //
-//   krex_gpu_two_gpus [--regions R] [--body-ms M] [--siblings S]
+//   krex_gpu_two_gpus [--gpus N] [--regions R] [--body-ms M] [--siblings S]
 //
-// One measurer process per GPU (devices 0 and 1) and S busy sibling tenants
-// per GPU. Each measurer takes R regions with an M-millisecond kernel body and
-// records each body's host interval (steady_clock, common to the node). If
-// regions on the two GPUs were serialized, no two bodies would overlap.
-// Exit 1 if the bodies never overlapped or the pinned cores intersect; exit 77
-// with fewer than 2 GPUs.
+// One measurer process per GPU (devices 0..N-1; N defaults to every visible
+// GPU) and S busy sibling tenants per GPU. Each measurer takes R regions with
+// an M-millisecond kernel body and records each body's host interval
+// (steady_clock, common to the node). If regions on different GPUs were
+// serialized, no two bodies would overlap. Exit 1 if some GPU's bodies never
+// overlapped another GPU's, or two GPUs' pinned cores intersect; exit 77 with
+// fewer than 2 GPUs (or fewer than N). Also printed: each GPU's NUMA node
+// (sysfs, by its PCI bus id) and the NUMA nodes of its pinned cores.
 
 #include "../../tests/proc_util.hpp"
 #include "kernels.cuh"
@@ -16,6 +18,7 @@
 #include <krex/region.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -27,17 +30,52 @@
 namespace {
 
 constexpr int max_regions = 256;
+constexpr int max_gpus = 16;
 
 struct board {
   std::atomic<int> ready;
   std::atomic<int> go;
   std::atomic<int> stop;
-  std::atomic<std::uint64_t> begin[2][max_regions];
-  std::atomic<std::uint64_t> end[2][max_regions];
-  std::atomic<int> pinned[2][64];
-  std::atomic<int> npinned[2];
-  std::atomic<int> frozen[2];
+  std::atomic<std::uint64_t> begin[max_gpus][max_regions];
+  std::atomic<std::uint64_t> end[max_gpus][max_regions];
+  std::atomic<int> pinned[max_gpus][64];
+  std::atomic<int> npinned[max_gpus];
+  std::atomic<int> frozen[max_gpus];
+  std::atomic<int> numa[max_gpus];  // the GPU's NUMA node (-1: unknown)
 };
+
+/// A sysfs integer, or `otherwise`.
+int read_int(const std::string& path, int otherwise) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return otherwise;
+  int v = otherwise;
+  if (std::fscanf(f, "%d", &v) != 1) v = otherwise;
+  std::fclose(f);
+  return v;
+}
+
+/// The NUMA node of CPU `cpu` (-1: unknown).
+int cpu_node(int cpu) {
+  for (int n = 0; n < 64; ++n) {
+    const std::string d = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/node" + std::to_string(n);
+    if (FILE* f = std::fopen((d + "/cpulist").c_str(), "r")) {
+      std::fclose(f);
+      return n;
+    }
+  }
+  return -1;
+}
+
+/// The NUMA node of GPU `device` from its PCI address (-1: unknown).
+int gpu_node(int device) {
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess) return -1;
+  std::string id = bus;
+  for (auto& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  // sysfs names the function with a 4-digit domain: 0000:65:00.0
+  if (id.size() > 12 && id.compare(0, 4, "0000") == 0 && id[8] == ':') id = id.substr(4);
+  return read_int("/sys/bus/pci/devices/" + id + "/numa_node", -1);
+}
 
 krex::options opts(const std::string& seg, int device) {
   using namespace std::chrono_literals;
@@ -68,6 +106,7 @@ int measurer(const std::string& seg, int device, int regions, int body_ms, board
   KREX_GPU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   unsigned long long* st = nullptr;
   KREX_GPU_CHECK(cudaMalloc(&st, 16));
+  b->numa[device] = gpu_node(device);
   b->ready.fetch_add(1);
   while (b->go.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   for (int r = 0; r < regions; ++r) {
@@ -98,7 +137,7 @@ std::string cpus(const board& b, int d) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int regions = 20, body_ms = 20, siblings = 2;
+  int regions = 20, body_ms = 20, siblings = 2, want = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--regions")
@@ -107,24 +146,29 @@ int main(int argc, char** argv) {
       body_ms = std::stoi(v);
     else if (k == "--siblings")
       siblings = std::stoi(v);
+    else if (k == "--gpus")
+      want = std::stoi(v);
   }
-  const int gpus = krex_gpu::gpu_count_forked();
-  if (gpus < 2) {
-    std::printf("two_gpus: %d GPU(s): skipped\n", gpus);
+  const int visible = krex_gpu::gpu_count_forked();
+  const int gpus = std::min(max_gpus, want > 0 ? want : visible);
+  if (visible < 2 || gpus < 2 || visible < gpus) {
+    std::printf("two_gpus: %d GPU(s) visible, %d wanted: skipped (needs at least 2)\n", visible,
+                want > 0 ? want : visible);
     return krex_gpu::exit_no_gpu;
   }
-  const std::string seg = "krexgpu-2-" + std::to_string(::getpid());
+  const std::string seg = "krexgpu-n-" + std::to_string(::getpid());
   krex_test::become_subreaper();
   krex_test::shared<board> b;
+  for (int d = 0; d < max_gpus; ++d) b->numa[d] = -1;
   std::vector<krex_test::child> kids, measurers;
-  for (int d = 0; d < 2; ++d)
+  for (int d = 0; d < gpus; ++d)
     for (int i = 0; i < siblings; ++i)
       kids.push_back(krex_test::spawn([&, d] { return sibling(seg, d, &*b); }));
-  for (int d = 0; d < 2; ++d)
+  for (int d = 0; d < gpus; ++d)
     measurers.push_back(
         krex_test::spawn([&, d] { return measurer(seg, d, regions, body_ms, &*b); }));
-  if (!krex_test::wait_until([&] { return b->ready.load() == 2 * siblings + 2; },
-                             std::chrono::seconds(120))) {
+  if (!krex_test::wait_until([&] { return b->ready.load() == gpus * (siblings + 1); },
+                             std::chrono::seconds(180))) {
     std::fprintf(stderr, "processes did not start\n");
     return 3;
   }
@@ -134,33 +178,55 @@ int main(int argc, char** argv) {
   b->stop.store(1);
   for (auto& k : kids) krex_test::exit_code(k.wait(std::chrono::seconds(60)));
 
-  double overlap_ms = 0, body_total_ms = 0;
-  int overlapping_pairs = 0;
-  for (int i = 0; i < regions; ++i) {
-    body_total_ms += (b->end[0][i] - b->begin[0][i]) / 1e6;
-    for (int j = 0; j < regions; ++j) {
-      const std::uint64_t lo = std::max(b->begin[0][i].load(), b->begin[1][j].load());
-      const std::uint64_t hi = std::min(b->end[0][i].load(), b->end[1][j].load());
-      if (hi > lo) {
-        overlap_ms += (hi - lo) / 1e6;
-        ++overlapping_pairs;
+  std::printf("two_gpus: %d GPUs, %d regions of %d ms per GPU, %d busy siblings per GPU\n", gpus, regions,
+              body_ms, siblings);
+  bool all_overlap = true, disjoint = true, any_pinned = true;
+  std::vector<std::vector<int>> pins(static_cast<std::size_t>(gpus));
+  for (int d = 0; d < gpus; ++d) {
+    for (int i = 0; i < b->npinned[d].load(); ++i) pins[static_cast<std::size_t>(d)].push_back(b->pinned[d][i]);
+    std::sort(pins[static_cast<std::size_t>(d)].begin(), pins[static_cast<std::size_t>(d)].end());
+    any_pinned = any_pinned && !pins[static_cast<std::size_t>(d)].empty();
+  }
+  for (int d = 0; d < gpus; ++d) {
+    double body_total_ms = 0, overlap_ms = 0;
+    int pairs = 0;
+    for (int i = 0; i < regions; ++i) {
+      body_total_ms += (b->end[d][i] - b->begin[d][i]) / 1e6;
+      for (int e = 0; e < gpus; ++e) {
+        if (e == d) continue;
+        for (int j = 0; j < regions; ++j) {
+          const std::uint64_t lo = std::max(b->begin[d][i].load(), b->begin[e][j].load());
+          const std::uint64_t hi = std::min(b->end[d][i].load(), b->end[e][j].load());
+          if (hi > lo) {
+            overlap_ms += (hi - lo) / 1e6;
+            ++pairs;
+          }
+        }
+      }
+    }
+    all_overlap = all_overlap && overlap_ms > 0;
+    std::string nodes;
+    for (int c : pins[static_cast<std::size_t>(d)]) {
+      const std::string n = std::to_string(cpu_node(c));
+      if (nodes.find(n) == std::string::npos) nodes += (nodes.empty() ? "" : ",") + n;
+    }
+    std::printf("  GPU%d (NUMA node %d): region bodies %.1f ms in all, overlapping other GPUs' bodies %.1f ms "
+                "(%d pairs); pinned cpus {%s} on NUMA node(s) {%s}; frozen siblings in its first region: %d\n",
+                d, b->numa[d].load(), body_total_ms, overlap_ms, pairs, cpus(*b, d).c_str(), nodes.c_str(),
+                b->frozen[d].load());
+    for (int e = d + 1; e < gpus; ++e) {
+      std::vector<int> both;
+      std::set_intersection(pins[static_cast<std::size_t>(d)].begin(), pins[static_cast<std::size_t>(d)].end(),
+                            pins[static_cast<std::size_t>(e)].begin(), pins[static_cast<std::size_t>(e)].end(),
+                            std::back_inserter(both));
+      if (!both.empty()) {
+        std::printf("  GPU%d and GPU%d share %zu pinned cpu(s)\n", d, e, both.size());
+        disjoint = false;
       }
     }
   }
-  std::vector<int> p0, p1, both;
-  for (int i = 0; i < b->npinned[0].load(); ++i) p0.push_back(b->pinned[0][i]);
-  for (int i = 0; i < b->npinned[1].load(); ++i) p1.push_back(b->pinned[1][i]);
-  std::sort(p0.begin(), p0.end());
-  std::sort(p1.begin(), p1.end());
-  std::set_intersection(p0.begin(), p0.end(), p1.begin(), p1.end(), std::back_inserter(both));
-  std::printf("two_gpus: %d regions of %d ms per GPU, %d busy siblings per GPU\n", regions, body_ms,
-              siblings);
-  std::printf("  GPU0 region bodies: %.1f ms in all; overlapping GPU1 bodies: %.1f ms (%d pairs)\n",
-              body_total_ms, overlap_ms, overlapping_pairs);
-  std::printf(
-      "  pinned cpus: GPU0 {%s}, GPU1 {%s}, common %zu; frozen siblings per region: %d, %d\n",
-      cpus(*b, 0).c_str(), cpus(*b, 1).c_str(), both.size(), b->frozen[0].load(),
-      b->frozen[1].load());
+  std::printf("  every GPU overlapped another: %s; pinned cores disjoint: %s\n", all_overlap ? "yes" : "NO",
+              disjoint ? "yes" : "NO");
   krex::remove_segment(opts(seg, 0));
-  return (failed == 0 && overlap_ms > 0 && both.empty() && !p0.empty()) ? 0 : 1;
+  return (failed == 0 && all_overlap && disjoint && any_pinned) ? 0 : 1;
 }
