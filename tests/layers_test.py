@@ -46,7 +46,7 @@ PUBLIC_STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.
                 "krex/measure.hpp", "krex/report.hpp", "krex/gbench.hpp",
                 "krex/pool.hpp"}
 # Headers only tools (krexctl, fuzz, tests) include: never reached from a tenant.
-TOOLS_ONLY = {"krex/detail/status.hpp"}
+TOOLS_ONLY = {"krex_tools/status.hpp"}
 # The protocol steps: they never call crash recovery (a dead or expired
 # holder in their way is handed to the member's recoverer, detail/slots.hpp,
 # which the tenant installs).
