@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""scripts/when_to_use_plot.py reads its points from docs/RESULTS.md (no
+"""scripts/lab/when_to_use_plot.py reads its points from docs/RESULTS.md (no
 matplotlib needed for this): every point the README's picture shows is
 found, with the numbers the tables give, so the picture cannot silently
 lose a mode when RESULTS.md changes. Exits 1 on failure.
@@ -18,7 +18,7 @@ ROOT = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else
 
 def load():
     spec = importlib.util.spec_from_file_location(
-        "when_to_use_plot", os.path.join(ROOT, "scripts", "when_to_use_plot.py"))
+        "when_to_use_plot", os.path.join(ROOT, "scripts", "lab", "when_to_use_plot.py"))
     mod = importlib.util.module_from_spec(spec)
     saved = sys.argv
     sys.argv = [saved[0], ROOT]

@@ -14,7 +14,7 @@ import re
 import sys
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
-                       os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+                       os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 OUT = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "docs", "when_to_use.png")
 
 
