@@ -22,6 +22,30 @@ if(KREX_STEP STREQUAL "install")
   file(REMOVE_RECURSE "${KREX_PREFIX}")
   krex_run(${CMAKE_COMMAND} --install "${KREX_BINARY_DIR}" --prefix "${KREX_PREFIX}"
            --config "${KREX_CONFIG}")
+  # The installed headers are the library's, include/krex/, and nothing of the
+  # tools (tools/krex_tools/: krexctl's snapshot, parser, JSON writer).
+  file(GLOB_RECURSE installed RELATIVE "${KREX_PREFIX}/include" "${KREX_PREFIX}/include/*")
+  file(GLOB_RECURSE library RELATIVE "${KREX_SOURCE_DIR}/include"
+       "${KREX_SOURCE_DIR}/include/krex/*.hpp" "${KREX_SOURCE_DIR}/include/krex/*.cuh")
+  file(GLOB_RECURSE tools_only RELATIVE "${KREX_SOURCE_DIR}/tools" "${KREX_SOURCE_DIR}/tools/*.hpp")
+  if(NOT installed)
+    message(FATAL_ERROR "no header installed under ${KREX_PREFIX}/include")
+  endif()
+  foreach(header IN LISTS installed)
+    if(NOT header IN_LIST library OR header IN_LIST tools_only)
+      message(FATAL_ERROR "installed ${header}: not a library header (include/krex/); "
+                          "tools-only code stays in tools/ and is not installed")
+    endif()
+    file(STRINGS "${KREX_PREFIX}/include/${header}" tool_includes REGEX "#[ \t]*include.*krex_tools/")
+    if(tool_includes)
+      message(FATAL_ERROR "installed ${header} includes tool code: ${tool_includes}")
+    endif()
+  endforeach()
+  foreach(header IN LISTS library)
+    if(NOT header IN_LIST installed)
+      message(FATAL_ERROR "${header} was not installed")
+    endif()
+  endforeach()
   return()
 endif()
 

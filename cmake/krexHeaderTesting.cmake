@@ -5,7 +5,7 @@
 # -Werror; outside krex/detail/ it must also have included the C++17 check
 # (krex/detail/config.hpp). All of them form the object library
 # `krex_header_tests`, part of the default build, so a header that does not
-# compile on its own breaks the build. scripts/clang-tidy.sh lints the same
+# compile on its own breaks the build. scripts/ci/clang-tidy.sh lints the same
 # translation units.
 #
 # Headers of a disabled backend are skipped: any path component named
@@ -67,7 +67,7 @@ function(krex_add_header_tests)
   endforeach()
 
   # Drop translation units of headers that were removed or are now skipped,
-  # so scripts/clang-tidy.sh never lints a stale one.
+  # so scripts/ci/clang-tidy.sh never lints a stale one.
   file(GLOB_RECURSE stale "${out_dir}/*.cpp")
   foreach(tu IN LISTS stale)
     if(NOT tu IN_LIST sources)

@@ -25,9 +25,9 @@
 
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/segment.hpp>
-#include <krex/detail/status.hpp>
 #include <krex/drain.hpp>
 #include <krex/region_lock.hpp>
+#include <krex_tools/status.hpp>
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@ if [ ! -f examples/demo.cpp ]; then
   echo "demo.sh: examples/demo.cpp does not exist (yet): nothing to run" >&2
   exit 1
 fi
-scripts/deps.sh
+scripts/ci/deps.sh
 cmake --preset default
 cmake --build build -j"$(nproc)" --target krex_demo
 exec build/examples/krex_demo "$@"

@@ -21,7 +21,7 @@ for a in "$@"; do
 done
 
 start=$(date +%s)
-scripts/deps.sh
+scripts/ci/deps.sh
 cmake --preset default
 if [ "$quick" = 1 ]; then
   cmake --build build -j"$(nproc)" --target krex_quick_tests

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Tests scripts/cutlass_compare.py on synthetic cutlass_profiler CSVs.
+"""Tests scripts/lab/cutlass_compare.py on synthetic cutlass_profiler CSVs.
 
 The CSVs have the columns cutlass_profiler v4.3.5 writes for --operation=Gemm
 (tools/profiler/src/performance_report.cpp: print_csv_header_ and
@@ -19,7 +19,7 @@ import sys
 import tempfile
 import unittest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "cutlass_compare.py")
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "lab", "cutlass_compare.py")
 
 GEMM_ARGS = ["gemm_kind", "m", "n", "k", "A", "B", "C", "D", "alpha", "beta", "split_k_mode",
              "split_k_slices", "batch_count", "raster_order", "runtime_input_datatype_a",
@@ -236,7 +236,7 @@ esac
 
 
 class CutlassCompareDriver(unittest.TestCase):
-    """scripts/cutlass_compare.sh with a stand-in profiler: the phases, the files, the counts."""
+    """scripts/lab/cutlass_compare.sh with a stand-in profiler: the phases, the files, the counts."""
 
     def test_driver_logs_power_and_clocks_per_phase_where_nvidia_smi_is(self):
         root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -257,7 +257,7 @@ class CutlassCompareDriver(unittest.TestCase):
                        KREX_CUTLASS_PROBLEMS="--m=2048 --n=4096 --k=4096", KREX_CUTLASS_MIN_GAP="0.005",
                        FAKE_TEST_DIR=os.path.dirname(os.path.abspath(__file__)),
                        PATH=bindir + os.pathsep + os.environ["PATH"])
-            p = subprocess.run(["bash", os.path.join(root, "scripts", "cutlass_compare.sh"), "2"], env=env,
+            p = subprocess.run(["bash", os.path.join(root, "scripts", "lab", "cutlass_compare.sh"), "2"], env=env,
                                capture_output=True, text=True, timeout=120)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertEqual(sorted(os.listdir(out)),
@@ -300,12 +300,12 @@ class CutlassCompareDriver(unittest.TestCase):
                        KREX_CUTLASS_PROBLEMS="--m=2048,8192 --n=4096 --k=4096", KREX_CUTLASS_DMON="0",
                        FAKE_TEST_DIR=os.path.dirname(os.path.abspath(__file__)),
                        PATH=bindir + os.pathsep + os.environ["PATH"])
-            bad = subprocess.run(["bash", os.path.join(root, "scripts", "cutlass_compare.sh"), "3"],
+            bad = subprocess.run(["bash", os.path.join(root, "scripts", "lab", "cutlass_compare.sh"), "3"],
                                  env=dict(env, KREX_CUTLASS_DMON="yes"), capture_output=True, text=True,
                                  timeout=60)
             self.assertEqual(bad.returncode, 2)
             self.assertIn("KREX_CUTLASS_DMON is 0 or 1", bad.stderr)
-            p = subprocess.run(["bash", os.path.join(root, "scripts", "cutlass_compare.sh"), "3"], env=env,
+            p = subprocess.run(["bash", os.path.join(root, "scripts", "lab", "cutlass_compare.sh"), "3"], env=env,
                                capture_output=True, text=True, timeout=120)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertEqual(sorted(os.listdir(out)), ["compare.json", "compare.log", "compare.md", "runs.tar.gz"])

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""scripts/deps.sh waits for the package manager's lock instead of failing
+"""scripts/ci/deps.sh waits for the package manager's lock instead of failing
 (issue 21). dpkg, apt-get and id are stubs on PATH: dpkg reports every
 package missing, id says root, and apt-get fails with apt's lock message a
 given number of times before it succeeds; nothing is installed.
@@ -16,7 +16,7 @@ import unittest
 
 ROOT = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else
                        os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-DEPS = os.path.join(ROOT, "scripts", "deps.sh")
+DEPS = os.path.join(ROOT, "scripts", "ci", "deps.sh")
 
 APT_GET = """#!/bin/sh
 # Fails like apt while "another apt" holds the lock, for the first $LOCKED calls.

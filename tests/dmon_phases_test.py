@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Tests scripts/dmon_phases.py on a synthetic `nvidia-smi dmon -s pc -o T` log
+"""Tests scripts/lab/dmon_phases.py on a synthetic `nvidia-smi dmon -s pc -o T` log
 (the header lines and columns dmon prints, as in docs/results/*/dmon.log.gz)."""
 import json
 import os
@@ -9,7 +9,7 @@ import sys
 import tempfile
 import unittest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "dmon_phases.py")
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "lab", "dmon_phases.py")
 HEADER = ("#Time         gpu    pwr  gtemp  mtemp   mclk   pclk \n"
           "#HH:MM:SS     Idx      W      C      C    MHz    MHz \n")
 

@@ -1,28 +1,155 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The layer rules of docs/ARCHITECTURE.md, checked on the #include lines of
-include/krex/ (and tools/). Exits 1 naming every broken rule.
+"""The layer rules of docs/ARCHITECTURE.md, checked on every #include line
+(<...> and "...", resolved relative to the including file, include/ and
+tools/) of include/krex/ and tools/. LAYERS below is the one table of the
+layers: the rules are checked against it and the map in docs/ARCHITECTURE.md
+is drawn from it (the test fails when the map differs; --write redraws it).
+Exits 1 naming every broken rule.
 
-usage: layers_test.py [SOURCE_DIR]
+usage: layers_test.py [SOURCE_DIR]           check the tree
+       layers_test.py --write [SOURCE_DIR]   redraw the map in docs/ARCHITECTURE.md
+       layers_test.py --planted [SOURCE_DIR] copy the tree, plant broken includes
+                                             one at a time, expect each reported
 """
+import fnmatch
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 
-INCLUDE = re.compile(r'^\s*#\s*include\s*<(krex/[^>]+)>', re.M)
+# The layers, top to bottom. A layer holds the files its patterns name (paths
+# relative to include/, or tools/...; an exact name wins over a pattern, a
+# longer pattern over a shorter one) and may include only files of the layers
+# (or the single files) in `uses`, all of which are below it or itself.
+# Every file of include/krex/ and tools/ is in exactly one layer.
+LAYERS = [
+    {"name": "tools", "what": "krexctl and the code the tools share; not installed",
+     "files": ["tools/*"],
+     "uses": ["tools", "public façade", "backends", "protocol steps", "detail", "layer 0"]},
+    {"name": "public façade", "what": "what harness code names",
+     "files": ["krex/region.hpp", "krex/tenant.hpp", "krex/measure.hpp", "krex/gbench.hpp",
+               "krex/report.hpp", "krex/pool.hpp", "krex/cuda/*", "krex/hip/*"],
+     "uses": ["public façade", "backends", "protocol steps", "detail", "layer 0"]},
+    {"name": "backends", "what": "a device's side of the steps",
+     "files": ["krex/backend/*"],
+     "uses": ["backends", "krex/gate.hpp", "detail", "layer 0"]},
+    {"name": "protocol steps", "what": "lock, gate, drain, freeze, quiet, pin",
+     "files": ["krex/region_lock.hpp", "krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp",
+               "krex/quiet.hpp", "krex/pin.hpp"],
+     "uses": ["protocol steps", "detail", "layer 0"]},
+    {"name": "detail", "what": "segment, slots, guardian, freezers, pool, device readings",
+     "files": ["krex/detail/*"],
+     "uses": ["detail", "layer 0"]},
+    {"name": "layer 0", "what": "the shared bytes and the leaves every layer may use",
+     "files": ["krex/detail/layout.hpp", "krex/detail/config.hpp", "krex/detail/proc.hpp",
+               "krex/detail/sys.hpp", "krex/detail/json.hpp", "krex/detail/hash.hpp",
+               "krex/error.hpp", "krex/options.hpp", "krex/version.hpp", "krex/pool_options.hpp"],
+     "uses": ["layer 0"]},
+]
+SOURCE_SUFFIXES = (".hpp", ".cuh", ".h", ".cpp", ".cu")
+DIRECTIVE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+MAP_BEGIN = "<!-- map: drawn by tests/layers_test.py --write from its LAYERS table -->"
+MAP_END = "<!-- map end -->"
+
+
+def node_name(root, path):
+    """include/krex/x.hpp -> krex/x.hpp; tools/... stays tools/...; else relative to root."""
+    inc = os.path.join(root, "include")
+    rel = os.path.relpath(path, inc)
+    if not rel.startswith(".."):
+        return rel.replace(os.sep, "/")
+    return os.path.relpath(path, root).replace(os.sep, "/")
+
+
+def resolve(root, src, form, target):
+    """The file an #include names, or None for a system or third-party header."""
+    candidates = [os.path.join(os.path.dirname(src), target)] if form == '"' else []
+    candidates += [os.path.join(root, "include", target), os.path.join(root, "tools", target)]
+    for c in candidates:
+        if os.path.isfile(c):
+            return node_name(root, os.path.normpath(c))
+    return None
+
+
+def sources(root):
+    """Every file the rules cover: include/krex/ and tools/."""
+    for top in (os.path.join(root, "include", "krex"), os.path.join(root, "tools")):
+        for d, _, files in os.walk(top):
+            for f in sorted(files):
+                if f.endswith(SOURCE_SUFFIXES):
+                    yield os.path.join(d, f)
 
 
 def headers(root):
-    out = {}
-    base = os.path.join(root, "include")
-    for d, _, files in os.walk(os.path.join(base, "krex")):
-        for f in files:
-            if f.endswith((".hpp", ".cuh")):
-                path = os.path.join(d, f)
-                name = os.path.relpath(path, base).replace(os.sep, "/")
-                with open(path, encoding="utf-8") as fh:
-                    out[name] = INCLUDE.findall(fh.read())
-    return out
+    """The include graph (file -> the files it includes) and the problems met
+    while reading it: a quoted include, or one of krex or tool code, that names
+    no file (third-party headers are included with <>)."""
+    graph, problems = {}, []
+    for path in sources(root):
+        name = node_name(root, path)
+        deps = []
+        with open(path, encoding="utf-8") as fh:
+            for form, target in DIRECTIVE.findall(fh.read()):
+                dep = resolve(root, path, form, target.strip())
+                if dep is not None:
+                    deps.append(dep)
+                elif form == '"' or target.startswith(("krex/", "krex_tools/")):
+                    problems.append(f"{name} includes {form}{target}{'>' if form == '<' else form}, "
+                                    "which names no file")
+        graph[name] = deps
+    return graph, problems
+
+
+def layer_of(name, layers=None):
+    """The layer holding `name` (exact name first, then the longest pattern), or None."""
+    layers = LAYERS if layers is None else layers
+    for layer in layers:
+        if name in layer["files"]:
+            return layer["name"]
+    best, best_len = None, -1
+    for layer in layers:
+        for pattern in layer["files"]:
+            if "*" in pattern and fnmatch.fnmatchcase(name, pattern) and len(pattern) > best_len:
+                best, best_len = layer["name"], len(pattern)
+    return best
+
+
+def check_table(layers=None):
+    """The table itself: every layer uses only itself and what lies below it."""
+    layers = LAYERS if layers is None else layers
+    problems = []
+    index = {layer["name"]: i for i, layer in enumerate(layers)}
+    for i, layer in enumerate(layers):
+        for used in layer["uses"]:
+            below = index.get(used, index.get(layer_of(used, layers)))
+            if below is None:
+                problems.append(f"LAYERS: {layer['name']} uses {used}, which is no layer or file")
+            elif below < i:
+                problems.append(f"LAYERS: {layer['name']} uses {used}, which is above it")
+    return problems
+
+
+def check_layers(g):
+    """Every file is in a layer and includes only what its layer may use."""
+    problems = []
+    uses = {layer["name"]: layer["uses"] for layer in LAYERS}
+    for h, deps in sorted(g.items()):
+        mine = layer_of(h)
+        if mine is None:
+            problems.append(f"{h} is in no layer: add it to LAYERS in tests/layers_test.py "
+                            "(and redraw docs/ARCHITECTURE.md with --write)")
+            continue
+        for dep in deps:
+            theirs = layer_of(dep)
+            if theirs is None and not dep.startswith(("krex/", "tools/")):
+                problems.append(f"{h} ({mine}) includes {dep}, outside include/krex/ and tools/")
+            elif theirs is not None and theirs not in uses[mine] and dep not in uses[mine]:
+                problems.append(f"{h} ({mine}) includes {dep} ({theirs}): {mine} may use "
+                                + ", ".join(uses[mine]))
+    return problems
 
 
 def closure(graph, start):
@@ -36,22 +163,10 @@ def closure(graph, start):
     return seen
 
 
-# Layer 0: the shared layout and the leaves every layer may use.
-BASE = {"krex/detail/config.hpp", "krex/detail/layout.hpp", "krex/detail/proc.hpp",
-        "krex/detail/sys.hpp", "krex/detail/json.hpp", "krex/detail/hash.hpp", "krex/error.hpp",
-        "krex/options.hpp", "krex/version.hpp", "krex/pool_options.hpp"}
-# The protocol and its public façade: what detail/ must never reach up to.
-PUBLIC_STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp", "krex/quiet.hpp",
-                "krex/region.hpp", "krex/region_lock.hpp", "krex/tenant.hpp",
-                "krex/measure.hpp", "krex/report.hpp", "krex/gbench.hpp",
-                "krex/pool.hpp"}
-# Headers only tools (krexctl, fuzz, tests) include: never reached from a tenant.
-TOOLS_ONLY = {"krex/detail/status.hpp"}
 # The protocol steps: they never call crash recovery (a dead or expired
 # holder in their way is handed to the member's recoverer, detail/slots.hpp,
 # which the tenant installs).
-STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp",
-         "krex/quiet.hpp", "krex/region_lock.hpp"}
+STEPS = next(layer for layer in LAYERS if layer["name"] == "protocol steps")["files"]
 RECOVERY = {"krex/detail/guardian_recover.hpp", "krex/detail/guardian.hpp"}
 # Slot bookkeeping and the lock's hand-off use the async-signal-safe building
 # blocks of detail/as_safe.hpp, never the guardian's headers.
@@ -60,27 +175,23 @@ GUARDIAN = {"krex/detail/guardian_sys.hpp", "krex/detail/guardian_recover.hpp",
             "krex/detail/guardian.hpp"}
 
 
-def check(g):
-    """The broken rules of include graph `g` (header -> its krex includes)."""
-    problems = []
+def is_library(h):
+    return h.startswith("krex/")
 
-    # 1. Layer 0 includes nothing above it.
-    for h in sorted(BASE & g.keys()):
-        for dep in g[h]:
-            if dep not in BASE:
-                problems.append(f"{h} (layer 0) includes {dep}")
-    # 2. detail/ never reaches up to the protocol steps or the public façade.
-    for h, deps in sorted(g.items()):
-        if h.startswith("krex/detail/"):
-            for dep in deps:
-                if dep in PUBLIC_STEPS:
-                    problems.append(f"{h} (detail) includes the public step header {dep}")
-    # 3. No tenant header reaches the tools-only view (transitively).
-    for entry in ("krex/tenant.hpp", "krex/region.hpp", "krex/gbench.hpp"):
-        if entry in g:
-            reached = closure(g, entry) & TOOLS_ONLY
-            if reached:
-                problems.append(f"{entry} reaches the tools-only {sorted(reached)}")
+
+def check(g):
+    """The broken rules of include graph `g` (file -> the files it includes)."""
+    problems = check_layers(g)
+    # 3. No tools-only code in include/: every detail header is reached from a
+    # header users include (top level, cuda/, hip/, backend/), not only from tools.
+    entries = [h for h in g if is_library(h) and not h.startswith("krex/detail/")]
+    reached = set(entries)
+    for h in entries:
+        reached |= closure(g, h)
+    for h in sorted(g):
+        if is_library(h) and h not in reached:
+            problems.append(f"{h} is reached from no public header: tools-only code lives in "
+                            "tools/krex_tools/ and is not installed (rule 3)")
     # 4. No include cycles. A public header that pulls in its backend
     # extension at its end (krex/measure.hpp -> krex/cuda/measure.hpp, under
     # #if KREX_WITH_CUDA), which includes it back, is the one allowed loop.
@@ -89,17 +200,19 @@ def check(g):
                            d.rsplit("/", 1)[1] == h.rsplit("/", 1)[1] and
                            h.count("/") == 1)]
                for h, deps in g.items()}
-    for h in acyclic:
+    for h in sorted(acyclic):
         if h in closure(acyclic, h):
             problems.append(f"{h} is part of an include cycle")
-    # 5. Library headers never include tools/ or bench/ code.
-    for h, deps in g.items():
-        for dep in deps:
-            if dep.startswith(("krex_tools/", "krex/tools/")):
-                problems.append(f"{h} includes tool code {dep}")
+    # 5. Library headers never include tools/ code, in any form (the layer
+    # table says so too; this names it plainly).
+    for h, deps in sorted(g.items()):
+        if is_library(h):
+            for dep in deps:
+                if not is_library(dep):
+                    problems.append(f"{h} includes tool code {dep}")
     # 6. Protocol steps never reach crash recovery (directly or through
     # another header).
-    for h in sorted(STEPS & g.keys()):
+    for h in sorted(set(STEPS) & g.keys()):
         for dep in sorted(closure(g, h) & RECOVERY):
             problems.append(f"{h} (protocol step) reaches the crash recovery of {dep}: "
                             "call the member's recoverer instead (docs/ARCHITECTURE.md)")
@@ -111,13 +224,72 @@ def check(g):
     return problems
 
 
+def draw_map(g):
+    """The map of docs/ARCHITECTURE.md: each layer of LAYERS, top to bottom,
+    with the files of the tree in it and what it may use."""
+    width = 76
+    lines = [" harness code: krex::tenant, krex::region, krex::measure, krex::gbench,",
+             "              report, krex::pool",
+             "   │",
+             "   ▼",
+             " ┌" + "─" * width + "┐"]
+
+    def row(text):
+        lines.append(" │ " + text.ljust(width - 1) + "│")
+
+    def wrapped(prefix, words, indent):
+        line = prefix
+        for w in words:
+            if len(line) + 1 + len(w) > width - 1 and line.strip():
+                row(line)
+                line = " " * indent
+            line += ("" if line.endswith(" ") or not line else " ") + w
+        row(line)
+
+    for i, layer in enumerate(LAYERS):
+        if i:
+            lines.append(" ├" + "─" * width + "┤")
+        row(f"{layer['name']}: {layer['what']}")
+        files = sorted(h for h in g if layer_of(h) == layer["name"])
+        folders = {}
+        for h in files:
+            rel = h[len("krex/"):] if h.startswith("krex/") else h
+            folder, _, base = rel.rpartition("/")
+            folders.setdefault(folder, []).append(base)
+        for folder in sorted(folders):
+            prefix = f"  {folder}/:" if folder else "  "
+            wrapped(prefix, folders[folder], 4)
+        used = [u.replace("krex/", "") for u in layer["uses"] if u != layer["name"]]
+        row("  may use: " + (", ".join(used) if used else "nothing else"))
+    lines.append(" └" + "─" * width + "┘")
+    return "```\n" + "\n".join(lines) + "\n```"
+
+
+def map_problems(root, g, write=False):
+    path = os.path.join(root, "docs", "ARCHITECTURE.md")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    if MAP_BEGIN not in text or MAP_END not in text:
+        return [f"docs/ARCHITECTURE.md: the map markers are missing ({MAP_BEGIN})"]
+    head, rest = text.split(MAP_BEGIN, 1)
+    old, tail = rest.split(MAP_END, 1)
+    new = "\n" + draw_map(g) + "\n"
+    if write:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(head + MAP_BEGIN + new + MAP_END + tail)
+        return []
+    if old != new:
+        return ["docs/ARCHITECTURE.md: the map differs from the LAYERS table and the tree: "
+                "redraw it with tests/layers_test.py --write"]
+    return []
+
+
 # 8. A top-level header is public API: one whose only namespace is
 # krex::detail belongs under detail/, except the protocol steps, which a
 # reader finds by name (gate.hpp, drain.hpp, freeze.hpp, quiet.hpp, pin.hpp, and the
 # lock, region_lock.hpp).
 NAMESPACE = re.compile(r'^\s*namespace\s+(krex(?:::[A-Za-z_:]+)?)\s*\{', re.M)
-DETAIL_ONLY_ALLOWED = {"krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp", "krex/region_lock.hpp",
-                       "krex/gate.hpp", "krex/quiet.hpp"}
+DETAIL_ONLY_ALLOWED = set(STEPS)
 
 
 def detail_only(text):
@@ -171,13 +343,100 @@ def self_test(g):
     return missed
 
 
+# Broken trees the checker must reject, planted one at a time in a copy of the
+# real one: (file, the line added to it, what the report must contain).
+PLANTED = [
+    # quoted, relative to the including file: detail/ reaching up to the façade
+    ("include/krex/detail/slots.hpp", '#include "../tenant.hpp"',
+     "krex/detail/slots.hpp (detail) includes krex/tenant.hpp (public façade)"),
+    # quoted, relative to include/: layer 0 reaching into detail
+    ("include/krex/detail/layout.hpp", '#include "krex/detail/segment.hpp"',
+     "krex/detail/layout.hpp (layer 0) includes krex/detail/segment.hpp (detail)"),
+    # angle and quoted tool code in the library
+    ("include/krex/options.hpp", "#include <krex_tools/cli.hpp>",
+     "krex/options.hpp includes tool code tools/krex_tools/cli.hpp"),
+    ("include/krex/report.hpp", '#include "../../tools/krex_tools/status.hpp"',
+     "krex/report.hpp includes tool code tools/krex_tools/status.hpp"),
+    # a backend reaching the façade
+    ("include/krex/backend/host.hpp", '#include "../region.hpp"',
+     "krex/backend/host.hpp (backends) includes krex/region.hpp (public façade)"),
+    # a step reaching crash recovery through a quoted include
+    ("include/krex/pin.hpp", '#include "detail/guardian_recover.hpp"',
+     "krex/pin.hpp (protocol step) reaches the crash recovery"),
+    # an include naming no file
+    ("include/krex/detail/hash.hpp", '#include "gone.hpp"', "includes \"gone.hpp\", which names no file"),
+]
+
+
+def planted(root):
+    """Copies include/, tools/ and docs/ARCHITECTURE.md, checks the copy passes,
+    then plants each broken include of PLANTED (and a header in no layer, and a
+    stale map) and runs this checker on the copy as its own process: each must
+    exit 1 naming the break. Returns what was not caught."""
+    missed = []
+    with tempfile.TemporaryDirectory(prefix="krex-layers-") as tmp:
+        for part in ("include", "tools"):
+            shutil.copytree(os.path.join(root, part), os.path.join(tmp, part))
+        os.makedirs(os.path.join(tmp, "docs"))
+        arch = os.path.join(tmp, "docs", "ARCHITECTURE.md")
+        shutil.copy(os.path.join(root, "docs", "ARCHITECTURE.md"), arch)
+
+        def run():
+            p = subprocess.run([sys.executable, os.path.abspath(__file__), tmp],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+            return p.returncode, p.stdout
+
+        rc, out = run()
+        if rc != 0:
+            return [f"planted: the unchanged copy fails:\n{out}"]
+        cases = [(f, "\n" + line + "\n", expect) for f, line, expect in PLANTED]
+        cases.append(("include/krex/stray.hpp", "#pragma once\n", "krex/stray.hpp is in no layer"))
+        cases.append(("docs/ARCHITECTURE.md", "\n", None))
+        for rel, added, expect in cases:
+            path = os.path.join(tmp, rel)
+            original = None
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as fh:
+                    original = fh.read()
+            text = original or ""
+            if expect is None:  # a stale map: one file name less in it
+                text = text.replace("tenant.hpp ", "", 1)
+                expect = "docs/ARCHITECTURE.md: the map differs"
+            else:
+                text += added
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            rc, out = run()
+            if rc != 1 or expect not in out:
+                missed.append(f"planted: {rel} + {added.strip() or 'edit'}: rc {rc}, "
+                              f"expected '{expect}' in:\n{out}")
+            if original is None:
+                os.remove(path)
+            else:
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(original)
+    print(f"layers_test: {len(cases)} planted breaks, {len(missed)} not caught")
+    return missed
+
+
 def main(argv):
-    root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
-    g = headers(root)
-    problems = check(g) + check_top_level(root) + self_test(g)
+    args = argv[1:]
+    mode = args.pop(0) if args and args[0].startswith("--") else None
+    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    if mode == "--planted":
+        problems = planted(root)
+        for p in problems:
+            print("layers_test:", p)
+        return 1 if problems else 0
+    g, problems = headers(root)
+    if mode == "--write":
+        map_problems(root, g, write=True)
+        print("layers_test: docs/ARCHITECTURE.md map redrawn")
+        return 0
+    problems += check_table() + check(g) + check_top_level(root) + self_test(g) + map_problems(root, g)
     for p in problems:
         print("layers_test:", p)
-    print(f"layers_test: {len(g)} headers, {len(problems)} problem(s)")
+    print(f"layers_test: {len(g)} files, {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

@@ -19,7 +19,7 @@ ROOT = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import quantiles  # noqa: E402
 
-USERS = ["scripts/gbench_compare.py", "scripts/cutlass_compare.py", "scripts/krex_compare.py",
+USERS = ["scripts/lab/gbench_compare.py", "scripts/lab/cutlass_compare.py", "scripts/krex_compare.py",
          "bench/python/kernelbench_style.py"]
 
 

@@ -7,8 +7,8 @@
 #include "cgroup_util.hpp"
 #include "krex_test.hpp"
 
-#include <krex/detail/status.hpp>
 #include <krex/region.hpp>
+#include <krex_tools/status.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""scripts/when_to_use_plot.py reads its points from docs/RESULTS.md (no
-matplotlib needed for this): every point the README's picture shows is
-found, with the numbers the tables give, so the picture cannot silently
-lose a mode when RESULTS.md changes. Exits 1 on failure.
+"""scripts/lab/when_to_use_plot.py reads its points from the results notes
+docs/results/eval.md and docs/results/issue11.md (no matplotlib needed for
+this): every point the README's picture shows is found, with the numbers the
+tables give, so the picture cannot silently lose a mode when a note changes.
+Exits 1 on failure.
 
 usage: when_to_use_plot_test.py [SOURCE_DIR]
 """
@@ -18,7 +19,7 @@ ROOT = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else
 
 def load():
     spec = importlib.util.spec_from_file_location(
-        "when_to_use_plot", os.path.join(ROOT, "scripts", "when_to_use_plot.py"))
+        "when_to_use_plot", os.path.join(ROOT, "scripts", "lab", "when_to_use_plot.py"))
     mod = importlib.util.module_from_spec(spec)
     saved = sys.argv
     sys.argv = [saved[0], ROOT]
@@ -32,11 +33,11 @@ def load():
 class Points(unittest.TestCase):
     def setUp(self):
         self.mod = load()
-        with open(os.path.join(ROOT, "docs", "RESULTS.md"), encoding="utf-8") as f:
-            self.text = f.read()
+        self.eval = self.mod.note("eval.md")
+        self.issue11 = self.mod.note("issue11.md")
 
     def test_run_b(self):
-        pts = {p[3]: (p[1], p[2]) for p in self.mod.points(self.text)}
+        pts = {p[3]: (p[1], p[2]) for p in self.mod.points(self.eval)}
         self.assertEqual(set(pts), {"native repeat", "unprotected", "lock-only",
                                     "lock-only-persistent", "krex", "krex-persistent"})
         self.assertEqual(pts["native repeat"][0], 1.0)
@@ -46,7 +47,7 @@ class Points(unittest.TestCase):
         self.assertLess(pts["lock-only"][1], pts["unprotected"][1])
 
     def test_issue11(self):
-        pts = {p[3]: (p[1], p[2]) for p in self.mod.issue11_points(self.text)}
+        pts = {p[3]: (p[1], p[2]) for p in self.mod.issue11_points(self.issue11)}
         self.assertEqual(set(pts), {"native repeat", "lock-only", "lock-only-persistent", "krex",
                                     "krex-persistent"})
         for style, (t, p) in pts.items():

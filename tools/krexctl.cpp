@@ -20,7 +20,6 @@
 #include <krex/detail/cgroup.hpp>
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/segment.hpp>
-#include <krex/detail/status.hpp>
 #include <krex/freeze.hpp>
 #include <krex/options.hpp>
 #include <krex/region_lock.hpp>
@@ -39,6 +38,7 @@
 #include <functional>
 #include <krex_tools/cli.hpp>
 #include <krex_tools/json.hpp>
+#include <krex_tools/status.hpp>
 #include <krex_tools/status_view.hpp>
 #include <memory>
 #include <optional>

@@ -3,7 +3,7 @@
 // (bench/eval/candidates.hpp) under every sharing mode, side by side in one
 // run, and reports throughput (shape for shape), accuracy by duration band
 // (command medians and every sample), ranking fidelity and where the time
-// goes. docs/EVAL.md has the method; scripts/eval.sh runs it.
+// goes. docs/EVAL.md has the method; scripts/lab/eval.sh runs it.
 //
 //   krex_eval [--config smoke|quick|full|issue11] [--out DIR] [--worker PATH]
 //             [--configs LIST] [--reps N] [--filter S1,S2,...] [--sync S1,...]
@@ -40,6 +40,14 @@
 // Exit status: 0 when every configuration ran and its commands passed their
 // checks, 1 when any command failed, 2 when it cannot start (no worker, an
 // --out directory it cannot write), 64 on bad usage (krex_eval --help).
+//
+// The file, top to bottom: modes, configurations and presets; the runner
+// (worker processes, one configuration at a time); the summary of a
+// configuration (summarize); the plan (parse_options: define_options,
+// select_commands, resolve_devices; make_lists; write_plan); the reports
+// (summarize_results, summary_markdown and its md_* sections, eval_json,
+// write_report); the runs (run_one_device; run_devices and
+// write_node_report for --devices); main(), which calls them in that order.
 
 #include "candidates.hpp"
 #include "json.hpp"
@@ -796,18 +804,28 @@ std::string cell(const krex_eval::target_check& c, const char* f = "%.2f") {
          (std::isfinite(c.value) ? " " + fmt(c.value, f) : std::string());
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const auto run0 = clk::now();
-  const long long run0_mono_ns = mono_ns();
+// ------------------------------------------------------------------- the plan
+/// What the run is, decided before anything runs: the options, the
+/// configurations, the commands and each configuration's list of them.
+struct eval_plan {
   options_t o;
   std::string cmdline;
-  for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
-  namespace cli = krex_tools::cli;
-  cli::program prog("krex_eval",
-                    "The evaluation: the same benchmark commands under every sharing mode "
-                    "(docs/EVAL.md).");
+  clk::time_point run0;        // the run's start: command start times count from it
+  long long run0_mono_ns = 0;  // the same instant on CLOCK_MONOTONIC (the workers' clock)
+  std::vector<krex_eval::candidate> all = krex_eval::all_candidates();
+  std::vector<config> cfgs;
+  std::vector<std::string> ids;  // the commands: candidate id [@sync][@loop<ms>]
+  std::size_t n_candidates = 0;
+  std::vector<std::string> order;               // one pass: ids x reps, shuffled
+  std::vector<std::vector<std::string>> lists;  // each configuration's commands
+  std::vector<std::size_t> copies;              // how many copies of the order each list holds
+  std::set<std::string> timings_present;
+  double est_total = 0;  // s, plan.hpp's estimate
+  std::string text;      // the plan as printed
+};
+
+/// The command line's options, their help and their defaults.
+void define_options(krex_tools::cli::program& prog, options_t& o) {
   prog.root()
       .text("--config", "smoke|quick|full|issue11", o.preset, "the preset (default quick)")
       .text("--out", "DIR", o.out, "where eval.json, summary.md and workers.log go (default eval-out)")
@@ -858,68 +876,115 @@ int main(int argc, char** argv) {
       .epilog(std::string("Modes: ") + modes_text +
               ".\nExit status: 0 all passed, 1 a command failed, 2 cannot start "
               "(no worker, --out not writable), 64 usage.");
-  prog.parse(argc, argv);
-  const std::vector<krex_eval::candidate> all = krex_eval::all_candidates();
-  std::vector<config> cfgs;
-  std::vector<std::string> ids;  // the commands: candidate id [@sync][@loop<ms>]
+}
+
+/// What select_commands() found that is an error only after --devices is
+/// checked: a --sync or --loop that matches none of the selected candidates.
+struct unmatched_timings {
+  bool sync = false, loop = false;
+};
+
+/// The commands of the run: the preset's or --filter's candidates, each with
+/// its extra timings (--sync, --loop); usage_error() on a selection that
+/// names nothing.
+unmatched_timings select_commands(eval_plan& p) {
+  options_t& o = p.o;
+  const std::vector<krex_eval::candidate>& all = p.all;
+  std::vector<config>& cfgs = p.cfgs;
+  std::vector<std::string>& ids = p.ids;
+  std::size_t& n_candidates = p.n_candidates;
   std::vector<std::string> filter, sync, loop;
-  std::size_t n_candidates = 0;
+  const preset_t pre = preset(o.preset);
+  cfgs = parse_configs(o.configs.empty() ? pre.configs : o.configs);
+  if (o.reps < 0) o.reps = pre.reps;
+  if (o.min_per_slot < 0) o.min_per_slot = pre.min_per_slot;
+  // The first configuration is the reference and the last the native
+  // repeat; both must be serial.
+  if (cfgs.size() < 2 || cfgs.front().mode != "serial" || cfgs.front().persistent ||
+      cfgs.back().mode != "serial" || cfgs.back().persistent)
+    usage_error("--configs must start and end with serial:1 (the reference and the native repeat)");
+  filter = o.filter_set ? o.filter : pre.filter;
+  sync = o.sync_set ? o.sync : pre.sync;
+  loop = o.loop_set ? o.loop : pre.loop;
+  if (o.filter_set && filter.empty()) usage_error("--filter is empty");
+  bool any_sync = false, any_loop = false;
+  for (const auto& c : all) {
+    const bool keep = filter.empty() ? !krex_eval::is_fine_set(c.set) : krex_eval::matches(c, filter);
+    if (!keep) continue;
+    ++n_candidates;
+    ids.push_back(krex_eval::command_id(c.id, {}));
+    if (!sync.empty() && krex_eval::matches(c, sync)) {
+      ids.push_back(krex_eval::command_id(c.id, {true, 0}));
+      any_sync = true;
+    }
+    if (!loop.empty() && krex_eval::matches(c, loop)) {
+      ids.push_back(krex_eval::command_id(c.id, {false, krex_eval::loop_ms_for(c, o.loop_pct)}));
+      any_loop = true;
+    }
+  }
+  if (ids.empty()) usage_error("--filter matches no candidate");
+  unmatched_timings u;
+  u.sync = o.sync_set && !sync.empty() && !any_sync;
+  u.loop = o.loop_set && !loop.empty() && !any_loop;
+  return u;
+}
+
+/// --devices as given: all, or a list of device numbers.
+void resolve_devices(options_t& o) {
+  if (!o.devices_arg.empty()) {
+    if (o.devices_arg == "all") {
+      const int n = count_devices();
+      if (n < 1) usage_error("--devices all: no GPU is visible (driver, CUDA_VISIBLE_DEVICES?)");
+      for (int d = 0; d < n && d < 16; ++d) o.devices.push_back(d);
+    } else {
+      for (const std::string& t : split_list(o.devices_arg)) {
+        char* end = nullptr;
+        const long d = std::strtol(t.c_str(), &end, 10);
+        if (t.empty() || *end != '\0' || d < 0 || d > 15)
+          usage_error("--devices: '" + t + "' is not a device 0..15 (use all or N,M,...)");
+        if (std::find(o.devices.begin(), o.devices.end(), static_cast<int>(d)) != o.devices.end())
+          usage_error("--devices: device " + t + " is listed twice");
+        o.devices.push_back(static_cast<int>(d));
+      }
+      if (o.devices.empty()) usage_error("--devices is empty");
+    }
+  }
+}
+
+/// Option parsing: the command line, then what the options say together
+/// (a wrong one exits 64 with the usage).
+eval_plan parse_options(int argc, char** argv) {
+  eval_plan p;
+  options_t& o = p.o;
+  for (int i = 0; i < argc; ++i) p.cmdline += (i ? " " : "") + std::string(argv[i]);
+  namespace cli = krex_tools::cli;
+  cli::program prog("krex_eval",
+                    "The evaluation: the same benchmark commands under every sharing mode "
+                    "(docs/EVAL.md).");
+  define_options(prog, o);
+  prog.parse(argc, argv);
   try {  // what the options say together; usage_error() throws
-    const preset_t pre = preset(o.preset);
-    cfgs = parse_configs(o.configs.empty() ? pre.configs : o.configs);
-    if (o.reps < 0) o.reps = pre.reps;
-    if (o.min_per_slot < 0) o.min_per_slot = pre.min_per_slot;
-    // The first configuration is the reference and the last the native
-    // repeat; both must be serial.
-    if (cfgs.size() < 2 || cfgs.front().mode != "serial" || cfgs.front().persistent ||
-        cfgs.back().mode != "serial" || cfgs.back().persistent)
-      usage_error("--configs must start and end with serial:1 (the reference and the native repeat)");
-    filter = o.filter_set ? o.filter : pre.filter;
-    sync = o.sync_set ? o.sync : pre.sync;
-    loop = o.loop_set ? o.loop : pre.loop;
-    if (o.filter_set && filter.empty()) usage_error("--filter is empty");
-    bool any_sync = false, any_loop = false;
-    for (const auto& c : all) {
-      const bool keep = filter.empty() ? !krex_eval::is_fine_set(c.set) : krex_eval::matches(c, filter);
-      if (!keep) continue;
-      ++n_candidates;
-      ids.push_back(krex_eval::command_id(c.id, {}));
-      if (!sync.empty() && krex_eval::matches(c, sync)) {
-        ids.push_back(krex_eval::command_id(c.id, {true, 0}));
-        any_sync = true;
-      }
-      if (!loop.empty() && krex_eval::matches(c, loop)) {
-        ids.push_back(krex_eval::command_id(c.id, {false, krex_eval::loop_ms_for(c, o.loop_pct)}));
-        any_loop = true;
-      }
-    }
-    if (ids.empty()) usage_error("--filter matches no candidate");
-    if (!o.devices_arg.empty()) {
-      if (o.devices_arg == "all") {
-        const int n = count_devices();
-        if (n < 1) usage_error("--devices all: no GPU is visible (driver, CUDA_VISIBLE_DEVICES?)");
-        for (int d = 0; d < n && d < 16; ++d) o.devices.push_back(d);
-      } else {
-        for (const std::string& t : split_list(o.devices_arg)) {
-          char* end = nullptr;
-          const long d = std::strtol(t.c_str(), &end, 10);
-          if (t.empty() || *end != '\0' || d < 0 || d > 15)
-            usage_error("--devices: '" + t + "' is not a device 0..15 (use all or N,M,...)");
-          if (std::find(o.devices.begin(), o.devices.end(), static_cast<int>(d)) != o.devices.end())
-            usage_error("--devices: device " + t + " is listed twice");
-          o.devices.push_back(static_cast<int>(d));
-        }
-        if (o.devices.empty()) usage_error("--devices is empty");
-      }
-    }
-    if (o.sync_set && !sync.empty() && !any_sync) usage_error("--sync matches none of the selected candidates");
-    if (o.loop_set && !loop.empty() && !any_loop) usage_error("--loop matches none of the selected candidates");
+    const unmatched_timings unmatched = select_commands(p);
+    resolve_devices(o);
+    if (unmatched.sync) usage_error("--sync matches none of the selected candidates");
+    if (unmatched.loop) usage_error("--loop matches none of the selected candidates");
   } catch (const cli::usage_error& e) {
     prog.fail(e.what());
   }
+  return p;
+}
+
+/// Planning: the roles, the shuffled order and each configuration's list.
+void make_lists(eval_plan& p) {
+  const options_t& o = p.o;
+  std::vector<config>& cfgs = p.cfgs;
+  const std::vector<std::string>& ids = p.ids;
+  std::vector<std::string>& order = p.order;
+  std::vector<std::vector<std::string>>& lists = p.lists;
+  std::vector<std::size_t>& copies = p.copies;
+  std::set<std::string>& timings_present = p.timings_present;
   cfgs.front().role = "reference";
   cfgs.back().role = "repeat";
-  std::vector<std::string> order;
   for (int r = 0; r < o.reps; ++r) order.insert(order.end(), ids.begin(), ids.end());
   std::mt19937 rng(o.seed);
   std::shuffle(order.begin(), order.end(), rng);  // the same order for every configuration
@@ -927,8 +992,6 @@ int main(int argc, char** argv) {
   // worker (--min-per-worker) or process-shape slot (--min-per-slot) has
   // enough commands; the same list for every configuration of one C and
   // shape. The serial passes run the order once.
-  std::vector<std::vector<std::string>> lists;
-  std::vector<std::size_t> copies;
   for (const auto& c : cfgs) {
     const int min_each = c.role == "repeat"
                              ? (o.native_copies > 1 ? o.native_copies * static_cast<int>(order.size()) : 0)
@@ -938,15 +1001,27 @@ int main(int argc, char** argv) {
     lists.push_back(krex_eval::repeat_for_workers(order, c.c, min_each, r2));
     copies.push_back(lists.back().size() / order.size());
   }
-  std::set<std::string> timings_present;
   for (const auto& id : ids) {
     std::string cand, why;
     krex_eval::timing t;
     if (krex_eval::parse_command(id, &cand, &t, &why)) timings_present.insert(t.name());
   }
+}
 
+/// The plan as printed (--plan, and before a run): commands and a rough
+/// duration per configuration (plan.hpp).
+void write_plan(eval_plan& p) {
+  const options_t& o = p.o;
+  const std::vector<krex_eval::candidate>& all = p.all;
+  const std::vector<config>& cfgs = p.cfgs;
+  const std::vector<std::string>& ids = p.ids;
+  const std::vector<std::string>& order = p.order;
+  const std::vector<std::vector<std::string>>& lists = p.lists;
+  const std::vector<std::size_t>& copies = p.copies;
+  const std::set<std::string>& timings_present = p.timings_present;
+  double& est_total = p.est_total;
   // The plan: commands and a rough duration per configuration (plan.hpp).
-  double est_total = 0;
+  est_total = 0;
   std::ostringstream plan;
   plan << "krex_eval: " << cfgs.size() << " configurations; " << ids.size() << " commands ("
        << ids.size() << " per repetition x " << o.reps << " reps = " << order.size()
@@ -987,544 +1062,657 @@ int main(int argc, char** argv) {
   }
   plan << "krex_eval: estimated duration " << fmt(est_total, "%.0f") << " s (~" << fmt(est_total / 60, "%.1f")
        << " min, the build not included; rough H200 figures, bench/eval/plan.hpp)\n";
-  if (o.plan_only) {
-    std::printf("%s", plan.str().c_str());
-    for (const auto& id : ids) std::printf("  %s\n", id.c_str());
-    return 0;
-  }
+  p.text = plan.str();
+}
 
+/// The worker's path checked, --out created, workers.log opened: exits 2
+/// when any of them fails.
+int open_run(options_t& o, const std::string& log_path) {
   if (o.worker.empty()) o.worker = self_dir() + "/krex_eval_worker";
   if (::access(o.worker.c_str(), X_OK) != 0)
     cannot_start("the worker '" + o.worker + "' is not an executable: build krex_eval_worker "
                  "(cmake --preset cuda && cmake --build build-cuda --target krex_eval_worker) or pass --worker");
   if (::mkdir(o.out.c_str(), 0755) != 0 && errno != EEXIST)
     cannot_start("cannot create --out directory '" + o.out + "': " + std::strerror(errno));
-  const std::string log_path = o.out + "/workers.log";
   const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log_fd < 0) cannot_start("cannot write " + log_path + ": " + std::strerror(errno));
   ::signal(SIGPIPE, SIG_IGN);
+  return log_fd;
+}
 
-  runner run(o, log_fd, run0);
-  const std::string tag = std::to_string(::getpid());
-  run.set_names(o.out + "/lock-only.lock", "krex-eval-" + tag);
-  std::fprintf(stderr, "%sout %s\n", plan.str().c_str(), o.out.c_str());
-  double took_s = 0;
-  // The report of one device's results (today's eval.json and summary.md),
-  // in `dir`; `device` -1: the run without --devices.
-  const auto report = [&](const std::string& dir, const std::vector<config_result>& results,
-                          int device) -> int {
-    // ---- summary
-    const reference_t ref = make_reference(results.front());
-    const config_result& repeat = results.back();
-    const double serial_cpm =
-        repeat.wall_s > 0 ? static_cast<double>(std::count_if(repeat.cmds.begin(), repeat.cmds.end(),
-                                                             [](const command_record& c) { return c.ok; })) /
-                                repeat.wall_s * 60
-                          : NAN;
-    std::vector<summary_row> rows;
-    for (const auto& r : results) rows.push_back(summarize(r, ref, serial_cpm, all));
+// ------------------------------------------------------------- the reports
+/// One device's results summarized: the rows of every table and the checks
+/// against the targets.
+struct report_data {
+  reference_t ref;
+  double serial_cpm = NAN;
+  std::vector<summary_row> rows;
+  std::string gpu, host;
+  long cores = 0;
+  std::vector<double> frac;  // critical fractions of the reference pass
+  double frac_med = NAN, frac_under25 = NAN;
+  std::vector<std::string> views;  // "all" and, with more than one, each timing
+  std::vector<std::vector<krex_eval::target_check>> tput;  // throughput targets (krex family)
+  std::vector<std::vector<std::pair<std::string, krex_eval::target_check>>> acc_checks;  // p95 targets
+  std::vector<std::string> failures;
+};
 
-    std::string gpu, host;
-    for (const auto& r : results)
-      for (const auto& c : r.cmds)
-        if (gpu.empty() && !c.r.str("gpu").empty()) gpu = c.r.str("gpu");
-    utsname u{};
-    if (::uname(&u) == 0) host = std::string(u.nodename) + " " + u.sysname + " " + u.release;
-    const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+/// The nested bands the accuracy targets are checked on.
+const std::vector<std::string>& nested_bands() {
+  static const std::vector<std::string> nested = {">0.1ms", ">1ms", ">10ms"};
+  return nested;
+}
 
-    // Critical-region fraction (reference pass: uncontended command composition).
-    std::vector<double> frac;
-    for (const auto& c : results.front().cmds)
-      if (c.ok && c.t_total_ms > 0) frac.push_back(c.r.num("t_critical_ms") / c.t_total_ms);
-    const double frac_med = krex_eval::quantile(frac, 0.5);
-    const double frac_under25 =
-        frac.empty() ? NAN
-                     : static_cast<double>(std::count_if(frac.begin(), frac.end(), [](double f) { return f < 0.25; })) /
-                           static_cast<double>(frac.size());
-    const auto& bands = krex_eval::bands();
-    const std::vector<std::string> nested = {">0.1ms", ">1ms", ">10ms"};
-    std::vector<std::string> views = {"all"};
-    if (timings_present.size() > 1) views.insert(views.end(), timings_present.begin(), timings_present.end());
+/// Summarizing: every configuration against the reference and the native repeat.
+report_data summarize_results(const eval_plan& p, const std::vector<config_result>& results) {
+  const std::vector<krex_eval::candidate>& all = p.all;
+  const std::set<std::string>& timings_present = p.timings_present;
+  report_data d;
+  d.ref = make_reference(results.front());
+  const reference_t& ref = d.ref;
+  const config_result& repeat = results.back();
+  d.serial_cpm =
+      repeat.wall_s > 0 ? static_cast<double>(std::count_if(repeat.cmds.begin(), repeat.cmds.end(),
+                                                           [](const command_record& c) { return c.ok; })) /
+                              repeat.wall_s * 60
+                        : NAN;
+  for (const auto& r : results) d.rows.push_back(summarize(r, ref, d.serial_cpm, all));
 
-    std::ostringstream md;
-    md << "# krex evaluation: " << o.preset << " configuration";
-    if (device >= 0)
-      md << ", GPU " << device << " of " << o.devices.size() << " run at once (node summary: ../node.md)";
-    md << "\n\n";
-    md << "- date " << now_utc() << "; GPU " << (gpu.empty() ? "?" : gpu) << "; host " << host << ", "
-       << cores << " cores\n";
-    md << "- command: `" << cmdline << "`\n";
-    md << "- " << n_candidates << " candidates, " << ids.size() << " commands with their timings x " << o.reps
-       << " reps = " << order.size() << " commands per pass (timings:";
-    for (const auto& t : timings_present) md << " " << t;
-    md << "); reference = the first serial pass\n";
-    std::size_t max_copies = 1;
-    for (auto c : copies) max_copies = std::max(max_copies, c);
-    if (max_copies > 1)
-      md << "- some configurations run the list more than once, so each persistent worker has at least "
-         << o.min_per_worker << " commands and each process-shape slot " << o.min_per_slot
-         << " on average (\"list copies\" in \"Commands per worker\")\n";
-    md << "- took " << fmt(took_s, "%.0f") << " s; estimated " << fmt(est_total, "%.0f") << " s (bench/eval/plan.hpp)\n";
-    md << "- serial throughput " << fmt(serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
-    md << "- critical-region fraction (reference pass, timed loop / whole command): median "
-       << fmt(frac_med * 100, "%.1f") << "%, " << fmt(frac_under25 * 100, "%.0f")
-       << "% of commands under 25% (KREX study: median 12%, 73% under 25%)";
-    if (timings_present.size() > 1) {
-      md << "; by timing:";
-      for (const auto& t : timings_present) {
-        auto it = rows.front().critical.find(t);
-        if (it != rows.front().critical.end())
-          md << " " << t << " " << fmt(it->second.median * 100, "%.1f") << "% (" << it->second.n << ")";
-      }
+  std::string& gpu = d.gpu;
+  for (const auto& r : results)
+    for (const auto& c : r.cmds)
+      if (gpu.empty() && !c.r.str("gpu").empty()) gpu = c.r.str("gpu");
+  utsname u{};
+  if (::uname(&u) == 0) d.host = std::string(u.nodename) + " " + u.sysname + " " + u.release;
+  d.cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+
+  // Critical-region fraction (reference pass: uncontended command composition).
+  std::vector<double>& frac = d.frac;
+  for (const auto& c : results.front().cmds)
+    if (c.ok && c.t_total_ms > 0) frac.push_back(c.r.num("t_critical_ms") / c.t_total_ms);
+  d.frac_med = krex_eval::quantile(frac, 0.5);
+  d.frac_under25 =
+      frac.empty() ? NAN
+                   : static_cast<double>(std::count_if(frac.begin(), frac.end(), [](double f) { return f < 0.25; })) /
+                         static_cast<double>(frac.size());
+  d.views = {"all"};
+  if (timings_present.size() > 1) d.views.insert(d.views.end(), timings_present.begin(), timings_present.end());
+  // Shape for shape: every krex-family configuration against lock-only at
+  // the same C and shape, with issue 11's throughput targets.
+  d.tput.resize(results.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    if (r.skipped || !r.cfg.role.empty() || !krex_family(r.cfg.mode)) continue;
+    const config_result* lock = same_shape(results, r.cfg, "lock");
+    const double lock_cpm = lock ? d.rows[static_cast<std::size_t>(lock - results.data())].cpm : NAN;
+    d.tput[i] = krex_eval::throughput_targets(d.rows[i].cpm, lock_cpm, d.serial_cpm, r.cfg.persistent);
+  }
+  // The p95 targets as pass/fail, all commands of each configuration.
+  d.acc_checks.resize(results.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    const accuracy_t* a = d.rows[i].acc.count("all") ? &d.rows[i].acc.at("all") : nullptr;
+    for (const auto& b : nested_bands()) {
+      const double lim = krex_eval::issue11_p95_target(b);
+      band_accuracy ba;
+      if (a != nullptr && a->count(b)) ba = a->at(b);
+      const krex_eval::target_check cc{b + " commands", ba.commands.p95, lim, krex_eval::at_most(ba.commands.p95, lim)};
+      const krex_eval::target_check cs{b + " samples", ba.samples.p95, lim, krex_eval::at_most(ba.samples.p95, lim)};
+      d.acc_checks[i].push_back({"commands", cc});
+      d.acc_checks[i].push_back({"samples", cs});
     }
-    md << "\n";
-    md << "- reference command " << fmt(ref.cmd_ms, "%.0f") << " ms mean, timed loop "
-       << fmt(ref.critical_ms, "%.0f") << " ms mean: toy bound " << fmt(ref.cmd_ms / ref.critical_ms, "%.1f")
-       << "x serial\n\n";
-    md << "Targets (KREX paper, H20): 3.4x serial at C=16; p95 inflation 3.90% (>0.1 ms), 1.58% (>1 ms), "
-          "0.30% (>10 ms); flip rate within 3 points of native repeat, tau at least native repeat's.\n\n";
-    md << "| configuration | ok | failed | wall s | cmd/min | x serial | bound x | "
-          "<=0.1ms med/p95 % | >0.1ms med/p95 % | >1ms med/p95 % | >10ms med/p95 % | "
-          "flip % | tau |\n";
-    md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      const auto& r = results[i];
-      const auto& s = rows[i];
-      if (r.skipped) {
-        md << "| " << r.cfg.label() << " | skipped: " << r.skip_reason << " |||||||||||||\n";
-        continue;
-      }
-      md << "| " << r.cfg.label() << " | " << s.ok << " | " << s.failed << " | " << fmt(r.wall_s, "%.1f")
-         << " | " << fmt(s.cpm, "%.1f") << " | " << fmt(s.speedup) << " | " << fmt(s.bound, "%.1f");
-      for (const auto& b : bands) {
-        const auto mp = s.band.at(b.name);
-        md << " | " << fmt(mp.first) << " / " << fmt(mp.second);
-      }
-      md << " | " << fmt(s.rank.flip_rate() * 100, "%.1f") << " | " << fmt(s.tau_mean, "%.3f") << " |\n";
-    }
-    md << "\nBand sizes (commands): ";
-    for (const auto& b : bands) md << b.name << " " << rows.back().band_n[b.name] << "; ";
-    md << "ranking: " << rows.back().rank_sets << " set trials, " << rows.back().rank.pairs
-       << " pairs per configuration (process shape).\n\n";
+  }
+  for (const auto& r : results)
+    for (const auto& c : r.cmds)
+      if (!c.ok) d.failures.push_back(r.cfg.label() + ": " + c.id + ": " + c.error);
+  return d;
+}
 
-    // Shape for shape: every krex-family configuration beside lock-only and
-    // unprotected at the same C and shape, with issue 11's throughput targets.
-    std::vector<std::vector<krex_eval::target_check>> tput(results.size());
-    md << "## Shape for shape: throughput (issue 11 targets)\n\n";
-    md << "Throughput over the configuration's wall time (first start to last exit), as in the table "
-          "above; \"busy\" counts only the commands that ended while every slot was busy (first end to "
-          "last start: no ramp-up, no drain). Targets use the wall-time throughput: krex >= lock-only, "
-          ">= 4x serial, persistent >= 1.15x lock-only.\n\n";
-    md << "| configuration | commands | cmd/min | busy cmd/min | x serial | lock-only cmd/min | krex / lock | "
-          "unprotected cmd/min | >= lock-only | >= 4x serial | persistent >= 1.15x lock |\n";
-    md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      const auto& r = results[i];
-      if (r.skipped || !r.cfg.role.empty() || !krex_family(r.cfg.mode)) continue;
-      const config_result* lock = same_shape(results, r.cfg, "lock");
-      const config_result* unp = same_shape(results, r.cfg, "unprotected");
-      const double lock_cpm = lock ? rows[static_cast<std::size_t>(lock - results.data())].cpm : NAN;
-      const double unp_cpm = unp ? rows[static_cast<std::size_t>(unp - results.data())].cpm : NAN;
-      tput[i] = krex_eval::throughput_targets(rows[i].cpm, lock_cpm, serial_cpm, r.cfg.persistent);
-      md << "| " << r.cfg.label() << " | " << rows[i].ok << " | " << fmt(rows[i].cpm, "%.1f") << " | "
-         << fmt(rows[i].busy_cpm, "%.1f") << " | " << fmt(rows[i].speedup) << " | " << fmt(lock_cpm, "%.1f")
-         << " | " << fmt(rows[i].cpm / lock_cpm) << " | " << fmt(unp_cpm, "%.1f") << " | " << cell(tput[i][0])
-         << " | " << cell(tput[i][1]) << " | " << (r.cfg.persistent ? cell(tput[i][2]) : "–") << " |\n";
-    }
-    md << "\n";
 
-    // Accuracy: command medians and every sample, per band.
-    md << "## Accuracy: command medians and every sample\n\n";
-    md << "Inflation against the reference median of the same command (kernel and timing), in percent. "
-          "\"cmd\": each command's median sample; \"samples\": every timed sample. Targets (issue 11): p95 "
-          "<= 2.5% (>0.1 ms), 1.0% (>1 ms), 0.2% (>10 ms) at both levels.\n\n";
+/// summary.md, the run, the reference, and one row per configuration.
+void md_overview(std::ostream& md, const eval_plan& p, const report_data& d,
+                 const std::vector<config_result>& results, int device, double took_s) {
+  const options_t& o = p.o;
+  const std::string& cmdline = p.cmdline;
+  const std::vector<std::string>& ids = p.ids;
+  const std::vector<std::string>& order = p.order;
+  const std::vector<std::size_t>& copies = p.copies;
+  const std::set<std::string>& timings_present = p.timings_present;
+  const std::size_t n_candidates = p.n_candidates;
+  const double est_total = p.est_total;
+  const reference_t& ref = d.ref;
+  const double serial_cpm = d.serial_cpm;
+  const std::vector<summary_row>& rows = d.rows;
+  const std::string& gpu = d.gpu;
+  const std::string& host = d.host;
+  const long cores = d.cores;
+  const double frac_med = d.frac_med;
+  const double frac_under25 = d.frac_under25;
+  const auto& bands = krex_eval::bands();
+  md << "# krex evaluation: " << o.preset << " configuration";
+  if (device >= 0)
+    md << ", GPU " << device << " of " << o.devices.size() << " run at once (node summary: ../node.md)";
+  md << "\n\n";
+  md << "- date " << now_utc() << "; GPU " << (gpu.empty() ? "?" : gpu) << "; host " << host << ", "
+     << cores << " cores\n";
+  md << "- command: `" << cmdline << "`\n";
+  md << "- " << n_candidates << " candidates, " << ids.size() << " commands with their timings x " << o.reps
+     << " reps = " << order.size() << " commands per pass (timings:";
+  for (const auto& t : timings_present) md << " " << t;
+  md << "); reference = the first serial pass\n";
+  std::size_t max_copies = 1;
+  for (auto c : copies) max_copies = std::max(max_copies, c);
+  if (max_copies > 1)
+    md << "- some configurations run the list more than once, so each persistent worker has at least "
+       << o.min_per_worker << " commands and each process-shape slot " << o.min_per_slot
+       << " on average (\"list copies\" in \"Commands per worker\")\n";
+  md << "- took " << fmt(took_s, "%.0f") << " s; estimated " << fmt(est_total, "%.0f") << " s (bench/eval/plan.hpp)\n";
+  md << "- serial throughput " << fmt(serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
+  md << "- critical-region fraction (reference pass, timed loop / whole command): median "
+     << fmt(frac_med * 100, "%.1f") << "%, " << fmt(frac_under25 * 100, "%.0f")
+     << "% of commands under 25% (KREX study: median 12%, 73% under 25%)";
+  if (timings_present.size() > 1) {
+    md << "; by timing:";
+    for (const auto& t : timings_present) {
+      auto it = rows.front().critical.find(t);
+      if (it != rows.front().critical.end())
+        md << " " << t << " " << fmt(it->second.median * 100, "%.1f") << "% (" << it->second.n << ")";
+    }
+  }
+  md << "\n";
+  md << "- reference command " << fmt(ref.cmd_ms, "%.0f") << " ms mean, timed loop "
+     << fmt(ref.critical_ms, "%.0f") << " ms mean: toy bound " << fmt(ref.cmd_ms / ref.critical_ms, "%.1f")
+     << "x serial\n\n";
+  md << "Targets (KREX paper, H20): 3.4x serial at C=16; p95 inflation 3.90% (>0.1 ms), 1.58% (>1 ms), "
+        "0.30% (>10 ms); flip rate within 3 points of native repeat, tau at least native repeat's.\n\n";
+  md << "| configuration | ok | failed | wall s | cmd/min | x serial | bound x | "
+        "<=0.1ms med/p95 % | >0.1ms med/p95 % | >1ms med/p95 % | >10ms med/p95 % | "
+        "flip % | tau |\n";
+  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const auto& s = rows[i];
+    if (r.skipped) {
+      md << "| " << r.cfg.label() << " | skipped: " << r.skip_reason << " |||||||||||||\n";
+      continue;
+    }
+    md << "| " << r.cfg.label() << " | " << s.ok << " | " << s.failed << " | " << fmt(r.wall_s, "%.1f")
+       << " | " << fmt(s.cpm, "%.1f") << " | " << fmt(s.speedup) << " | " << fmt(s.bound, "%.1f");
     for (const auto& b : bands) {
-      md << "### " << b.name << " (reference duration)\n\n";
-      md << "| configuration | timing | commands | cmd p50 | cmd p95 | samples | sample p50 | sample p95 | "
-            "sample p99 | samples > 1% slow |\n";
-      md << "|---|---|---|---|---|---|---|---|---|---|\n";
-      for (std::size_t i = 0; i < results.size(); ++i) {
-        if (results[i].skipped) continue;
-        for (const auto& v : views) {
-          auto it = rows[i].acc.find(v);
-          if (it == rows[i].acc.end() || it->second.count(b.name) == 0) continue;
-          const band_accuracy& a = it->second.at(b.name);
-          if (a.commands.n == 0) continue;
-          md << "| " << results[i].cfg.label() << " | " << v << " | " << a.commands.n << " | " << fmt(a.commands.p50)
-             << " | " << fmt(a.commands.p95) << " | " << a.samples.n << " | " << fmt(a.samples.p50) << " | "
-             << fmt(a.samples.p95) << " | " << fmt(a.samples.p99) << " | " << fmt(a.samples.over_1pct * 100, "%.1f%%")
-             << " |\n";
-        }
-      }
-      md << "\n";
+      const auto mp = s.band.at(b.name);
+      md << " | " << fmt(mp.first) << " / " << fmt(mp.second);
     }
-    // The p95 targets as pass/fail, all commands of each configuration.
-    std::vector<std::vector<std::pair<std::string, krex_eval::target_check>>> acc_checks(results.size());
-    md << "## Accuracy targets (issue 11): p95 inflation, command medians and samples\n\n";
-    md << "| configuration | commands | samples |";
-    for (const auto& b : nested) md << " " << b << " cmd p95 | " << b << " sample p95 |";
-    md << "\n|---|---|---|";
-    for (std::size_t k = 0; k < nested.size(); ++k) md << "---|---|";
-    md << "\n";
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      if (results[i].skipped) continue;
-      const accuracy_t* a = rows[i].acc.count("all") ? &rows[i].acc.at("all") : nullptr;
-      std::size_t ncmd = 0, nsmp = 0;
-      if (a != nullptr)
-        for (const auto& b : bands)
-          if (b.up_to_ms > 0 || b.above_ms == 0.1)  // disjoint: <=0.1ms and >0.1ms cover every command once
-            if (a->count(b.name)) ncmd += a->at(b.name).commands.n, nsmp += a->at(b.name).samples.n;
-      md << "| " << results[i].cfg.label() << " | " << ncmd << " | " << nsmp << " |";
-      for (const auto& b : nested) {
-        const double lim = krex_eval::issue11_p95_target(b);
-        band_accuracy ba;
-        if (a != nullptr && a->count(b)) ba = a->at(b);
-        const krex_eval::target_check cc{b + " commands", ba.commands.p95, lim, krex_eval::at_most(ba.commands.p95, lim)};
-        const krex_eval::target_check cs{b + " samples", ba.samples.p95, lim, krex_eval::at_most(ba.samples.p95, lim)};
-        acc_checks[i].push_back({"commands", cc});
-        acc_checks[i].push_back({"samples", cs});
-        md << " " << cell(cc) << " (" << ba.commands.n << ") | " << cell(cs) << " (" << ba.samples.n << ") |";
-      }
-      md << "\n";
-    }
-    md << "\n";
+    md << " | " << fmt(s.rank.flip_rate() * 100, "%.1f") << " | " << fmt(s.tau_mean, "%.3f") << " |\n";
+  }
+  md << "\nBand sizes (commands): ";
+  for (const auto& b : bands) md << b.name << " " << rows.back().band_n.at(b.name) << "; ";
+  md << "ranking: " << rows.back().rank_sets << " set trials, " << rows.back().rank.pairs
+     << " pairs per configuration (process shape).\n\n";
+}
 
-    // Ranking by set kind and timing.
-    md << "## Ranking: rank sets by kind and timing\n\n";
-    md << "Coarse sets: members 1-5% apart; fine sets: 0.1-0.5% apart. Flips are discordant pairs, against "
-          "the reference pass's order and against the construction order (more work is slower); tau is "
-          "Kendall tau-a against the reference, averaged over set trials (a set in one repetition).\n\n";
-    md << "| configuration | sets | trials | pairs | flips vs reference % | flips vs construction % | tau |\n";
-    md << "|---|---|---|---|---|---|---|\n";
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      if (results[i].skipped) continue;
-      for (const auto& kv : rows[i].ranking) {
-        const auto& t = kv.second;
-        md << "| " << results[i].cfg.label() << " | " << kv.first << " | " << t.trials << " | "
-           << t.vs_reference.pairs << " | " << fmt(t.vs_reference.flip_rate() * 100, "%.1f") << " (" << t.vs_reference.flips
-           << ") | " << fmt(t.vs_construction.flip_rate() * 100, "%.1f") << " (" << t.vs_construction.flips << ") | "
-           << fmt(t.tau_mean(), "%.3f") << " |\n";
-      }
-    }
-    md << "\n";
+/// summary.md, shape for shape: every krex-family configuration beside lock-only and unprotected at
+/// the same C and shape, with issue 11's throughput targets.
+void md_throughput(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
+  const std::vector<summary_row>& rows = d.rows;
+  const auto& tput = d.tput;
+  md << "## Shape for shape: throughput (issue 11 targets)\n\n";
+  md << "Throughput over the configuration's wall time (first start to last exit), as in the table "
+        "above; \"busy\" counts only the commands that ended while every slot was busy (first end to "
+        "last start: no ramp-up, no drain). Targets use the wall-time throughput: krex >= lock-only, "
+        ">= 4x serial, persistent >= 1.15x lock-only.\n\n";
+  md << "| configuration | commands | cmd/min | busy cmd/min | x serial | lock-only cmd/min | krex / lock | "
+        "unprotected cmd/min | >= lock-only | >= 4x serial | persistent >= 1.15x lock |\n";
+  md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    if (r.skipped || !r.cfg.role.empty() || !krex_family(r.cfg.mode)) continue;
+    const config_result* lock = same_shape(results, r.cfg, "lock");
+    const config_result* unp = same_shape(results, r.cfg, "unprotected");
+    const double lock_cpm = lock ? rows[static_cast<std::size_t>(lock - results.data())].cpm : NAN;
+    const double unp_cpm = unp ? rows[static_cast<std::size_t>(unp - results.data())].cpm : NAN;
+    md << "| " << r.cfg.label() << " | " << rows[i].ok << " | " << fmt(rows[i].cpm, "%.1f") << " | "
+       << fmt(rows[i].busy_cpm, "%.1f") << " | " << fmt(rows[i].speedup) << " | " << fmt(lock_cpm, "%.1f")
+       << " | " << fmt(rows[i].cpm / lock_cpm) << " | " << fmt(unp_cpm, "%.1f") << " | " << cell(tput[i][0])
+       << " | " << cell(tput[i][1]) << " | " << (r.cfg.persistent ? cell(tput[i][2]) : "–") << " |\n";
+  }
+  md << "\n";
+}
 
-    // Flips by gap class (the study's classes), every rank set and timing together.
-    md << "## Ranking by gap class\n\n";
-    md << "Pairs of rank-set members classed by how far apart the reference puts them; flips against the "
-          "reference order, `flips/pairs (%)`. With fewer than 30 pairs in a class one flip moves the rate by "
-          "more than 3 points: compare such cells by their counts, not their rates.\n\n";
-    md << "| configuration | timing |";
-    for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) md << " " << krex_eval::gap_class_name(k) << " |";
-    md << "\n|---|---|";
-    for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) md << "---|";
-    md << "\n";
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      if (results[i].skipped) continue;
-      std::map<std::string, std::array<krex_eval::rank_agreement, krex_eval::gap_classes>> by_timing;
-      for (const auto& kv : rows[i].ranking) {
-        const std::string timing = kv.first.substr(kv.first.find(", ") == std::string::npos ? 0 : kv.first.find(", ") + 2);
-        for (const std::string& v : {std::string("all"), timing})
-          for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) by_timing[v][k] += kv.second.by_gap[k];
-      }
-      for (const auto& kv : by_timing) {
-        md << "| " << results[i].cfg.label() << " | " << kv.first << " |";
-        for (const auto& g : kv.second)
-          md << " " << g.flips << "/" << g.pairs << " (" << fmt(g.flip_rate() * 100, "%.1f") << ")"
-             << (g.pairs < 30 ? "*" : "") << " |";
-        md << "\n";
-      }
-    }
-    md << "\n\\* fewer than 30 pairs.\n\n";
-
-    // The device's state per configuration: the quiet step and the clocks.
-    md << "## Device state (quiet step, clocks, throttling)\n\n";
-    md << "krex configurations: regions that found the device busy after freezing their siblings (the "
-          "driver's work after large frees) and waited for it, and for how long; every configuration: the SM "
-          "clock and power at region entry (NVML, krex only) and samples marked throttled by krex::measure "
-          "(a power or thermal slowdown reason was active).\n\n";
-    md << "| configuration | commands | quiet waits | wait median / max ms | still busy | SM MHz median / min | "
-          "power W median / max | throttled samples |\n|---|---|---|---|---|---|---|---|\n";
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      if (results[i].skipped) continue;
-      const std::vector<double> waits = field(results[i], "quiet_wait_ms");
-      std::vector<double> waited;
-      for (double w : waits)
-        if (w > 0) waited.push_back(w);
-      const std::vector<double> busy = field(results[i], "quiet_busy");
-      const std::vector<double> sm = field(results[i], "sm_mhz");
-      const std::vector<double> pw = field(results[i], "power_w");
-      const std::vector<double> thr = field(results[i], "throttled_samples");
-      double busy_n = 0, thr_n = 0;
-      for (double b : busy) busy_n += b;
-      for (double t : thr) thr_n += t;
-      md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | "
-         << (waits.empty() ? std::string("-") : std::to_string(waited.size()) + "/" + std::to_string(waits.size()))
-         << " | " << (waited.empty() ? std::string("-") : fmt(krex_eval::quantile(waited, 0.5), "%.2f") + " / " +
-                                                          fmt(*std::max_element(waited.begin(), waited.end()), "%.2f"))
-         << " | " << (waits.empty() ? std::string("-") : fmt(busy_n, "%.0f")) << " | "
-         << (sm.empty() ? std::string("-") : fmt(krex_eval::quantile(sm, 0.5), "%.0f") + " / " +
-                                                 fmt(*std::min_element(sm.begin(), sm.end()), "%.0f"))
-         << " | " << (pw.empty() ? std::string("-") : fmt(krex_eval::quantile(pw, 0.5), "%.0f") + " / " +
-                                                          fmt(*std::max_element(pw.begin(), pw.end()), "%.0f"))
-         << " | " << fmt(thr_n, "%.0f") << " |\n";
-    }
-    md << "\n";
-
-    // The timed loop's share of a command, per configuration and timing.
-    md << "## Critical fraction (timed loop / command)\n\n";
-    md << "The KREX study's workload: median ~12%, 73% under 25%. The loop timing sizes its loop for about "
-       << fmt(o.loop_pct, "%g") << "%.\n\n";
-    md << "| configuration | timing | commands | median % | p95 % |\n|---|---|---|---|---|\n";
+/// summary.md, accuracy: command medians and every sample, per band.
+void md_accuracy(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
+  const std::vector<summary_row>& rows = d.rows;
+  const std::vector<std::string>& views = d.views;
+  const auto& bands = krex_eval::bands();
+  md << "## Accuracy: command medians and every sample\n\n";
+  md << "Inflation against the reference median of the same command (kernel and timing), in percent. "
+        "\"cmd\": each command's median sample; \"samples\": every timed sample. Targets (issue 11): p95 "
+        "<= 2.5% (>0.1 ms), 1.0% (>1 ms), 0.2% (>10 ms) at both levels.\n\n";
+  for (const auto& b : bands) {
+    md << "### " << b.name << " (reference duration)\n\n";
+    md << "| configuration | timing | commands | cmd p50 | cmd p95 | samples | sample p50 | sample p95 | "
+          "sample p99 | samples > 1% slow |\n";
+    md << "|---|---|---|---|---|---|---|---|---|---|\n";
     for (std::size_t i = 0; i < results.size(); ++i) {
       if (results[i].skipped) continue;
       for (const auto& v : views) {
-        auto it = rows[i].critical.find(v);
-        if (it == rows[i].critical.end()) continue;
-        md << "| " << results[i].cfg.label() << " | " << v << " | " << it->second.n << " | "
-           << fmt(it->second.median * 100, "%.1f") << " | " << fmt(it->second.p95 * 100, "%.1f") << " |\n";
+        auto it = rows[i].acc.find(v);
+        if (it == rows[i].acc.end() || it->second.count(b.name) == 0) continue;
+        const band_accuracy& a = it->second.at(b.name);
+        if (a.commands.n == 0) continue;
+        md << "| " << results[i].cfg.label() << " | " << v << " | " << a.commands.n << " | " << fmt(a.commands.p50)
+           << " | " << fmt(a.commands.p95) << " | " << a.samples.n << " | " << fmt(a.samples.p50) << " | "
+           << fmt(a.samples.p95) << " | " << fmt(a.samples.p99) << " | " << fmt(a.samples.over_1pct * 100, "%.1f%%")
+           << " |\n";
       }
     }
     md << "\n";
+  }
+}
 
-    md << "## Commands per worker\n\n";
-    md << "Worker processes and the commands each ran (a process per command: 1 each).\n\n";
-    md << "| configuration | commands | list copies | workers | min | median | max |\n|---|---|---|---|---|---|---|\n";
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      const auto& pw = rows[i].per_worker;
-      if (results[i].skipped || pw.empty()) continue;
-      md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | " << results[i].copies << " | "
-         << pw.size() << " | " << pw.front() << " | " << pw[pw.size() / 2] << " | " << pw.back() << " |\n";
+/// summary.md, the p95 targets as pass/fail, all commands of each configuration.
+void md_accuracy_targets(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
+  const std::vector<summary_row>& rows = d.rows;
+  const auto& acc_checks = d.acc_checks;
+  const auto& bands = krex_eval::bands();
+  const std::vector<std::string>& nested = nested_bands();
+  md << "## Accuracy targets (issue 11): p95 inflation, command medians and samples\n\n";
+  md << "| configuration | commands | samples |";
+  for (const auto& b : nested) md << " " << b << " cmd p95 | " << b << " sample p95 |";
+  md << "\n|---|---|---|";
+  for (std::size_t k = 0; k < nested.size(); ++k) md << "---|---|";
+  md << "\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    const accuracy_t* a = rows[i].acc.count("all") ? &rows[i].acc.at("all") : nullptr;
+    std::size_t ncmd = 0, nsmp = 0;
+    if (a != nullptr)
+      for (const auto& b : bands)
+        if (b.up_to_ms > 0 || b.above_ms == 0.1)  // disjoint: <=0.1ms and >0.1ms cover every command once
+          if (a->count(b.name)) ncmd += a->at(b.name).commands.n, nsmp += a->at(b.name).samples.n;
+    md << "| " << results[i].cfg.label() << " | " << ncmd << " | " << nsmp << " |";
+    for (std::size_t k = 0; k < nested.size(); ++k) {
+      const std::string& b = nested[k];
+      band_accuracy ba;
+      if (a != nullptr && a->count(b)) ba = a->at(b);
+      const krex_eval::target_check& cc = acc_checks[i][2 * k].second;
+      const krex_eval::target_check& cs = acc_checks[i][2 * k + 1].second;
+      md << " " << cell(cc) << " (" << ba.commands.n << ") | " << cell(cs) << " (" << ba.samples.n << ") |";
     }
     md << "\n";
+  }
+  md << "\n";
+}
 
-    md << "## Where the time goes (medians, ms)\n\n";
-    md << "| configuration | commands | command | context | join | compile | inputs | check | wait | lock | gate | "
-          "drain | freeze | pin | critical | critical share |\n";
-    md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-    for (const auto& r : results) {
-      if (r.skipped) continue;
-      const auto med = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.1f"); };
-      const auto med3 = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.3f"); };
-      std::vector<double> fr;
-      for (const auto& c : r.cmds)
-        if (c.ok && c.t_total_ms > 0) fr.push_back(c.r.num("t_critical_ms") / c.t_total_ms * 100);
-      md << "| " << r.cfg.label() << " | " << field(r, "t_total_ms").size() << " | " << med("t_total_ms") << " | "
-         << med("t_context_ms") << " | "
-         << med("t_join_ms") << " | " << med("t_compile_ms") << " | " << med("t_inputs_ms") << " | "
-         << med("t_check_ms") << " | " << med("t_wait_ms") << " | " << med("lock_ms") << " | " << med3("gate_ms")
-         << " | " << med3("drain_ms") << " | " << med3("freeze_ms") << " | " << med3("pin_ms") << " | "
-         << med("t_critical_ms") << " | " << fmt(krex_eval::quantile(fr, 0.5), "%.0f%%") << " |\n";
+/// summary.md, ranking by set kind and timing.
+void md_ranking(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
+  const std::vector<summary_row>& rows = d.rows;
+  md << "## Ranking: rank sets by kind and timing\n\n";
+  md << "Coarse sets: members 1-5% apart; fine sets: 0.1-0.5% apart. Flips are discordant pairs, against "
+        "the reference pass's order and against the construction order (more work is slower); tau is "
+        "Kendall tau-a against the reference, averaged over set trials (a set in one repetition).\n\n";
+  md << "| configuration | sets | trials | pairs | flips vs reference % | flips vs construction % | tau |\n";
+  md << "|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    for (const auto& kv : rows[i].ranking) {
+      const auto& t = kv.second;
+      md << "| " << results[i].cfg.label() << " | " << kv.first << " | " << t.trials << " | "
+         << t.vs_reference.pairs << " | " << fmt(t.vs_reference.flip_rate() * 100, "%.1f") << " (" << t.vs_reference.flips
+         << ") | " << fmt(t.vs_construction.flip_rate() * 100, "%.1f") << " (" << t.vs_construction.flips << ") | "
+         << fmt(t.tau_mean(), "%.3f") << " |\n";
     }
-    std::vector<std::string> failures;
-    for (const auto& r : results)
-      for (const auto& c : r.cmds)
-        if (!c.ok) failures.push_back(r.cfg.label() + ": " + c.id + ": " + c.error);
-    if (!failures.empty()) {
-      md << "\n## Failed commands (" << failures.size() << ")\n\n";
-      for (std::size_t i = 0; i < failures.size() && i < 50; ++i) md << "- " << failures[i] << "\n";
-    }
+  }
+  md << "\n";
+}
 
-    // ---- JSON: every command with its samples and start times, and the summary rows
-    constexpr int digits = krex_eval::json_digits;
-    constexpr int time_digits = 12;  // ms since the run started: keep the microseconds
-    krex_tools::json::writer j;
-    j.begin_object().key("meta").begin_object();
-    j.field("date", now_utc()).field("gpu", gpu).field("host", host);
-    j.field("cores", cores).field("preset", o.preset);
-    if (device >= 0) j.field("device", device).field("node_devices", o.devices.size());
-    j.field("command", cmdline).field("reps", o.reps);
-    j.field("candidates", n_candidates);
-    j.field("commands_per_rep", ids.size());  // the candidates and their extra timings
-    j.field("commands_per_pass", order.size());
-    j.key("timings").begin_array();
-    for (const auto& t : timings_present) j.value(t);
-    j.end_array();
-    j.field("loop_pct", o.loop_pct, digits).field("min_per_worker", o.min_per_worker).field("native_copies", o.native_copies);
-    j.field("run_start_mono_ns", run0_mono_ns);
-    j.field("estimated_s", est_total, digits).field("took_s", took_s, digits);
-    j.field("serial_cpm", serial_cpm, digits).field("reference_cmd_ms", ref.cmd_ms, digits);
-    j.field("reference_critical_ms", ref.critical_ms, digits);
-    j.field("critical_fraction_median", frac_med, digits);
-    j.field("critical_fraction_under_25", frac_under25, digits);
-    j.key("critical_fractions").values(frac, digits);
-    j.end_object().key("reference").begin_object();
-    for (const auto& kv : ref.median) j.field(kv.first, kv.second, digits);
-    j.end_object().key("configs").begin_array();
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      const auto& r = results[i];
-      const auto& s = rows[i];
-      j.begin_object();
-      j.field("label", r.cfg.label()).field("mode", r.cfg.mode).field("c", r.cfg.c);
-      j.field("shape", r.cfg.persistent ? "persistent" : "process").field("role", r.cfg.role);
-      j.field("skipped", r.skipped).field("skip_reason", r.skip_reason).field("wall_s", r.wall_s, digits);
-      j.field("ok", s.ok).field("failed", s.failed);
-      j.field("commands", r.cmds.size()).field("list_copies", r.copies);
-      j.field("throughput_cpm", s.cpm, digits).field("speedup_vs_serial", s.speedup, digits);
-      j.field("busy_cpm", s.busy_cpm, digits);
-      j.field("bound_speedup", s.bound, digits);
-      j.key("inflation").begin_object();  // per command (median sample), all commands
+/// summary.md, flips by gap class (the study's classes), every rank set and timing together.
+void md_gap_classes(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
+  const std::vector<summary_row>& rows = d.rows;
+  md << "## Ranking by gap class\n\n";
+  md << "Pairs of rank-set members classed by how far apart the reference puts them; flips against the "
+        "reference order, `flips/pairs (%)`. With fewer than 30 pairs in a class one flip moves the rate by "
+        "more than 3 points: compare such cells by their counts, not their rates.\n\n";
+  md << "| configuration | timing |";
+  for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) md << " " << krex_eval::gap_class_name(k) << " |";
+  md << "\n|---|---|";
+  for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) md << "---|";
+  md << "\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    std::map<std::string, std::array<krex_eval::rank_agreement, krex_eval::gap_classes>> by_timing;
+    for (const auto& kv : rows[i].ranking) {
+      const std::string timing = kv.first.substr(kv.first.find(", ") == std::string::npos ? 0 : kv.first.find(", ") + 2);
+      for (const std::string& v : {std::string("all"), timing})
+        for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) by_timing[v][k] += kv.second.by_gap[k];
+    }
+    for (const auto& kv : by_timing) {
+      md << "| " << results[i].cfg.label() << " | " << kv.first << " |";
+      for (const auto& g : kv.second)
+        md << " " << g.flips << "/" << g.pairs << " (" << fmt(g.flip_rate() * 100, "%.1f") << ")"
+           << (g.pairs < 30 ? "*" : "") << " |";
+      md << "\n";
+    }
+  }
+  md << "\n\\* fewer than 30 pairs.\n\n";
+}
+
+/// summary.md, the device's state per configuration: the quiet step and the clocks.
+void md_device_state(std::ostream& md, const std::vector<config_result>& results) {
+  md << "## Device state (quiet step, clocks, throttling)\n\n";
+  md << "krex configurations: regions that found the device busy after freezing their siblings (the "
+        "driver's work after large frees) and waited for it, and for how long; every configuration: the SM "
+        "clock and power at region entry (NVML, krex only) and samples marked throttled by krex::measure "
+        "(a power or thermal slowdown reason was active).\n\n";
+  md << "| configuration | commands | quiet waits | wait median / max ms | still busy | SM MHz median / min | "
+        "power W median / max | throttled samples |\n|---|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    const std::vector<double> waits = field(results[i], "quiet_wait_ms");
+    std::vector<double> waited;
+    for (double w : waits)
+      if (w > 0) waited.push_back(w);
+    const std::vector<double> busy = field(results[i], "quiet_busy");
+    const std::vector<double> sm = field(results[i], "sm_mhz");
+    const std::vector<double> pw = field(results[i], "power_w");
+    const std::vector<double> thr = field(results[i], "throttled_samples");
+    double busy_n = 0, thr_n = 0;
+    for (double b : busy) busy_n += b;
+    for (double t : thr) thr_n += t;
+    md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | "
+       << (waits.empty() ? std::string("-") : std::to_string(waited.size()) + "/" + std::to_string(waits.size()))
+       << " | " << (waited.empty() ? std::string("-") : fmt(krex_eval::quantile(waited, 0.5), "%.2f") + " / " +
+                                                        fmt(*std::max_element(waited.begin(), waited.end()), "%.2f"))
+       << " | " << (waits.empty() ? std::string("-") : fmt(busy_n, "%.0f")) << " | "
+       << (sm.empty() ? std::string("-") : fmt(krex_eval::quantile(sm, 0.5), "%.0f") + " / " +
+                                               fmt(*std::min_element(sm.begin(), sm.end()), "%.0f"))
+       << " | " << (pw.empty() ? std::string("-") : fmt(krex_eval::quantile(pw, 0.5), "%.0f") + " / " +
+                                                        fmt(*std::max_element(pw.begin(), pw.end()), "%.0f"))
+       << " | " << fmt(thr_n, "%.0f") << " |\n";
+  }
+  md << "\n";
+}
+
+/// summary.md, the timed loop's share of a command, per configuration and timing.
+void md_critical_fraction(std::ostream& md, const eval_plan& p, const report_data& d,
+                          const std::vector<config_result>& results) {
+  const options_t& o = p.o;
+  const std::vector<summary_row>& rows = d.rows;
+  const std::vector<std::string>& views = d.views;
+  md << "## Critical fraction (timed loop / command)\n\n";
+  md << "The KREX study's workload: median ~12%, 73% under 25%. The loop timing sizes its loop for about "
+     << fmt(o.loop_pct, "%g") << "%.\n\n";
+  md << "| configuration | timing | commands | median % | p95 % |\n|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    for (const auto& v : views) {
+      auto it = rows[i].critical.find(v);
+      if (it == rows[i].critical.end()) continue;
+      md << "| " << results[i].cfg.label() << " | " << v << " | " << it->second.n << " | "
+         << fmt(it->second.median * 100, "%.1f") << " | " << fmt(it->second.p95 * 100, "%.1f") << " |\n";
+    }
+  }
+  md << "\n";
+}
+
+/// summary.md, worker processes and the commands each ran.
+void md_workers(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
+  const std::vector<summary_row>& rows = d.rows;
+  md << "## Commands per worker\n\n";
+  md << "Worker processes and the commands each ran (a process per command: 1 each).\n\n";
+  md << "| configuration | commands | list copies | workers | min | median | max |\n|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& pw = rows[i].per_worker;
+    if (results[i].skipped || pw.empty()) continue;
+    md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | " << results[i].copies << " | "
+       << pw.size() << " | " << pw.front() << " | " << pw[pw.size() / 2] << " | " << pw.back() << " |\n";
+  }
+  md << "\n";
+}
+
+/// summary.md, where the time goes, and the failed commands.
+void md_time(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
+  const std::vector<std::string>& failures = d.failures;
+  md << "## Where the time goes (medians, ms)\n\n";
+  md << "| configuration | commands | command | context | join | compile | inputs | check | wait | lock | gate | "
+        "drain | freeze | pin | critical | critical share |\n";
+  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : results) {
+    if (r.skipped) continue;
+    const auto med = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.1f"); };
+    const auto med3 = [&](const char* k) { return fmt(krex_eval::quantile(field(r, k), 0.5), "%.3f"); };
+    std::vector<double> fr;
+    for (const auto& c : r.cmds)
+      if (c.ok && c.t_total_ms > 0) fr.push_back(c.r.num("t_critical_ms") / c.t_total_ms * 100);
+    md << "| " << r.cfg.label() << " | " << field(r, "t_total_ms").size() << " | " << med("t_total_ms") << " | "
+       << med("t_context_ms") << " | "
+       << med("t_join_ms") << " | " << med("t_compile_ms") << " | " << med("t_inputs_ms") << " | "
+       << med("t_check_ms") << " | " << med("t_wait_ms") << " | " << med("lock_ms") << " | " << med3("gate_ms")
+       << " | " << med3("drain_ms") << " | " << med3("freeze_ms") << " | " << med3("pin_ms") << " | "
+       << med("t_critical_ms") << " | " << fmt(krex_eval::quantile(fr, 0.5), "%.0f%%") << " |\n";
+  }
+  if (!failures.empty()) {
+    md << "\n## Failed commands (" << failures.size() << ")\n\n";
+    for (std::size_t i = 0; i < failures.size() && i < 50; ++i) md << "- " << failures[i] << "\n";
+  }
+}
+
+/// summary.md of one device's results, section by section; `device` -1: the
+/// run without --devices.
+std::string summary_markdown(const eval_plan& p, const report_data& d, const std::vector<config_result>& results,
+                             int device, double took_s) {
+  std::ostringstream md;
+  md_overview(md, p, d, results, device, took_s);
+  md_throughput(md, d, results);
+  md_accuracy(md, d, results);
+  md_accuracy_targets(md, d, results);
+  md_ranking(md, d, results);
+  md_gap_classes(md, d, results);
+  md_device_state(md, results);
+  md_critical_fraction(md, p, d, results);
+  md_workers(md, d, results);
+  md_time(md, d, results);
+  return md.str();
+}
+
+/// eval.json of one device's results: every command with its samples and
+/// start times, and the summary rows.
+std::string eval_json(const eval_plan& p, const report_data& d, const std::vector<config_result>& results,
+                      int device, double took_s) {
+  const options_t& o = p.o;
+  const std::string& cmdline = p.cmdline;
+  const long long run0_mono_ns = p.run0_mono_ns;
+  const std::vector<std::string>& ids = p.ids;
+  const std::vector<std::string>& order = p.order;
+  const std::set<std::string>& timings_present = p.timings_present;
+  const std::size_t n_candidates = p.n_candidates;
+  const double est_total = p.est_total;
+  const reference_t& ref = d.ref;
+  const double serial_cpm = d.serial_cpm;
+  const std::vector<summary_row>& rows = d.rows;
+  const std::string& gpu = d.gpu;
+  const std::string& host = d.host;
+  const long cores = d.cores;
+  const std::vector<double>& frac = d.frac;
+  const double frac_med = d.frac_med, frac_under25 = d.frac_under25;
+  const auto& tput = d.tput;
+  const auto& acc_checks = d.acc_checks;
+  const auto& bands = krex_eval::bands();
+  constexpr int digits = krex_eval::json_digits;
+  constexpr int time_digits = 12;  // ms since the run started: keep the microseconds
+  krex_tools::json::writer j;
+  j.begin_object().key("meta").begin_object();
+  j.field("date", now_utc()).field("gpu", gpu).field("host", host);
+  j.field("cores", cores).field("preset", o.preset);
+  if (device >= 0) j.field("device", device).field("node_devices", o.devices.size());
+  j.field("command", cmdline).field("reps", o.reps);
+  j.field("candidates", n_candidates);
+  j.field("commands_per_rep", ids.size());  // the candidates and their extra timings
+  j.field("commands_per_pass", order.size());
+  j.key("timings").begin_array();
+  for (const auto& t : timings_present) j.value(t);
+  j.end_array();
+  j.field("loop_pct", o.loop_pct, digits).field("min_per_worker", o.min_per_worker).field("native_copies", o.native_copies);
+  j.field("run_start_mono_ns", run0_mono_ns);
+  j.field("estimated_s", est_total, digits).field("took_s", took_s, digits);
+  j.field("serial_cpm", serial_cpm, digits).field("reference_cmd_ms", ref.cmd_ms, digits);
+  j.field("reference_critical_ms", ref.critical_ms, digits);
+  j.field("critical_fraction_median", frac_med, digits);
+  j.field("critical_fraction_under_25", frac_under25, digits);
+  j.key("critical_fractions").values(frac, digits);
+  j.end_object().key("reference").begin_object();
+  for (const auto& kv : ref.median) j.field(kv.first, kv.second, digits);
+  j.end_object().key("configs").begin_array();
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const auto& s = rows[i];
+    j.begin_object();
+    j.field("label", r.cfg.label()).field("mode", r.cfg.mode).field("c", r.cfg.c);
+    j.field("shape", r.cfg.persistent ? "persistent" : "process").field("role", r.cfg.role);
+    j.field("skipped", r.skipped).field("skip_reason", r.skip_reason).field("wall_s", r.wall_s, digits);
+    j.field("ok", s.ok).field("failed", s.failed);
+    j.field("commands", r.cmds.size()).field("list_copies", r.copies);
+    j.field("throughput_cpm", s.cpm, digits).field("speedup_vs_serial", s.speedup, digits);
+    j.field("busy_cpm", s.busy_cpm, digits);
+    j.field("bound_speedup", s.bound, digits);
+    j.key("inflation").begin_object();  // per command (median sample), all commands
+    for (const auto& b : bands) {
+      j.key(b.name).begin_object();
+      j.field("median_pct", s.band.at(b.name).first, digits).field("p95_pct", s.band.at(b.name).second, digits);
+      j.field("n", s.band_n.at(b.name));
+      j.field("paper_p95_pct", krex_eval::paper_p95_target(b.name), digits);
+      j.field("issue11_p95_pct", krex_eval::issue11_p95_target(b.name), digits);
+      j.end_object();
+    }
+    j.end_object();
+    // Both views, for all commands ("all") and per timing.
+    j.key("accuracy").begin_object();
+    for (const auto& vk : s.acc) {
+      j.key(vk.first).begin_object();
       for (const auto& b : bands) {
+        auto it = vk.second.find(b.name);
+        if (it == vk.second.end()) continue;
         j.key(b.name).begin_object();
-        j.field("median_pct", s.band.at(b.name).first, digits).field("p95_pct", s.band.at(b.name).second, digits);
-        j.field("n", s.band_n.at(b.name));
-        j.field("paper_p95_pct", krex_eval::paper_p95_target(b.name), digits);
-        j.field("issue11_p95_pct", krex_eval::issue11_p95_target(b.name), digits);
+        put_tails(j, "commands", it->second.commands);
+        put_tails(j, "samples", it->second.samples);
         j.end_object();
       }
       j.end_object();
-      // Both views, for all commands ("all") and per timing.
-      j.key("accuracy").begin_object();
-      for (const auto& vk : s.acc) {
-        j.key(vk.first).begin_object();
-        for (const auto& b : bands) {
-          auto it = vk.second.find(b.name);
-          if (it == vk.second.end()) continue;
-          j.key(b.name).begin_object();
-          put_tails(j, "commands", it->second.commands);
-          put_tails(j, "samples", it->second.samples);
-          j.end_object();
-        }
-        j.end_object();
-      }
+    }
+    j.end_object();
+    j.key("targets").begin_array();
+    for (const auto& t : tput[i]) {
+      j.begin_object().field("target", t.what).field("level", "throughput");
+      j.field("value", t.value, digits).field("limit", t.limit, digits).field("outcome", krex_eval::to_string(t.outcome));
       j.end_object();
-      j.key("targets").begin_array();
-      for (const auto& t : tput[i]) {
-        j.begin_object().field("target", t.what).field("level", "throughput");
-        j.field("value", t.value, digits).field("limit", t.limit, digits).field("outcome", krex_eval::to_string(t.outcome));
-        j.end_object();
-      }
-      for (const auto& lt : acc_checks[i]) {
-        j.begin_object().field("target", "p95 inflation " + lt.second.what).field("level", lt.first);
-        j.field("value", lt.second.value, digits).field("limit", lt.second.limit, digits);
-        j.field("outcome", krex_eval::to_string(lt.second.outcome));
-        j.end_object();
-      }
-      j.end_array();
-      j.field("rank_pairs", s.rank.pairs);
-      j.field("rank_flips", s.rank.flips);
-      j.field("flip_rate", s.rank.flip_rate(), digits).field("kendall_tau", s.tau_mean, digits);
-      j.key("ranking").begin_object();
-      for (const auto& kv : s.ranking) {
-        const auto& t = kv.second;
-        j.key(kv.first).begin_object();
-        j.field("trials", t.trials).field("pairs", t.vs_reference.pairs);
-        j.field("flips_vs_reference", t.vs_reference.flips);
-        j.field("flip_rate_vs_reference", t.vs_reference.flip_rate(), digits);
-        j.field("flips_vs_construction", t.vs_construction.flips);
-        j.field("flip_rate_vs_construction", t.vs_construction.flip_rate(), digits);
-        j.field("kendall_tau", t.tau_mean(), digits);
-        j.key("by_gap").begin_object();
-        for (std::size_t k = 0; k < krex_eval::gap_classes; ++k)
-          j.key(krex_eval::gap_class_name(k)).begin_object().field("pairs", t.by_gap[k].pairs).field("flips", t.by_gap[k].flips).end_object();
-        j.end_object();
-        j.end_object();
-      }
+    }
+    for (const auto& lt : acc_checks[i]) {
+      j.begin_object().field("target", "p95 inflation " + lt.second.what).field("level", lt.first);
+      j.field("value", lt.second.value, digits).field("limit", lt.second.limit, digits);
+      j.field("outcome", krex_eval::to_string(lt.second.outcome));
       j.end_object();
-      j.key("critical_fraction").begin_object();
-      for (const auto& kv : s.critical) {
-        j.key(kv.first).begin_object();
-        j.field("n", kv.second.n).field("median", kv.second.median, digits).field("p95", kv.second.p95, digits);
-        j.end_object();
-      }
+    }
+    j.end_array();
+    j.field("rank_pairs", s.rank.pairs);
+    j.field("rank_flips", s.rank.flips);
+    j.field("flip_rate", s.rank.flip_rate(), digits).field("kendall_tau", s.tau_mean, digits);
+    j.key("ranking").begin_object();
+    for (const auto& kv : s.ranking) {
+      const auto& t = kv.second;
+      j.key(kv.first).begin_object();
+      j.field("trials", t.trials).field("pairs", t.vs_reference.pairs);
+      j.field("flips_vs_reference", t.vs_reference.flips);
+      j.field("flip_rate_vs_reference", t.vs_reference.flip_rate(), digits);
+      j.field("flips_vs_construction", t.vs_construction.flips);
+      j.field("flip_rate_vs_construction", t.vs_construction.flip_rate(), digits);
+      j.field("kendall_tau", t.tau_mean(), digits);
+      j.key("by_gap").begin_object();
+      for (std::size_t k = 0; k < krex_eval::gap_classes; ++k)
+        j.key(krex_eval::gap_class_name(k)).begin_object().field("pairs", t.by_gap[k].pairs).field("flips", t.by_gap[k].flips).end_object();
       j.end_object();
-      j.key("commands_per_worker").begin_array();
-      for (auto n : s.per_worker) j.value(n);
-      j.end_array();
-      j.key("commands").begin_array();
-      for (const auto& c : r.cmds) {
-        j.begin_object();
-        j.field("id", c.id).field("rep", c.rep);
-        std::string cand, why;
-        krex_eval::timing t;
-        if (krex_eval::parse_command(c.id, &cand, &t, &why)) j.field("candidate", cand).field("timing", t.name());
-        j.field("start_ms", c.start_ms, time_digits).field("end_ms", c.end_ms, time_digits);
-        const double ws = c.r.num("mono_start_ns");
-        j.field("worker_start_ms", std::isfinite(ws) ? (ws - static_cast<double>(run0_mono_ns)) / 1e6 : NAN, time_digits);
-        j.field("t_total_ms", c.t_total_ms, digits).field("exit", c.exit_code);
-        j.field("ok", c.ok).field("error", c.error);
-        auto it = ref.median.find(c.id);
-        if (c.ok && it != ref.median.end()) {
-          j.field("reference_ms", it->second, digits);
-          j.field("inflation_pct", krex_eval::inflation_pct(c.r.num("median_ms"), it->second), digits);
-        }
-        if (c.raw.empty())
-          j.key("result").null();
-        else
-          j.key("result").raw(c.raw);  // the worker's line, parsed (parse_flat) before it was kept
-        j.end_object();
+      j.end_object();
+    }
+    j.end_object();
+    j.key("critical_fraction").begin_object();
+    for (const auto& kv : s.critical) {
+      j.key(kv.first).begin_object();
+      j.field("n", kv.second.n).field("median", kv.second.median, digits).field("p95", kv.second.p95, digits);
+      j.end_object();
+    }
+    j.end_object();
+    j.key("commands_per_worker").begin_array();
+    for (auto n : s.per_worker) j.value(n);
+    j.end_array();
+    j.key("commands").begin_array();
+    for (const auto& c : r.cmds) {
+      j.begin_object();
+      j.field("id", c.id).field("rep", c.rep);
+      std::string cand, why;
+      krex_eval::timing t;
+      if (krex_eval::parse_command(c.id, &cand, &t, &why)) j.field("candidate", cand).field("timing", t.name());
+      j.field("start_ms", c.start_ms, time_digits).field("end_ms", c.end_ms, time_digits);
+      const double ws = c.r.num("mono_start_ns");
+      j.field("worker_start_ms", std::isfinite(ws) ? (ws - static_cast<double>(run0_mono_ns)) / 1e6 : NAN, time_digits);
+      j.field("t_total_ms", c.t_total_ms, digits).field("exit", c.exit_code);
+      j.field("ok", c.ok).field("error", c.error);
+      auto it = ref.median.find(c.id);
+      if (c.ok && it != ref.median.end()) {
+        j.field("reference_ms", it->second, digits);
+        j.field("inflation_pct", krex_eval::inflation_pct(c.r.num("median_ms"), it->second), digits);
       }
-      j.end_array().end_object();
+      if (c.raw.empty())
+        j.key("result").null();
+      else
+        j.key("result").raw(c.raw);  // the worker's line, parsed (parse_flat) before it was kept
+      j.end_object();
     }
     j.end_array().end_object();
-    std::ofstream js(dir + "/eval.json");
-    js << j.str() << "\n";
-    js.close();
-    std::ofstream(dir + "/summary.md") << md.str();
-    std::printf("%s", md.str().c_str());
-    std::printf("\nwrote %s/eval.json, %s/summary.md, %s\n", dir.c_str(), dir.c_str(), log_path.c_str());
-    return failures.empty() ? 0 : 1;
-  };
-  if (o.devices.empty()) {  // one device (--device): as before --devices existed
-    std::vector<config_result> results;
-    for (std::size_t i = 0; i < cfgs.size(); ++i) {
-      results.push_back(run.run(cfgs[i], lists[i]));
-      results.back().copies = copies[i];
-    }
-    run.stop_mps_if_running();
-    took_s = ms_between(run0, clk::now()) / 1000.0;
-    return report(o.out, results, -1);
   }
+  j.end_array().end_object();
+  return j.str();
+}
 
-  // ---- --devices: every configuration on every listed GPU at once, one
-  // runner (its own worker processes) per GPU; the reference pass on each
-  // GPU in turn, the node otherwise idle. The krex workers of all GPUs share
-  // the node's segment (one gate per device); lock-only mode takes a lock
-  // file per GPU.
+/// Writing one device's report (eval.json, summary.md) in `dir`; 1 when a
+/// command failed.
+int write_report(const eval_plan& p, const std::string& dir, const std::vector<config_result>& results, int device,
+                 double took_s, const std::string& log_path) {
+  const report_data d = summarize_results(p, results);
+  const std::string md = summary_markdown(p, d, results, device, took_s);
+  std::ofstream js(dir + "/eval.json");
+  js << eval_json(p, d, results, device, took_s) << "\n";
+  js.close();
+  std::ofstream(dir + "/summary.md") << md;
+  std::printf("%s", md.c_str());
+  std::printf("\nwrote %s/eval.json, %s/summary.md, %s\n", dir.c_str(), dir.c_str(), log_path.c_str());
+  return d.failures.empty() ? 0 : 1;
+}
+
+// ------------------------------------------------------------------ the runs
+/// Running a configuration list on one device (--device), in turn.
+int run_one_device(const eval_plan& p, int log_fd, const std::string& tag, const std::string& log_path) {
+  const options_t& o = p.o;
+  runner run(o, log_fd, p.run0);
+  run.set_names(o.out + "/lock-only.lock", "krex-eval-" + tag);
+  std::fprintf(stderr, "%sout %s\n", p.text.c_str(), o.out.c_str());
+  std::vector<config_result> results;
+  for (std::size_t i = 0; i < p.cfgs.size(); ++i) {
+    results.push_back(run.run(p.cfgs[i], p.lists[i]));
+    results.back().copies = p.copies[i];
+  }
+  run.stop_mps_if_running();
+  const double took_s = ms_between(p.run0, clk::now()) / 1000.0;
+  return write_report(p, o.out, results, -1, took_s, log_path);
+}
+
+/// The node's report (--devices): throughput of all GPUs together, accuracy
+/// per GPU (each against its own reference), context and join cost by GPUs
+/// at once, in node.md and node.json.
+void write_node_report(const eval_plan& p, const std::vector<std::vector<config_result>>& per,
+                       const std::vector<double>& node_wall, double took_s) {
+  const options_t& o = p.o;
+  const std::string& cmdline = p.cmdline;
+  const std::vector<krex_eval::candidate>& all = p.all;
+  const std::vector<config>& cfgs = p.cfgs;
   const std::size_t nd = o.devices.size();
-  std::vector<std::unique_ptr<runner>> runners;
-  for (int d : o.devices) {
-    options_t od = o;
-    od.device = d;
-    runners.push_back(std::make_unique<runner>(od, log_fd, run0));
-    runners.back()->set_names(o.out + "/lock-only-gpu" + std::to_string(d) + ".lock", "krex-eval-" + tag);
-  }
-  std::vector<std::vector<config_result>> per(nd);
-  std::vector<double> node_wall;  // s: the configuration on all GPUs (the reference: in turn)
-  for (std::size_t i = 0; i < cfgs.size(); ++i) {
-    std::vector<config_result> got(nd);
-    const auto t0 = clk::now();
-    if (i == 0 || nd == 1) {
-      for (std::size_t k = 0; k < nd; ++k) got[k] = runners[k]->run(cfgs[i], lists[i]);
-    } else if (cfgs[i].mode == "krex-mps") {
-      for (auto& g : got) {
-        g.cfg = cfgs[i];
-        g.skipped = true;
-        g.skip_reason = "krex-mps is not run with --devices on several GPUs (one MPS daemon per node)";
-      }
-    } else {
-      std::vector<std::thread> threads;
-      for (std::size_t k = 0; k < nd; ++k)
-        threads.emplace_back([&, k] { got[k] = runners[k]->run(cfgs[i], lists[i]); });
-      for (auto& t : threads) t.join();
-    }
-    node_wall.push_back(ms_between(t0, clk::now()) / 1000.0);
-    for (std::size_t k = 0; k < nd; ++k) {
-      got[k].copies = copies[i];
-      per[k].push_back(std::move(got[k]));
-    }
-  }
-  for (auto& r : runners) r->stop_mps_if_running();
-  took_s = ms_between(run0, clk::now()) / 1000.0;
-  int rc = 0;
-  for (std::size_t k = 0; k < nd; ++k) {
-    const std::string dir = o.out + "/gpu" + std::to_string(o.devices[k]);
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-      cannot_start("cannot create " + dir + ": " + std::strerror(errno));
-    rc = std::max(rc, report(dir, per[k], o.devices[k]));
-  }
-
-  // ---- the node: throughput of all GPUs together, accuracy per GPU (each
-  // against its own reference), context and join cost by GPUs at once.
   constexpr int digits = krex_eval::json_digits;
   const auto& bands = krex_eval::bands();
   std::vector<std::vector<summary_row>> rows(nd);
@@ -1635,5 +1823,84 @@ int main(int argc, char** argv) {
   std::ofstream(o.out + "/node.md") << md.str();
   std::printf("%s", md.str().c_str());
   std::printf("\nwrote %s/node.md, %s/node.json and gpu<N>/ per GPU\n", o.out.c_str(), o.out.c_str());
+}
+
+/// The --devices node run: every configuration on every listed GPU at once,
+/// one runner (its own worker processes) per GPU; the reference pass on each
+/// GPU in turn, the node otherwise idle. The krex workers of all GPUs share
+/// the node's segment (one gate per device); lock-only mode takes a lock
+/// file per GPU.
+int run_devices(const eval_plan& p, int log_fd, const std::string& tag, const std::string& log_path) {
+  const options_t& o = p.o;
+  const std::vector<config>& cfgs = p.cfgs;
+  const std::vector<std::vector<std::string>>& lists = p.lists;
+  const std::vector<std::size_t>& copies = p.copies;
+  const clk::time_point run0 = p.run0;
+  std::fprintf(stderr, "%sout %s\n", p.text.c_str(), o.out.c_str());
+  const std::size_t nd = o.devices.size();
+  std::vector<std::unique_ptr<runner>> runners;
+  for (int d : o.devices) {
+    options_t od = o;
+    od.device = d;
+    runners.push_back(std::make_unique<runner>(od, log_fd, run0));
+    runners.back()->set_names(o.out + "/lock-only-gpu" + std::to_string(d) + ".lock", "krex-eval-" + tag);
+  }
+  std::vector<std::vector<config_result>> per(nd);
+  std::vector<double> node_wall;  // s: the configuration on all GPUs (the reference: in turn)
+  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+    std::vector<config_result> got(nd);
+    const auto t0 = clk::now();
+    if (i == 0 || nd == 1) {
+      for (std::size_t k = 0; k < nd; ++k) got[k] = runners[k]->run(cfgs[i], lists[i]);
+    } else if (cfgs[i].mode == "krex-mps") {
+      for (auto& g : got) {
+        g.cfg = cfgs[i];
+        g.skipped = true;
+        g.skip_reason = "krex-mps is not run with --devices on several GPUs (one MPS daemon per node)";
+      }
+    } else {
+      std::vector<std::thread> threads;
+      for (std::size_t k = 0; k < nd; ++k)
+        threads.emplace_back([&, k] { got[k] = runners[k]->run(cfgs[i], lists[i]); });
+      for (auto& t : threads) t.join();
+    }
+    node_wall.push_back(ms_between(t0, clk::now()) / 1000.0);
+    for (std::size_t k = 0; k < nd; ++k) {
+      got[k].copies = copies[i];
+      per[k].push_back(std::move(got[k]));
+    }
+  }
+  for (auto& r : runners) r->stop_mps_if_running();
+  const double took_s = ms_between(run0, clk::now()) / 1000.0;
+  int rc = 0;
+  for (std::size_t k = 0; k < nd; ++k) {
+    const std::string dir = o.out + "/gpu" + std::to_string(o.devices[k]);
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+      cannot_start("cannot create " + dir + ": " + std::strerror(errno));
+    rc = std::max(rc, write_report(p, dir, per[k], o.devices[k], took_s, log_path));
+  }
+  write_node_report(p, per, node_wall, took_s);
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto run0 = clk::now();
+  const long long run0_mono_ns = mono_ns();
+  eval_plan p = parse_options(argc, argv);
+  p.run0 = run0;
+  p.run0_mono_ns = run0_mono_ns;
+  make_lists(p);
+  write_plan(p);
+  if (p.o.plan_only) {
+    std::printf("%s", p.text.c_str());
+    for (const auto& id : p.ids) std::printf("  %s\n", id.c_str());
+    return 0;
+  }
+  const std::string log_path = p.o.out + "/workers.log";
+  const int log_fd = open_run(p.o, log_path);
+  const std::string tag = std::to_string(::getpid());
+  if (p.o.devices.empty()) return run_one_device(p, log_fd, tag, log_path);  // one device (--device)
+  return run_devices(p, log_fd, tag, log_path);
 }

@@ -23,7 +23,7 @@ PER_ACTOR = 4
 
 def _need_ray():
     if ray is None:
-        raise unittest.SkipTest("Ray is not installed: pip install ray (scripts/test-python.sh "
+        raise unittest.SkipTest("Ray is not installed: pip install ray (scripts/ci/test-python.sh "
                                 "installs it unless KREX_PY_RAY=OFF; docs/FLEET.md)")
     if krex.backend != "host":
         raise unittest.SkipTest("the Ray test declares a GPU resource for the host backend; "

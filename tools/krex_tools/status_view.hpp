@@ -2,14 +2,13 @@
 #pragma once
 
 // krexctl's views of a node snapshot (krex::detail::read_status): JSON and
-// text for a terminal. Tools only: the library reads the snapshot
-// (detail/status.hpp); how it is shown is krexctl's business.
-
-#include <krex/detail/status.hpp>
+// text for a terminal. Tools only, like the snapshot it shows
+// (krex_tools/status.hpp); how it is shown is krexctl's business.
 
 #include <cmath>
 #include <cstdio>
 #include <krex_tools/json.hpp>
+#include <krex_tools/status.hpp>
 #include <string>
 
 namespace krex_tools::status {

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Plot the krex evaluation (eval.json written by bench/eval/krex_eval) as PNGs.
 
-Usage: python3 scripts/eval_plots.py EVAL_JSON [OUT_DIR]
+Usage: python3 scripts/lab/eval_plots.py EVAL_JSON [OUT_DIR]
 
 Writes throughput.png, inflation.png, tails.png, ranking.png and phases.png
 into OUT_DIR (default: the directory of EVAL_JSON) and prints their paths.

@@ -7,7 +7,7 @@
 # the checkout, so nothing but the wheel can be imported), then mypy's
 # stubtest: the .pyi stubs against the installed package.
 #
-#   scripts/test-python.sh [pytest arguments...]
+#   scripts/ci/test-python.sh [pytest arguments...]
 #
 # Host backend (CI has no GPU; KREX_PY_CUDA=ON builds the CUDA one, whose
 # tests need a GPU). Needs python3 with venv and its development headers, a
@@ -18,7 +18,7 @@
 # would not help: pip's isolated build environment, where pybind11's headers
 # are, has a new random path every time). Exits non-zero when pytest or stubtest fails.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repo=$PWD
 
 need=()

@@ -3,9 +3,10 @@
 """Draws docs/when_to_use.png, the README's "When to use krex, and when not"
 picture: throughput against accuracy of serial, lock-only, unprotected and
 krex sharing of one H200 at 16 commands at once, with a process per command
-and with persistent workers. The numbers are read from docs/RESULTS.md's
-table "Beside the KREX paper" (evaluation run B), nothing else: the rows
-"throughput × serial" and "p95 inflation > 1 ms".
+and with persistent workers. The numbers are read from the results notes,
+nothing else: docs/results/eval.md's table "Beside the KREX paper"
+(evaluation run B; the rows "throughput × serial" and "p95 inflation > 1 ms")
+and docs/results/issue11.md's run 2 tables.
 
 usage: when_to_use_plot.py [SOURCE_DIR] [OUT.png]      (needs matplotlib)
 """
@@ -14,13 +15,14 @@ import re
 import sys
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
-                       os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+                       os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 OUT = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "docs", "when_to_use.png")
 
 
 def paper_table(text):
-    """{row name: [cells]} of the table under "### Beside the KREX paper"."""
-    at = text.index("### Beside the KREX paper")
+    """{row name: [cells]} of the table under "## Beside the KREX paper"
+    (docs/results/eval.md)."""
+    at = text.index("## Beside the KREX paper")
     rows = {}
     header = None
     for line in text[at:].splitlines():
@@ -58,9 +60,9 @@ def points(text):
 
 def issue11_points(text):
     """Issue 11, run 2, C=16: throughput (× the native repeat's cmd/min) and
-    the per-sample p95 inflation of > 1 ms kernels, from its two tables."""
-    at = text.index("## Issue 11:")
-    sec = text[at:text.index("\n## ", at + 5)]
+    the per-sample p95 inflation of > 1 ms kernels, from its two tables
+    (docs/results/issue11.md, the whole note)."""
+    sec = text[text.index("# Issue 11:"):]
     serial = float(re.search(r"over the native repeat \(([\d.]+) cmd/min\)", sec).group(1))
     thr = {}
     for shape, key in (("process per command", "process"), ("persistent workers", "persistent")):
@@ -116,10 +118,14 @@ def panel(ax, pts, title, ylabel, place=None):
     ax.grid(True, which="major", alpha=0.3)
 
 
+def note(name):
+    """The text of docs/results/<name>."""
+    with open(os.path.join(ROOT, "docs", "results", name), encoding="utf-8") as f:
+        return f.read()
+
+
 def main():
-    with open(os.path.join(ROOT, "docs", "RESULTS.md"), encoding="utf-8") as f:
-        text = f.read()
-    a, b = points(text), issue11_points(text)
+    a, b = points(note("eval.md")), issue11_points(note("issue11.md"))
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -4,9 +4,9 @@
 # and applies krex's patch (patches/ck-krex-regions.patch) to it. CK is never
 # committed to krex: only the pin below and the patch are.
 #
-#   scripts/ck.sh              # fetch from GitHub (git, network)
-#   KREX_CK_GIT=/path/to/ck.git scripts/ck.sh   # any git repository holding the commit
-#   scripts/ck.sh --print-dir  # just print where CK is (or would be)
+#   scripts/lab/ck.sh              # fetch from GitHub (git, network)
+#   KREX_CK_GIT=/path/to/ck.git scripts/lab/ck.sh   # any git repository holding the commit
+#   scripts/lab/ck.sh --print-dir  # just print where CK is (or would be)
 #
 # Idempotent: a tree already at the pin with the patch applied is left alone.
 #
@@ -16,7 +16,7 @@
 # with ROCm 5.2's hipcc (clang 15) and has the ckProfiler GEMM profilers the
 # patch instruments.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 ck_commit=0dcb3496cf3e274386272e0a4430282f9ddf1169
 ck_git=${KREX_CK_GIT:-https://github.com/ROCm/composable_kernel.git}

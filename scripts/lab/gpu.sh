@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Build krex with the CUDA backend and run everything on a GPU machine:
 #
-#   scripts/gpu.sh [stage...]     stages: build test bench mps two   (default: all five)
+#   scripts/lab/gpu.sh [stage...]     stages: build test bench mps two   (default: all five)
 #
 #   build  configure (preset cuda, Ninja if present) and build every target
 #   test   ctest, GPU tests included (label gpu: the GPU benchmarks' short runs)
@@ -16,7 +16,7 @@
 # bench.log, mps.log, two.log. Environment: KREX_GPU_SIBLINGS (15), KREX_GPU_REGIONS (200),
 # KREX_GPU_ACCURACY_SCALE (0.5: sample counts of the accuracy run).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out="${OUT:-build-cuda/gpu-logs}"
 mkdir -p "$out"
 stages=("$@")

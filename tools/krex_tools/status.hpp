@@ -3,8 +3,9 @@
 
 // Reading a node segment from outside the protocol, for krexctl: a plain
 // snapshot of a node state (validate() in validate.hpp says whether it is
-// usable), and that snapshot as text or JSON. Tenants never include this
-// header (tests/layers_test.py checks it). Nothing here
+// usable), and that snapshot as text or JSON. Tools only: it lives under
+// tools/, is never installed, and the library never includes it
+// (tests/layers_test.py and the consumer_install test check both). Nothing here
 // trusts the segment: values are copied, checked and sanitized before use,
 // and no path is ever taken from it.
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The evaluation on a GPU machine, one command (docs/EVAL.md):
 #
-#   scripts/eval.sh [smoke|quick|full|issue11] [krex_eval options...]
+#   scripts/lab/eval.sh [smoke|quick|full|issue11] [krex_eval options...]
 #
 #   smoke    a few minutes: every shape and the main modes at C=4
 #   quick    every mode (serial, unprotected, lock-only, krex at C in 2..16,
@@ -22,18 +22,18 @@
 # goes to $OUT/eval-<config> (default: build-eval/eval-<config>): eval.json,
 # summary.md, workers.log, *.png, build.log.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 cfg="${1:-quick}"
 shift || true
 case "$cfg" in smoke | quick | full | issue11) ;; *)
-  echo "usage: scripts/eval.sh [smoke|quick|full|issue11] [krex_eval options...]" >&2
+  echo "usage: scripts/lab/eval.sh [smoke|quick|full|issue11] [krex_eval options...]" >&2
   exit 2
   ;;
 esac
 out="${OUT:-build-eval}/eval-$cfg"
 mkdir -p "$out"
 command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || {
-  echo "scripts/eval.sh: needs the CUDA toolkit (nvcc, NVRTC, cuBLAS, CUPTI)" >&2
+  echo "scripts/lab/eval.sh: needs the CUDA toolkit (nvcc, NVRTC, cuBLAS, CUPTI)" >&2
   exit 1
 }
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -48,15 +48,15 @@ command -v ninja >/dev/null && [ ! -f build-eval/CMakeCache.txt ] && gen=(-G Nin
   cmake --build build-eval -j"$(nproc)" --target krex_eval krex_eval_worker
 } >"$out/build.log" 2>&1 || {
   tail -30 "$out/build.log"
-  echo "scripts/eval.sh: build failed (full log: $out/build.log)" >&2
+  echo "scripts/lab/eval.sh: build failed (full log: $out/build.log)" >&2
   exit 1
 }
-echo "scripts/eval.sh: built in $((SECONDS - build_start)) s" >&2
+echo "scripts/lab/eval.sh: built in $((SECONDS - build_start)) s" >&2
 status=0
 build-eval/bench/eval/krex_eval --config "$cfg" --out "$out" "$@" || status=$?
 if python3 -c "import matplotlib" 2>/dev/null; then
-  python3 scripts/eval_plots.py "$out/eval.json" "$out" || status=1
+  python3 scripts/lab/eval_plots.py "$out/eval.json" "$out" || status=1
 else
-  echo "no matplotlib here: draw the plots elsewhere with python3 scripts/eval_plots.py $out/eval.json"
+  echo "no matplotlib here: draw the plots elsewhere with python3 scripts/lab/eval_plots.py $out/eval.json"
 fi
 exit "$status"

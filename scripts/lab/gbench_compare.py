@@ -11,12 +11,14 @@ only in their last argument, how many processes ranked the pair the other way
 round than the solo run did (each process's median of its repetitions).
 """
 import json
+import os
 import re
 import statistics
 import sys
 from collections import defaultdict
 
-from quantiles import quantile  # scripts/quantiles.py, beside this script
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from quantiles import quantile  # noqa: E402  (scripts/quantiles.py: the scripts' one quantile)
 
 
 def rows(path):

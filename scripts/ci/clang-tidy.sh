@@ -6,11 +6,11 @@
 # translation unit includes, so every finding is printed once. Checks:
 # .clang-tidy. Warnings are errors: exits non-zero if anything is reported.
 #
-# usage: scripts/clang-tidy.sh [build-dir]     (default: build/)
+# usage: scripts/ci/clang-tidy.sh [build-dir]     (default: build/)
 #   CLANG_TIDY=/path/to/clang-tidy   to pick the binary
 #   JOBS=n                           parallel runs (default: nproc)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(realpath -m "${1:-$root/build}")
 tidy=${CLANG_TIDY:-$(command -v clang-tidy || command -v clang-tidy-14 || true)}
 if [ -z "$tidy" ]; then

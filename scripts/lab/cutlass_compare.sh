@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # The krex-patched cutlass_profiler on one GPU (docs/CUTLASS.md): solo runs, then
 # N profilers at once unprotected (KREX_CUTLASS=0), then N at once under krex,
-# all over the same problems and kernels; compared by scripts/cutlass_compare.py
+# all over the same problems and kernels; compared by scripts/lab/cutlass_compare.py
 # (inflation over solo per problem and kernel, kernel ranking flips per problem).
-# Build first with scripts/cutlass.sh build (done here if the binary is missing).
+# Build first with scripts/lab/cutlass.sh build (done here if the binary is missing).
 #
-#   scripts/cutlass_compare.sh [N]      (default 8)
+#   scripts/lab/cutlass_compare.sh [N]      (default 8)
 #
 # Writes to $OUT (default .deps/cutlass-logs), four files, five with nvidia-smi:
 #   compare.md    the tables           compare.json  the same numbers, and failures
@@ -15,7 +15,7 @@
 #                 phases.tsv (each phase's start and end, HH:MM:SS)
 #   dmon.log.gz   where nvidia-smi is (and KREX_CUTLASS_DMON is not 0): `nvidia-smi dmon -s pc -d 1 -o T` over the whole
 #                 comparison (power, clocks); compare.md then ends with the SM clock and
-#                 power per phase (scripts/dmon_phases.py)
+#                 power per phase (scripts/lab/dmon_phases.py)
 # Environment:
 #   KREX_CUTLASS_REPS       sequential runs per concurrent process (3)
 #   KREX_CUTLASS_SOLO_REPS  solo runs, modes solo and solo-krex (5)
@@ -23,7 +23,7 @@
 #   KREX_CUTLASS_DMON       1 (default): nvidia-smi dmon beside the comparison where
 #                           nvidia-smi is; 0: not
 #   KREX_CUTLASS_MIN_GAP    kernel pairs this far apart in solo count as resolvable
-#                           (0.02; see scripts/cutlass_compare.py --min-gap)
+#                           (0.02; see scripts/lab/cutlass_compare.py --min-gap)
 #   KREX_CUTLASS_PROBLEMS   the profiler's problem arguments
 #                           ("--m=2048,8192 --n=4096,8192 --k=4096": 4 problems)
 #   KREX_CUTLASS_ARGS       more profiler arguments (e.g. --profiling-duration=20)
@@ -35,7 +35,7 @@
 # (N at once, regions on), solo-after (alone again, KREX_CUTLASS=0: whether the
 # GPU itself drifted, e.g. its clocks as it warmed, over the comparison).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 n="${1:-8}"
 out="${OUT:-.deps/cutlass-logs}"
 work="${KREX_CUTLASS_WORK:-.deps/cutlass-runs}"
@@ -54,7 +54,7 @@ rm -rf "$work"
 mkdir -p "$work"
 
 if [ ! -x "$bin" ]; then
-  scripts/cutlass.sh build || { echo "cutlass_compare.sh: no profiler (build failed)" >&2; exit 1; }
+  scripts/lab/cutlass.sh build || { echo "cutlass_compare.sh: no profiler (build failed)" >&2; exit 1; }
 fi
 kernels=$(grep . "$list" | paste -sd, -)
 [ -n "$kernels" ] || { echo "cutlass_compare.sh: no kernels in $list" >&2; exit 1; }
@@ -131,7 +131,7 @@ files() { find "$work" -maxdepth 1 -name "$1-p*-r*.gemm.csv" | sort | paste -sd,
 lost_args=()
 for m in solo-krex unprotected krex solo-after; do lost_args+=(--lost "$m=$(cat "$work/$m.lost")"); done
 status=0
-python3 scripts/cutlass_compare.py "$(files solo)" \
+python3 scripts/lab/cutlass_compare.py "$(files solo)" \
   "solo-krex=$(files solo-krex)" "unprotected=$(files unprotected)" "krex=$(files krex)" \
   "solo-after=$(files solo-after)" \
   "${lost_args[@]}" --min-gap "$min_gap" --json "$out/compare.json" >"$out/compare.md" 2>>"$log" || status=1
@@ -141,7 +141,7 @@ if [ -s "$out/dmon.log" ]; then
   limit_args=()
   [[ "$limit" =~ ^[0-9]+(\.[0-9]+)?$ ]] && limit_args=(--limit "$limit")
   { echo; echo "### GPU power and SM clock per phase (nvidia-smi dmon)"; echo
-    python3 scripts/dmon_phases.py "$out/dmon.log" "$work/phases.tsv" "${limit_args[@]}"; } >>"$out/compare.md" 2>>"$log" || status=1
+    python3 scripts/lab/dmon_phases.py "$out/dmon.log" "$work/phases.tsv" "${limit_args[@]}"; } >>"$out/compare.md" 2>>"$log" || status=1
   gzip -f "$out/dmon.log"
 fi
 cat "$out/compare.md"

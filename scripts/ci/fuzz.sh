@@ -3,10 +3,10 @@
 # Builds the libFuzzer targets with clang (build-fuzz/) and runs fuzz_segment
 # for FUZZ_SECONDS (default 60). Skips cleanly (exit 0) where clang or
 # libFuzzer is missing, so a CI job can call it unconditionally.
-#   scripts/fuzz.sh            # 60 s (whole segment files are ~70 kB: -max_len=80000)
-#   FUZZ_SECONDS=600 scripts/fuzz.sh -jobs=2   # extra args go to libFuzzer
+#   scripts/ci/fuzz.sh            # 60 s (whole segment files are ~70 kB: -max_len=80000)
+#   FUZZ_SECONDS=600 scripts/ci/fuzz.sh -jobs=2   # extra args go to libFuzzer
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
 cxx="${CXX_FUZZ:-$(command -v clang++ || command -v clang++-14 || true)}"
 if [ -z "$cxx" ]; then
   echo "fuzz.sh: no clang++ here; skipping (apt-get install clang libclang-rt-14-dev)"

@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # The Google Benchmark integration on a GPU: krex_gbench_cuda alone, then N
 # copies at once under krex, then N copies at once unprotected (KREX_GBENCH=0),
-# compared with scripts/gbench_compare.py. Needs a CUDA build (scripts/gpu.sh build).
+# compared with scripts/lab/gbench_compare.py. Needs a CUDA build (scripts/lab/gpu.sh build).
 #
-#   scripts/gbench_gpu.sh [N]      (default 8)   logs and JSON in $OUT (default build-cuda/gbench-logs)
+#   scripts/lab/gbench_gpu.sh [N]      (default 8)   logs and JSON in $OUT (default build-cuda/gbench-logs)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 n="${1:-8}"
 out="${OUT:-build-cuda/gbench-logs}"
 bin=build-cuda/examples/krex_gbench_cuda
@@ -26,6 +26,6 @@ wait
 t3=$(date +%s%N)
 echo "wall ms: solo $(( (t1 - t0) / 1000000 )), krex x$n $(( (t2 - t1) / 1000000 )), unprotected x$n $(( (t3 - t2) / 1000000 ))" | tee "$out/wall.txt"
 join() { local IFS=,; echo "$*"; }
-python3 scripts/gbench_compare.py "$out/solo.json" \
+python3 scripts/lab/gbench_compare.py "$out/solo.json" \
   "krex=$(join "$out"/krex*.json)" "unprotected=$(join "$out"/none*.json)" \
   --json "$out/compare.json" | tee "$out/compare.md"

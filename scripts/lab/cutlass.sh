@@ -4,7 +4,7 @@
 # a pinned CUTLASS release, patches/cutlass/krex-region.patch, krex installed
 # with the CUDA backend, and a narrow SM90 build of cutlass_profiler.
 #
-#   scripts/cutlass.sh [stage...]    default: export build
+#   scripts/lab/cutlass.sh [stage...]    default: export build
 #
 #   export     write .deps/cutlass-<tag>.tar.gz: the files of the pinned release the
 #              profiler build needs (~3 MB), from $CUTLASS_MIRROR (a local git
@@ -28,7 +28,7 @@
 # The binary: .deps/cutlass-build/tools/profiler/cutlass_profiler.
 set -euo pipefail
 self=$(readlink -f "$0")
-cd "$(dirname "$self")/.."
+cd "$(dirname "$self")/../.."
 root=$PWD
 
 tag=v4.3.5
@@ -90,7 +90,7 @@ do_export() {
 }
 
 do_unpack() {
-  [ -f "$tarball" ] || die "no $tarball: run 'scripts/cutlass.sh export' where the mirror or the network is (and carry it)"
+  [ -f "$tarball" ] || die "no $tarball: run 'scripts/lab/cutlass.sh export' where the mirror or the network is (and carry it)"
   rm -rf "$src" "$bld"  # a new source tree invalidates the build
   mkdir -p "$src"
   tar -xzf "$tarball" -C "$src"
