@@ -15,10 +15,14 @@ the C++ pool.
 
 import argparse
 import json
+import os
 import sys
 import time
 
 import krex
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from quantiles import quantile  # noqa: E402  (scripts/quantiles.py: the scripts' one quantile)
 
 
 def full_protection(level):
@@ -47,16 +51,6 @@ def warm():
     torch.zeros(1, device="cuda")  # the worker's context, as a C++ worker's first command makes it
     time.sleep(0.5)  # so each of the simultaneous warm calls lands on its own worker
     return krex.worker_tenant().slot
-
-
-def quantile(v, q):
-    if not v:
-        return 0.0
-    v = sorted(v)
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def main(argv=None):
