@@ -39,7 +39,8 @@ def closure(graph, start):
 # Layer 0: the shared layout and the leaves every layer may use.
 BASE = {"krex/detail/config.hpp", "krex/detail/layout.hpp", "krex/detail/proc.hpp",
         "krex/detail/sys.hpp", "krex/detail/json.hpp", "krex/detail/hash.hpp", "krex/error.hpp",
-        "krex/options.hpp", "krex/version.hpp", "krex/pool_options.hpp"}
+        "krex/options.hpp", "krex/detail/option_table.hpp", "krex/version.hpp",
+        "krex/pool_options.hpp"}
 # The protocol and its public façade: what detail/ must never reach up to.
 PUBLIC_STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp", "krex/quiet.hpp",
                 "krex/region.hpp", "krex/region_lock.hpp", "krex/tenant.hpp",

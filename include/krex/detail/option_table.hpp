@@ -185,7 +185,7 @@ inline constexpr env_variable other_env_table[] = {
     {"KREX_SHM_DIR", "the segment directory (default `/dev/shm`; detail/segment_file.hpp)"},
     {"KREX_GBENCH", "`0`: krex off for a Google Benchmark program (gbench.hpp)"},
     {"KREX_GBENCH_STRICT", "`1`: a krex error fails the Google Benchmark program (gbench.hpp)"},
-    {"KREX_PATCH", "`0`: krex.patch() and `python -m krex.run` leave timing alone (Python)"},
+    {"KREX_PATCH", "`0`: krex.patch() and `python -m krex.run` turn krex off, a control run (Python)"},
 };
 
 /// The option's default as README.md's table writes it.
