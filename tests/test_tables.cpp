@@ -77,7 +77,8 @@ problems compare_tables(const std::string& what, const std::string& want, const 
   const auto w = lines_of(want), g = lines_of(got);
   for (std::size_t i = 0; i < std::max(w.size(), g.size()); ++i) {
     const std::string a = i < w.size() ? w[i] : "(none)", b = i < g.size() ? g[i] : "(none)";
-    if (a != b) p.push_back(what + " line " + std::to_string(i + 1) + ": want\n  " + a + "\ngot\n  " + b);
+    if (a != b)
+      p.push_back(what + " line " + std::to_string(i + 1) + ": want\n  " + a + "\ngot\n  " + b);
   }
   return p;
 }
@@ -139,7 +140,8 @@ problems python_md_option_problems(const std::string& doc) {
 problems pyi_problems(const std::string& pyi) {
   std::vector<std::string> want, got;
   for (const kd::option_spec& s : kd::option_table)
-    if (s.id != kd::option_id::device) want.push_back(std::string(s.python) + ": " + python_type(s));
+    if (s.id != kd::option_id::device)
+      want.push_back(std::string(s.python) + ": " + python_type(s));
   bool in_tenant = false, in_init = false, kwonly = false;
   for (std::string l : lines_of(pyi)) {
     if (l.rfind("class ", 0) == 0) in_tenant = l.rfind("class Tenant", 0) == 0;
@@ -178,12 +180,16 @@ std::string value_text(const krex::options& o, const kd::option_spec& s) {
   std::string out;
   o.visit(s.id, [&](const auto& field) {
     using T = std::decay_t<decltype(field)>;
-    if constexpr (std::is_same_v<T, int>) out = std::to_string(field);
-    else if constexpr (std::is_same_v<T, krex::options::ms>) out = std::to_string(field.count());
-    else if constexpr (std::is_same_v<T, bool>) out = field ? "true" : "false";
+    if constexpr (std::is_same_v<T, int>)
+      out = std::to_string(field);
+    else if constexpr (std::is_same_v<T, krex::options::ms>)
+      out = std::to_string(field.count());
+    else if constexpr (std::is_same_v<T, bool>)
+      out = field ? "true" : "false";
     else if constexpr (std::is_same_v<T, std::string>)
       out = field.empty() && s.kind == kd::option_kind::path ? "derived" : "`" + field + "`";
-    else out = std::string("`") + krex::to_string(field) + "`";
+    else
+      out = std::string("`") + krex::to_string(field) + "`";
   });
   return out;
 }
@@ -202,8 +208,10 @@ struct brace_ok<T, std::index_sequence<I...>, std::void_t<decltype(T{(void(I), a
     : std::true_type {};
 template <class T, std::size_t N = 0>
 constexpr std::size_t member_count() {
-  if constexpr (brace_ok<T, std::make_index_sequence<N + 1>>::value) return member_count<T, N + 1>();
-  else return N;
+  if constexpr (brace_ok<T, std::make_index_sequence<N + 1>>::value)
+    return member_count<T, N + 1>();
+  else
+    return N;
 }
 
 std::vector<std::string> report_field_names() {
@@ -239,9 +247,9 @@ TEST(OptionTable, RowsAreConsistent) {
     const std::string env_name = s.env;
     EXPECT_EQ(ms, env_name.size() > 3 && env_name.compare(env_name.size() - 3, 3, "_MS") == 0);
     // The Python keyword is the setter's name (durations: with _ms); gate_mode's is gating.
-    const std::string python_name = ms ? std::string(s.name) + "_ms"
+    const std::string python_name = ms                                 ? std::string(s.name) + "_ms"
                                     : s.id == kd::option_id::gate_mode ? "gating"
-                                                                         : s.name;
+                                                                       : s.name;
     EXPECT_EQ(std::string(s.python), python_name);
     EXPECT_EQ(ms && s.hi < kd::max_env_ms, s.env_cap != nullptr) << "a capped duration's env text";
     EXPECT_EQ(s.kind == kd::option_kind::choice, *s.values != '\0');
@@ -267,12 +275,19 @@ TEST(OptionTable, DefaultsAndVariablesAreTheTables) {
         v = s.def != 0 ? "false" : "true";
         want = v;
         break;
-      case kd::option_kind::segment_name: v = "tables-x"; want = "`tables-x`"; break;
-      case kd::option_kind::path: v = "/tmp/tables-x"; want = "`/tmp/tables-x`"; break;
+      case kd::option_kind::segment_name:
+        v = "tables-x";
+        want = "`tables-x`";
+        break;
+      case kd::option_kind::path:
+        v = "/tmp/tables-x";
+        want = "`/tmp/tables-x`";
+        break;
       case kd::option_kind::choice: {
         const std::string values = s.values;
         v = values.substr(0, values.find(','));
-        if (v == s.def_text) v = values.substr(v.size() + 2, values.find(',', v.size() + 2) - v.size() - 2);
+        if (v == s.def_text)
+          v = values.substr(v.size() + 2, values.find(',', v.size() + 2) - v.size() - 2);
         want = "`" + v + "`";
         break;
       }
@@ -305,8 +320,8 @@ TEST(OptionTable, ReadmeDrift) {
   EXPECT_FALSE(readme_problems(replace_once(readme, "| `KREX_GATE_PARK_MS` | 20 |",
                                             "| `KREX_GATE_PARK_MS` | 25 |"))
                    .empty());
-  EXPECT_FALSE(readme_problems(replace_once(readme, "`KREX_GATE_CONTEXTS`", "`KREX_GATE_CTX`"))
-                   .empty());
+  EXPECT_FALSE(
+      readme_problems(replace_once(readme, "`KREX_GATE_CONTEXTS`", "`KREX_GATE_CTX`")).empty());
   std::string no_row = readme;
   const std::size_t row = no_row.find("| `gate_contexts` |");
   ASSERT_NE(row, std::string::npos);
@@ -325,8 +340,8 @@ TEST(OptionTable, PythonDocsAndStubsMatch) {
 
 TEST(OptionTable, PythonDocsAndStubsDrift) {
   const std::string doc = read_source("docs/PYTHON.md");
-  EXPECT_FALSE(python_md_option_problems(replace_once(doc, "| `gate_contexts` | bool |",
-                                                      "| `gate_context` | bool |"))
+  EXPECT_FALSE(python_md_option_problems(
+                   replace_once(doc, "| `gate_contexts` | bool |", "| `gate_context` | bool |"))
                    .empty());
   const std::string pyi = read_source("python/krex/_krex.pyi");
   // gate_contexts once never reached Python: a stub without it must fail.
@@ -341,7 +356,8 @@ TEST(OptionTable, KrexctlNamesEveryVariable) {
   const auto help = krex_test::run_shell("timeout 30 " KREX_KREXCTL_PATH " options 2>&1");
   EXPECT_EQ(help.rc, 0) << help.out;
   for (const auto& x : help_problems(help.out)) ADD_FAILURE() << x;
-  EXPECT_FALSE(help_problems(replace_once(help.out, "KREX_GATE_CONTEXTS", "KREX_GATE_CTX")).empty());
+  EXPECT_FALSE(
+      help_problems(replace_once(help.out, "KREX_GATE_CONTEXTS", "KREX_GATE_CTX")).empty());
   const auto md = krex_test::run_shell("timeout 30 " KREX_KREXCTL_PATH " options --markdown");
   EXPECT_EQ(md.rc, 0);
   EXPECT_EQ(md.out, kd::options_markdown());
@@ -395,11 +411,13 @@ TEST(ReportFields, JsonAndTextWriteTheList) {
   for (const auto& n : report_field_names())
     EXPECT_TRUE(text.str().find(" " + n + "=") != std::string::npos ||
                 text.str().find(" " + n + ":") != std::string::npos)
-        << n << " missing from:\n" << text.str();
+        << n << " missing from:\n"
+        << text.str();
 }
 
 TEST(ReportFields, PythonDocsNameEveryField) {
   const std::string doc = read_source("docs/PYTHON.md");
   for (const auto& x : python_md_report_problems(doc)) ADD_FAILURE() << x;
-  EXPECT_FALSE(python_md_report_problems(replace_once(doc, "`stopped_pids`", "stopped_pids")).empty());
+  EXPECT_FALSE(
+      python_md_report_problems(replace_once(doc, "`stopped_pids`", "stopped_pids")).empty());
 }

@@ -478,7 +478,8 @@ class options {
     const long long x = detail::parse_int(
         s.env, v, s.lo, detail::max_env_ms,
         "milliseconds " + std::to_string(s.lo) + ".." + std::to_string(detail::max_env_ms));
-    if (s.hi < detail::max_env_ms && x > s.hi) detail::bad_option(s.env, std::to_string(x), s.env_cap);
+    if (s.hi < detail::max_env_ms && x > s.hi)
+      detail::bad_option(s.env, std::to_string(x), s.env_cap);
     return ms(x);
   }
   static bool from_env(const detail::option_spec& s, const std::string& v, bool*) {

@@ -223,8 +223,12 @@ class report_json {
   void operator()(const char* k, const std::string& v, bool /*line*/) {
     append_json_string(key(k), v);
   }
-  void operator()(const char* k, freeze_method v, bool line) { (*this)(k, std::string(to_string(v)), line); }
-  void operator()(const char* k, freeze_scope v, bool line) { (*this)(k, std::string(to_string(v)), line); }
+  void operator()(const char* k, freeze_method v, bool line) {
+    (*this)(k, std::string(to_string(v)), line);
+  }
+  void operator()(const char* k, freeze_scope v, bool line) {
+    (*this)(k, std::string(to_string(v)), line);
+  }
   void operator()(const char* k, const std::vector<int>& v, bool /*line*/) {
     append_int_list(key(k), v);
   }

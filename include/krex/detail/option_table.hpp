@@ -64,9 +64,10 @@ struct option_spec {
   const char* python;  ///< the keyword of krex.Tenant
   const char* env;     ///< the KREX_* variable with_env() reads
   option_kind kind;
-  long long lo;   ///< integer, milliseconds: the least value
-  long long hi;   ///< integer: the most; milliseconds: the most (max_env_ms: no cap but the variable's)
-  long long def;  ///< integer, milliseconds, boolean: the default
+  long long lo;  ///< integer, milliseconds: the least value
+  long long
+      hi;  ///< integer: the most; milliseconds: the most (max_env_ms: no cap but the variable's)
+  long long def;         ///< integer, milliseconds, boolean: the default
   const char* def_text;  ///< segment_name, path, choice: the default ("" for a path: derived)
   const char* values;    ///< choice: the names it takes, in order
   const char* doc;       ///< what it does, one line (README.md's table)
@@ -78,8 +79,8 @@ struct option_spec {
 inline constexpr long long option_max_devices = static_cast<long long>(max_devices);
 
 inline constexpr option_spec option_table[] = {
-    {option_id::device, "device", "device", "KREX_DEVICE", option_kind::integer, 0, option_max_devices - 1,
-     0, "", "", "device ordinal"},
+    {option_id::device, "device", "device", "KREX_DEVICE", option_kind::integer, 0,
+     option_max_devices - 1, 0, "", "", "device ordinal"},
     {option_id::segment, "segment", "segment", "KREX_SEGMENT", option_kind::segment_name, 0, 0, 0,
      "krex", "",
      "base name of the node segment in `/dev/shm` (the full name adds layout version and domain; "
@@ -112,16 +113,16 @@ inline constexpr option_spec option_table[] = {
      "call, device management included, when the region starts; `active` is its former name), "
      "or `all` siblings (the KREX paper's choice; the demo's, since on the host backend its "
      "CPU-only siblings are the interference)"},
-    {option_id::freeze_deadline, "freeze_deadline", "freeze_deadline_ms",
-     "KREX_FREEZE_DEADLINE_MS", option_kind::milliseconds, 1, max_env_ms, 2'000, "", "",
+    {option_id::freeze_deadline, "freeze_deadline", "freeze_deadline_ms", "KREX_FREEZE_DEADLINE_MS",
+     option_kind::milliseconds, 1, max_env_ms, 2'000, "", "",
      "how long to wait for siblings to report frozen"},
     {option_id::handoff_grace, "handoff_grace", "handoff_grace_ms", "KREX_HANDOFF_GRACE_MS",
      option_kind::milliseconds, 0, 100, 2, "", "",
      "at region exit, when siblings' calls were parked at the gate: how long the gate stays "
      "lowered after they passed, so their next calls run too (0..100)",
      "0..100"},
-    {option_id::cgroup_root, "cgroup_root", "cgroup_root", "KREX_CGROUP_ROOT", option_kind::path,
-     0, 0, 0, "", "",
+    {option_id::cgroup_root, "cgroup_root", "cgroup_root", "KREX_CGROUP_ROOT", option_kind::path, 0,
+     0, 0, "", "",
      "absolute path of the krex cgroup root; default: a `krex` child of the process's own "
      "cgroup"},
     {option_id::pin, "pin", "pin", "KREX_PIN", option_kind::boolean, 0, 0, 1, "", "",
@@ -133,8 +134,7 @@ inline constexpr option_spec option_table[] = {
      "keep tenant threads off every reserved core outside regions (on a machine with very few "
      "cores this costs a large share of the CPU; `docs/RESULTS.md` measures it)"},
     {option_id::gate_contexts, "gate_contexts", "gate_contexts", "KREX_GATE_CONTEXTS",
-     option_kind::boolean, 0, 0, 1, "", "",
-     "gate context creation and destruction too (CUDA)"},
+     option_kind::boolean, 0, 0, 1, "", "", "gate context creation and destruction too (CUDA)"},
     {option_id::release_on_leave, "release_on_leave", "release_on_leave", "KREX_RELEASE_ON_LEAVE",
      option_kind::boolean, 0, 0, 0, "", "",
      "leaving releases the process's device state (CUDA: `cudaDeviceReset`) inside the gate, so "
@@ -143,8 +143,7 @@ inline constexpr option_spec option_table[] = {
     {option_id::host_devices, "host_devices", "host_devices", "KREX_HOST_DEVICES",
      option_kind::integer, 1, option_max_devices, 1, "", "", "virtual devices of the host backend"},
     {option_id::gate_mode, "gate_mode", "gating", "KREX_GATING", option_kind::choice, 0, 0, 0,
-     "auto", "auto, explicit",
-     "`auto` (automatic gating where the backend has it) or `explicit`"},
+     "auto", "auto, explicit", "`auto` (automatic gating where the backend has it) or `explicit`"},
     {option_id::quiet_deadline, "quiet_deadline", "quiet_deadline_ms", "KREX_QUIET_DEADLINE_MS",
      option_kind::milliseconds, 0, 60'000, 500, "", "",
      "the quiet step: how long a region waits, after freezing its siblings, for the device "
@@ -185,7 +184,8 @@ inline constexpr env_variable other_env_table[] = {
     {"KREX_SHM_DIR", "the segment directory (default `/dev/shm`; detail/segment_file.hpp)"},
     {"KREX_GBENCH", "`0`: krex off for a Google Benchmark program (gbench.hpp)"},
     {"KREX_GBENCH_STRICT", "`1`: a krex error fails the Google Benchmark program (gbench.hpp)"},
-    {"KREX_PATCH", "`0`: krex.patch() and `python -m krex.run` turn krex off, a control run (Python)"},
+    {"KREX_PATCH",
+     "`0`: krex.patch() and `python -m krex.run` turn krex off, a control run (Python)"},
 };
 
 /// The option's default as README.md's table writes it.
@@ -207,8 +207,8 @@ inline std::string option_default_text(const option_spec& s) {
 inline std::string options_markdown() {
   std::string out = "| setter | environment | default | meaning |\n|---|---|---|---|\n";
   for (const option_spec& s : option_table)
-    out += std::string("| `") + s.name + "` | `" + s.env + "` | " + option_default_text(s) +
-           " | " + s.doc + " |\n";
+    out += std::string("| `") + s.name + "` | `" + s.env + "` | " + option_default_text(s) + " | " +
+           s.doc + " |\n";
   return out;
 }
 
