@@ -191,14 +191,38 @@ const std::string& tenant_init_doc() {
         col += 2 + item.size();
       }
     }
+    // What the choices take: `access: "user" or "group"; ...`, wrapped.
+    std::string choices;
+    for (const detail::option_spec& s : detail::option_table) {
+      if (s.kind != detail::option_kind::choice) continue;
+      std::vector<std::string> names;
+      const std::string values = std::string(s.values) + ", ";
+      for (std::size_t at = 0, end; (end = values.find(", ", at)) != std::string::npos; at = end + 2)
+        names.push_back("\"" + values.substr(at, end - at) + "\"");
+      choices += (choices.empty() ? "" : "; ") + std::string(s.python) + ":";
+      for (std::size_t i = 0; i < names.size(); ++i)
+        choices += (i == 0 ? " " : i + 1 == names.size() ? " or " : ", ") + names[i];
+    }
+    std::string wrapped, line;
+    for (std::size_t at = 0; at <= choices.size();) {
+      std::size_t sp = choices.find(' ', at);
+      if (sp == std::string::npos) sp = choices.size();
+      const std::string word = choices.substr(at, sp - at);
+      if (!line.empty() && line.size() + 1 + word.size() > 76) {
+        wrapped += line + "\n";
+        line.clear();
+      }
+      line += (line.empty() ? "" : " ") + word;
+      at = sp + 1;
+    }
+    wrapped += line + ".";
     return "\n" + sig + R"doc()
 
 Joins the node for `device` (krex::options' setters, durations in ms).
-access: "user" or "group"; freeze: "auto", "cgroup2", "cgroup1", "signal" or
-"none"; scope: "all" or "device"; gating: "auto" or "explicit". KREX_*
-environment variables (KREX_DEVICE, KREX_FREEZE, ...) override the keywords.
-Raises krex.Error (.step, .hint, .code) for a value krex refuses or a failed
-join, TypeError for a keyword of the wrong type.)doc";
+)doc" + wrapped + R"doc(
+KREX_* environment variables (KREX_DEVICE, KREX_FREEZE, ...) override the
+keywords. Raises krex.Error (.step, .hint, .code) for a value krex refuses or
+a failed join, TypeError for a keyword of the wrong type.)doc";
   }();
   return doc;
 }
