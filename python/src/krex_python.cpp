@@ -77,17 +77,6 @@ std::string to_str(const std::string& name, py::handle v, const std::string& acc
   return v.cast<std::string>();
 }
 
-template <class Enum>
-Enum to_enum(const std::string& name, py::handle v,
-             const std::vector<std::pair<const char*, Enum>>& names) {
-  std::string accepted;
-  for (const auto& n : names) accepted += (accepted.empty() ? "" : ", ") + std::string(n.first);
-  const std::string s = to_str(name, v, accepted);
-  for (const auto& n : names)
-    if (s == n.first) return n.second;
-  bad_value(name, py_repr(v), accepted);
-}
-
 ms to_ms(const std::string& name, py::handle v) {
   return ms(to_int(name, v, "an integer number of milliseconds"));
 }
