@@ -9,8 +9,11 @@
 // `krexctl options --markdown` prints README.md's options table.
 // tests/test_tables.cpp checks the rest against it: options{}'s defaults,
 // README.md's table, docs/PYTHON.md, the .pyi stubs and krexctl's help.
-// Adding an option: a row here, its field and setter in options.hpp (the
-// compiler names a missing case of options::visit()), a line in the stubs.
+// Adding an option: a row here; its field, setter and case of
+// options::visit() in options.hpp (-Wswitch names a missing case, an error
+// in the header tests); its keyword in python/krex/_krex.pyi; then the
+// README.md and docs/PYTHON.md tables, whose text test_tables prints when
+// they differ.
 
 #include <krex/detail/layout.hpp>
 
