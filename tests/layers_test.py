@@ -46,7 +46,8 @@ LAYERS = [
     {"name": "layer 0", "what": "the shared bytes and the leaves every layer may use",
      "files": ["krex/detail/layout.hpp", "krex/detail/config.hpp", "krex/detail/proc.hpp",
                "krex/detail/sys.hpp", "krex/detail/json.hpp", "krex/detail/hash.hpp",
-               "krex/error.hpp", "krex/options.hpp", "krex/version.hpp", "krex/pool_options.hpp"],
+               "krex/detail/option_table.hpp", "krex/error.hpp", "krex/options.hpp",
+               "krex/version.hpp", "krex/pool_options.hpp"],
      "uses": ["layer 0"]},
 ]
 SOURCE_SUFFIXES = (".hpp", ".cuh", ".h", ".cpp", ".cu")

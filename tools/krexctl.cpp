@@ -8,6 +8,7 @@
 //                   [--cgroup-root PATH] [--kill] [--force] [--dry-run] [--any-owner]
 //                   [--json]
 //   krexctl list    [--json]
+//   krexctl options [--markdown]
 //   krexctl --help | -V | --version | COMMAND --help
 //
 // Exit codes: 0 healthy / done, 1 problems found or left, 2 no such segment,
@@ -59,6 +60,7 @@ struct args {
   std::string command;
   krex::options opts;
   bool json = false, force = false, all = false, kill = false, dry_run = false, any_owner = false;
+  bool markdown = false;
   int device = -1;
 };
 
@@ -119,7 +121,8 @@ args parse(int argc, char** argv) {
   cli::program prog("krexctl", "A node's krex state, and recovering it by hand (docs/KREXCTL.md).");
   prog.epilog(
       "exit status: 0 healthy / done, 1 problems found or left, 2 no such segment,\n"
-      "3 the segment cannot be used, 64 usage.");
+      "3 the segment cannot be used, 64 usage. `krexctl options` lists every KREX_*\n"
+      "variable.");
   const auto bad_env = apply_used_env(a.opts);
   std::vector<std::string> given;  // the options the command line set
   const auto segment = [&](cli::command& c) -> cli::command& {
@@ -160,6 +163,11 @@ args parse(int argc, char** argv) {
   prog.add("list", "List every krex segment in the segment directory (KREX_SHM_DIR, /dev/shm).")
       .flag("--json", a.json, json_help)
       .synopsis("[--json]");
+  prog.add("options",
+           "List every KREX_* variable: the krex::options each one sets, its default and "
+           "meaning (detail::option_table), then the other variables krex reads.")
+      .flag("--markdown", a.markdown, "README.md's options table (Markdown)")
+      .synopsis("[--markdown]");
   cli::command& recover =
       prog.add("recover", "Recover wedged devices: thaw, lower the gate, release the lock, reap.");
   segment(recover).value(
@@ -184,6 +192,7 @@ args parse(int argc, char** argv) {
           "[--segment NAME | --all] [--group] [--freeze METHOD] [--cgroup-root PATH] "
           "[--kill] [--force] [--dry-run] [--any-owner] [--json]");
   a.command = prog.parse(argc, argv);
+  if (a.command == "options") return a;  // a listing: the environment does not matter
   // An invalid variable krexctl uses would point it at another segment or
   // freeze domain: an error, unless the command line replaces it.
   for (const auto& b : bad_env) {
@@ -944,6 +953,24 @@ int cmd_clean(const args& a) {
   return status;
 }
 
+/// `krexctl options`: detail::option_table and the other variables.
+int cmd_options(const args& a) {
+  if (a.markdown) {
+    std::printf("%s", kd::options_markdown().c_str());
+    return ok;
+  }
+  std::printf(
+      "KREX_* variables override a tenant's krex::options when it joins (options::with_env()):\n");
+  for (const kd::option_spec& s : kd::option_table) {
+    std::printf("  %-26s %-20s default %s\n", s.env, s.name, kd::option_default_text(s).c_str());
+    std::printf("      %s\n", s.doc);
+  }
+  std::printf("Other KREX_* variables krex reads:\n");
+  for (const kd::env_variable& e : kd::other_env_table)
+    std::printf("  %-26s %s\n", e.name, e.doc);
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -952,6 +979,7 @@ int main(int argc, char** argv) {
     if (a.command == "status") return cmd_status(a);
     if (a.command == "recover") return cmd_recover(a);
     if (a.command == "list") return cmd_list(a);
+    if (a.command == "options") return cmd_options(a);
     return cmd_clean(a);
   } catch (const krex::error& e) {
     report_error(a, "", e.what());

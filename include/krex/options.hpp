@@ -2,6 +2,7 @@
 #pragma once
 
 #include <krex/detail/layout.hpp>
+#include <krex/detail/option_table.hpp>
 #include <krex/error.hpp>
 
 #include <unistd.h>
@@ -13,7 +14,9 @@
 #include <cstdlib>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -133,15 +136,20 @@ inline bool valid_segment_name(const std::string& s) {
   return true;
 }
 
-/// `KREX_*` variables krex reads outside options::with_env(): they are no
-/// misspelling. (The options' own variables are what with_env() reads:
-/// options::env_variables() derives them from it.)
-inline constexpr const char* other_env_variables[] = {
-    "KREX_SHM_DIR",        // detail/segment_file.hpp: the segment directory
-    "KREX_GBENCH",         // gbench.hpp: krex on or off for a Google Benchmark program
-    "KREX_GBENCH_STRICT",  // gbench.hpp: a krex error fails the program
-    "KREX_PATCH",          // python/krex/patch.py
-};
+/// The choice options' parsers, by the field's type (options::visit).
+inline freeze_method parse_choice(const std::string& name, const std::string& v, freeze_method*) {
+  return parse_freeze_method(name, v);
+}
+inline freeze_scope parse_choice(const std::string& name, const std::string& v, freeze_scope*) {
+  return parse_freeze_scope(name, v);
+}
+inline segment_access parse_choice(const std::string& name, const std::string& v,
+                                   segment_access*) {
+  return parse_access(name, v);
+}
+inline gating parse_choice(const std::string& name, const std::string& v, gating*) {
+  return parse_gating(name, v);
+}
 
 /// Levenshtein distance (names are short).
 inline std::size_t edit_distance(const std::string& a, const std::string& b) {
@@ -202,53 +210,24 @@ inline std::vector<std::pair<std::string, std::string>> misspelled_env(
 /// `KREX_*` environment variables override what the code set; they are read
 /// by `with_env()`, which the tenant calls when it joins.
 ///
-/// | setter              | environment               | default |
-/// |---------------------|---------------------------|---------|
-/// | device              | KREX_DEVICE               | 0       |
-/// | segment             | KREX_SEGMENT              | "krex"  |
-/// | access              | KREX_SEGMENT_ACCESS       | user    |
-/// | gate_park           | KREX_GATE_PARK_MS         | 20 ms   |
-/// | drain_deadline      | KREX_DRAIN_DEADLINE_MS    | 10 s    |
-/// | lock_wait           | KREX_LOCK_WAIT_MS         | 600 s   |
-/// | lease               | KREX_LEASE_MS             | 600 s   |
-/// | allow_contended     | KREX_ALLOW_CONTENDED      | false   |
-/// | freeze              | KREX_FREEZE               | auto    |
-/// | scope               | KREX_FREEZE_SCOPE         | device  |
-/// | freeze_deadline     | KREX_FREEZE_DEADLINE_MS   | 2 s     |
-/// | handoff_grace       | KREX_HANDOFF_GRACE_MS     | 2 ms    |
-/// | cgroup_root         | KREX_CGROUP_ROOT          | derived |
-/// | pin                 | KREX_PIN                  | true    |
-/// | reserved_cores      | KREX_RESERVED_CORES       | 1       |
-/// | confine             | KREX_CONFINE              | true    |
-/// | host_devices        | KREX_HOST_DEVICES         | 1       |
-/// | gate_mode           | KREX_GATING               | auto    |
-/// | release_on_leave    | KREX_RELEASE_ON_LEAVE     | false   |
-/// | gate_contexts       | KREX_GATE_CONTEXTS        | true    |
-/// | quiet_deadline      | KREX_QUIET_DEADLINE_MS    | 500 ms  |
-/// | quiet_tolerance_pct | KREX_QUIET_TOLERANCE_PCT  | 5       |
+/// Every option's variable, range, default and meaning are in one table,
+/// detail::option_table (detail/option_table.hpp): the setters and
+/// with_env() take their names, ranges and messages from it, and
+/// `krexctl options` prints it (README.md's table is its `--markdown`).
 class options {
  public:
   using ms = std::chrono::milliseconds;
+  using option_id = detail::option_id;
   /// Devices one node segment tracks (detail::max_devices, the layout's).
   static constexpr int max_devices = static_cast<int>(detail::max_devices);
 
   /// The device (GPU ordinal; for the host backend, a virtual device).
-  options& device(int d) {
-    if (d < 0 || d >= max_devices)
-      detail::bad_option("device", std::to_string(d), "0.." + std::to_string(max_devices - 1));
-    m_device = d;
-    return *this;
-  }
+  options& device(int d) { return set(option_id::device, d); }
   int device() const noexcept { return m_device; }
 
   /// Base name of the node segment; the full name adds the layout version
   /// and the security domain. Letters, digits, '-', '_', '.'; 1..64 chars.
-  options& segment(const std::string& name) {
-    if (!detail::valid_segment_name(name))
-      detail::bad_option("segment", name, "1..64 of [A-Za-z0-9._-]");
-    m_segment = name;
-    return *this;
-  }
+  options& segment(const std::string& name) { return set(option_id::segment, name); }
   const std::string& segment() const noexcept { return m_segment; }
 
   options& access(segment_access a) noexcept {
@@ -258,19 +237,19 @@ class options {
   segment_access access() const noexcept { return m_access; }
 
   /// How long a parked submitter sleeps before re-checking the holder's liveness.
-  options& gate_park(ms t) { return set_ms("gate_park", m_gate_park, t, 1); }
+  options& gate_park(ms t) { return set(option_id::gate_park, t); }
   ms gate_park() const noexcept { return m_gate_park; }
 
   /// How long a region waits for siblings to drain (and for their in-flight submissions).
-  options& drain_deadline(ms t) { return set_ms("drain_deadline", m_drain_deadline, t, 1); }
+  options& drain_deadline(ms t) { return set(option_id::drain_deadline, t); }
   ms drain_deadline() const noexcept { return m_drain_deadline; }
 
   /// How long a region waits for the per-device region lock.
-  options& lock_wait(ms t) { return set_ms("lock_wait", m_lock_wait, t, 0); }
+  options& lock_wait(ms t) { return set(option_id::lock_wait, t); }
   ms lock_wait() const noexcept { return m_lock_wait; }
 
   /// How long a region may be held before its lease expires.
-  options& lease(ms t) { return set_ms("lease", m_lease, t, 1); }
+  options& lease(ms t) { return set(option_id::lease, t); }
   ms lease() const noexcept { return m_lease; }
 
   /// If true, a drain deadline expiry proceeds with the region flagged
@@ -293,7 +272,7 @@ class options {
   }
   freeze_scope scope() const noexcept { return m_scope; }
 
-  options& freeze_deadline(ms t) { return set_ms("freeze_deadline", m_freeze_deadline, t, 1); }
+  options& freeze_deadline(ms t) { return set(option_id::freeze_deadline, t); }
   ms freeze_deadline() const noexcept { return m_freeze_deadline; }
 
   /// At region exit, when siblings' submissions were parked at the gate:
@@ -301,25 +280,13 @@ class options {
   /// passed, so that a sibling's next calls (an allocation after a module
   /// load, the launches of a check) run too instead of parking again behind
   /// the next region. 0: only the parked calls pass. At most 100 ms.
-  options& handoff_grace(ms t) {
-    if (t.count() > 100)
-      detail::bad_option("handoff_grace", std::to_string(t.count()) + " ms", "0..100 ms");
-    return set_ms("handoff_grace", m_handoff_grace, t, 0);
-  }
+  options& handoff_grace(ms t) { return set(option_id::handoff_grace, t); }
   ms handoff_grace() const noexcept { return m_handoff_grace; }
 
   /// The krex cgroup root: an absolute filesystem path inside a cgroup v2
   /// mount or the v1 freezer mount (e.g. /sys/fs/cgroup/krex). Empty: derived
   /// at join (a `krex` child of the process's own cgroup).
-  options& cgroup_root(const std::string& p) {
-    if (!p.empty() && p.front() != '/')
-      detail::bad_option("cgroup_root", p, "an absolute path, or empty to derive one");
-    if (p.find("/../") != std::string::npos ||
-        (p.size() >= 3 && p.compare(p.size() - 3, 3, "/..") == 0))
-      detail::bad_option("cgroup_root", p, "a path without '..' components");
-    m_cgroup_root = p;
-    return *this;
-  }
+  options& cgroup_root(const std::string& p) { return set(option_id::cgroup_root, p); }
   const std::string& cgroup_root() const noexcept { return m_cgroup_root; }
 
   /// Pin the measuring thread to its device's reserved cores in a region.
@@ -330,11 +297,7 @@ class options {
   bool pin() const noexcept { return m_pin; }
 
   /// Physical cores reserved for measuring per device slice (with their SMT siblings).
-  options& reserved_cores(int n) {
-    if (n < 1 || n > 64) detail::bad_option("reserved_cores", std::to_string(n), "1..64");
-    m_reserved_cores = n;
-    return *this;
-  }
+  options& reserved_cores(int n) { return set(option_id::reserved_cores, n); }
   int reserved_cores() const noexcept { return m_reserved_cores; }
 
   /// Keep tenant threads off all reserved cores outside regions.
@@ -345,12 +308,7 @@ class options {
   bool confine() const noexcept { return m_confine; }
 
   /// Number of virtual devices of the host backend on this node.
-  options& host_devices(int n) {
-    if (n < 1 || n > max_devices)
-      detail::bad_option("host_devices", std::to_string(n), "1.." + std::to_string(max_devices));
-    m_host_devices = n;
-    return *this;
-  }
+  options& host_devices(int n) { return set(option_id::host_devices, n); }
   int host_devices() const noexcept { return m_host_devices; }
 
   /// Automatic gating (CUDA: CUPTI callbacks) or explicit guards only.
@@ -387,23 +345,15 @@ class options {
   /// large frees; a process outside krex) before its body starts; past it the
   /// region proceeds flagged busy. 0 turns the check off. At most 60 s; the
   /// wait also ends half-way to the region's lease deadline.
-  options& quiet_deadline(ms t) {
-    if (t.count() > 60'000)
-      detail::bad_option("quiet_deadline", std::to_string(t.count()) + " ms", "0..60000 ms");
-    return set_ms("quiet_deadline", m_quiet_deadline, t, 0);
-  }
+  options& quiet_deadline(ms t) { return set(option_id::quiet_deadline, t); }
   ms quiet_deadline() const noexcept { return m_quiet_deadline; }
 
   /// How much slower than the device's idle figure a probe may be and still
   /// count as quiet, in percent (1..100).
-  options& quiet_tolerance_pct(int p) {
-    if (p < 1 || p > 100) detail::bad_option("quiet_tolerance_pct", std::to_string(p), "1..100");
-    m_quiet_tolerance_pct = p;
-    return *this;
-  }
+  options& quiet_tolerance_pct(int p) { return set(option_id::quiet_tolerance_pct, p); }
   int quiet_tolerance_pct() const noexcept { return m_quiet_tolerance_pct; }
 
-  /// A copy with every set `KREX_*` variable applied (see the table above).
+  /// A copy with every set `KREX_*` variable applied (see detail::option_table).
   /// Throws krex::error naming the variable for an unparsable value. A set
   /// `KREX_*` variable that looks like a misspelling of a known one
   /// (`KREX_FREZE`) is ignored with a warning on stderr naming the nearest
@@ -421,7 +371,7 @@ class options {
 
   /// Every `KREX_*` variable krex reads: those with_env() reads (derived
   /// from it, so the list cannot drift from the parsing) and
-  /// detail::other_env_variables.
+  /// detail::other_env_table.
   static const std::vector<std::string>& env_variables() {
     static const std::vector<std::string> names = [] {
       std::vector<std::string> v;
@@ -429,13 +379,129 @@ class options {
         v.emplace_back(n);
         return nullptr;
       });
-      for (const char* n : detail::other_env_variables) v.emplace_back(n);
+      for (const detail::env_variable& e : detail::other_env_table) v.emplace_back(e.name);
       return v;
     }();
     return names;
   }
 
+  /// The option `id` of detail::option_table set to `value` (its field's
+  /// type), checked as its setter checks it; the setters are this. For
+  /// bindings and tools that walk the table (the Python binding).
+  template <class T>
+  options& set(option_id id, const T& value) {
+    check(detail::option(id), value);
+    visit(id, [&value](auto& field) {
+      using field_t = std::decay_t<decltype(field)>;
+      if constexpr (std::is_same_v<field_t, T>) field = value;
+      else throw std::logic_error("krex::options::set: a value of another type than the option's");
+    });
+    return *this;
+  }
+
+  /// Calls f(field) with the field of option `id`: an int, ms, bool,
+  /// std::string or enum (detail::option_kind says which). The one place
+  /// that maps the table's rows to fields.
+  template <class F>
+  void visit(option_id id, F&& f) const {
+    visit_field(*this, id, f);
+  }
+  template <class F>
+  void visit(option_id id, F&& f) {
+    visit_field(*this, id, f);
+  }
+
  private:
+  template <class Self, class F>
+  static void visit_field(Self& o, option_id id, F& f) {
+    switch (id) {
+      case option_id::device: f(o.m_device); return;
+      case option_id::segment: f(o.m_segment); return;
+      case option_id::access: f(o.m_access); return;
+      case option_id::gate_park: f(o.m_gate_park); return;
+      case option_id::drain_deadline: f(o.m_drain_deadline); return;
+      case option_id::lock_wait: f(o.m_lock_wait); return;
+      case option_id::lease: f(o.m_lease); return;
+      case option_id::allow_contended: f(o.m_allow_contended); return;
+      case option_id::freeze: f(o.m_freeze); return;
+      case option_id::scope: f(o.m_scope); return;
+      case option_id::freeze_deadline: f(o.m_freeze_deadline); return;
+      case option_id::handoff_grace: f(o.m_handoff_grace); return;
+      case option_id::cgroup_root: f(o.m_cgroup_root); return;
+      case option_id::pin: f(o.m_pin); return;
+      case option_id::reserved_cores: f(o.m_reserved_cores); return;
+      case option_id::confine: f(o.m_confine); return;
+      case option_id::gate_contexts: f(o.m_gate_contexts); return;
+      case option_id::release_on_leave: f(o.m_release_on_leave); return;
+      case option_id::host_devices: f(o.m_host_devices); return;
+      case option_id::gate_mode: f(o.m_gating); return;
+      case option_id::quiet_deadline: f(o.m_quiet_deadline); return;
+      case option_id::quiet_tolerance_pct: f(o.m_quiet_tolerance_pct); return;
+    }
+  }
+
+  static std::string range(const detail::option_spec& s) {
+    return std::to_string(s.lo) + ".." + std::to_string(s.hi);
+  }
+
+  /// The setters' checks, by kind (bool and enum values need none).
+  static void check(const detail::option_spec& s, int v) {
+    if (v < s.lo || v > s.hi) detail::bad_option(s.name, std::to_string(v), range(s));
+  }
+  static void check(const detail::option_spec& s, ms t) {
+    if (s.hi < detail::max_env_ms && t.count() > s.hi)
+      detail::bad_option(s.name, std::to_string(t.count()) + " ms", range(s) + " ms");
+    if (t.count() < s.lo)
+      detail::bad_option(s.name, std::to_string(t.count()) + " ms",
+                         "a duration of at least " + std::to_string(s.lo) + " ms");
+  }
+  static void check(const detail::option_spec& s, const std::string& v) {
+    if (s.kind == detail::option_kind::segment_name) {
+      if (!detail::valid_segment_name(v)) detail::bad_option(s.name, v, "1..64 of [A-Za-z0-9._-]");
+      return;
+    }
+    if (!v.empty() && v.front() != '/')
+      detail::bad_option(s.name, v, "an absolute path, or empty to derive one");
+    if (v.find("/../") != std::string::npos ||
+        (v.size() >= 3 && v.compare(v.size() - 3, 3, "/..") == 0))
+      detail::bad_option(s.name, v, "a path without '..' components");
+  }
+  template <class T>
+  static void check(const detail::option_spec&, const T&) noexcept {}
+
+  /// A variable's value for a field of type T, parsed and checked (the
+  /// message names the variable).
+  static int from_env(const detail::option_spec& s, const std::string& v, int*) {
+    return static_cast<int>(detail::parse_int(s.env, v, s.lo, s.hi, "an integer " + range(s)));
+  }
+  static ms from_env(const detail::option_spec& s, const std::string& v, ms*) {
+    const long long x = detail::parse_int(
+        s.env, v, s.lo, detail::max_env_ms,
+        "milliseconds " + std::to_string(s.lo) + ".." + std::to_string(detail::max_env_ms));
+    if (s.hi < detail::max_env_ms && x > s.hi)
+      detail::bad_option(s.env, std::to_string(x), s.env_cap);
+    return ms(x);
+  }
+  static bool from_env(const detail::option_spec& s, const std::string& v, bool*) {
+    return detail::parse_bool(s.env, v);
+  }
+  static std::string from_env(const detail::option_spec& s, const std::string& v, std::string*) {
+    if (s.kind == detail::option_kind::segment_name) {
+      if (!detail::valid_segment_name(v)) detail::bad_option(s.env, v, "1..64 of [A-Za-z0-9._-]");
+      return v;
+    }
+    try {
+      check(s, v);
+    } catch (const error&) {
+      detail::bad_option(s.env, v, "an absolute path without '..' components");
+    }
+    return v;
+  }
+  template <class Enum>
+  static Enum from_env(const detail::option_spec& s, const std::string& v, Enum* e) {
+    return detail::parse_choice(s.env, v, e);
+  }
+
   /// Warns (stderr, once per name) about set variables that look like
   /// misspellings of env_variables().
   static void warn_misspelled_env() {
@@ -451,64 +517,17 @@ class options {
     }
   }
 
-  /// Applies the `KREX_*` variables `env(name)` returns (nullptr: unset):
-  /// the one place the options' variables are named and parsed.
+  /// Applies the `KREX_*` variables `env(name)` returns (nullptr: unset), in
+  /// detail::option_table's order: the one place the variables are read.
   template <class Env>
   void apply_env(const Env& env) {
-    options& o = *this;
-    if (const char* v = env("KREX_DEVICE"))
-      o.device(
-          static_cast<int>(detail::parse_int("KREX_DEVICE", v, 0, max_devices - 1,
-                                             "an integer 0.." + std::to_string(max_devices - 1))));
-    if (const char* v = env("KREX_SEGMENT")) {
-      if (!detail::valid_segment_name(v))
-        detail::bad_option("KREX_SEGMENT", v, "1..64 of [A-Za-z0-9._-]");
-      o.m_segment = v;
+    for (const detail::option_spec& s : detail::option_table) {
+      const char* v = env(s.env);
+      if (v == nullptr) continue;
+      visit(s.id, [&](auto& field) {
+        field = from_env(s, v, static_cast<std::decay_t<decltype(field)>*>(nullptr));
+      });
     }
-    if (const char* v = env("KREX_SEGMENT_ACCESS"))
-      o.m_access = detail::parse_access("KREX_SEGMENT_ACCESS", v);
-    env_ms(env, o.m_gate_park, "KREX_GATE_PARK_MS", 1);
-    env_ms(env, o.m_drain_deadline, "KREX_DRAIN_DEADLINE_MS", 1);
-    env_ms(env, o.m_lock_wait, "KREX_LOCK_WAIT_MS", 0);
-    env_ms(env, o.m_lease, "KREX_LEASE_MS", 1);
-    if (const char* v = env("KREX_ALLOW_CONTENDED"))
-      o.m_allow_contended = detail::parse_bool("KREX_ALLOW_CONTENDED", v);
-    if (const char* v = env("KREX_FREEZE"))
-      o.m_freeze = detail::parse_freeze_method("KREX_FREEZE", v);
-    if (const char* v = env("KREX_FREEZE_SCOPE"))
-      o.m_scope = detail::parse_freeze_scope("KREX_FREEZE_SCOPE", v);
-    env_ms(env, o.m_freeze_deadline, "KREX_FREEZE_DEADLINE_MS", 1);
-    env_ms(env, o.m_handoff_grace, "KREX_HANDOFF_GRACE_MS", 0);
-    if (o.m_handoff_grace.count() > 100)
-      detail::bad_option("KREX_HANDOFF_GRACE_MS", std::to_string(o.m_handoff_grace.count()),
-                         "0..100");
-    if (const char* v = env("KREX_CGROUP_ROOT")) {
-      try {
-        o.cgroup_root(v);
-      } catch (const error&) {
-        detail::bad_option("KREX_CGROUP_ROOT", v, "an absolute path without '..' components");
-      }
-    }
-    if (const char* v = env("KREX_PIN")) o.m_pin = detail::parse_bool("KREX_PIN", v);
-    if (const char* v = env("KREX_RESERVED_CORES"))
-      o.m_reserved_cores =
-          static_cast<int>(detail::parse_int("KREX_RESERVED_CORES", v, 1, 64, "an integer 1..64"));
-    if (const char* v = env("KREX_CONFINE")) o.m_confine = detail::parse_bool("KREX_CONFINE", v);
-    if (const char* v = env("KREX_GATE_CONTEXTS"))
-      o.m_gate_contexts = detail::parse_bool("KREX_GATE_CONTEXTS", v);
-    if (const char* v = env("KREX_RELEASE_ON_LEAVE"))
-      o.m_release_on_leave = detail::parse_bool("KREX_RELEASE_ON_LEAVE", v);
-    if (const char* v = env("KREX_HOST_DEVICES"))
-      o.m_host_devices = static_cast<int>(detail::parse_int(
-          "KREX_HOST_DEVICES", v, 1, max_devices, "an integer 1.." + std::to_string(max_devices)));
-    if (const char* v = env("KREX_GATING")) o.m_gating = detail::parse_gating("KREX_GATING", v);
-    env_ms(env, o.m_quiet_deadline, "KREX_QUIET_DEADLINE_MS", 0);
-    if (o.m_quiet_deadline.count() > 60'000)
-      detail::bad_option("KREX_QUIET_DEADLINE_MS", std::to_string(o.m_quiet_deadline.count()),
-                         "milliseconds 0..60000");
-    if (const char* v = env("KREX_QUIET_TOLERANCE_PCT"))
-      o.m_quiet_tolerance_pct = static_cast<int>(
-          detail::parse_int("KREX_QUIET_TOLERANCE_PCT", v, 1, 100, "an integer 1..100"));
   }
 
   void check_lease() const {
@@ -522,42 +541,32 @@ class options {
                    "and freeze_deadline / KREX_FREEZE_DEADLINE_MS");
   }
 
-  options& set_ms(const char* name, ms& field, ms t, long long min) {
-    if (t.count() < min)
-      detail::bad_option(name, std::to_string(t.count()) + " ms",
-                         "a duration of at least " + std::to_string(min) + " ms");
-    field = t;
-    return *this;
-  }
-  template <class Env>
-  static void env_ms(const Env& env, ms& field, const char* var, long long min) {
-    if (const char* v = env(var))
-      field = ms(detail::parse_int(var, v, min, 86'400'000LL,
-                                   min == 0 ? "milliseconds 0..86400000"
-                                            : "milliseconds 1..86400000"));
-  }
+  /// A default of detail::option_table (integer, milliseconds, boolean).
+  static constexpr long long default_of(option_id id) { return detail::option(id).def; }
 
-  int m_device = 0;
+  // Defaults: detail::option_table's (tests/test_tables.cpp checks the
+  // strings' and choices'; the numbers are read from it).
+  int m_device = static_cast<int>(default_of(option_id::device));
   std::string m_segment = "krex";
   segment_access m_access = segment_access::user;
-  ms m_gate_park{20};
-  ms m_drain_deadline{10'000};
-  ms m_lock_wait{600'000};
-  ms m_lease{600'000};
-  bool m_allow_contended = false;
+  ms m_gate_park{default_of(option_id::gate_park)};
+  ms m_drain_deadline{default_of(option_id::drain_deadline)};
+  ms m_lock_wait{default_of(option_id::lock_wait)};
+  ms m_lease{default_of(option_id::lease)};
+  bool m_allow_contended = default_of(option_id::allow_contended) != 0;
   freeze_method m_freeze = freeze_method::automatic;
   freeze_scope m_scope = freeze_scope::device;
-  ms m_freeze_deadline{2'000};
-  ms m_handoff_grace{2};
+  ms m_freeze_deadline{default_of(option_id::freeze_deadline)};
+  ms m_handoff_grace{default_of(option_id::handoff_grace)};
   std::string m_cgroup_root;
-  bool m_pin = true;
-  int m_reserved_cores = 1;
-  bool m_confine = true;
-  bool m_release_on_leave = false;
-  bool m_gate_contexts = true;
-  ms m_quiet_deadline{500};
-  int m_quiet_tolerance_pct = 5;
-  int m_host_devices = 1;
+  bool m_pin = default_of(option_id::pin) != 0;
+  int m_reserved_cores = static_cast<int>(default_of(option_id::reserved_cores));
+  bool m_confine = default_of(option_id::confine) != 0;
+  bool m_release_on_leave = default_of(option_id::release_on_leave) != 0;
+  bool m_gate_contexts = default_of(option_id::gate_contexts) != 0;
+  ms m_quiet_deadline{default_of(option_id::quiet_deadline)};
+  int m_quiet_tolerance_pct = static_cast<int>(default_of(option_id::quiet_tolerance_pct));
+  int m_host_devices = static_cast<int>(default_of(option_id::host_devices));
   gating m_gating = gating::automatic;
 };
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace krex {
@@ -125,6 +126,62 @@ struct region_report {
 
 namespace detail {
 
+/// The one list of region_report's fields, in the order to_json() writes
+/// them: f(name, field, line) for each, `line` true where operator<< starts
+/// a new line. The name is the member's own (stringified), so JSON keys,
+/// text names and Python keys cannot drift from the struct;
+/// tests/test_tables.cpp checks that the list has every member.
+template <class Report, class F>
+void visit_report_fields(Report& r, F&& f) {
+#define KREX_REPORT_FIELD(name, line) f(#name, r.name, line)
+  KREX_REPORT_FIELD(epoch, true);
+  KREX_REPORT_FIELD(ticket, false);
+  KREX_REPORT_FIELD(siblings_seen, false);
+  KREX_REPORT_FIELD(siblings_drained, false);
+  KREX_REPORT_FIELD(siblings_gone, false);
+  KREX_REPORT_FIELD(undrained_pids, true);
+  KREX_REPORT_FIELD(frozen_pids, false);
+  KREX_REPORT_FIELD(unverified_pids, false);
+  KREX_REPORT_FIELD(lock_ns, true);
+  KREX_REPORT_FIELD(gate_ns, false);
+  KREX_REPORT_FIELD(drain_ns, false);
+  KREX_REPORT_FIELD(freeze_ns, false);
+  KREX_REPORT_FIELD(pin_ns, false);
+  KREX_REPORT_FIELD(body_ns, false);
+  KREX_REPORT_FIELD(exit_ns, false);
+  KREX_REPORT_FIELD(gated, true);
+  KREX_REPORT_FIELD(drained, false);
+  KREX_REPORT_FIELD(contended, false);
+  KREX_REPORT_FIELD(frozen, false);
+  KREX_REPORT_FIELD(pinned, false);
+  KREX_REPORT_FIELD(took_over_gate, true);
+  KREX_REPORT_FIELD(lease_lost, false);
+  KREX_REPORT_FIELD(thaw_failed, false);
+  KREX_REPORT_FIELD(freeze_broken, false);
+  KREX_REPORT_FIELD(freeze, true);
+  KREX_REPORT_FIELD(scope, false);
+  KREX_REPORT_FIELD(pinned_cpus, false);
+  KREX_REPORT_FIELD(gating, false);
+  KREX_REPORT_FIELD(notes, true);     // lists of lines: operator<< writes them last
+  KREX_REPORT_FIELD(warnings, true);
+  KREX_REPORT_FIELD(body_preemptions, true);
+  KREX_REPORT_FIELD(reserved_foreign_ns, false);
+  KREX_REPORT_FIELD(quiet_checked, true);
+  KREX_REPORT_FIELD(quiet, false);
+  KREX_REPORT_FIELD(quiet_ns, false);
+  KREX_REPORT_FIELD(quiet_wait_ns, false);
+  KREX_REPORT_FIELD(quiet_bursts, false);
+  KREX_REPORT_FIELD(quiet_first_ratio, false);
+  KREX_REPORT_FIELD(quiet_last_ratio, false);
+  KREX_REPORT_FIELD(clocks_entry, true);
+  KREX_REPORT_FIELD(clocks_exit, false);
+  KREX_REPORT_FIELD(foreign_pids, true);
+  KREX_REPORT_FIELD(foreign_checked, false);
+  KREX_REPORT_FIELD(stopped_pids, true);
+  KREX_REPORT_FIELD(other_segments, true);
+#undef KREX_REPORT_FIELD
+}
+
 inline void append_int_list(std::string& out, const std::vector<int>& v) {
   out += '[';
   for (std::size_t i = 0; i < v.size(); ++i) {
@@ -134,7 +191,7 @@ inline void append_int_list(std::string& out, const std::vector<int>& v) {
   out += ']';
 }
 
-/// Builds `{"key":value,...}` in one line; values are appended by the caller.
+/// Builds `{"key":value,...}` in one line, a value per field type.
 class report_json {
  public:
   std::string& key(const char* k) {
@@ -144,16 +201,16 @@ class report_json {
     return m_s;
   }
   template <class T>
-  void num(const char* k, T v) {
+  void operator()(const char* k, const T& v, bool /*line*/) {
     key(k) += std::to_string(v);
   }
-  void flag(const char* k, bool v) { key(k) += v ? "true" : "false"; }
-  void real(const char* k, double v) {
+  void operator()(const char* k, bool v, bool /*line*/) { key(k) += v ? "true" : "false"; }
+  void operator()(const char* k, double v, bool /*line*/) {
     char b[32];
     std::snprintf(b, sizeof b, "%.6g", v);
     key(k) += b;
   }
-  void clocks(const char* k, const device_clocks& c) {
+  void operator()(const char* k, const device_clocks& c, bool /*line*/) {
     std::string& s = key(k);
     if (!c.valid) {
       s += "null";
@@ -163,9 +220,19 @@ class report_json {
          ",\"power_mw\":" + std::to_string(c.power_mw) + ",\"temp_c\":" + std::to_string(c.temp_c) +
          ",\"reasons\":" + std::to_string(c.reasons) + "}";
   }
-  void str(const char* k, const std::string& v) { append_json_string(key(k), v); }
-  void ints(const char* k, const std::vector<int>& v) { append_int_list(key(k), v); }
-  void strs(const char* k, const std::vector<std::string>& v) {
+  void operator()(const char* k, const std::string& v, bool /*line*/) {
+    append_json_string(key(k), v);
+  }
+  void operator()(const char* k, freeze_method v, bool line) {
+    (*this)(k, std::string(to_string(v)), line);
+  }
+  void operator()(const char* k, freeze_scope v, bool line) {
+    (*this)(k, std::string(to_string(v)), line);
+  }
+  void operator()(const char* k, const std::vector<int>& v, bool /*line*/) {
+    append_int_list(key(k), v);
+  }
+  void operator()(const char* k, const std::vector<std::string>& v, bool /*line*/) {
     std::string& s = key(k);
     s += '[';
     for (std::size_t i = 0; i < v.size(); ++i) {
@@ -180,107 +247,74 @@ class report_json {
   std::string m_s;
 };
 
+/// Writes `name=value` for operator<<, a few to a line; lists of lines
+/// (notes, warnings, other_segments) are kept for the end.
+class report_text {
+ public:
+  explicit report_text(std::ostream& os) : m_os(os) {}
+  template <class T>
+  void operator()(const char* k, const T& v, bool line) {
+    start(k, line) << v;
+  }
+  void operator()(const char* k, bool v, bool line) { start(k, line) << (v ? "true" : "false"); }
+  void operator()(const char* k, freeze_method v, bool line) { start(k, line) << to_string(v); }
+  void operator()(const char* k, freeze_scope v, bool line) { start(k, line) << to_string(v); }
+  void operator()(const char* k, const std::vector<int>& v, bool line) {
+    std::string s;
+    append_int_list(s, v);
+    start(k, line) << s;
+  }
+  void operator()(const char* k, const device_clocks& c, bool line) {
+    std::ostream& os = start(k, line);
+    if (!c.valid) {
+      os << "n/a";
+      return;
+    }
+    os << c.sm_mhz << "/" << c.mem_mhz << "MHz," << c.power_mw / 1000 << "W," << c.temp_c
+       << "C,reasons=" << c.reasons;
+  }
+  void operator()(const char* k, const std::vector<std::string>& v, bool /*line*/) {
+    m_lists.emplace_back(k, &v);
+  }
+  /// The lists of lines, one item per line.
+  void done() {
+    for (const auto& [name, v] : m_lists) {
+      m_os << "\n  " << name << ':';
+      if (v->empty()) m_os << " none";
+      for (const std::string& l : *v) m_os << "\n    - " << l;
+    }
+  }
+
+ private:
+  std::ostream& start(const char* k, bool line) {
+    return m_os << (line ? "\n  " : " ") << k << '=';
+  }
+  std::ostream& m_os;
+  std::vector<std::pair<const char*, const std::vector<std::string>*>> m_lists;
+};
+
 }  // namespace detail
 
 /// The report as one JSON object on one line: "level" (see level()) and every
-/// field under its member name; pid and CPU lists are arrays, freeze and
-/// scope their option names ("cgroup2", "all"). Strings are escaped, and bytes
-/// that are not UTF-8 become U+FFFD, so the result always parses.
+/// field under its member name (detail::visit_report_fields' order); pid and
+/// CPU lists are arrays, freeze and scope their option names ("cgroup2",
+/// "all"). Strings are escaped, and bytes that are not UTF-8 become U+FFFD,
+/// so the result always parses.
 inline std::string to_json(const region_report& r) {
   detail::report_json j;
-  j.str("level", r.level());
-  j.num("epoch", r.epoch);
-  j.num("ticket", r.ticket);
-  j.num("siblings_seen", r.siblings_seen);
-  j.num("siblings_drained", r.siblings_drained);
-  j.num("siblings_gone", r.siblings_gone);
-  j.ints("undrained_pids", r.undrained_pids);
-  j.ints("frozen_pids", r.frozen_pids);
-  j.ints("unverified_pids", r.unverified_pids);
-  j.num("lock_ns", r.lock_ns);
-  j.num("gate_ns", r.gate_ns);
-  j.num("drain_ns", r.drain_ns);
-  j.num("freeze_ns", r.freeze_ns);
-  j.num("pin_ns", r.pin_ns);
-  j.num("body_ns", r.body_ns);
-  j.num("exit_ns", r.exit_ns);
-  j.flag("gated", r.gated);
-  j.flag("drained", r.drained);
-  j.flag("contended", r.contended);
-  j.flag("frozen", r.frozen);
-  j.flag("pinned", r.pinned);
-  j.flag("took_over_gate", r.took_over_gate);
-  j.flag("lease_lost", r.lease_lost);
-  j.flag("thaw_failed", r.thaw_failed);
-  j.flag("freeze_broken", r.freeze_broken);
-  j.str("freeze", to_string(r.freeze));
-  j.str("scope", to_string(r.scope));
-  j.ints("pinned_cpus", r.pinned_cpus);
-  j.str("gating", r.gating);
-  j.strs("notes", r.notes);
-  j.strs("warnings", r.warnings);
-  j.num("body_preemptions", r.body_preemptions);
-  j.num("reserved_foreign_ns", r.reserved_foreign_ns);
-  j.flag("quiet_checked", r.quiet_checked);
-  j.flag("quiet", r.quiet);
-  j.num("quiet_ns", r.quiet_ns);
-  j.num("quiet_wait_ns", r.quiet_wait_ns);
-  j.num("quiet_bursts", r.quiet_bursts);
-  j.real("quiet_first_ratio", r.quiet_first_ratio);
-  j.real("quiet_last_ratio", r.quiet_last_ratio);
-  j.clocks("clocks_entry", r.clocks_entry);
-  j.clocks("clocks_exit", r.clocks_exit);
-  j.ints("foreign_pids", r.foreign_pids);
-  j.flag("foreign_checked", r.foreign_checked);
-  j.ints("stopped_pids", r.stopped_pids);
-  j.strs("other_segments", r.other_segments);
+  j("level", r.level(), false);
+  detail::visit_report_fields(r, j);
   return j.done();
 }
 
 /// Writes the report for a person: a first line with the level, then every
-/// field as `name=value`, a few to a line, then the notes and warnings one per
-/// line. No trailing newline, as for any other value.
+/// field as `name=value`, a few to a line, then the notes, warnings and other
+/// segments one per line. No trailing newline, as for any other value.
 inline std::ostream& operator<<(std::ostream& os, const region_report& r) {
-  const auto b = [](bool v) { return v ? "true" : "false"; };
-  const auto ints = [](const std::vector<int>& v) {
-    std::string s;
-    detail::append_int_list(s, v);
-    return s;
-  };
-  const auto clocks = [](const device_clocks& c) -> std::string {
-    if (!c.valid) return "n/a";
-    return std::to_string(c.sm_mhz) + "/" + std::to_string(c.mem_mhz) + "MHz," +
-           std::to_string(c.power_mw / 1000) + "W," + std::to_string(c.temp_c) + "C,reasons=" +
-           std::to_string(c.reasons);
-  };
-  const auto lines = [&os](const char* name, const std::vector<std::string>& v) {
-    os << "\n  " << name << ':';
-    if (v.empty()) os << " none";
-    for (const std::string& l : v) os << "\n    - " << l;
-  };
-  os << "krex region: " << r.level() << "\n  epoch=" << r.epoch << " ticket=" << r.ticket
-     << " siblings_seen=" << r.siblings_seen << " siblings_drained=" << r.siblings_drained
-     << " siblings_gone=" << r.siblings_gone << "\n  undrained_pids=" << ints(r.undrained_pids)
-     << " frozen_pids=" << ints(r.frozen_pids) << " unverified_pids=" << ints(r.unverified_pids)
-     << "\n  lock_ns=" << r.lock_ns << " gate_ns=" << r.gate_ns << " drain_ns=" << r.drain_ns
-     << " freeze_ns=" << r.freeze_ns << " pin_ns=" << r.pin_ns << " body_ns=" << r.body_ns
-     << " exit_ns=" << r.exit_ns << "\n  gated=" << b(r.gated) << " drained=" << b(r.drained)
-     << " contended=" << b(r.contended) << " frozen=" << b(r.frozen) << " pinned=" << b(r.pinned)
-     << "\n  took_over_gate=" << b(r.took_over_gate) << " lease_lost=" << b(r.lease_lost)
-     << " thaw_failed=" << b(r.thaw_failed) << " freeze_broken=" << b(r.freeze_broken)
-     << "\n  freeze=" << to_string(r.freeze) << " scope=" << to_string(r.scope)
-     << " pinned_cpus=" << ints(r.pinned_cpus) << " gating=" << r.gating
-     << "\n  body_preemptions=" << r.body_preemptions
-     << " reserved_foreign_ns=" << r.reserved_foreign_ns << "\n  quiet_checked=" << b(r.quiet_checked)
-     << " quiet=" << b(r.quiet) << " quiet_ns=" << r.quiet_ns << " quiet_wait_ns=" << r.quiet_wait_ns
-     << " quiet_bursts=" << r.quiet_bursts << " quiet_first_ratio=" << r.quiet_first_ratio
-     << " quiet_last_ratio=" << r.quiet_last_ratio << "\n  clocks_entry=" << clocks(r.clocks_entry)
-     << " clocks_exit=" << clocks(r.clocks_exit) << "\n  foreign_pids=" << ints(r.foreign_pids)
-     << " foreign_checked=" << b(r.foreign_checked)
-     << "\n  stopped_pids=" << ints(r.stopped_pids);
-  lines("notes", r.notes);
-  lines("warnings", r.warnings);
-  lines("other_segments", r.other_segments);
+  os << "krex region: " << r.level();
+  detail::report_text t(os);
+  detail::visit_report_fields(r, t);
+  t.done();
   return os;
 }
 

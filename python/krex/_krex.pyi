@@ -13,6 +13,8 @@ class Error(RuntimeError):
     code: int
 
 class Tenant:
+    # The keywords are include/krex/detail/option_table.hpp's, in its order
+    # (tests/test_tables.cpp checks it).
     def __init__(
         self,
         device: int = 0,
@@ -32,10 +34,10 @@ class Tenant:
         pin: bool = ...,
         reserved_cores: int = ...,
         confine: bool = ...,
+        gate_contexts: bool = ...,
+        release_on_leave: bool = ...,
         host_devices: int = ...,
         gating: str = ...,
-        release_on_leave: bool = ...,
-        gate_contexts: bool = ...,
         quiet_deadline_ms: int = ...,
         quiet_tolerance_pct: int = ...,
     ) -> None: ...

@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -76,26 +77,20 @@ std::string to_str(const std::string& name, py::handle v, const std::string& acc
   return v.cast<std::string>();
 }
 
-template <class Enum>
-Enum to_enum(const std::string& name, py::handle v,
-             const std::vector<std::pair<const char*, Enum>>& names) {
-  std::string accepted;
-  for (const auto& n : names) accepted += (accepted.empty() ? "" : ", ") + std::string(n.first);
-  const std::string s = to_str(name, v, accepted);
-  for (const auto& n : names)
-    if (s == n.first) return n.second;
-  bad_value(name, py_repr(v), accepted);
-}
-
 ms to_ms(const std::string& name, py::handle v) {
   return ms(to_int(name, v, "an integer number of milliseconds"));
 }
 
-constexpr const char* option_names =
-    "device, segment, access, gate_park_ms, drain_deadline_ms, lock_wait_ms, lease_ms, "
-    "allow_contended, freeze, scope, freeze_deadline_ms, cgroup_root, pin, reserved_cores, "
-    "confine, host_devices, gating, gate_contexts, release_on_leave, handoff_grace_ms, "
-    "quiet_deadline_ms, quiet_tolerance_pct";
+/// The keywords krex.Tenant takes: detail::option_table's, in its order.
+const std::string& option_names() {
+  static const std::string names = [] {
+    std::string n;
+    for (const detail::option_spec& s : detail::option_table)
+      n += (n.empty() ? "" : ", ") + std::string(s.python);
+    return n;
+  }();
+  return names;
+}
 
 /// device=True is an int to Python and a mistake to krex: a TypeError.
 int to_device(py::handle v) {
@@ -105,56 +100,65 @@ int to_device(py::handle v) {
   return static_cast<int>(d);
 }
 
-/// krex::options from Python keyword arguments, one setter per name (the
-/// setters validate ranges and throw krex::error naming the option).
+/// A keyword's value as the C++ type of its option's field (T), checked for
+/// its Python type; the setter (options::set) then checks its range.
+template <class T>
+T from_python(const detail::option_spec& s, const std::string& k, py::handle v) {
+  if constexpr (std::is_same_v<T, int>) {
+    if (s.id == detail::option_id::device) return to_device(v);
+    return static_cast<int>(to_int(k, v, std::to_string(s.lo) + ".." + std::to_string(s.hi)));
+  } else if constexpr (std::is_same_v<T, ms>) {
+    return to_ms(k, v);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return to_bool(k, v);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return to_str(k, v, s.kind == detail::option_kind::segment_name ? "1..64 of [A-Za-z0-9._-]"
+                                                                     : "an absolute path");
+  } else {  // a choice: one of the names in s.values
+    const std::string name = to_str(k, v, s.values);
+    const std::string values = std::string(", ") + s.values + ", ";
+    if (values.find(", " + name + ", ") == std::string::npos)
+      bad_value(k, py_repr(v), s.values);
+    return detail::parse_choice(k, name, static_cast<T*>(nullptr));
+  }
+}
+
+/// krex::options from Python keyword arguments, each through its option's
+/// setter (options::set, which validates ranges and throws krex::error
+/// naming the option); the keywords are detail::option_table's.
 options make_options(const py::object& device, const py::kwargs& kw) {
   options o;
   o.device(to_device(device));
   for (const auto& item : kw) {
     const std::string k = item.first.cast<std::string>();
-    const py::handle v = item.second;
-    if (k == "device")
-      o.device(to_device(v));
-    else if (k == "segment") o.segment(to_str(k, v, "1..64 of [A-Za-z0-9._-]"));
-    else if (k == "access")
-      o.access(to_enum<segment_access>(k, v, {{"user", segment_access::user},
-                                              {"group", segment_access::group}}));
-    else if (k == "gate_park_ms") o.gate_park(to_ms(k, v));
-    else if (k == "drain_deadline_ms") o.drain_deadline(to_ms(k, v));
-    else if (k == "lock_wait_ms") o.lock_wait(to_ms(k, v));
-    else if (k == "lease_ms") o.lease(to_ms(k, v));
-    else if (k == "allow_contended") o.allow_contended(to_bool(k, v));
-    else if (k == "freeze")
-      o.freeze(to_enum<freeze_method>(k, v, {{"auto", freeze_method::automatic},
-                                             {"cgroup2", freeze_method::cgroup_v2},
-                                             {"cgroup1", freeze_method::cgroup_v1},
-                                             {"signal", freeze_method::signal},
-                                             {"none", freeze_method::none}}));
-    else if (k == "scope")
-      o.scope(to_enum<freeze_scope>(k, v, {{"all", freeze_scope::all},
-                                           {"device", freeze_scope::device},
-                                           {"active", freeze_scope::active}}));
-    else if (k == "freeze_deadline_ms") o.freeze_deadline(to_ms(k, v));
-    else if (k == "handoff_grace_ms") o.handoff_grace(to_ms(k, v));
-    else if (k == "cgroup_root") o.cgroup_root(to_str(k, v, "an absolute path"));
-    else if (k == "pin") o.pin(to_bool(k, v));
-    else if (k == "reserved_cores") o.reserved_cores(static_cast<int>(to_int(k, v, "1..64")));
-    else if (k == "confine") o.confine(to_bool(k, v));
-    else if (k == "release_on_leave") o.release_on_leave(to_bool(k, v));
-    else if (k == "host_devices")
-      o.host_devices(static_cast<int>(to_int(k, v, "1.." + std::to_string(options::max_devices))));
-    else if (k == "gating")
-      o.gate_mode(to_enum<gating>(k, v, {{"auto", gating::automatic},
-                                         {"explicit", gating::explicit_}}));
-    else if (k == "gate_contexts") o.gate_contexts(to_bool(k, v));
-    else if (k == "quiet_deadline_ms") o.quiet_deadline(to_ms(k, v));
-    else if (k == "quiet_tolerance_pct")
-      o.quiet_tolerance_pct(static_cast<int>(to_int(k, v, "1..100")));
-    else
+    const detail::option_spec* spec = nullptr;
+    for (const detail::option_spec& s : detail::option_table)
+      if (k == s.python) spec = &s;
+    if (spec == nullptr)
       throw error(step::options, "unknown option '" + k + "'", 0,
-                  std::string("accepted: ") + option_names);
+                  "accepted: " + option_names());
+    o.visit(spec->id, [&](const auto& field) {
+      using field_t = std::decay_t<decltype(field)>;
+      o.set(spec->id, from_python<field_t>(*spec, k, item.second));
+    });
   }
   return o;
+}
+
+/// An option's Python type and its default in options{} as Python writes it.
+std::pair<std::string, std::string> python_type_and_default(const detail::option_spec& s,
+                                                            const options& d) {
+  std::pair<std::string, std::string> out;
+  d.visit(s.id, [&](const auto& field) {
+    using field_t = std::decay_t<decltype(field)>;
+    if constexpr (std::is_same_v<field_t, int>) out = {"int", std::to_string(field)};
+    else if constexpr (std::is_same_v<field_t, ms>) out = {"int", std::to_string(field.count())};
+    else if constexpr (std::is_same_v<field_t, bool>) out = {"bool", field ? "True" : "False"};
+    else if constexpr (std::is_same_v<field_t, std::string>)
+      out = {"str", field.empty() ? "<derived>" : "\"" + field + "\""};
+    else out = {"str", "\"" + std::string(to_string(field)) + "\""};
+  });
+  return out;
 }
 
 /// Tenant.__init__'s docstring: a typed signature whose defaults are those of
@@ -162,36 +166,12 @@ options make_options(const py::object& device, const py::kwargs& kw) {
 const std::string& tenant_init_doc() {
   static const std::string doc = [] {
     const options d;
-    const auto b = [](bool v) { return std::string(v ? "True" : "False"); };
-    const auto q = [](const std::string& v) { return "\"" + v + "\""; };
-    const auto n = [](long long v) { return std::to_string(v); };
-    const std::vector<std::pair<std::string, std::string>> args = {
-        {"segment: str", q(d.segment())},
-        {"access: str", q(to_string(d.access()))},
-        {"gate_park_ms: int", n(d.gate_park().count())},
-        {"drain_deadline_ms: int", n(d.drain_deadline().count())},
-        {"lock_wait_ms: int", n(d.lock_wait().count())},
-        {"lease_ms: int", n(d.lease().count())},
-        {"allow_contended: bool", b(d.allow_contended())},
-        {"freeze: str", q(to_string(d.freeze()))},
-        {"scope: str", q(to_string(d.scope()))},
-        {"freeze_deadline_ms: int", n(d.freeze_deadline().count())},
-        {"handoff_grace_ms: int", n(d.handoff_grace().count())},
-        {"cgroup_root: str", d.cgroup_root().empty() ? "<derived>" : q(d.cgroup_root())},
-        {"pin: bool", b(d.pin())},
-        {"reserved_cores: int", n(d.reserved_cores())},
-        {"confine: bool", b(d.confine())},
-        {"host_devices: int", n(d.host_devices())},
-        {"gating: str", q(to_string(d.gate_mode()))},
-        {"release_on_leave: bool", b(d.release_on_leave())},
-        {"gate_contexts: bool", b(d.gate_contexts())},
-        {"quiet_deadline_ms: int", n(d.quiet_deadline().count())},
-        {"quiet_tolerance_pct: int", n(d.quiet_tolerance_pct())},
-    };
-    std::string sig = "Tenant(device: int = " + n(d.device()) + ", *";
+    std::string sig = "Tenant(device: int = " + std::to_string(d.device()) + ", *";
     std::size_t col = sig.size();
-    for (const auto& a : args) {
-      const std::string item = a.first + " = " + a.second;
+    for (const detail::option_spec& s : detail::option_table) {
+      if (s.id == detail::option_id::device) continue;
+      const auto [type, def] = python_type_and_default(s, d);
+      const std::string item = std::string(s.python) + ": " + type + " = " + def;
       if (col + item.size() + 2 > 76) {
         sig += ",\n       " + item;
         col = 7 + item.size();
@@ -200,77 +180,94 @@ const std::string& tenant_init_doc() {
         col += 2 + item.size();
       }
     }
+    // What the choices take: `access: "user" or "group"; ...`, wrapped.
+    std::string choices;
+    for (const detail::option_spec& s : detail::option_table) {
+      if (s.kind != detail::option_kind::choice) continue;
+      std::vector<std::string> names;
+      const std::string values = std::string(s.values) + ", ";
+      for (std::size_t at = 0, end; (end = values.find(", ", at)) != std::string::npos; at = end + 2)
+        names.push_back("\"" + values.substr(at, end - at) + "\"");
+      choices += (choices.empty() ? "" : "; ") + std::string(s.python) + ":";
+      for (std::size_t i = 0; i < names.size(); ++i)
+        choices += (i == 0 ? " " : i + 1 == names.size() ? " or " : ", ") + names[i];
+    }
+    std::string wrapped, line;
+    for (std::size_t at = 0; at <= choices.size();) {
+      std::size_t sp = choices.find(' ', at);
+      if (sp == std::string::npos) sp = choices.size();
+      const std::string word = choices.substr(at, sp - at);
+      if (!line.empty() && line.size() + 1 + word.size() > 76) {
+        wrapped += line + "\n";
+        line.clear();
+      }
+      line += (line.empty() ? "" : " ") + word;
+      at = sp + 1;
+    }
+    wrapped += line + ".";
     return "\n" + sig + R"doc()
 
 Joins the node for `device` (krex::options' setters, durations in ms).
-access: "user" or "group"; freeze: "auto", "cgroup2", "cgroup1", "signal" or
-"none"; scope: "all" or "device"; gating: "auto" or "explicit". KREX_*
-environment variables (KREX_DEVICE, KREX_FREEZE, ...) override the keywords.
-Raises krex.Error (.step, .hint, .code) for a value krex refuses or a failed
-join, TypeError for a keyword of the wrong type.)doc";
+)doc" + wrapped + R"doc(
+KREX_* environment variables (KREX_DEVICE, KREX_FREEZE, ...) override the
+keywords. Raises krex.Error (.step, .hint, .code) for a value krex refuses or
+a failed join, TypeError for a keyword of the wrong type.)doc";
   }();
   return doc;
 }
 
+/// A report field as Python holds it (detail::visit_report_fields' types).
+template <class T>
+py::object to_python(const T& v) {
+  return py::cast(v);
+}
+py::object to_python(freeze_method v) { return py::str(to_string(v)); }
+py::object to_python(freeze_scope v) { return py::str(to_string(v)); }
+py::object to_python(const device_clocks& c) {
+  if (!c.valid) return py::none();
+  py::dict x;
+  x["sm_mhz"] = c.sm_mhz;
+  x["mem_mhz"] = c.mem_mhz;
+  x["power_mw"] = c.power_mw;
+  x["temp_c"] = c.temp_c;
+  x["reasons"] = c.reasons;
+  return std::move(x);
+}
+
+/// r.report: "level" and every field of detail::visit_report_fields.
 py::dict report_dict(const region_report& r) {
   py::dict d;
   d["level"] = r.level();
-  d["epoch"] = r.epoch;
-  d["ticket"] = r.ticket;
-  d["siblings_seen"] = r.siblings_seen;
-  d["siblings_drained"] = r.siblings_drained;
-  d["siblings_gone"] = r.siblings_gone;
-  d["undrained_pids"] = r.undrained_pids;
-  d["frozen_pids"] = r.frozen_pids;
-  d["lock_ns"] = r.lock_ns;
-  d["gate_ns"] = r.gate_ns;
-  d["drain_ns"] = r.drain_ns;
-  d["freeze_ns"] = r.freeze_ns;
-  d["pin_ns"] = r.pin_ns;
-  d["body_ns"] = r.body_ns;
-  d["exit_ns"] = r.exit_ns;
-  d["gated"] = r.gated;
-  d["drained"] = r.drained;
-  d["contended"] = r.contended;
-  d["frozen"] = r.frozen;
-  d["pinned"] = r.pinned;
-  d["took_over_gate"] = r.took_over_gate;
-  d["lease_lost"] = r.lease_lost;
-  d["thaw_failed"] = r.thaw_failed;
-  d["freeze_broken"] = r.freeze_broken;
-  d["unverified_pids"] = r.unverified_pids;
-  d["freeze"] = to_string(r.freeze);
-  d["scope"] = to_string(r.scope);
-  d["pinned_cpus"] = r.pinned_cpus;
-  d["gating"] = r.gating;
-  d["notes"] = r.notes;
-  d["warnings"] = r.warnings;
-  d["body_preemptions"] = r.body_preemptions;
-  d["reserved_foreign_ns"] = r.reserved_foreign_ns;
-  d["quiet_checked"] = r.quiet_checked;
-  d["quiet"] = r.quiet;
-  d["quiet_ns"] = r.quiet_ns;
-  d["quiet_wait_ns"] = r.quiet_wait_ns;
-  d["quiet_bursts"] = r.quiet_bursts;
-  d["quiet_first_ratio"] = r.quiet_first_ratio;
-  d["quiet_last_ratio"] = r.quiet_last_ratio;
-  const auto clocks = [](const device_clocks& c) -> py::object {
-    if (!c.valid) return py::none();
-    py::dict x;
-    x["sm_mhz"] = c.sm_mhz;
-    x["mem_mhz"] = c.mem_mhz;
-    x["power_mw"] = c.power_mw;
-    x["temp_c"] = c.temp_c;
-    x["reasons"] = c.reasons;
-    return std::move(x);
-  };
-  d["clocks_entry"] = clocks(r.clocks_entry);
-  d["clocks_exit"] = clocks(r.clocks_exit);
-  d["foreign_pids"] = r.foreign_pids;
-  d["foreign_checked"] = r.foreign_checked;
-  d["stopped_pids"] = r.stopped_pids;
-  d["other_segments"] = r.other_segments;
+  detail::visit_report_fields(r, [&d](const char* name, const auto& field, bool /*line*/) {
+    d[name] = to_python(field);
+  });
   return d;
+}
+
+/// krex._krex._option_table: the table for tests (tests/python/test_package.py).
+py::list option_table_py() {
+  py::list l;
+  const options d;
+  for (const detail::option_spec& s : detail::option_table) {
+    py::dict row;
+    row["name"] = s.name;
+    row["python"] = s.python;
+    row["env"] = s.env;
+    const auto [type, def] = python_type_and_default(s, d);
+    row["type"] = type;
+    row["default"] = def;
+    l.append(row);
+  }
+  return l;
+}
+
+/// krex._krex._report_fields: the report's keys, "level" first.
+py::list report_fields_py() {
+  py::list l;
+  l.append("level");
+  region_report r;
+  detail::visit_report_fields(r, [&l](const char* name, const auto&, bool) { l.append(name); });
+  return l;
 }
 
 py::dict measure_dict(const measure_result& m) {
@@ -491,6 +488,8 @@ PYBIND11_MODULE(_krex, m) {
   namespace k = krex;
   m.doc() = "krex: concurrent kernel benchmarking on shared GPU nodes (binding)";
   m.attr("backend") = k::default_backend::name;
+  m.attr("_option_table") = option_table_py();
+  m.attr("_report_fields") = report_fields_py();
 
   static py::exception<k::error> error_type(m, "Error", PyExc_RuntimeError);
   error_type.attr("__doc__") = R"doc(What krex refused or failed to do (a krex::error), a RuntimeError.

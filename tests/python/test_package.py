@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What an installed krex package offers besides the protocol: TypeError for
-wrong-typed keywords, every option of krex::options, signatures in help(),
+wrong-typed keywords, every option of krex::options (its one table,
+include/krex/detail/option_table.hpp) and every report field, signatures in help(),
 krex.Error's docstring, the .pyi stubs and py.typed, and a CUDA-built module
 that says in words when it sees no device."""
 
@@ -68,6 +69,65 @@ def test_every_option_of_krex_options_reaches_python():
         assert "lease" in str(e) and "unknown" not in str(e), e
     else:
         raise AssertionError("lease_ms=0 accepted")
+
+
+def _keywords_missing(table, accepted):
+    """The table's keywords the binding does not accept, and the reverse."""
+    want = [row["python"] for row in table]
+    return [k for k in want if k not in accepted] + [k for k in accepted if k not in want]
+
+
+def _python_value(row):
+    """The table row's default as a Python value of the keyword's type."""
+    d = row["default"]
+    if row["type"] == "int":
+        return int(d)
+    if row["type"] == "bool":
+        return d == "True"
+    return "" if d == "<derived>" else d.strip('"')
+
+
+def test_every_option_of_the_table_reaches_python():
+    # include/krex/detail/option_table.hpp, as the binding exports it: the
+    # keywords it accepts are exactly the table's, in its order; each takes
+    # its default (device_count reads the options without joining), refuses
+    # a float with a TypeError naming it, and has a typed entry with its
+    # default in help(krex.Tenant).
+    table = krex._krex._option_table
+    accepted = _options_krex_accepts()
+    assert accepted == [row["python"] for row in table], (accepted, table)
+    assert not _keywords_missing(table, accepted)
+    # A planted drift: an option the binding would not take is named.
+    assert _keywords_missing(table + [{"python": "colour"}], accepted) == ["colour"]
+    assert _keywords_missing(table[1:], accepted) == [table[0]["python"]]
+    text = pydoc.render_doc(krex.Tenant, renderer=pydoc.plaintext)
+    for row in table:
+        kw = row["python"]
+        krex._krex.device_count(**{kw: _python_value(row)})
+        _type_error(lambda: krex._krex.device_count(**{kw: 1.5}), "'%s'" % kw, "float")
+        if kw != "device":
+            entry = "%s: %s = %s" % (kw, row["type"], row["default"])
+            assert entry in text, (entry, text)
+
+
+def test_report_has_every_field_of_the_list():
+    # r.report's keys are detail::visit_report_fields' (krex._krex._report_fields), in order.
+    fields = krex._krex._report_fields
+    assert fields[0] == "level" and "gate_ns" in fields and "other_segments" in fields, fields
+    name = unique_name("pyfields")
+    c = Child("""
+        t = krex.Tenant(segment=sys.argv[1], freeze="none", pin=False, confine=False)
+        with krex.region(t) as r:
+            inside = list(r.report)
+        say("keys", {"inside": inside, "after": list(r.report)})
+        t.leave()
+    """, args=[name])
+    try:
+        got = c.expect("keys")
+        assert got["inside"] == fields and got["after"] == fields, (got, fields)
+        assert c.wait() == 0
+    finally:
+        cleanup(name, [c])
 
 
 def test_help_shows_signatures_and_every_option():
