@@ -15,24 +15,17 @@
 // pays ~15 ms there, measured on the H200), and kept per process and
 // context after that.
 
-#include <krex/backend/cuda_cupti.hpp>
+#include <krex/backend/cuda_api.hpp>
 #include <krex/detail/clocks.hpp>
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
 
 namespace krex::detail {
-
-/// Bytes that flush an L2 of `l2_bytes`: twice it, at least 1 MiB (the
-/// probe's flush, and krex::measure's cold-L2 flush, cuda/measure.hpp).
-inline std::size_t l2_flush_bytes(int l2_bytes) noexcept {
-  return std::max<std::size_t>(2 * static_cast<std::size_t>(l2_bytes), std::size_t{1} << 20);
-}
 
 class cuda_quiet_probe {
  public:
