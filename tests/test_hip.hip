@@ -197,7 +197,7 @@ TEST(HipMeasure, FlushIsTwiceTheL2AtLeastOneMiB) {
 }
 
 // krex::prepare_measure exists for HIP too (the scratch of the shared
-// measure, backend/gpu_measure.hpp). Without a device it fails with a clear
+// measure, gpu/measure.hpp). Without a device it fails with a clear
 // error naming the call, before anything is allocated.
 TEST(HipMeasure, PrepareMeasureWithoutADeviceIsAClearError) {
   if (gpu_count() > 0) GTEST_SKIP() << "an AMD GPU is present (this is the no-device case)";

@@ -3,11 +3,12 @@
 
 // The per-vendor primitive layer the GPU code is written once over.
 //
-// krex's CUDA and HIP code (the backend class, krex::measure, krex::launch,
-// the callback gating) is written once, in backend/gpu_*.hpp, as templates
-// over a vendor API type `V`: detail::cuda_api (backend/cuda_api.hpp) and
-// detail::hip_api (backend/hip_api.hpp), structs of static functions with
-// the same names, each one runtime call.
+// krex's CUDA and HIP code is written once, as templates over a vendor API
+// type `V`: the backend class (backend/gpu_backend.hpp), the callback gating
+// (backend/gpu_gating.hpp), krex::measure (gpu/measure.hpp) and
+// krex::launch (gpu/launch.hpp). The vendor APIs are detail::cuda_api
+// (backend/cuda_api.hpp) and detail::hip_api (backend/hip_api.hpp), structs
+// of static functions with the same names, each one runtime call.
 //
 // The two runtimes name most of those calls alike but for their prefix
 // (cudaEventRecord, hipEventRecord) and take the same arguments, so that
@@ -32,7 +33,7 @@
 namespace krex::detail {
 
 /// Bytes that flush an L2 of `l2_bytes`: twice it, at least 1 MiB
-/// (krex::measure's cold-L2 flush, gpu_measure.hpp, and CUDA's quiet probe).
+/// (krex::measure's cold-L2 flush, gpu/measure.hpp, and CUDA's quiet probe).
 inline std::size_t l2_flush_bytes(int l2_bytes) noexcept {
   return std::max<std::size_t>(2 * static_cast<std::size_t>(std::max(l2_bytes, 0)),
                                std::size_t{1} << 20);

@@ -6,13 +6,13 @@
 //     krex::launch(t, my_kernel, grid, block, smem, stream, a, b, n);
 //
 // passes the gate (parks while a sibling holds a region), then launches with
-// cudaLaunchKernel (backend/gpu_launch.hpp over the CUDA runtime). Arguments
+// cudaLaunchKernel (gpu/launch.hpp over the CUDA runtime). Arguments
 // are converted to the kernel's parameter types. For anything else (copies,
 // library calls) use krex::submit_guard or t.submit(fn).
 
 #include <krex/backend/cuda.hpp>
 #include <krex/backend/cuda_api.hpp>
-#include <krex/backend/gpu_launch.hpp>
+#include <krex/gpu/launch.hpp>
 
 #include <cuda_runtime_api.h>
 

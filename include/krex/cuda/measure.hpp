@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// krex::measure for CUDA streams: the loop of backend/gpu_measure.hpp over
+// krex::measure for CUDA streams: the loop of gpu/measure.hpp over
 // the CUDA runtime (device events around each sample, cold L2, optional
 // CUDA-graph timing, throttle marking through NVML), and
 // krex::prepare_measure, which also makes the quiet step's probe.
@@ -9,7 +9,7 @@
 #include <krex/backend/cuda.hpp>
 #include <krex/backend/cuda_api.hpp>
 #include <krex/backend/cuda_quiet.hpp>
-#include <krex/backend/gpu_measure.hpp>
+#include <krex/gpu/measure.hpp>
 #include <krex/measure.hpp>
 
 #include <cuda_runtime_api.h>

@@ -6,11 +6,11 @@
 //     krex::launch(t, my_kernel, grid, block, smem, stream, a, b, n);
 //
 // passes the gate (parks while a sibling holds a region), then launches with
-// hipLaunchKernel (backend/gpu_launch.hpp over the HIP runtime). Arguments
+// hipLaunchKernel (gpu/launch.hpp over the HIP runtime). Arguments
 // are converted to the kernel's parameter types. For anything else (copies,
 // library calls) use krex::submit_guard or t.submit(fn).
 
-#include <krex/backend/gpu_launch.hpp>
+#include <krex/gpu/launch.hpp>
 #include <krex/backend/hip.hpp>
 #include <krex/backend/hip_api.hpp>
 

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// krex::measure for HIP streams: the loop of backend/gpu_measure.hpp over
+// krex::measure for HIP streams: the loop of gpu/measure.hpp over
 // the HIP runtime (hipEvents around each sample, cold L2 from
 // hipDeviceAttributeL2CacheSize, optional HIP-graph timing), and
 // krex::prepare_measure. What <krex/cuda/measure.hpp> is for CUDA, less
 // NVML's throttle reasons and the quiet probe (docs/HIP.md).
 
-#include <krex/backend/gpu_measure.hpp>
+#include <krex/gpu/measure.hpp>
 #include <krex/backend/hip.hpp>
 #include <krex/backend/hip_api.hpp>
 #include <krex/measure.hpp>
