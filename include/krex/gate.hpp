@@ -12,9 +12,10 @@
 // reaches the device.
 
 #include <krex/detail/futex.hpp>
-#include <krex/detail/submit.hpp>
 #include <krex/detail/slots.hpp>
+#include <krex/detail/submit.hpp>
 #include <krex/error.hpp>
+#include <krex/submit_guard.hpp>
 
 #include <sys/types.h>
 #include <time.h>
@@ -27,24 +28,6 @@
 
 namespace krex {
 namespace detail {
-
-/// Waits until slot `s`'s in_submit is 0 or `deadline_ns` passes. Returns true on 0.
-inline bool wait_in_submit_zero(tenant_slot& s, std::uint64_t deadline_ns) noexcept {
-  if (s.in_submit.load() == 0) return true;
-  s.in_submit_waiters.fetch_add(1);
-  bool ok = false;
-  for (;;) {
-    const std::uint32_t v = s.in_submit.load();
-    if (v == 0) {
-      ok = true;
-      break;
-    }
-    if (now_ns() >= deadline_ns || !slot_alive(s)) break;
-    futex_wait(s.in_submit, v, deadline_ns, 10'000'000);
-  }
-  s.in_submit_waiters.fetch_sub(1);
-  return ok;
-}
 
 /// Raises the gate for the region holder `m`. Returns the new (odd) epoch and
 /// whether a raised gate of a dead previous holder was taken over.

@@ -32,7 +32,8 @@ struct hip_api {
 
   /// The current context, by address (hipCtxGetCurrent). HIP keeps one
   /// context object per device for the process's life, so a hipDeviceReset
-  /// does not change it (docs/HIP.md: measure after a reset).
+  /// does not change it: the measure scratch does not notice a reset
+  /// (docs/HIP.md, krex::measure).
   static bool context_id(unsigned long long* id) noexcept {
     hipCtx_t c = nullptr;
 #pragma GCC diagnostic push

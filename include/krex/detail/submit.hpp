@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// The submitters' side of the submission gate (step 1, gate.hpp): what a
-// tenant's gated call runs (submit_enter / submit_exit) and its RAII form,
-// basic_submit_guard. Backends' automatic gating (CUPTI, the HIP API
-// callbacks) and the launch wrappers need only this, not the holder's side.
+// The gate, submitter side (the holder's side is the gate step,
+// detail/steps/gate.hpp).
 //
 // Submitter: in_submit.fetch_add(1), then load the gate. If a sibling holds
 // it, undo the increment and park on the gate word (bounded; on timeout the
-// holder's liveness is re-checked). See gate.hpp for the holder's half of the
-// Dekker pair.
+// holder's liveness is re-checked). Holder: raise the gate with a new epoch,
+// then wait until every sibling's in_submit is 0. With seq_cst on both sides
+// (a Dekker pair: store gate / load in_submit against store in_submit / load
+// gate) a submission either completes before the drain looks, or never
+// reaches the device.
 
 #include <krex/detail/futex.hpp>
 #include <krex/detail/slots.hpp>
@@ -17,8 +18,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace krex {
-namespace detail {
+namespace krex::detail {
 
 inline bool gate_raised(std::uint32_t g) noexcept { return (g & 1U) != 0; }
 
@@ -73,30 +73,34 @@ inline void submit_exit(member& m) noexcept {
   if (--submit_depth > 0) return;
   tenant_slot& s = *m.slot;
   s.submits.fetch_add(1, std::memory_order_relaxed);
-  if (s.in_submit.fetch_sub(1) == 1 && s.in_submit_waiters.load() != 0)
-    futex_wake_all(s.in_submit);
+  if (s.in_submit.fetch_sub(1) == 1 && s.in_submit_waiters.load() != 0) futex_wake_all(s.in_submit);
 }
 
-}  // namespace detail
-
-/// RAII submission gate (step 1): while a guard lives, the tenant may put work
-/// on its device; if a sibling holds a region, the constructor parks until it
-/// ends. Nested guards on one thread pass at once. Costs two atomic RMWs and a
-/// load when no region is held.
-///
-///     { krex::submit_guard g{t}; launch(...); }
-template <class Tenant>
-class basic_submit_guard {
- public:
-  explicit basic_submit_guard(Tenant& t) noexcept : m_member(&t.detail_member()) {
-    detail::submit_enter(*m_member);
+/// Waits until slot `s`'s in_submit is 0 or `deadline_ns` passes. Returns true on 0.
+inline bool wait_in_submit_zero(tenant_slot& s, std::uint64_t deadline_ns) noexcept {
+  if (s.in_submit.load() == 0) return true;
+  s.in_submit_waiters.fetch_add(1);
+  bool ok = false;
+  for (;;) {
+    const std::uint32_t v = s.in_submit.load();
+    if (v == 0) {
+      ok = true;
+      break;
+    }
+    if (now_ns() >= deadline_ns || !slot_alive(s)) break;
+    futex_wait(s.in_submit, v, deadline_ns, 10'000'000);
   }
-  ~basic_submit_guard() { detail::submit_exit(*m_member); }
-  basic_submit_guard(const basic_submit_guard&) = delete;
-  basic_submit_guard& operator=(const basic_submit_guard&) = delete;
+  s.in_submit_waiters.fetch_sub(1);
+  return ok;
+}
 
- private:
-  detail::member* m_member;
+/// An open submission on this thread for the lifetime of the object: calls
+/// nested in it (the holder's own probe, an agent's sync) pass a raised gate.
+struct pass_gate {
+  pass_gate() noexcept { ++submit_depth; }
+  ~pass_gate() { --submit_depth; }
+  pass_gate(const pass_gate&) = delete;
+  pass_gate& operator=(const pass_gate&) = delete;
 };
 
-}  // namespace krex
+}  // namespace krex::detail

@@ -7,7 +7,7 @@
 // cuda/launch.hpp and hip/launch.hpp instantiate it.
 
 #include <krex/backend/gpu_api.hpp>
-#include <krex/detail/submit.hpp>
+#include <krex/submit_guard.hpp>
 
 #include <cstddef>
 #include <tuple>
