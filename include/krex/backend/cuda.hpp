@@ -11,13 +11,13 @@
 // identified node-wide by their UUID, so processes with different
 // CUDA_VISIBLE_DEVICES agree on whose gate is whose; automatic gating
 // subscribes CUPTI in attach() (see cuda_cupti.hpp); and what only CUDA has:
-// the context release on leave, the quiet probe (cuda_quiet.hpp) and NVML's
+// the context release on leave, the quiet probe (gpu_quiet.hpp) and NVML's
 // clocks and device processes.
 
 #include <krex/backend/cuda_api.hpp>
 #include <krex/backend/cuda_cupti.hpp>
-#include <krex/backend/cuda_quiet.hpp>
 #include <krex/backend/gpu_backend.hpp>
+#include <krex/backend/gpu_quiet.hpp>
 #include <krex/detail/clocks.hpp>
 #include <krex/detail/hash.hpp>
 #include <krex/detail/nvml.hpp>
@@ -63,7 +63,7 @@ class cuda : public detail::gpu::backend_base<detail::cuda_api, detail::cupti::h
     cudaGetLastError();
   }
 
-  /// The quiet step's probe (quiet.hpp, cuda_quiet.hpp) on this tenant's
+  /// The quiet step's probe (quiet.hpp, gpu_quiet.hpp) on this tenant's
   /// device. Not run (why_not says so) while this process has no context
   /// there: probing would create one.
   detail::quiet_sample quiet_probe() {
@@ -72,7 +72,7 @@ class cuda : public detail::gpu::backend_base<detail::cuda_api, detail::cupti::h
       q.why_not = "this process has no CUDA context on the device yet (nothing submitted)";
       return q;
     }
-    return detail::cuda_quiet_probe::get().run(ordinal());
+    return detail::gpu::quiet_probe<detail::cuda_api>::get().run(ordinal());
   }
 
   /// The device's clock state (NVML; invalid where NVML is absent).

@@ -73,6 +73,8 @@ struct cuda_api {
   static constexpr const char* no_device_hint =
       "check the driver and CUDA_VISIBLE_DEVICES (nvidia-smi)";
   static constexpr bool lower_case_bus_id = false;
+  static constexpr const char* context_unnamed =
+      "the CUDA context could not be named (driver older than 12.0)";
   static error_t get_props(props_t* p, int d) noexcept { return cudaGetDeviceProperties(p, d); }
   static error_t l2_bytes(int* b, int d) noexcept {
     return cudaDeviceGetAttribute(b, cudaDevAttrL2CacheSize, d);

@@ -16,13 +16,14 @@
 // each vendor header adds what differs: props_t (the properties struct),
 // no_device_hint (what to check when there is no device), lower_case_bus_id,
 // l2_bytes(&b, d) (the L2 size attribute), instantiate(&x, g) (a graph),
-// context_id(&id) (a name of the current context, false: none) and
+// context_id(&id) (a name of the current context, false: none; when false,
+// context_unnamed says why) and
 // reasons_source(d) (a reader of the device's clocks-event reasons, empty
 // where there is none).
 //
-// What only one vendor has stays in that vendor's files: CUPTI, NVML and the
-// quiet probe for CUDA (backend/cuda*.hpp), the ROCm 5 callback table for
-// HIP (backend/hip_callbacks.hpp).
+// What only one vendor has stays in that vendor's files: CUPTI and NVML for
+// CUDA (backend/cuda*.hpp), the ROCm 5 callback table for HIP
+// (backend/hip_callbacks.hpp).
 
 #include <krex/error.hpp>
 

@@ -22,6 +22,7 @@ struct hip_api {
       "check the amdgpu driver, /dev/kfd access (the video/render groups) and "
       "HIP_VISIBLE_DEVICES (rocm-smi)";
   static constexpr bool lower_case_bus_id = true;  // as sysfs names it
+  static constexpr const char* context_unnamed = "the HIP runtime names no current context";
   static error_t get_props(props_t* p, int d) noexcept { return hipGetDeviceProperties(p, d); }
   static error_t l2_bytes(int* b, int d) noexcept {
     return hipDeviceGetAttribute(b, hipDeviceAttributeL2CacheSize, d);

@@ -8,7 +8,7 @@
 
 #include <krex/backend/cuda.hpp>
 #include <krex/backend/cuda_api.hpp>
-#include <krex/backend/cuda_quiet.hpp>
+#include <krex/backend/gpu_quiet.hpp>
 #include <krex/gpu/measure.hpp>
 #include <krex/measure.hpp>
 
@@ -36,7 +36,7 @@ inline void prepare_measure(const measure_options& o = {}) {
   detail::gpu::prepare_scratch<detail::cuda_api>(o);
   int dev = 0;
   detail::cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  detail::cuda_quiet_probe::get().prepare(dev);  // the region's quiet probe, too
+  detail::gpu::quiet_probe<detail::cuda_api>::get().prepare(dev);  // the region's quiet probe, too
 }
 
 /// Times `fn` (which enqueues work on `stream`) inside the held region `held`
