@@ -50,7 +50,7 @@ namespace krex::detail::cupti {
 /// Per-process state of krex's one CUPTI subscription.
 struct state : gpu::gating_state {
   CUpti_SubscriberHandle subscriber = nullptr;
-  std::atomic<std::uint64_t> gated_runtime{0};  ///< calls gated that entered it in the runtime domain
+  std::atomic<std::uint64_t> gated_runtime{0};  ///< gated calls that entered in the runtime domain
   std::atomic<std::uint64_t> gated_driver{0};   ///< ...in the driver domain (not nested)
 };
 
@@ -181,8 +181,8 @@ inline void CUPTIAPI on_api(void* /*userdata*/, CUpti_CallbackDomain domain, CUp
     *info->correlationData = reinterpret_cast<std::uint64_t>(m);
   } else if (*info->correlationData != 0) {
     // The pointer stored by the enter callback above, back from CUPTI's slot.
-    gpu::call_done(
-        st, *reinterpret_cast<member*>(*info->correlationData));  // NOLINT(performance-no-int-to-ptr)
+    auto* m = reinterpret_cast<member*>(*info->correlationData);  // NOLINT(performance-no-int-to-ptr)
+    gpu::call_done(st, *m);
   }
 }
 

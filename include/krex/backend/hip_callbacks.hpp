@@ -76,8 +76,8 @@ inline constexpr std::uint32_t max_api_id = 1024;
 
 /// Per-process state of krex's one callback registration.
 struct state : gpu::gating_state {
-  std::atomic<std::uint64_t> too_deep{
-      0};  ///< calls given no record (ungated): nested too deep, or no memory
+  /// Calls given no record (ungated): nested too deep, or no memory.
+  std::atomic<std::uint64_t> too_deep{0};
   std::vector<std::uint32_t> ids;  ///< API ids krex registered
   remove_fn remove_api = nullptr;
   remove_fn remove_activity = nullptr;
