@@ -56,7 +56,7 @@ class backend_base {
     char id[32] = {};
     gpu_call<V>(V::pci_bus_id(id, sizeof id, ordinal), "DeviceGetPCIBusId");
     std::string s = id;
-    if (V::lower_case_bus_id)
+    if constexpr (V::lower_case_bus_id)
       for (char& c : s)
         if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
     return s;
