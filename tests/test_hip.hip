@@ -2,7 +2,8 @@
 // The HIP backend. Without an AMD GPU (hipGetDeviceCount: hipErrorNoDevice)
 // only the tests that need none run: which API calls automatic gating picks,
 // which runtimes it refuses and why, error messages, the L2 flush size, and
-// that a tenant on a node without a device fails with a clear error. The
+// that a tenant (and krex::prepare_measure) on a node without a device fails
+// with a clear error. The
 // tests that need a device skip, naming hipErrorNoDevice.
 //
 // Like test_cuda.cu, the test process itself never initializes HIP (a process
