@@ -123,6 +123,40 @@ TEST(CudaGate, GatedApiNames) {
   EXPECT_FALSE(gated_api(drv, nullptr));
 }
 
+// CUDA errors become krex::error(step::backend) naming the call and the
+// error, through the code CUDA and HIP share (gpu_api.hpp's gpu_check; no GPU
+// needed; in a child, so the test process never touches the runtime).
+TEST(CudaBackend, ErrorsNameTheCallAndTheCudaError) {
+  const int code = in_child([] {
+    try {
+      krex::detail::cuda_check(cudaErrorInvalidValue, "cudaMemcpyAsync");
+      return 10;
+    } catch (const krex::error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      CHILD_EXPECT(e.where() == krex::step::backend, 11);
+      CHILD_EXPECT(e.code() == static_cast<int>(cudaErrorInvalidValue), 12);
+      CHILD_EXPECT(std::string(e.what()).find("cudaMemcpyAsync failed: cudaErrorInvalidValue: ") !=
+                       std::string::npos,
+                   13);
+    }
+    try {
+      krex::detail::cuda_check(cudaErrorNoDevice, "cudaSetDevice");
+      return 14;
+    } catch (const krex::error& e) {
+      CHILD_EXPECT(std::string(e.what()).find("CUDA_VISIBLE_DEVICES (nvidia-smi)") !=
+                       std::string::npos,
+                   15);
+    }
+    try {
+      krex::detail::cuda_check(cudaSuccess, "cudaFree");
+    } catch (...) {
+      return 16;
+    }
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+}
+
 TEST(CudaBackend, IdentityAndIdleTenantCreatesNoContext) {
   REQUIRE_GPU();
   scoped_segment seg;

@@ -2,7 +2,8 @@
 // The HIP backend. Without an AMD GPU (hipGetDeviceCount: hipErrorNoDevice)
 // only the tests that need none run: which API calls automatic gating picks,
 // which runtimes it refuses and why, error messages, the L2 flush size, and
-// that a tenant on a node without a device fails with a clear error. The
+// that a tenant (and krex::prepare_measure) on a node without a device fails
+// with a clear error. The
 // tests that need a device skip, naming hipErrorNoDevice.
 //
 // Like test_cuda.cu, the test process itself never initializes HIP (a process
@@ -189,10 +190,30 @@ TEST(HipBackend, ErrorsNameTheCallAndTheHipError) {
 }
 
 TEST(HipMeasure, FlushIsTwiceTheL2AtLeastOneMiB) {
-  using krex::detail::hip_measure::flush_size_for;
-  EXPECT_EQ(flush_size_for(0, 8 << 20), std::size_t{16} << 20);  // MI210/MI250X: 8 MiB L2
-  EXPECT_EQ(flush_size_for(0, 0), std::size_t{1} << 20);         // no L2 reported
-  EXPECT_EQ(flush_size_for(12345, 8 << 20), 12345U);             // measure_options::flush_bytes
+  using krex::detail::l2_flush_bytes;
+  EXPECT_EQ(l2_flush_bytes(8 << 20), std::size_t{16} << 20);  // MI210/MI250X: 8 MiB L2
+  EXPECT_EQ(l2_flush_bytes(0), std::size_t{1} << 20);         // no L2 reported
+  // measure_options::flush_bytes, taken as it is (no HIP call)
+  EXPECT_EQ(krex::detail::gpu::flush_size<krex::detail::hip_api>(12345), 12345U);
+}
+
+// krex::prepare_measure exists for HIP too (the scratch of the shared
+// measure, gpu/measure.hpp). Without a device it fails with a clear
+// error naming the call, before anything is allocated.
+TEST(HipMeasure, PrepareMeasureWithoutADeviceIsAClearError) {
+  if (gpu_count() > 0) GTEST_SKIP() << "an AMD GPU is present (this is the no-device case)";
+  const int code = in_child([] {
+    try {
+      krex::prepare_measure();
+      return 10;
+    } catch (const krex::error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      CHILD_EXPECT(e.where() == krex::step::backend, 11);
+      CHILD_EXPECT(std::string(e.what()).find("hipGetDevice failed: ") != std::string::npos, 12);
+    }
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
 }
 
 // Without a device (this is what CI sees) the backend counts 0 devices and a
@@ -307,9 +328,10 @@ TEST(HipMeasure, TimesAKernelInARegion) {
     hipStream_t s = nullptr;
     CHILD_EXPECT(hipStreamCreate(&s) == hipSuccess, 53);
     krex::launch(t, axpy, dim3((n + 255) / 256), dim3(256), 0, s, 2.0f, x, y, n);
-    hip_region r{t};
     krex::measure_options o;
     o.samples = 5;
+    krex::prepare_measure(o);  // the flush buffer and events, before the region
+    hip_region r{t};
     const krex::measure_result m = krex::measure(
         r, s,
         [&] { hipLaunchKernelGGL(axpy, dim3((n + 255) / 256), dim3(256), 0, s, 2.0f, x, y, n); },

@@ -55,9 +55,9 @@ struct measure_options {
   int warmup = 3;                            ///< warm-up calls (at least this many)
   std::chrono::microseconds warmup_time{0};  ///< ...and keep warming up until this much time passed
   int samples = 50;                          ///< timed samples
-  bool cold_l2 = true;          ///< CUDA: flush L2 before each sample (outside its events)
-  std::size_t flush_bytes = 0;  ///< CUDA: flush buffer size; 0 = 2 x the device's L2
-  int graph_batch = 0;          ///< CUDA: >0 times a graph of this many calls per sample
+  bool cold_l2 = true;          ///< CUDA/HIP: flush L2 before each sample (outside its events)
+  std::size_t flush_bytes = 0;  ///< CUDA/HIP: flush buffer size; 0 = 2 x the device's L2
+  int graph_batch = 0;          ///< CUDA/HIP: >0 times a graph of this many calls per sample
                                 ///< (short kernels: no launch gaps); sample = graph / batch
   bool sync_each = false;       ///< CUDA/HIP: synchronize the stream after every sample (the
                                 ///< do_bench style: the launch is not queued ahead, so a
@@ -66,7 +66,7 @@ struct measure_options {
   /// was active; see measure_result::throttled), after waiting
   /// throttle_recovery, at most max_retakes rounds (nvbench discards and
   /// re-runs throttled samples the same way). Samples still throttled after
-  /// the last round stay marked. Batched CUDA loops retake the whole batch.
+  /// the last round stay marked. Batched CUDA/HIP loops retake the whole batch.
   bool retake_throttled = false;
   int max_retakes = 3;
   std::chrono::milliseconds throttle_recovery{50};
@@ -76,7 +76,8 @@ struct measure_options {
 struct measure_result {
   std::vector<double> samples_ms;
   double median_ms = 0, p5_ms = 0, p95_ms = 0, mean_ms = 0, min_ms = 0, max_ms = 0;
-  std::string method;  ///< "host", "cuda-events", "cuda-events+graph"; "+cold-l2" when flushed
+  std::string method;  ///< "host", "cuda-events", "cuda-events+graph" (HIP: "hip-events...");
+                       ///< "+cold-l2" when flushed
   /// Indices of samples taken while a power or thermal slowdown reason was
   /// active on the device (NVML's clocks-event reasons, read before and after
   /// each synchronized sample, or around a batched loop, whose samples are

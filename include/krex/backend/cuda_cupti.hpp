@@ -32,68 +32,26 @@
 // CUPTI allows one subscriber per process. If another tool (a profiler) holds
 // it, the tenant falls back to explicit gating and says so in gating_note().
 
-#include <krex/detail/slots.hpp>
-#include <krex/gate.hpp>
+#include <krex/backend/cuda_api.hpp>
+#include <krex/backend/gpu_gating.hpp>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cupti.h>  // also the generated *_params structs of both API domains
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <utility>
-#include <thread>
-
-namespace krex::detail {
-
-/// The driver entry point `name`, of at least CUDA `version` (e.g. 12000),
-/// through the runtime's lookup: krex links cudart and CUPTI, not libcuda.
-/// nullptr, with the runtime's error cleared, if the driver lacks it.
-inline void* driver_entry(const char* name, int version) noexcept {
-  void* f = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion(name, &f, version, cudaEnableDefault, &q) == cudaSuccess &&
-      q == cudaDriverEntryPointSuccess && f != nullptr)
-    return f;
-  cudaGetLastError();
-  return nullptr;
-}
-
-/// The unique id of the calling thread's current context (cuCtxGetId, CUDA
-/// 12.0+, through the runtime's entry-point lookup). False: no current
-/// context, or the driver cannot name it.
-inline bool current_context_id(unsigned long long* id) noexcept {
-  using cur_fn = CUresult (*)(CUcontext*);
-  using id_fn = CUresult (*)(CUcontext, unsigned long long*);
-  static const std::pair<cur_fn, id_fn> fns = [] {
-    void* a = driver_entry("cuCtxGetCurrent", 4000);
-    void* b = a != nullptr ? driver_entry("cuCtxGetId", 12000) : nullptr;
-    if (b == nullptr) return std::pair<cur_fn, id_fn>{nullptr, nullptr};
-    return std::pair<cur_fn, id_fn>{reinterpret_cast<cur_fn>(a), reinterpret_cast<id_fn>(b)};
-  }();
-  CUcontext c = nullptr;
-  return fns.first != nullptr && fns.first(&c) == CUDA_SUCCESS && c != nullptr &&
-         fns.second(c, id) == CUDA_SUCCESS;
-}
-
-}  // namespace krex::detail
 
 namespace krex::detail::cupti {
 
 /// Per-process state of krex's one CUPTI subscription.
-struct state {
-  std::mutex mu;
+struct state : gpu::gating_state {
   CUpti_SubscriberHandle subscriber = nullptr;
-  std::atomic<member*> target{nullptr};          ///< the tenant whose gate calls pass
-  std::atomic<std::uint64_t> gated{0};           ///< calls that passed the gate
-  std::atomic<std::uint64_t> gated_runtime{0};   ///< ...of which entered it in the runtime domain
-  std::atomic<std::uint64_t> gated_driver{0};    ///< ...in the driver domain (not nested)
-  std::atomic<std::uint64_t> capture_passes{0};  ///< captured launches let through a raised gate
-  std::atomic<int> open{0};  ///< calls between their enter and exit callbacks (see detach)
+  std::atomic<std::uint64_t> gated_runtime{0};  ///< gated calls that entered in the runtime domain
+  std::atomic<std::uint64_t> gated_driver{0};   ///< ...in the driver domain (not nested)
 };
 
 inline state& the_state() {
@@ -207,31 +165,15 @@ inline void CUPTIAPI on_api(void* /*userdata*/, CUpti_CallbackDomain domain, CUp
                             const void* data) {
   const auto* info = static_cast<const CUpti_CallbackData*>(data);
   if (info->correlationData == nullptr) return;
+  state& st = the_state();
   if (info->callbackSite == CUPTI_API_ENTER) {
     *info->correlationData = 0;
-    member* m = the_state().target.load(std::memory_order_acquire);
-    if (m == nullptr) return;
-    state& st = the_state();
-    st.open.fetch_add(1);
-    // Dekker pair with detach (store target, load open): either detach waits
-    // for this call, or this call sees the subscription ending and passes.
-    if (st.target.load() != m) {
-      st.open.fetch_sub(1);
-      return;
-    }
-    // Only when a sibling holds the gate: a captured launch does not run, so
-    // it need not wait (and capturing code may hold locks the region needs).
-    if (gate_raised(m->dev->gate.load()) && m->dev->holder.load() != m->index + 1 &&
-        submit_depth == 0) {
-      CUstream s = nullptr;
-      if (launch_stream(domain, cbid, info->functionParams, &s) && capturing(s)) {
-        st.capture_passes.fetch_add(1, std::memory_order_relaxed);
-        st.open.fetch_sub(1);
-        return;
-      }
-    }
     const bool outer = submit_depth == 0;
-    submit_enter(*m);
+    member* m = gpu::call_enter(st, [&] {
+      CUstream s = nullptr;
+      return launch_stream(domain, cbid, info->functionParams, &s) && capturing(s);
+    });
+    if (m == nullptr) return;
     if (outer)
       (domain == CUPTI_CB_DOMAIN_RUNTIME_API ? st.gated_runtime : st.gated_driver)
           .fetch_add(1, std::memory_order_relaxed);
@@ -239,10 +181,8 @@ inline void CUPTIAPI on_api(void* /*userdata*/, CUpti_CallbackDomain domain, CUp
     *info->correlationData = reinterpret_cast<std::uint64_t>(m);
   } else if (*info->correlationData != 0) {
     // The pointer stored by the enter callback above, back from CUPTI's slot.
-    submit_exit(
-        *reinterpret_cast<member*>(*info->correlationData));  // NOLINT(performance-no-int-to-ptr)
-    the_state().gated.fetch_add(1, std::memory_order_relaxed);
-    the_state().open.fetch_sub(1);
+    auto* m = reinterpret_cast<member*>(*info->correlationData);  // NOLINT(performance-no-int-to-ptr)
+    gpu::call_done(st, *m);
   }
 }
 
@@ -294,17 +234,21 @@ inline std::string attach(member& m, bool contexts = true) {
 /// Ends the subscription made for `m` (no-op if it is not `m`'s).
 inline void detach(member& m) noexcept {
   state& st = the_state();
-  std::lock_guard<std::mutex> lock(st.mu);
-  if (st.target.load() != &m) return;
-  st.target.store(nullptr, std::memory_order_release);
-  // A call whose exit callback never comes would leave its thread's
-  // submit_depth raised (later guards on that thread would pass ungated), so
-  // let calls in flight (even one parked at the gate) finish first, bounded.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (st.open.load() != 0 && std::chrono::steady_clock::now() < give_up)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  cuptiUnsubscribe(st.subscriber);
-  st.subscriber = nullptr;
+  gpu::end_gating(st, m, [&st] {
+    cuptiUnsubscribe(st.subscriber);
+    st.subscriber = nullptr;
+  });
 }
+
+/// The backend's gating policy (backend/gpu_backend.hpp): CUPTI.
+struct hooks {
+  static constexpr const char* note_automatic = "cupti";
+  static std::string attach(member& m, bool contexts) {
+    std::string note = cupti::attach(m, contexts);
+    if (note == note_automatic && !contexts) note += " (contexts ungated: KREX_GATE_CONTEXTS=0)";
+    return note;
+  }
+  static void detach(member& m) noexcept { cupti::detach(m); }
+};
 
 }  // namespace krex::detail::cupti
