@@ -9,6 +9,7 @@
 #include <krex/backend/cuda.hpp>
 #include <krex/backend/cuda_api.hpp>
 #include <krex/backend/gpu_quiet.hpp>
+#include <krex/detail/nvml.hpp>
 #include <krex/gpu/measure.hpp>
 #include <krex/measure.hpp>
 
@@ -27,9 +28,9 @@ inline std::size_t flush_size(std::size_t requested) {
 }  // namespace detail
 
 /// Allocates krex::measure's device scratch for the current device (its L2
-/// flush buffer and events for `o`) and the quiet step's probe buffers now,
-/// outside any region, so that neither the region's entry nor its measure
-/// allocates anything. Optional: without it the first
+/// flush buffer and events for `o`) and the quiet step's probe buffers, and
+/// loads NVML, now, outside any region, so that neither the region's entry
+/// nor its measure allocates or loads anything. Optional: without it the first
 /// measure of the process allocates (inside its region) and later ones reuse.
 /// Throws krex::error(step::backend).
 inline void prepare_measure(const measure_options& o = {}) {
@@ -37,6 +38,10 @@ inline void prepare_measure(const measure_options& o = {}) {
   int dev = 0;
   detail::cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
   detail::gpu::quiet_probe<detail::cuda_api>::get().prepare(dev);  // the region's quiet probe, too
+  // NVML, which the region reads at entry (foreign processes, clocks): loading
+  // it (dlopen + nvmlInit, ~17 ms on the H200) would otherwise happen inside
+  // this process's first region, with the device held.
+  (void)detail::nvml::get();
 }
 
 /// Times `fn` (which enqueues work on `stream`) inside the held region `held`
