@@ -12,7 +12,7 @@
 #
 #   OLD_INCLUDE=build-oldpool/include bash bench/pool_compare.sh
 #
-# Environment: ARCH (native: nvcc -arch), W (16), M (400 commands), PREP_MS (100), CYCLES (100000: ~50 us
+# Environment: POOL_BENCH, POOL_BENCH_OLD (prebuilt binaries), ARCH (native: nvcc -arch), W (16), M (400 commands), PREP_MS (100), CYCLES (100000: ~50 us
 # at 1980 MHz), ROUNDS (2), OUT (build-cuda/pool-compare). Writes $OUT/*.json,
 # $OUT/pool_compare.md and $OUT/run.log.
 set -uo pipefail
@@ -25,8 +25,12 @@ cuda_inc=(-I"$PWD/include")
 bin="$out/bin"
 mkdir -p "$bin"
 nv=(nvcc -std=c++17 -O2 -arch="${ARCH:-native}" -DKREX_WITH_CUDA=1 -lcupti -ldl -lrt)
-"${nv[@]}" "${cuda_inc[@]}" bench/gpu/pool_bench.cu -o "$bin/pool_bench" &
-if [ -n "${OLD_INCLUDE:-}" ]; then
+# POOL_BENCH / POOL_BENCH_OLD: binaries built already (e.g. the cuda preset's
+# build-cuda/bench/krex_gpu_pool_bench); otherwise nvcc builds them here.
+if [ -n "${POOL_BENCH:-}" ]; then cp "$POOL_BENCH" "$bin/pool_bench"; else
+  "${nv[@]}" "${cuda_inc[@]}" bench/gpu/pool_bench.cu -o "$bin/pool_bench" &
+fi
+if [ -n "${POOL_BENCH_OLD:-}" ]; then cp "$POOL_BENCH_OLD" "$bin/pool_bench_old"; elif [ -n "${OLD_INCLUDE:-}" ]; then
   "${nv[@]}" -DKREX_BENCH_OLD_POOL -I"$OLD_INCLUDE" bench/gpu/pool_bench.cu -o "$bin/pool_bench_old" &
 fi
 wait

@@ -22,8 +22,10 @@ import threading as _threading
 
 from ._krex import Error, Region, Tenant, backend
 from ._krex import measure as _measure
+from ._krex import prepare_measure
 
-__all__ = ["Error", "Tenant", "backend", "region", "measure", "patch", "unpatch", "patched",
+__all__ = ["Error", "Tenant", "backend", "region", "measure", "prepare_measure", "patch",
+           "unpatch", "patched",
            "process_tenant", "last_report", "in_region", "Pool", "PoolError", "WorkerDied",
            "worker_tenant"]
 

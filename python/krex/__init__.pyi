@@ -8,8 +8,10 @@ from ._krex import Error as Error
 from ._krex import Region as _Region
 from ._krex import Tenant as Tenant
 from ._krex import backend as backend
+from ._krex import prepare_measure as prepare_measure
 
-__all__ = ["Error", "Tenant", "backend", "region", "measure", "patch", "unpatch", "patched",
+__all__ = ["Error", "Tenant", "backend", "region", "measure", "prepare_measure", "patch",
+           "unpatch", "patched",
            "process_tenant", "last_report", "in_region", "Pool", "PoolError", "WorkerDied",
            "worker_tenant"]
 __version__: str

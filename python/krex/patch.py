@@ -83,7 +83,25 @@ def process_tenant(device=None):
         if t is None or not t.joined:
             t = _krex.Tenant(device, **opts)
             _state["tenants"][device] = t
+            _prepare_measure()
         return t
+
+
+def _prepare_measure():
+    """After a join, outside any region: krex.prepare_measure() where the
+    process has a CUDA context already (PyTorch initialized it), so the first
+    patched call's region neither allocates the probe and flush buffers nor
+    loads NVML with the device held. Never creates a context; a failure here
+    only leaves that work to the first region."""
+    if _krex.backend != "cuda":
+        return
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return
+    try:
+        _krex.prepare_measure()
+    except _krex.Error:
+        pass
 
 
 def last_report():

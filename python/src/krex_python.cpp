@@ -599,6 +599,29 @@ sample. Returns a dict: samples_ms, median_ms, p5_ms, p95_ms, mean_ms, min_ms,
 max_ms, method.)doc");
 
   m.def(
+      "prepare_measure",
+      [](bool cold_l2, std::size_t flush_bytes) {
+#if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
+        measure_options o;
+        o.cold_l2 = cold_l2;
+        o.flush_bytes = flush_bytes;
+        py::gil_scoped_release nogil;
+        krex::prepare_measure(o);
+#else
+        (void)cold_l2;
+        (void)flush_bytes;
+#endif
+      },
+      py::arg("cold_l2") = true, py::arg("flush_bytes") = 0,
+      R"doc(
+prepare_measure(cold_l2=True, flush_bytes=0) -> None: krex::prepare_measure.
+On a CUDA build, makes measure's device scratch (the L2 flush buffer and
+events) and the quiet step's probe buffers on the current device, and loads
+NVML, now, outside any region, so the first region of the process neither
+allocates nor loads anything with the device held. It creates the CUDA
+context if the process has none. Nothing on the host backend.)doc");
+
+  m.def(
       "device_count",
       [](const py::kwargs& kw) {
         const k::options o = krex::python::make_options(py::int_(0), kw).with_env();

@@ -278,3 +278,18 @@ def test_submit_runs_the_callable_through_the_gate():
 if __name__ == "__main__":
     import run_tests
     raise SystemExit(run_tests.main([os.path.abspath(__file__)]))
+
+
+def test_prepare_measure_is_exported_and_checks_its_arguments():
+    # Outside any region; on the host backend it does nothing (CUDA: the
+    # scratch, the probe and NVML, tested on the GPU by test_cuda's C++ twin).
+    assert "prepare_measure" in krex.__all__
+    if krex.backend == "host":
+        assert krex.prepare_measure() is None
+        assert krex.prepare_measure(cold_l2=False, flush_bytes=1 << 20) is None
+    for bad in (dict(cold_l2="yes"), dict(flush_bytes=-1), dict(flush_bytes=1.5)):
+        try:
+            krex.prepare_measure(**bad)
+        except TypeError:
+            continue
+        raise AssertionError("no TypeError for %r" % (bad,))
