@@ -107,6 +107,39 @@ TEST(Krexctl, VersionListAndMissingSegmentHint) {
                            " timeout 30 " KREX_KREXCTL_PATH " status 2>&1");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_TRUE(contains(r.out, std::string("hint: no krex segment exists in ") + dir)) << r.out;
+  // Segments, but none by the default name and none named: status lists them
+  // all (as list does), not an error. With the default one there, status
+  // shows it and names the others.
+  {
+    const std::string env = std::string("env -u KREX_SEGMENT KREX_SHM_DIR=") + dir;
+    const std::string other = seg.name() + "-other";
+    for (const std::string& name : {other, std::string("krex")}) {
+      child maker = krex_test::spawn([&] {
+        ::setenv("KREX_SHM_DIR", dir, 1);
+        krex::detail::segment s{krex::options{}.segment(name)};
+        return 0;
+      });
+      ASSERT_EQ(krex_test::exit_code(maker.wait(std::chrono::seconds(30))), 0);
+      r = krex_test::run_shell(env + " timeout 30 " KREX_KREXCTL_PATH " status 2>&1");
+      EXPECT_EQ(r.rc, 0) << name << "\n" << r.out;
+      EXPECT_TRUE(contains(r.out, other)) << r.out;
+      if (name == other) {
+        EXPECT_TRUE(contains(r.out, "no segment named krex here")) << r.out;
+        EXPECT_TRUE(contains(r.out, "1 krex segment(s) in ")) << r.out;
+      } else {
+        EXPECT_TRUE(contains(r.out, "other krex segments on this node: " + other)) << r.out;
+      }
+    }
+    // Named, a missing segment is still an error (exit 2).
+    r = krex_test::run_shell(env + " timeout 30 " KREX_KREXCTL_PATH " status --segment nope 2>&1");
+    EXPECT_EQ(r.rc, 2) << r.out;
+    r = krex_test::run_shell(env + " KREX_SEGMENT=nope timeout 30 " KREX_KREXCTL_PATH " status 2>&1");
+    EXPECT_EQ(r.rc, 2) << r.out;
+    for (const std::string& name : {other, std::string("krex")})
+      krex_test::run_shell(env + " timeout 30 " KREX_KREXCTL_PATH " clean --segment " + name + " 2>&1");
+    r = krex_test::run_shell(std::string("ls -A ") + dir);
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
   r = krex_test::run_shell(std::string("KREX_SHM_DIR=") + dir +
                            " timeout 30 " KREX_KREXCTL_PATH " list 2>&1");
   EXPECT_EQ(r.rc, 0) << r.out;

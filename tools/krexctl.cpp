@@ -35,6 +35,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <krex_tools/cli.hpp>
@@ -61,6 +62,7 @@ struct args {
   krex::options opts;
   bool json = false, force = false, all = false, kill = false, dry_run = false, any_owner = false;
   bool markdown = false;
+  bool segment_named = false;  // --segment or KREX_SEGMENT: not the default name
   int device = -1;
 };
 
@@ -124,11 +126,13 @@ args parse(int argc, char** argv) {
       "3 the segment cannot be used, 64 usage. `krexctl options` lists every KREX_*\n"
       "variable.");
   const auto bad_env = apply_used_env(a.opts);
+  if (const char* v = std::getenv("KREX_SEGMENT"); v != nullptr && *v != '\0') a.segment_named = true;
   std::vector<std::string> given;  // the options the command line set
   const auto segment = [&](cli::command& c) -> cli::command& {
     return c
         .value("--segment", "NAME", checked([&](const std::string& v) {
                  a.opts.segment(v);
+                 a.segment_named = true;
                  given.emplace_back("--segment");
                }),
                "the tenants' segment base name (KREX_SEGMENT, default krex)")
@@ -412,6 +416,15 @@ int cmd_status(const args& a) {
   std::unique_ptr<kd::node_state> node;
   std::string why;
   if (const int e = inspect(id, node, why)) {
+    // No segment named and none by the default name: the node's segments,
+    // as `krexctl list` shows them, where there are any.
+    if (e == no_segment && !a.segment_named && !list_segments(id.dir).empty()) {
+      if (!a.json)
+        std::printf("no segment named %s here (pass --segment NAME for one); every krex segment "
+                    "on this node:\n",
+                    id.base.c_str());
+      return cmd_list(a);
+    }
     report_error(a, id.path(), e == no_segment ? why + "\n  hint: " + no_segment_hint(a) : why);
     return e;
   }
@@ -419,6 +432,14 @@ int cmd_status(const args& a) {
   std::fputs(
       (a.json ? krex_tools::status::to_json(v) + "\n" : krex_tools::status::to_text(v)).c_str(),
       stdout);
+  if (!a.json && !a.segment_named) {  // the default segment: name the node's others too
+    std::string others;
+    for (const listed_segment& s : list_segments(id.dir))
+      if (s.file != id.name) others += (others.empty() ? "" : ", ") + s.base + " (" + s.tag + ")";
+    if (!others.empty())
+      std::printf("other krex segments on this node: %s (`krexctl list`; --segment NAME for one)\n",
+                  others.c_str());
+  }
   const bool corrupt = !kd::validate(*node).empty();
   return corrupt ? unusable : v.problems.empty() ? ok : problems;
 }
