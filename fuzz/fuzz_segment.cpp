@@ -26,8 +26,9 @@
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/segment.hpp>
 #include <krex/detail/status.hpp>
-#include <krex/drain.hpp>
-#include <krex/region_lock.hpp>
+#include <krex/detail/steps/drain.hpp>
+#include <krex/detail/steps/gate.hpp>
+#include <krex/detail/steps/lock.hpp>
 
 #include <fcntl.h>
 #include <stdlib.h>

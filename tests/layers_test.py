@@ -40,9 +40,8 @@ def closure(graph, start):
 BASE = {"krex/detail/config.hpp", "krex/detail/layout.hpp", "krex/detail/proc.hpp",
         "krex/detail/sys.hpp", "krex/detail/json.hpp", "krex/detail/hash.hpp", "krex/error.hpp",
         "krex/options.hpp", "krex/version.hpp", "krex/pool_options.hpp"}
-# The protocol and its public façade: what detail/ must never reach up to.
-PUBLIC_STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp", "krex/quiet.hpp",
-                "krex/region.hpp", "krex/region_lock.hpp", "krex/tenant.hpp",
+# The public façade: what detail/ must never reach up to.
+PUBLIC_STEPS = {"krex/region.hpp", "krex/tenant.hpp", "krex/submit_guard.hpp",
                 "krex/measure.hpp", "krex/report.hpp", "krex/gbench.hpp",
                 "krex/pool.hpp"}
 # Headers only tools (krexctl, fuzz, tests) include: never reached from a tenant.
@@ -50,8 +49,7 @@ TOOLS_ONLY = {"krex/detail/status.hpp"}
 # The protocol steps: they never call crash recovery (a dead or expired
 # holder in their way is handed to the member's recoverer, detail/slots.hpp,
 # which the tenant installs).
-STEPS = {"krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp",
-         "krex/quiet.hpp", "krex/region_lock.hpp"}
+STEPS = {"krex/detail/steps/" + s + ".hpp" for s in ("lock", "gate", "drain", "freeze", "quiet", "pin")}
 RECOVERY = {"krex/detail/guardian_recover.hpp", "krex/detail/guardian.hpp"}
 # Slot bookkeeping and the lock's hand-off use the async-signal-safe building
 # blocks of detail/as_safe.hpp, never the guardian's headers.
@@ -108,16 +106,19 @@ def check(g):
         for dep in sorted(closure(g, h) & GUARDIAN):
             problems.append(f"{h} reaches the guardian's {dep}: use detail/as_safe.hpp "
                             "(docs/ARCHITECTURE.md)")
+    # 9. No step includes another step (only the region knows their order);
+    # what they share is detail/steps/context.hpp.
+    for h in sorted(STEPS & g.keys()):
+        for dep in sorted(set(g[h]) & STEPS):
+            problems.append(f"{h} (protocol step) includes the step {dep}: "
+                            "only the region sequences steps (docs/ARCHITECTURE.md)")
     return problems
 
 
 # 8. A top-level header is public API: one whose only namespace is
-# krex::detail belongs under detail/, except the protocol steps, which a
-# reader finds by name (gate.hpp, drain.hpp, freeze.hpp, quiet.hpp, pin.hpp, and the
-# lock, region_lock.hpp).
+# krex::detail belongs under detail/ (the protocol steps are in detail/steps/).
 NAMESPACE = re.compile(r'^\s*namespace\s+(krex(?:::[A-Za-z_:]+)?)\s*\{', re.M)
-DETAIL_ONLY_ALLOWED = {"krex/drain.hpp", "krex/freeze.hpp", "krex/pin.hpp", "krex/region_lock.hpp",
-                       "krex/gate.hpp", "krex/quiet.hpp"}
+DETAIL_ONLY_ALLOWED = set()
 
 
 def detail_only(text):
@@ -142,15 +143,18 @@ def check_top_level(root):
 
 
 def self_test(g):
-    """Rules 6 and 7 catch what they exist for, on copies of the real graph:
+    """Rules 6, 7 and 9 catch what they exist for, on copies of the real graph:
     a step including crash recovery directly or through a detail header, and
     slots.hpp including guardian_sys.hpp. Returns what did not fail."""
     cases = [
-        ("krex/gate.hpp", "krex/detail/guardian_recover.hpp", "krex/gate.hpp (protocol step)"),
-        ("krex/region_lock.hpp", "krex/detail/guardian_recover.hpp",
-         "krex/region_lock.hpp (protocol step)"),
+        ("krex/detail/steps/gate.hpp", "krex/detail/guardian_recover.hpp",
+         "krex/detail/steps/gate.hpp (protocol step)"),
+        ("krex/detail/steps/lock.hpp", "krex/detail/guardian_recover.hpp",
+         "krex/detail/steps/lock.hpp (protocol step)"),
         ("krex/detail/futex.hpp", "krex/detail/guardian_recover.hpp",
-         "krex/drain.hpp (protocol step)"),
+         "krex/detail/steps/drain.hpp (protocol step)"),
+        ("krex/detail/steps/drain.hpp", "krex/detail/steps/gate.hpp",
+         "krex/detail/steps/drain.hpp (protocol step) includes the step"),
         ("krex/detail/slots.hpp", "krex/detail/guardian_sys.hpp",
          "krex/detail/slots.hpp reaches the guardian's krex/detail/guardian_sys.hpp"),
     ]

@@ -5,14 +5,15 @@
 #include <krex/detail/device_registry.hpp>
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/segment.hpp>
+#include <krex/detail/freezer.hpp>
 #include <krex/detail/slots.hpp>
-#include <krex/drain.hpp>
+#include <krex/detail/steps/drain.hpp>
+#include <krex/detail/steps/pin.hpp>
+#include <krex/detail/submit.hpp>
 #include <krex/error.hpp>
-#include <krex/freeze.hpp>
-#include <krex/gate.hpp>
 #include <krex/detail/guardian.hpp>
 #include <krex/options.hpp>
-#include <krex/pin.hpp>
+#include <krex/submit_guard.hpp>
 
 #include <pthread.h>
 #include <unistd.h>

@@ -33,7 +33,7 @@
 // it, the tenant falls back to explicit gating and says so in gating_note().
 
 #include <krex/detail/slots.hpp>
-#include <krex/gate.hpp>
+#include <krex/detail/submit.hpp>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>

@@ -10,7 +10,7 @@
 // For anything else (copies, library calls) use krex::submit_guard or t.submit(fn).
 
 #include <krex/backend/cuda.hpp>
-#include <krex/gate.hpp>
+#include <krex/submit_guard.hpp>
 
 #include <cuda_runtime_api.h>
 

@@ -11,7 +11,7 @@
 // The HIP twin of <krex/cuda/launch.hpp>.
 
 #include <krex/backend/hip.hpp>
-#include <krex/gate.hpp>
+#include <krex/submit_guard.hpp>
 
 #include <hip/hip_runtime_api.h>
 
