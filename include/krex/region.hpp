@@ -55,13 +55,12 @@ class basic_region {
   /// freezes their process trees and pins the calling (measuring) thread to
   /// the device's reserved cores. Throws krex::error (step::lock, drain,
   /// freeze, pin) with everything it had done undone.
-  explicit basic_region(basic_tenant<Backend>& t)
-      : m_tenant(&t), m_member(&t.detail_member()), m_context(t.detail_member()) {
+  explicit basic_region(basic_tenant<Backend>& t) : m_tenant(&t), m_context(t.detail_member()) {
     t.detail_check_owner(step::lock);
     if (!t.joined())
       throw error(step::lock, "region on a tenant that has left the node", 0,
                   "construct a new krex::tenant");
-    m_report.scope = m_member->opts.scope();
+    m_report.scope = m_context.m.opts.scope();
     m_report.gating = m_tenant->gating_note();
     m_report.notes = m_tenant->protection_notes();
     enter();  // a throw destroys m_steps: the steps taken are undone
@@ -180,8 +179,9 @@ class basic_region {
       for (const auto& t : f.frozen) m_report.frozen_pids.push_back(t.pid);
       m_report.frozen = true;
       if (f.idle > 0)
-        m_report.notes.push_back("freeze: scope " + std::string(to_string(m_member->opts.scope())) +
-                                 " left " + std::to_string(f.idle) +
+        m_report.notes.push_back("freeze: scope " +
+                                 std::string(to_string(m_context.m.opts.scope())) + " left " +
+                                 std::to_string(f.idle) +
                                  " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
                                  "freezes them too)");
     }
@@ -277,14 +277,13 @@ class basic_region {
     } catch (...) {
       // Only allocation can fail here; the report then lacks the warning.
     }
+    m_context.body_ns = m_report.body_ns;
+    m_context.body_ended = true;
     m_steps.reset();  // the undo, step by step in reverse
     m_report.lease_lost = m_report.lease_lost || m_context.lease_lost;
     m_report.thaw_failed = m_report.thaw_failed || m_context.thaw_failed;
     m_report.freeze_broken = m_report.freeze_broken || m_context.freeze_broken;
     m_report.exit_ns = detail::now_ns() - t0;
-    detail::member& m = *m_member;
-    m.dev->regions.fetch_add(1, std::memory_order_relaxed);
-    m.dev->region_ns.fetch_add(m_report.body_ns, std::memory_order_relaxed);
   }
 
   // Turns what ran beside the body into report fields and warnings. A few
@@ -313,7 +312,6 @@ class basic_region {
   }
 
   basic_tenant<Backend>* m_tenant;
-  detail::member* m_member;
   std::uint64_t m_body_start = 0;
   region_report m_report;
   detail::region_context m_context;  // outlives m_steps: their undo writes into it

@@ -44,6 +44,11 @@ struct region_context {
   };
   exit_kind exit = exit_kind::entering;
 
+  /// The body's duration, set when it ended (the lock step's undo counts
+  /// the region in the device's statistics).
+  std::uint64_t body_ns = 0;
+  bool body_ended = false;
+
   /// What the undo found (the region copies it into its report).
   bool lease_lost = false;     ///< the lease was gone before the exit ended
   bool thaw_failed = false;    ///< a thaw failed

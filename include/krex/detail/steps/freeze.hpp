@@ -48,7 +48,7 @@ struct freeze_result {
 /// Holder side: freezes the candidates that m's scope selects, with
 /// m's freeze deadline. A sibling that dies meanwhile is dropped and the rest
 /// frozen again (at most three attempts); any other failure throws
-/// krex::error(step::freeze) with nothing left frozen. `gone(target)` says
+/// krex::error(step::freeze) with nothing left frozen. `gone(sibling)` says
 /// whether a sibling left or died; `check_lease()` throws if the region's
 /// lease was lost, and is called before each attempt and after the freeze
 /// (then what was frozen is thawed first: a recoverer's thaw may have come

@@ -128,13 +128,6 @@ inline void snapshot_siblings(member& m, std::vector<sibling>& out) {
   }
 }
 
-/// snapshot_siblings into a new vector.
-inline std::vector<sibling> snapshot_siblings(member& m) {
-  std::vector<sibling> out;
-  snapshot_siblings(m, out);
-  return out;
-}
-
 /// Holder side, gate step: waits until every sibling's in_submit is 0.
 /// Returns false if the deadline passed first (the laggards are left un-acked).
 inline bool wait_submissions(member& m, std::vector<sibling>& sibs, std::uint64_t deadline_ns) {

@@ -9,7 +9,7 @@
 // device.
 //
 // State: the ticket. Shared words: the slot's ticket, the device's queue
-// (next_ticket, now_serving) and lease words. Undo (lock_step's destructor):
+// (next_ticket, now_serving), lease words and region counters. Undo (lock_step's destructor):
 // release the lease and move the lock on, or, when a recoverer took the lease
 // away, only give this slot's ticket up. The exit starts here too: the
 // region's first act at exit is the lock's claim on it (begin_exit).
@@ -171,6 +171,9 @@ class lock_step {
       case region_context::exit_kind::lost: lock_exit(m, m_ticket, false); break;
       default: break;  // a forked child's copy touches nothing shared
     }
+    if (!m_c.body_ended) return;  // a region that ran its body counts on the device
+    m.dev->regions.fetch_add(1, std::memory_order_relaxed);
+    m.dev->region_ns.fetch_add(m_c.body_ns, std::memory_order_relaxed);
   }
 
   std::uint32_t ticket() const noexcept { return m_ticket; }
