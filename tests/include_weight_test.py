@@ -13,7 +13,7 @@ import sys
 
 # Before issue 22: 37 headers, 7,959 lines. The floor is the join's code: see
 # docs/ARCHITECTURE.md for why half of that is out of reach header-only.
-LIMITS = {"krex/region.hpp": (43, 8455)}
+LIMITS = {"krex/region.hpp": (43, 8451)}
 
 
 def weight(root, cxx, header):

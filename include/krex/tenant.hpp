@@ -259,10 +259,6 @@ class basic_tenant {
             " is a forked child and holds only a copy of it, which is not a member",
         0, "a forked child must construct its own krex::tenant (the parent's stays the parent's)");
   }
-  /// True in a forked child's copy of a tenant.
-  bool detail_forked() const noexcept {
-    return m_forked || (m_joined && m_owner_pid != ::getpid());
-  }
   /// The freezer regions use for siblings.
   detail::freezer* detail_freezer() noexcept { return m_freezer ? &*m_freezer : nullptr; }
   /// Other segments whose tenants use this tenant's device now (split segments).
