@@ -25,8 +25,9 @@
 
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/segment.hpp>
-#include <krex/drain.hpp>
-#include <krex/region_lock.hpp>
+#include <krex/detail/steps/drain.hpp>
+#include <krex/detail/steps/gate.hpp>
+#include <krex/detail/steps/lock.hpp>
 #include <krex_tools/status.hpp>
 
 #include <fcntl.h>
@@ -86,7 +87,8 @@ void exercise(kd::node_state& n) {
   m.recovery = &none;
   m.recover = kd::recover_dead_holder;
   kd::skip_abandoned_tickets(m);
-  std::vector<kd::sibling> sibs = kd::snapshot_siblings(m);
+  std::vector<kd::sibling> sibs;
+  kd::snapshot_siblings(m, sibs);
   for (const kd::sibling& sb : sibs) (void)kd::sibling_gone(m, sb);
   (void)kd::proxy_acks(m, sibs, m.dev->gate.load() | 1U);
   for (std::uint32_t i = 0; i < kd::max_tenants; ++i) (void)kd::reap_if_dead(n, i, &none);

@@ -28,17 +28,20 @@ import tempfile
 LAYERS = [
     {"name": "tools", "what": "krexctl and the code the tools share; not installed",
      "files": ["tools/*"],
-     "uses": ["tools", "public façade", "backends", "protocol steps", "detail", "layer 0"]},
+     "uses": ["tools", "public façade", "membership", "backends", "protocol steps", "detail",
+              "layer 0"]},
     {"name": "public façade", "what": "what harness code names",
      "files": ["krex/region.hpp", "krex/tenant.hpp", "krex/measure.hpp", "krex/gbench.hpp",
                "krex/report.hpp", "krex/pool.hpp", "krex/cuda/*", "krex/hip/*", "krex/gpu/*"],
-     "uses": ["public façade", "backends", "protocol steps", "detail", "layer 0"]},
+     "uses": ["public façade", "membership", "backends", "protocol steps", "detail", "layer 0"]},
+    {"name": "membership", "what": "the tenant's join and leave as pieces with RAII undo",
+     "files": ["krex/detail/membership.hpp"],
+     "uses": ["membership", "backends", "protocol steps", "detail", "layer 0"]},
     {"name": "backends", "what": "a device's side of the steps",
      "files": ["krex/backend/*"],
      "uses": ["backends", "detail", "layer 0"]},
     {"name": "protocol steps", "what": "lock, gate, drain, freeze, quiet, pin",
-     "files": ["krex/region_lock.hpp", "krex/gate.hpp", "krex/drain.hpp", "krex/freeze.hpp",
-               "krex/quiet.hpp", "krex/pin.hpp", "krex/submit_guard.hpp"],
+     "files": ["krex/detail/steps/*", "krex/submit_guard.hpp"],
      "uses": ["protocol steps", "detail", "layer 0"]},
     {"name": "detail", "what": "segment, slots, guardian, freezers, pool, device readings",
      "files": ["krex/detail/*"],
@@ -164,10 +167,11 @@ def closure(graph, start):
     return seen
 
 
-# The protocol steps: they never call crash recovery (a dead or expired
-# holder in their way is handed to the member's recoverer, detail/slots.hpp,
-# which the tenant installs).
-STEPS = next(layer for layer in LAYERS if layer["name"] == "protocol steps")["files"]
+# The protocol steps, one file each under detail/steps/: they never call
+# crash recovery (a dead or expired holder in their way is handed to the
+# member's recoverer, detail/slots.hpp, which the tenant installs), and no
+# step includes another (rule 9).
+STEPS = {"krex/detail/steps/" + s + ".hpp" for s in ("lock", "gate", "drain", "freeze", "quiet", "pin")}
 RECOVERY = {"krex/detail/guardian_recover.hpp", "krex/detail/guardian.hpp"}
 # Slot bookkeeping and the lock's hand-off use the async-signal-safe building
 # blocks of detail/as_safe.hpp, never the guardian's headers.
@@ -222,6 +226,12 @@ def check(g):
         for dep in sorted(closure(g, h) & GUARDIAN):
             problems.append(f"{h} reaches the guardian's {dep}: use detail/as_safe.hpp "
                             "(docs/ARCHITECTURE.md)")
+    # 9. No step includes another step (only the region knows their order);
+    # what they share is detail/steps/context.hpp.
+    for h in sorted(STEPS & g.keys()):
+        for dep in sorted(set(g[h]) & STEPS):
+            problems.append(f"{h} (protocol step) includes the step {dep}: "
+                            "only the region sequences steps (docs/ARCHITECTURE.md)")
     return problems
 
 
@@ -286,11 +296,9 @@ def map_problems(root, g, write=False):
 
 
 # 8. A top-level header is public API: one whose only namespace is
-# krex::detail belongs under detail/, except the protocol steps, which a
-# reader finds by name (gate.hpp, drain.hpp, freeze.hpp, quiet.hpp, pin.hpp, and the
-# lock, region_lock.hpp).
+# krex::detail belongs under detail/ (the protocol steps are in detail/steps/).
 NAMESPACE = re.compile(r'^\s*namespace\s+(krex(?:::[A-Za-z_:]+)?)\s*\{', re.M)
-DETAIL_ONLY_ALLOWED = set(STEPS)
+DETAIL_ONLY_ALLOWED = set()
 
 
 def detail_only(text):
@@ -315,15 +323,18 @@ def check_top_level(root):
 
 
 def self_test(g):
-    """Rules 6 and 7 catch what they exist for, on copies of the real graph:
+    """Rules 6, 7 and 9 catch what they exist for, on copies of the real graph:
     a step including crash recovery directly or through a detail header, and
     slots.hpp including guardian_sys.hpp. Returns what did not fail."""
     cases = [
-        ("krex/gate.hpp", "krex/detail/guardian_recover.hpp", "krex/gate.hpp (protocol step)"),
-        ("krex/region_lock.hpp", "krex/detail/guardian_recover.hpp",
-         "krex/region_lock.hpp (protocol step)"),
+        ("krex/detail/steps/gate.hpp", "krex/detail/guardian_recover.hpp",
+         "krex/detail/steps/gate.hpp (protocol step)"),
+        ("krex/detail/steps/lock.hpp", "krex/detail/guardian_recover.hpp",
+         "krex/detail/steps/lock.hpp (protocol step)"),
         ("krex/detail/futex.hpp", "krex/detail/guardian_recover.hpp",
-         "krex/drain.hpp (protocol step)"),
+         "krex/detail/steps/drain.hpp (protocol step)"),
+        ("krex/detail/steps/drain.hpp", "krex/detail/steps/gate.hpp",
+         "krex/detail/steps/drain.hpp (protocol step) includes the step"),
         ("krex/detail/slots.hpp", "krex/detail/guardian_sys.hpp",
          "krex/detail/slots.hpp reaches the guardian's krex/detail/guardian_sys.hpp"),
     ]
@@ -362,8 +373,11 @@ PLANTED = [
     ("include/krex/backend/host.hpp", '#include "../region.hpp"',
      "krex/backend/host.hpp (backends) includes krex/region.hpp (public façade)"),
     # a step reaching crash recovery through a quoted include
-    ("include/krex/pin.hpp", '#include "detail/guardian_recover.hpp"',
-     "krex/pin.hpp (protocol step) reaches the crash recovery"),
+    ("include/krex/detail/steps/pin.hpp", '#include "../guardian_recover.hpp"',
+     "krex/detail/steps/pin.hpp (protocol step) reaches the crash recovery"),
+    # a step including another step (rule 9)
+    ("include/krex/detail/steps/quiet.hpp", '#include "gate.hpp"',
+     "krex/detail/steps/quiet.hpp (protocol step) includes the step krex/detail/steps/gate.hpp"),
     # an include naming no file
     ("include/krex/detail/hash.hpp", '#include "gone.hpp"', "includes \"gone.hpp\", which names no file"),
 ]

@@ -7,7 +7,7 @@
 #include <krex/detail/freeze_table.hpp>
 #include <krex/detail/guardian_sys.hpp>
 #include <krex/detail/identity.hpp>
-#include <krex/freeze.hpp>
+#include <krex/detail/steps/freeze.hpp>
 
 #include <gtest/gtest.h>
 
@@ -76,7 +76,7 @@ ssize_t write_eio(int, const void*, size_t) { return ++g_calls, errno = EIO, -1;
 int pidfd_signal_eperm(int, int) { return ++g_calls, errno = EPERM, -1; }
 
 // A sibling as a region names it: slot, pid and the pid's start time.
-freezer::target tg(std::uint32_t slot, pid_t pid) {
+kd::sibling tg(std::uint32_t slot, pid_t pid) {
   return {slot, pid, krex::detail::read_proc_stat(pid).start_time};
 }
 
@@ -306,7 +306,7 @@ TEST_P(freeze_test, thaw_siblings_reports_a_sibling_thawed_behind_its_back) {
   auto node = std::make_unique<kd::node_state>();
   kd::member m;
   m.node = node.get();
-  std::vector<freezer::target> frozen{tg(1, p1), tg(2, p2)};
+  std::vector<kd::sibling> frozen{tg(1, p1), tg(2, p2)};
   const auto ours = [] { return true; };
 
   h.freeze(frozen, clock_type::now() + 2s);  // untouched: not broken
@@ -348,7 +348,7 @@ TEST_P(freeze_test, thaw_siblings_touches_nothing_once_the_lease_is_lost) {
   auto node = std::make_unique<kd::node_state>();
   kd::member m;
   m.node = node.get();
-  std::vector<freezer::target> frozen{tg(3, pid)};
+  std::vector<kd::sibling> frozen{tg(3, pid)};
   h.freeze(frozen, clock_type::now() + 2s);
   m.slot_at(3).frozen.store(1);
   const kd::thaw_result r = kd::thaw_siblings(m, h, frozen, [] { return false; });

@@ -173,7 +173,7 @@ TEST(Protocol, DrainWaitsForInFlightAndGatesNewOnes) {
   EXPECT_GT(b->stamp[1].load(), body_end);
 }
 
-// The hand-off at region exit (gate.hpp, let_parked_through): a submission
+// The hand-off at region exit (detail/steps/gate.hpp, let_parked_through): a submission
 // parked at the gate passes before the region's exit returns, so the next
 // region in the queue (already waiting for the lock) cannot raise the gate
 // first, and it starts only after that submission ended. Without the hand-off

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The quiet step (krex/quiet.hpp) and the device checks at region entry,
+// The quiet step (krex/detail/steps/quiet.hpp) and the device checks at region entry,
 // through a host backend with a scripted device probe, clock reading and
 // process list; and krex::measure's throttle marking with injected
 // clocks-event reasons (the detail::clocks_hook seam). The real CUDA probe

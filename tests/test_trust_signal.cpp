@@ -12,7 +12,7 @@
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/segment.hpp>
-#include <krex/freeze.hpp>
+#include <krex/detail/freezer.hpp>
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>

@@ -21,9 +21,9 @@
 #include <krex/detail/cgroup.hpp>
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/segment.hpp>
-#include <krex/freeze.hpp>
+#include <krex/detail/freezer.hpp>
 #include <krex/options.hpp>
-#include <krex/region_lock.hpp>
+#include <krex/detail/steps/lock.hpp>
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -3,16 +3,17 @@
 
 #include <krex/backend/default.hpp>
 #include <krex/detail/device_registry.hpp>
+#include <krex/detail/freezer.hpp>
+#include <krex/detail/guardian.hpp>
 #include <krex/detail/guardian_recover.hpp>
+#include <krex/detail/membership.hpp>
 #include <krex/detail/segment.hpp>
 #include <krex/detail/slots.hpp>
-#include <krex/drain.hpp>
+#include <krex/detail/steps/drain.hpp>
+#include <krex/detail/steps/pin.hpp>
 #include <krex/error.hpp>
-#include <krex/freeze.hpp>
-#include <krex/gate.hpp>
-#include <krex/detail/guardian.hpp>
 #include <krex/options.hpp>
-#include <krex/pin.hpp>
+#include <krex/submit_guard.hpp>
 
 #include <pthread.h>
 #include <unistd.h>
@@ -32,21 +33,10 @@ namespace krex {
 namespace detail {
 struct tenant_access;
 
-// Optional backend hooks, called when present: attach(member&) after the slot
-// is claimed (automatic gating subscribes here), detach() before it is freed,
-// gating_note() for the region report (e.g. "cupti", "explicit: profiler attached").
-template <class B>
-auto backend_attach(B& b, member& m, int) -> decltype(b.attach(m), void()) {
-  b.attach(m);
-}
-template <class B>
-void backend_attach(B&, member&, long) {}
-template <class B>
-auto backend_detach(B& b, int) noexcept -> decltype(b.detach(), void()) {
-  b.detach();
-}
-template <class B>
-void backend_detach(B&, long) noexcept {}
+// Optional backend hooks, called when present: release() inside the leave's
+// passage through the gate (options::release_on_leave), gating_note() for the
+// region report (e.g. "cupti", "explicit: profiler attached"). attach and
+// detach: detail/membership.hpp.
 template <class B>
 auto backend_release(B& b, int) noexcept -> decltype(b.release(), void()) {
   b.release();
@@ -185,41 +175,7 @@ class basic_tenant {
     }
     m_joined = false;
     if (m_device_entry) m_device_entry->remove();
-    // Leave through the gate: while a sibling's region is between its drain
-    // and its freeze, this tenant must not vanish (its leaf would be gone when
-    // the holder writes it). A region raised after this point waits for our
-    // in_submit, which drops to 0 only once the slot is free.
-    detail::submit_enter(m_member);
-    // Inside the gate: the device teardown of a finished process (its
-    // context, memory) must not overlap a sibling's region.
-    if (m_member.opts.release_on_leave()) detail::backend_release(m_backend, 0);
-    m_member.slot->state.store(detail::slot_leaving);
-    m_stop.store(true);
-    m_member.dev->agent_bell.fetch_add(1);
-    detail::futex_wake_all(m_member.dev->agent_bell);
-    if (m_agent && m_agent->joinable()) m_agent->join();
-    m_agent.reset();
-    if (m_attached) detail::backend_detach(m_backend, 0);
-    m_attached = false;
-    if (m_freezer) m_freezer->leave(m_member.index);
-    if (!m_previous_mask.empty()) {
-      try {
-        detail::confine_process(m_previous_mask);
-      } catch (...) {
-        // Leaving must not throw; the process keeps the confined mask.
-      }
-      m_previous_mask.clear();
-    }
-    detail::tenant_slot& s = *m_member.slot;
-    s.ticket.store(detail::no_ticket);
-    s.start_time.store(0);
-    s.state.store(detail::slot_free);
-    std::int32_t me = s.owner.load();
-    s.owner.compare_exchange_strong(me, 0);
-    --detail::submit_depth;
-    s.in_submit.store(0);
-    detail::futex_wake_all(s.in_submit);
-    detail::futex_wake_all(m_member.dev->acks);
+    m_membership.reset();  // its pieces, each undone, in reverse (membership)
     // From here on, guards of this object work against a private, never-raised gate.
     m_member.node = nullptr;
     m_member.dev = &m_detached_dev;
@@ -296,14 +252,13 @@ class basic_tenant {
   /// parent's tenant.
   void detail_check_owner(step s) const {
     if (!m_forked && (!m_joined || m_owner_pid == ::getpid())) return;
-    throw error(s,
-                "this krex::tenant was joined by process " + std::to_string(m_owner_pid) +
-                    "; process " + std::to_string(::getpid()) +
-                    " is a forked child and holds only a copy of it, which is not a member",
-                0, "a forked child must construct its own krex::tenant (the parent's stays the parent's)");
+    throw error(
+        s,
+        "this krex::tenant was joined by process " + std::to_string(m_owner_pid) + "; process " +
+            std::to_string(::getpid()) +
+            " is a forked child and holds only a copy of it, which is not a member",
+        0, "a forked child must construct its own krex::tenant (the parent's stays the parent's)");
   }
-  /// True in a forked child's copy of a tenant.
-  bool detail_forked() const noexcept { return m_forked || (m_joined && m_owner_pid != ::getpid()); }
   /// The freezer regions use for siblings.
   detail::freezer* detail_freezer() noexcept { return m_freezer ? &*m_freezer : nullptr; }
   /// Other segments whose tenants use this tenant's device now (split segments).
@@ -312,6 +267,26 @@ class basic_tenant {
   }
 
   struct resolved_tag {};
+
+  // The membership's pieces (detail/membership.hpp), in join order: the
+  // leave is their destruction, in reverse, after the passage through the
+  // gate that every leave starts with.
+  struct membership {
+    membership(Backend& b, detail::member& mem) : backend(b), m(mem) {}
+    membership(const membership&) = delete;
+    membership& operator=(const membership&) = delete;
+    ~membership() {
+      if (!slot) return;
+      slot->leave_through_gate([&] {
+        if (m.opts.release_on_leave()) detail::backend_release(backend, 0);
+      });
+    }
+    Backend& backend;
+    detail::member& m;
+    std::optional<detail::slot_claim> slot;
+    std::optional<detail::isolation> isolation;
+    std::optional<detail::agent_membership<Backend>> agent;
+  };
 
   basic_tenant(const options& o, resolved_tag) : m_backend(o) {
     join_clock clk;
@@ -337,29 +312,25 @@ class basic_tenant {
     m_member.device = detail::device_index(n, key, dev_name);
     m_member.dev = &n.devices[m_member.device];
     clk.lap(m_join.segment_ns);
-    m_member.index = detail::claim_slot(n, m_member.device);
-    m_member.slot = &n.tenants[m_member.index];
-    m_member.slot->syncing.store(0);  // a reaped slot may keep a dead agent's flag
+    m_membership = std::make_unique<membership>(m_backend, m_member);
+    membership& j = *m_membership;
+    j.slot.emplace(m_member);
     m_owner_pid = ::getpid();
     m_joined = true;
     clk.lap(m_join.slot_ns);
     try {
-      isolate(count, clk);
+      isolate(j.isolation.emplace(m_member.index), count, clk);
       // Found by device, whatever the segment: see detail/device_registry.hpp.
       m_device_entry.emplace(key, m_segment->file_stat(), m_segment->path());
       if (!m_device_entry->available())
         m_notes.push_back("split segments: not checked (" + m_device_entry->why() +
                           "): another segment on this device would go unreported");
-      m_agent = std::make_unique<std::thread>([this] { agent_loop(); });
-      // The agent thread's name is this process's proof of membership of
-      // its slot (detail/identity.hpp): named before any holder may look.
       char name[16];
       detail::as_safe::agent_thread_name(m_member.index, name);
-      ::pthread_setname_np(m_agent->native_handle(), name);
-      m_member.slot->state.store(detail::slot_active);
+      j.agent.emplace(m_member, m_backend, name,
+                      [this](const std::atomic<bool>& stop) { agent_loop(stop); });
       clk.lap(m_join.agent_ns);
-      detail::backend_attach(m_backend, m_member, 0);
-      m_attached = true;
+      j.agent->attach();
       clk.lap(m_join.gating_ns);
       // Last, once confined off the reserved cores (the guardian inherits
       // this thread's CPU mask) and with the recovery config complete.
@@ -395,15 +366,14 @@ class basic_tenant {
 
   // Steps 3 and 4, tenant side: join the freeze domain (own leaf cgroup) and
   // keep off every device's reserved cores.
-  void isolate(int device_count, join_clock& clk) {
+  void isolate(detail::isolation& iso, int device_count, join_clock& clk) {
     const options& o = m_member.opts;
-    m_freezer.emplace(
-        detail::freezer::open(o.freeze(), o.cgroup_root(), m_segment->name()));
+    m_freezer.emplace(detail::freezer::open(o.freeze(), o.cgroup_root(), m_segment->name()));
+    iso.hold(*m_freezer);
     detail::check_freeze_domain(*m_member.node, m_member.index, m_freezer->method(),
                                 m_freezer->root());
-    const detail::identity_domain id =
-        detail::make_identity_domain(o.access(), m_segment->path().c_str(),
-                                     &m_segment->file_stat());
+    const detail::identity_domain id = detail::make_identity_domain(
+        o.access(), m_segment->path().c_str(), &m_segment->file_stat());
     if (m_freezer->method() == freeze_method::signal)
       detail::check_signal_namespace(*m_member.node, m_member.index, id.pidns);
     m_freezer->bind(id, m_member.node);
@@ -413,7 +383,7 @@ class basic_tenant {
     // The gate's parked submitters and the lock's waiters recover a dead or
     // expired holder through this (the steps never call recovery directly).
     m_member.recover = detail::recover_dead_holder;
-    m_freezer->enter(m_member.index);
+    iso.enter();
     note_downgrades();
     clk.lap(m_join.freeze_ns);
     // A stale segment or cgroup tree of a crashed run: recover devices whose
@@ -434,7 +404,7 @@ class basic_tenant {
       const std::vector<detail::slice> slices =
           detail::split(detail::topology::read(), device_count, o.reserved_cores(), local);
       if (o.pin()) m_reserved = slices[static_cast<std::size_t>(o.device())].reserved;
-      if (o.confine()) m_previous_mask = detail::confine_process(detail::unreserved(slices));
+      if (o.confine()) iso.confine(detail::unreserved(slices));
     }
     clk.lap(m_join.topology_ns);
   }
@@ -444,24 +414,30 @@ class basic_tenant {
     const options& o = m_member.opts;
     const freeze_method m = m_freezer->method();
     if (o.freeze() == freeze_method::none)
-      m_notes.push_back("freeze: off (freeze=none / KREX_FREEZE=none): siblings keep running "
-                        "during regions");
+      m_notes.push_back(
+          "freeze: off (freeze=none / KREX_FREEZE=none): siblings keep running "
+          "during regions");
     else if (o.freeze() == freeze_method::automatic && m != freeze_method::cgroup_v2)
       m_notes.push_back(std::string("freeze: auto chose ") + to_string(m) + " because " +
                         (m_freezer->notes().empty() ? std::string("cgroup2 is not available")
                                                     : m_freezer->notes()));
     if (m == freeze_method::signal)
-      m_notes.push_back("freeze: signal stops a sibling's process group only; children that left "
-                        "it keep running");
+      m_notes.push_back(
+          "freeze: signal stops a sibling's process group only; children that left "
+          "it keep running");
     if (!m_segment->moved_because().empty())
       m_notes.push_back("segment: " + m_segment->moved_because() + ", so this user's segment is " +
-                        m_segment->path() + " (every tenant of this user follows the same move; "
+                        m_segment->path() +
+                        " (every tenant of this user follows the same move; "
                         "remove the squatting file as root, or set KREX_SHM_DIR)");
-    if (!o.pin()) m_notes.push_back("pin: off (pin=false / KREX_PIN=0): the measuring thread is "
-                                    "not pinned to reserved cores");
+    if (!o.pin())
+      m_notes.push_back(
+          "pin: off (pin=false / KREX_PIN=0): the measuring thread is "
+          "not pinned to reserved cores");
     if (!o.confine())
-      m_notes.push_back("confine: off (KREX_CONFINE=0): this tenant's threads may run on other "
-                        "devices' reserved cores");
+      m_notes.push_back(
+          "confine: off (KREX_CONFINE=0): this tenant's threads may run on other "
+          "devices' reserved cores");
     // Gating is reported by region_report::gating (the backend decides it
     // after this, when it attaches).
   }
@@ -480,19 +456,18 @@ class basic_tenant {
     // then the root's parent.
     if (home.empty() || home == root || home.compare(0, root.size() + 1, root + "/") == 0)
       home = root.substr(0, root.rfind('/'));
-    if (!home.empty())
-      detail::as_safe::copy_text(c.home, sizeof c.home, home.c_str());
+    if (!home.empty()) detail::as_safe::copy_text(c.home, sizeof c.home, home.c_str());
   }
 
-  void agent_loop() noexcept {
+  void agent_loop(const std::atomic<bool>& stop) noexcept {
     m_backend.bind(m_member.opts.device());
     detail::member& m = m_member;
-    while (!m_stop.load()) {
+    while (!stop.load()) {
       // Read the bell before the gate: a raise after this read changes the
       // bell, so the wait below returns at once instead of missing it.
       const std::uint32_t bell = m.dev->agent_bell.load();
       m.slot->heartbeat_ns.store(detail::now_ns(), std::memory_order_relaxed);
-      detail::agent_drain(m, m_backend, m.dev->gate.load(), m_stop);
+      detail::agent_drain(m, m_backend, m.dev->gate.load(), stop);
       // A guardian killed mid-region is replaced by any tenant still running
       // (the holder's own agent included) within about half a second.
       if (!detail::guardian_recently_seen(*m.node)) detail::ensure_guardian(*m.node, m_recovery);
@@ -507,9 +482,9 @@ class basic_tenant {
     m_forked = true;
     m_joined = false;
     if (m_device_entry) m_device_entry->forget();  // the parent's entry
-    m_attached = false;       // the backend's hooks are the parent's
-    (void)m_agent.release();  // that thread does not exist here; never join it
-    m_previous_mask.clear();
+    // The parent's membership: its agent thread does not exist here, its
+    // slot, leaf, mask and gating are the parent's. Never undone here.
+    (void)m_membership.release();
     m_member.node = nullptr;
     m_member.dev = &m_detached_dev;
     m_member.slot = &m_detached_slot;
@@ -518,18 +493,15 @@ class basic_tenant {
   Backend m_backend;
   std::unique_ptr<detail::segment> m_segment;
   detail::member m_member;
-  std::unique_ptr<std::thread> m_agent;
+  std::unique_ptr<membership> m_membership;  // engaged from the slot's claim to the leave
   detail::fork_link m_fork_link;
   pid_t m_owner_pid = 0;  // the process that joined
   bool m_forked = false;  // this is a forked child's copy
-  std::atomic<bool> m_stop{false};
   bool m_joined = false;
-  bool m_attached = false;
   std::optional<detail::freezer> m_freezer;
   std::optional<detail::device_entry> m_device_entry;  // in the device registry
   detail::recovery_config m_recovery;
   std::vector<int> m_reserved;
-  std::vector<int> m_previous_mask;
   std::vector<std::string> m_notes;
   join_timings m_join;
   detail::device_state m_detached_dev{};

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// The quiet step's probe (krex/quiet.hpp), written once over a vendor API
+// The quiet step's probe (krex/detail/steps/quiet.hpp), written once over a vendor API
 // `V` (backend/gpu_api.hpp): a 64 MiB device-to-device copy (twice L2 is
 // flushed first, outside its events), timed with events on a stream of its
 // own. 64 MiB read + 64 MiB written exceed the L2 of every current GPU, so

@@ -131,7 +131,7 @@ inline void futex_wake_all(const std::atomic<std::uint32_t>& w) noexcept {
 /// epoch + 1, so a gate that moved on (lowered, or raised again by a new
 /// holder) is left alone, and wakes the submitters parked on it. True if
 /// this call lowered it. The one place a gate comes down: the holder's exit
-/// (gate.hpp lower_gate) and recovery (guardian_recover.hpp) both call it.
+/// (steps/gate.hpp lower_gate) and recovery (guardian_recover.hpp) both call it.
 inline bool lower_gate_at(device_state& dev, std::uint32_t epoch) noexcept {
   const bool lowered = (epoch & 1U) != 0 && dev.gate.compare_exchange_strong(epoch, epoch + 1);
   futex_wake_all(dev.gate);

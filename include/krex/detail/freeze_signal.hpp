@@ -24,6 +24,7 @@
 #include <krex/detail/cgroup.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
+#include <krex/detail/sibling.hpp>
 #include <krex/detail/sys.hpp>
 #include <krex/options.hpp>
 
@@ -39,9 +40,7 @@ namespace krex::detail::freeze_signal {
 
 /// What a freeze stopped for one sibling, kept until its thaw.
 struct stop_record {
-  std::uint32_t slot = 0;
-  pid_t pid = 0;
-  std::uint64_t start_time = 0;
+  sibling who;         ///< the sibling, as its slot recorded it at join
   unique_fd pidfd;     ///< the verified process (-1 only where the kernel has no pidfds)
   bool group = false;  ///< the group it leads is to be stopped too
   bool sent = false;   ///< a SIGSTOP went out: there is something to continue
@@ -51,7 +50,7 @@ struct stop_record {
   /// Where the stop is recorded in the segment for recoverers (may be null).
   tenant_slot* shared = nullptr;
   /// The signal target: -pid for its group, else pid.
-  pid_t target() const noexcept { return group ? -pid : pid; }
+  pid_t target() const noexcept { return group ? -who.pid : who.pid; }
 };
 
 /// Verdicts already reached, by pid and start time, so that a region does
@@ -94,7 +93,7 @@ inline pid_t led_group(pid_t pid) noexcept {
   return group == pid && group != ::getpgrp() ? group : 0;
 }
 
-/// Stops `r.pid` (and the group it leads) after verifying it against `d`:
+/// Stops `r.who.pid` (and the group it leads) after verifying it against `d`:
 /// pidfd first, then the checks, then SIGSTOP through the pidfd. The stop is
 /// recorded in `r.shared` (if set) before it is sent. `verdict` says whether
 /// it was verified; if not, nothing was signalled and 0 is returned. A
@@ -103,38 +102,38 @@ inline pid_t led_group(pid_t pid) noexcept {
 /// nothing stopped) or an errno value.
 inline int stop(const identity_domain& d, member_cache& cache, stop_record& r,
                 identity_verdict& verdict) {
-  verdict = r.pid <= 1 ? identity_bad_pid : identity_ok;
+  verdict = r.who.pid <= 1 ? identity_bad_pid : identity_ok;
   if (verdict != identity_ok) return 0;
-  const int fd = sys().pidfd_open(r.pid);
+  const int fd = sys().pidfd_open(r.who.pid);
   if (fd < 0 && errno == ESRCH) return ESRCH;
   if (fd < 0 && errno != ENOSYS) return errno;
   r.pidfd = unique_fd(fd);
-  verdict = cache.check(d, r.pid, r.start_time, r.slot);
+  verdict = cache.check(d, r.who.pid, r.who.start_time, r.who.slot);
   if (verdict == identity_gone) return ESRCH;
   if (verdict != identity_ok) return 0;
   // Someone else's stop: ours would add nothing, and the SIGCONT at thaw
   // would continue what they meant to keep stopped.
-  const proc_stat st = read_proc_stat(r.pid);
-  if (!st.exists || st.state == 'Z' || st.state == 'X' || st.start_time != r.start_time)
+  const proc_stat st = read_proc_stat(r.who.pid);
+  if (!st.exists || st.state == 'Z' || st.state == 'X' || st.start_time != r.who.start_time)
     return ESRCH;
   if (st.state == 'T' || st.state == 't') {
     r.already_stopped = true;
     return 0;
   }
-  r.group = led_group(r.pid) != 0;
+  r.group = led_group(r.who.pid) != 0;
   if (r.shared != nullptr) {
-    r.shared->stop_start_time.store(r.start_time);
+    r.shared->stop_start_time.store(r.who.start_time);
     r.shared->stop_target.store(r.target());
   }
   // Without pidfds (kernel < 5.3) the pid is signalled right after the
   // checks; with them, only the verified process can be reached.
   r.sent = true;  // a failed send may still have reached it: thaw it either way
-  const int rc = fd >= 0 ? sys().pidfd_send_signal(fd, SIGSTOP) : sys().kill(r.pid, SIGSTOP);
+  const int rc = fd >= 0 ? sys().pidfd_send_signal(fd, SIGSTOP) : sys().kill(r.who.pid, SIGSTOP);
   if (rc != 0) return errno;
   // The leader is alive (the pidfd reaches it), so its pid, and with it the
   // group id, cannot have been reused.
-  if (r.group && led_group(r.pid) == r.pid &&
-      (fd < 0 || sys().pidfd_send_signal(fd, 0) == 0) && sys().kill(-r.pid, SIGSTOP) != 0 &&
+  if (r.group && led_group(r.who.pid) == r.who.pid &&
+      (fd < 0 || sys().pidfd_send_signal(fd, 0) == 0) && sys().kill(-r.who.pid, SIGSTOP) != 0 &&
       errno != ESRCH)
     return errno;
   return 0;
@@ -149,11 +148,11 @@ inline int resume(stop_record& r) {
   int e = 0;
   const int fd = r.pidfd.get();
   const int rc = fd >= 0 ? sys().pidfd_send_signal(fd, SIGCONT)
-                         : (as_safe::verify_member_start(r.pid, r.start_time)
-                                ? sys().kill(r.pid, SIGCONT)
+                         : (as_safe::verify_member_start(r.who.pid, r.who.start_time)
+                                ? sys().kill(r.who.pid, SIGCONT)
                                 : (errno = ESRCH, -1));
   if (rc != 0) e = errno;
-  if (rc == 0 && r.group && led_group(r.pid) == r.pid && sys().kill(-r.pid, SIGCONT) != 0)
+  if (rc == 0 && r.group && led_group(r.who.pid) == r.who.pid && sys().kill(-r.who.pid, SIGCONT) != 0)
     e = errno;
   if (e == ESRCH) e = 0;
   if (e == 0 && r.shared != nullptr) {

@@ -2,7 +2,7 @@
 #pragma once
 
 // The cgroup freezers as one table: for each method the files and values the
-// kernel uses. freeze.hpp drives every cgroup method through it, and the
+// kernel uses. freezer.hpp drives every cgroup method through it, and the
 // guardian's async-signal-safe thaw (guardian_sys.hpp) writes the same entries.
 // Plain constexpr data: no strings, no allocation. v2 is the core freezer, not
 // a controller (no `cgroup.subtree_control` is touched). v1 reads FREEZING

@@ -91,7 +91,7 @@ struct tenant_slot {
   std::atomic<std::uint32_t> dirty;  ///< submitted since the last drain
   std::atomic<std::uint64_t> submits;
   /// Threads of the owner parked at a raised gate: a holder that lowers the
-  /// gate lets them through before handing the lock on (gate.hpp).
+  /// gate lets them through before handing the lock on (steps/gate.hpp).
   std::atomic<std::uint32_t> parked;
 
   line_pad pad2;
@@ -136,7 +136,7 @@ struct device_state {
   std::atomic<std::uint64_t> lease_start_time;
   std::atomic<std::uint64_t> lease_acquired_ns;
   std::atomic<std::uint64_t> lease_deadline_ns;
-  /// The hand-off of the served ticket (region_lock.hpp): ticket << 32, then
+  /// The hand-off of the served ticket (steps/lock.hpp): ticket << 32, then
   /// served_claimed / served_skipped, then the ms clock (30 bits) at which it
   /// was served. Its waiter claims it, or a skipper skips it, by one CAS.
   std::atomic<std::uint64_t> served_mark;
@@ -160,7 +160,7 @@ struct device_state {
   std::atomic<std::uint64_t> lease_expiries;   ///< of those, lease expiries
   std::atomic<std::uint64_t> handoff_skips;    ///< served tickets skipped: not taken within the hand-off
 
-  // The quiet step (quiet.hpp). quiet_ref_ns is the fastest probe burst any
+  // The quiet step (steps/quiet.hpp). quiet_ref_ns is the fastest probe burst any
   // tenant saw on this device (its idle figure; 0 = none yet); a member can
   // forge it, which only makes regions wait (too low) or skip the wait (too
   // high): what any member holding the lock could do anyway.

@@ -94,4 +94,13 @@ inline bool wait_in_submit_zero(tenant_slot& s, std::uint64_t deadline_ns) noexc
   return ok;
 }
 
+/// An open submission on this thread for the lifetime of the object: calls
+/// nested in it (the holder's own probe, an agent's sync) pass a raised gate.
+struct pass_gate {
+  pass_gate() noexcept { ++submit_depth; }
+  ~pass_gate() { --submit_depth; }
+  pass_gate(const pass_gate&) = delete;
+  pass_gate& operator=(const pass_gate&) = delete;
+};
+
 }  // namespace krex::detail

@@ -1,22 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// Step 2: drain. Each tenant runs one agent thread. When the gate's epoch
+// Step 2, drain. Each tenant runs one agent thread. When the gate's epoch
 // changes to a raised one held by a sibling, the agent waits for its own
 // in-flight submissions (in_submit == 0), synchronizes its process's device
 // work only if it submitted anything since its last drain (a tenant that only
 // computes on the CPU acks at once and never touches the backend), and stores
 // the epoch in ack_epoch. The holder waits for every sibling's ack, with a
 // deadline.
+//
+// State: what the drain found (drain_result). Shared words: the siblings'
+// ack_epoch, active, the device's acks and agent bell, its drain counters.
+// Undo: none (a drain leaves nothing to take back; the raised gate keeps the
+// siblings off the device until the gate step's undo).
 
 #include <krex/detail/futex.hpp>
+#include <krex/detail/sibling.hpp>
 #include <krex/detail/slots.hpp>
-#include <krex/gate.hpp>
+#include <krex/detail/steps/context.hpp>
+#include <krex/detail/submit.hpp>
+#include <krex/error.hpp>
 
 #include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace krex::detail {
@@ -45,10 +54,7 @@ bool agent_drain(member& m, Backend& backend, std::uint32_t g,
     // The sync's own calls (cudaSetDevice creates nothing here: the context
     // exists once the process submitted) must pass the raised gate that this
     // drain serves, as nested calls of an open submission do.
-    struct pass_gate {
-      pass_gate() noexcept { ++submit_depth; }
-      ~pass_gate() { --submit_depth; }
-    } pass;
+    pass_gate pass;
     try {
       backend.sync();
       s.syncs.fetch_add(1, std::memory_order_relaxed);
@@ -62,15 +68,20 @@ bool agent_drain(member& m, Backend& backend, std::uint32_t g,
   s.ack_epoch.store(g);
   // Wake the holder only when the acks it waits for may be complete.
   const std::uint32_t acks = m.dev->acks.fetch_add(1) + 1;
-  if (static_cast<std::int32_t>(acks - m.dev->ack_wake_at.load()) >= 0)
-    futex_wake_all(m.dev->acks);
+  if (static_cast<std::int32_t>(acks - m.dev->ack_wake_at.load()) >= 0) futex_wake_all(m.dev->acks);
   return true;
+}
+
+/// Wakes every agent on the device to look at the gate.
+inline void ring_agents(member& m) noexcept {
+  m.dev->agent_bell.fetch_add(1);
+  futex_wake_all(m.dev->agent_bell);
 }
 
 /// Holder side, after wait_submissions: acks on behalf of every sibling with
 /// nothing to drain — no submission open (in_submit 0), none since its last
 /// drain (dirty 0) and no sync in progress. With the gate raised such a
-/// sibling cannot start one (step 1), so waking its agent would only cost a
+/// sibling cannot start one (the gate), so waking its agent would only cost a
 /// context switch per idle sibling. Returns how many siblings still need their agent.
 inline std::size_t proxy_acks(member& m, std::vector<sibling>& sibs, std::uint32_t epoch) noexcept {
   std::size_t need = 0;
@@ -131,9 +142,9 @@ inline bool wait_drained(member& m, std::vector<sibling>& sibs, std::uint32_t ep
 
 /// What the drain step did (the region records it in its report).
 struct drain_result {
-  bool ok = false;                   ///< every sibling acked (or is gone) in time
-  std::uint32_t drained = 0;         ///< siblings that acked
-  std::uint32_t gone = 0;            ///< siblings that left or died meanwhile
+  bool ok = false;                      ///< every sibling acked (or is gone) in time
+  std::uint32_t drained = 0;            ///< siblings that acked
+  std::uint32_t gone = 0;               ///< siblings that left or died meanwhile
   std::vector<std::int32_t> undrained;  ///< pids that missed the deadline
   /// Not ok, but options::allow_contended: the region goes on, flagged
   /// contended (counted in the device's `contended`). Not ok and not
@@ -152,9 +163,12 @@ inline drain_result drain_siblings(member& m, std::vector<sibling>& sibs, std::u
   drain_result r;
   r.ok = wait_drained(m, sibs, epoch, deadline_ns) && quiet;
   for (const auto& sb : sibs) {
-    if (sb.gone) ++r.gone;
-    else if (sb.acked) ++r.drained;
-    else r.undrained.push_back(sb.pid);
+    if (sb.gone)
+      ++r.gone;
+    else if (sb.acked)
+      ++r.drained;
+    else
+      r.undrained.push_back(sb.pid);
   }
   if (r.undrained.empty()) r.ok = true;  // the laggards of the gate step turned out gone
   if (!r.ok && m.opts.allow_contended()) {
@@ -165,5 +179,36 @@ inline drain_result drain_siblings(member& m, std::vector<sibling>& sibs, std::u
   m.dev->drain_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
   return r;
 }
+
+/// Step 2 as an object: moves the phase to draining, checks the lease and
+/// drains the siblings the gate step saw (drain_siblings, marking them in
+/// `sibs`). Throws krex::error(step::drain) when a sibling missed the
+/// deadline and the region may not go on contended. No undo.
+class drain_step {
+ public:
+  drain_step(region_context& c, std::vector<sibling>& sibs, std::uint32_t epoch, bool quiet,
+             std::uint64_t deadline_ns) {
+    member& m = c.m;
+    set_phase(*m.dev, phase_draining);
+    c.check_lease("draining the siblings");
+    m_result = drain_siblings(m, sibs, epoch, deadline_ns, quiet);
+    if (m_result.ok || m_result.contended) return;
+    std::string pids;
+    for (int p : m_result.undrained) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
+    throw error(step::drain,
+                std::to_string(m_result.undrained.size()) + " sibling(s) (pid " + pids +
+                    ") did not drain within " + std::to_string(m.opts.drain_deadline().count()) +
+                    " ms",
+                0,
+                "a sibling is stuck in a submission or a persistent kernel; raise "
+                "drain_deadline / KREX_DRAIN_DEADLINE_MS, or allow_contended(true) / "
+                "KREX_ALLOW_CONTENDED=1 to proceed with the region flagged contended");
+  }
+
+  const drain_result& result() const noexcept { return m_result; }
+
+ private:
+  drain_result m_result;
+};
 
 }  // namespace krex::detail

@@ -1,15 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// The per-device FIFO region lock: a ticket lock in shared memory, so regions
-// are granted in arrival order (no region starvation). A served ticket whose
-// owner died, gave up or did not take it within the hand-off deadline is
-// skipped by whoever notices, and the holder's lease (pid, start time,
-// deadline) tells siblings and the guardian who holds the device.
+// Step 0, the lock: the per-device FIFO region lock, a ticket lock in shared
+// memory, so regions are granted in arrival order (no region starvation). A
+// served ticket whose owner died, gave up or did not take it within the
+// hand-off deadline is skipped by whoever notices, and the holder's lease
+// (pid, start time, deadline) tells siblings and the guardian who holds the
+// device.
+//
+// State: the ticket. Shared words: the slot's ticket, the device's queue
+// (next_ticket, now_serving), lease words and region counters. Undo (lock_step's destructor):
+// release the lease and move the lock on, or, when a recoverer took the lease
+// away, only give this slot's ticket up. The exit starts here too: the
+// region's first act at exit is the lock's claim on it (begin_exit).
 
 #include <krex/detail/futex.hpp>
 #include <krex/detail/handoff.hpp>
 #include <krex/detail/slots.hpp>
+#include <krex/detail/steps/context.hpp>
 #include <krex/error.hpp>
 
 #include <cstdint>
@@ -91,13 +99,6 @@ inline std::uint32_t acquire_region_lock(member& m) {
   return t;
 }
 
-/// True while `m` holds its device's lease in the state `flags` (0: entering
-/// or in the body, lease_exiting: ending). Checked immediately before each
-/// step of the holder that a recoverer would own once the lease expired.
-inline bool lease_held(const member& m, std::uint32_t flags = 0) noexcept {
-  return m.dev->lease_slot.load() == ((m.index + 1) | flags);
-}
-
 /// The region holder's claim on its own exit: moves lease_slot from its plain
 /// value to `| lease_exiting` by CAS. False if a recoverer took the lease away
 /// (expired, or forced by krexctl): then the recoverer has thawed, lowered the
@@ -136,5 +137,50 @@ inline bool lock_exit(member& m, std::uint32_t t, bool lease_ours) noexcept {
   m.slot->ticket.store(no_ticket);
   return false;
 }
+
+/// Step 0 as an object: waits for the lock (acquire_region_lock) and moves
+/// the device's phase to locked; its destructor is the lock's undo.
+class lock_step {
+ public:
+  explicit lock_step(region_context& c) : m_c(c), m_ticket(acquire_region_lock(c.m)) {
+    set_phase(*c.m.dev, phase_locked);
+  }
+  lock_step(const lock_step&) = delete;
+  lock_step& operator=(const lock_step&) = delete;
+
+  /// The exit's first act, before any step's undo: the claim on it
+  /// (claim_exit), which decides how every step undoes itself
+  /// (region_context::exit). A forked child's copy claims nothing.
+  void begin_exit() noexcept {
+    if (::getpid() != m_c.pid) {
+      m_c.exit = region_context::exit_kind::forked;
+      return;
+    }
+    m_c.exit =
+        claim_exit(m_c.m) ? region_context::exit_kind::ours : region_context::exit_kind::lost;
+    if (m_c.exit == region_context::exit_kind::lost) m_c.lease_lost = true;
+  }
+
+  ~lock_step() {
+    member& m = m_c.m;
+    switch (m_c.exit) {
+      case region_context::exit_kind::ours:
+        if (m_c.ours()) set_phase(*m.dev, phase_idle);
+        if (!lock_exit(m, m_ticket, true)) m_c.lease_lost = true;
+        break;
+      case region_context::exit_kind::lost: lock_exit(m, m_ticket, false); break;
+      default: break;  // a forked child's copy touches nothing shared
+    }
+    if (!m_c.body_ended) return;  // a region that ran its body counts on the device
+    m.dev->regions.fetch_add(1, std::memory_order_relaxed);
+    m.dev->region_ns.fetch_add(m_c.body_ns, std::memory_order_relaxed);
+  }
+
+  std::uint32_t ticket() const noexcept { return m_ticket; }
+
+ private:
+  region_context& m_c;
+  std::uint32_t m_ticket;
+};
 
 }  // namespace krex::detail

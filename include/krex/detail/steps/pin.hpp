@@ -1,14 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// Step 4 of the protocol: a quiet CPU for the measuring thread.
+// Step 4, pin: a quiet CPU for the measuring thread.
 //
 // At join, the allowed physical cores are split into one slice per device
 // (split); each slice reserves a few measuring cores, and every tenant thread
 // is confined off all reserved cores (confine_process). In a region the
 // measuring thread is pinned to its device's reserved cores (pin_guard) and
 // unpinned on exit. docs/PIN.md explains the rules.
+//
+// State: the pin guard (the thread's previous mask). Shared words: none but
+// the device's phase. Undo (pin_step's destructor): the phase moves to
+// exiting while the lease is ours, and the thread gets its mask back.
 
+#include <krex/detail/slots.hpp>
+#include <krex/detail/steps/context.hpp>
 #include <krex/detail/sys.hpp>
 #include <krex/detail/topology.hpp>
 #include <krex/error.hpp>
@@ -20,6 +26,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -278,6 +285,34 @@ class pin_guard {
   std::vector<int> m_previous;
   std::vector<int> m_pinned;
   cpu_mask m_restore;
+};
+
+/// Step 4 as an object: pins the calling thread to `reserved` (when m pins
+/// and the device has reserved cores) and moves the phase to pinned.
+class pin_step {
+ public:
+  pin_step(region_context& c, const std::vector<int>& reserved) : m_c(c) {
+    if (!c.m.opts.pin() || reserved.empty()) return;
+    m_guard.emplace(reserved);
+    set_phase(*c.m.dev, phase_pinned);
+  }
+  pin_step(const pin_step&) = delete;
+  pin_step& operator=(const pin_step&) = delete;
+
+  /// The exit's first shared write, while the lease is ours; then the guard
+  /// restores the thread's mask.
+  ~pin_step() {
+    if (m_c.exit == region_context::exit_kind::ours && m_c.ours())
+      set_phase(*m_c.m.dev, phase_exiting);
+  }
+
+  bool pinned() const noexcept { return m_guard.has_value(); }
+  /// The mask applied (sorted); empty when not pinned.
+  std::vector<int> cpus() const { return m_guard ? m_guard->pinned() : std::vector<int>{}; }
+
+ private:
+  region_context& m_c;
+  std::optional<pin_guard> m_guard;
 };
 
 }  // namespace krex::detail

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// Step 3 of the protocol: freezing the siblings' process trees while a region
-// runs, and its undo. One cgroup freezer serves cgroup v2, cgroup v1 and none,
-// driven by their entries in detail/freeze_table.hpp (the files and values the
-// kernel uses; none is the empty entry); the signal method's operations live
-// in detail/freeze_signal.hpp. Each tenant lives in its own leaf
+// The freezer: how a tenant's process tree is frozen and thawed, whatever the
+// method. The tenant opens it at join (its own leaf cgroup); the freeze step
+// (detail/steps/freeze.hpp) drives it on the siblings; krexctl and recovery
+// open one too. Every method is one table of operations (freezer::ops: start
+// a sibling's freeze, see it done, undo it, where it lives, and the tenant's
+// own enter and leave): cgroup v2, cgroup v1 and none share the cgroup
+// operations, driven by their entries in detail/freeze_table.hpp (the files
+// and values the kernel uses; none is the empty entry); signal has its own,
+// over detail/freeze_signal.hpp. Each tenant lives in its own leaf
 // `<root>/t<slot>`; the region holder builds its siblings' leaves from its own
 // root and their slot numbers and never opens any other path.
 
@@ -14,6 +18,7 @@
 #include <krex/detail/freeze_table.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
+#include <krex/detail/sibling.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
@@ -34,17 +39,11 @@ namespace krex::detail {
 
 class freezer {
  public:
-  /// A sibling to freeze: its slot, and (signal method) the pid and start
-  /// time its slot recorded at join, which are verified before any signal.
-  struct target {
-    std::uint32_t slot;
-    pid_t pid;
-    std::uint64_t start_time = 0;
-  };
-
-  /// A sibling the signal method refused to signal, and why.
+  /// A sibling the signal method refused to signal, and why. (A sibling to
+  /// freeze is its slot, and, signal method, the pid and start time its slot
+  /// recorded at join, which are verified before any signal.)
   struct refusal {
-    target who;
+    sibling who;
     identity_verdict why;
   };
 
@@ -123,39 +122,36 @@ class freezer {
   const std::vector<refusal>& refused() const noexcept { return m_refused; }
   /// Siblings the last freeze() found stopped by someone else (signal
   /// method): neither signalled nor to be continued; they are not frozen().
-  const std::vector<target>& found_stopped() const noexcept { return m_found_stopped; }
+  const std::vector<sibling>& found_stopped() const noexcept { return m_found_stopped; }
 
   /// Tenant side, at join: creates leaf t<slot> and moves this process (all
   /// its threads; children forked later follow) into it, remembering where it
   /// was. A stale leaf without live processes is thawed and recreated; one
   /// with live processes makes this throw. No-op for signal and none.
-  void enter(std::uint32_t slot) {
-    if (table().cgroup()) enter_as(slot);
-  }
+  void enter(std::uint32_t slot) { m_ops->enter(*this, slot); }
 
   /// Tenant side, at leave: moves this process back, thaws and removes the
   /// leaf. Best effort; a failure is kept in last_error(). Children still in
   /// the leaf keep it from being removed.
-  void leave(std::uint32_t slot) noexcept {
-    if (table().cgroup()) leave_as(slot);
-  }
+  void leave(std::uint32_t slot) noexcept { m_ops->leave(*this, slot); }
 
   /// Holder side: starts freezing every sibling, then waits for all of them
   /// to report frozen by `deadline`. On a failed write or a missed deadline
   /// it thaws everything it froze and throws krex::error(step::freeze).
-  void freeze(const std::vector<target>& siblings, std::chrono::steady_clock::time_point deadline) {
+  void freeze(const std::vector<sibling>& siblings,
+              std::chrono::steady_clock::time_point deadline) {
     m_refused.clear();
     m_found_stopped.clear();
-    if (m_method == freeze_method::none) return;  // the empty table: nothing to freeze
+    if (!m_ops->freezes) return;  // none: nothing to freeze
     // Stops a lost lease left behind are not ours to continue any more.
     m_stopped.clear();
-    std::vector<target> started;
+    std::vector<sibling> started;
     const auto give_up = [&](const std::string& what, const std::string& path, int err,
                              const std::string& hint) {
       thaw(started);
       cgroup::fail(what, path, err, hint);
     };
-    for (const target& s : siblings) {
+    for (const sibling& s : siblings) {
       if (s.pid == ::getpid() || (m_entered && s.slot == m_slot))
         give_up("refusing to freeze the caller's own slot", leaf_or_pid(s), EDEADLK,
                 "the region holder must not be in its sibling list");
@@ -195,7 +191,7 @@ class freezer {
   /// False when sibling `s` is known to run again: its leaf no longer frozen,
   /// or (signal) its process not stopped. A sibling that is gone, or whose
   /// state cannot be read, does not count as thawed.
-  bool still_frozen(const target& s) const noexcept {
+  bool still_frozen(const sibling& s) const noexcept {
     bool ok = true;
     try {
       return is_frozen(s, ok) != 0 || ok;
@@ -209,14 +205,14 @@ class freezer {
   /// already gone counts as thawed. Signal method: continues exactly what
   /// freeze() stopped for them (the same processes, through the same pidfds),
   /// and nothing it did not stop.
-  bool thaw(const std::vector<target>& siblings) noexcept {
+  bool thaw(const std::vector<sibling>& siblings) noexcept {
     bool ok = true;
-    for (const target& s : siblings) ok = thaw_one(s) && ok;
+    for (const sibling& s : siblings) ok = thaw_one(s) && ok;
     return ok;
   }
 
   /// thaw() of one sibling.
-  bool thaw_one(const target& s) noexcept {
+  bool thaw_one(const sibling& s) noexcept {
     int e = 0;
     try {
       if ((e = undo(s)) != 0) note_error("cannot thaw " + leaf_or_pid(s), e);
@@ -239,7 +235,7 @@ class freezer {
   bool m_own_dir = false;  // m_root is this segment's directory under a derived root
 
   freezer(freeze_method m, std::string root, std::string notes)
-      : m_method(m), m_root(std::move(root)), m_notes(std::move(notes)) {}
+      : m_method(m), m_ops(&ops_of(m)), m_root(std::move(root)), m_notes(std::move(notes)) {}
 
   static attempt resolve(const freeze_table& t, const std::string& root_option,
                          const std::string& domain, const cgroup::self_view& view) {
@@ -387,65 +383,118 @@ class freezer {
     }
   }
 
-  // --- one sibling, by method: start its freeze, see it done, undo it ------
-  // Cgroup methods (none: the empty table) write and read the table's files;
-  // signal stops, watches and continues through freeze_signal.hpp.
+  // --- the methods: one table of operations each ------------------------
+  /// What a method does to one sibling (start its freeze, see it done, undo
+  /// it; where it lives and what is read, for messages) and to the tenant
+  /// itself at join and leave. Errors are errno values (0: done).
+  struct ops {
+    bool freezes;  ///< false for none: freeze() does nothing at all
+    int (*start)(freezer& f, const sibling& s);
+    int (*is_frozen)(const freezer& f, const sibling& s, bool& ok);
+    int (*undo)(freezer& f, const sibling& s);
+    std::string (*where)(const freezer& f, const sibling& s);
+    std::string (*status)(const freezer& f, const sibling& s);
+    void (*enter)(freezer& f, std::uint32_t slot);
+    void (*leave)(freezer& f, std::uint32_t slot) noexcept;
+  };
 
-  /// Starts freezing `s`. Signal: a sibling that fails verification is not
-  /// signalled but recorded in m_refused, one already stopped by someone
-  /// else in m_found_stopped; one that is gone counts as frozen.
-  int start(const target& s) {
-    if (m_method != freeze_method::signal) return request(table(), leaf(s.slot), true);
-    freeze_signal::stop_record r;
-    r.slot = s.slot;
-    r.pid = s.pid;
-    r.start_time = s.start_time;
-    r.shared = m_node != nullptr && s.slot < max_tenants ? &m_node->tenants[s.slot] : nullptr;
-    identity_verdict v = identity_ok;
-    const int e = freeze_signal::stop(m_identity, m_cache, r, v);
-    if (v != identity_ok)
-      m_refused.push_back(refusal{s, v});
-    else if (r.already_stopped)
-      m_found_stopped.push_back(s);
-    else if (e != ESRCH)
-      m_stopped.push_back(std::move(r));  // on error: what of it did stop
-    return v != identity_ok || e == ESRCH ? 0 : e;
+  // Cgroup methods (v2, v1; none is the empty table, which writes nothing):
+  // every operation is the table's file and value on the sibling's leaf.
+  static int cgroup_start(freezer& f, const sibling& s) {
+    return request(f.table(), f.leaf(s.slot), true);
   }
-
-  /// `ok`: the freeze of `s` has completed: its leaf's status has the frozen
-  /// line (the empty table: at once). Signal: only what freeze() really
-  /// stopped, by the target it signalled (nothing stopped: nothing to wait for).
-  int is_frozen(const target& s, bool& ok) const {
+  /// `ok`: the leaf's status has the frozen line (the empty table: at once).
+  static int cgroup_is_frozen(const freezer& f, const sibling& s, bool& ok) {
     ok = true;
-    if (m_method != freeze_method::signal) {
-      std::string text;
-      if (!table().cgroup()) return 0;
-      if (const int e = cgroup::read_file(file(leaf(s.slot), table().status), text)) return e;
-      ok = has_line(text, table().frozen_line);
-      return 0;
-    }
-    for (const freeze_signal::stop_record& r : m_stopped)
-      if (r.slot == s.slot && r.pid == s.pid && r.sent)
-        return freeze_signal::is_stopped(r.target(), ok);
+    if (!f.table().cgroup()) return 0;
+    std::string text;
+    if (const int e = cgroup::read_file(file(f.leaf(s.slot), f.table().status), text)) return e;
+    ok = has_line(text, f.table().frozen_line);
     return 0;
   }
+  /// A leaf that is gone counts as thawed.
+  static int cgroup_undo(freezer& f, const sibling& s) {
+    const int e = request(f.table(), f.leaf(s.slot), false);
+    return e == ENOENT ? 0 : e;
+  }
+  static std::string cgroup_where(const freezer& f, const sibling& s) { return f.leaf(s.slot); }
+  static std::string cgroup_status(const freezer& f, const sibling& s) {
+    return file(f.leaf(s.slot), f.table().status);
+  }
+  static void cgroup_enter(freezer& f, std::uint32_t slot) {
+    if (f.table().cgroup()) f.enter_as(slot);
+  }
+  static void cgroup_leave(freezer& f, std::uint32_t slot) noexcept {
+    if (f.table().cgroup()) f.leave_as(slot);
+  }
 
-  /// Thaws `s`; a leaf that is gone counts as thawed. Signal: continues what
-  /// freeze() stopped for it, and forgets it.
-  int undo(const target& s) {
+  // Signal: stops, watches and continues through freeze_signal.hpp. A
+  // sibling that fails verification is not signalled but recorded in
+  // m_refused, one already stopped by someone else in m_found_stopped; one
+  // that is gone counts as frozen.
+  static int signal_start(freezer& f, const sibling& s) {
+    freeze_signal::stop_record r;
+    r.who = s;
+    r.shared = f.m_node != nullptr && s.slot < max_tenants ? &f.m_node->tenants[s.slot] : nullptr;
+    identity_verdict v = identity_ok;
+    const int e = freeze_signal::stop(f.m_identity, f.m_cache, r, v);
+    if (v != identity_ok)
+      f.m_refused.push_back(refusal{s, v});
+    else if (r.already_stopped)
+      f.m_found_stopped.push_back(s);
+    else if (e != ESRCH)
+      f.m_stopped.push_back(std::move(r));  // on error: what of it did stop
+    return v != identity_ok || e == ESRCH ? 0 : e;
+  }
+  /// Only what freeze() really stopped, by the target it signalled (nothing
+  /// stopped: nothing to wait for).
+  static int signal_is_frozen(const freezer& f, const sibling& s, bool& ok) {
+    ok = true;
+    for (const freeze_signal::stop_record& r : f.m_stopped)
+      if (r.who.same(s) && r.sent) return freeze_signal::is_stopped(r.target(), ok);
+    return 0;
+  }
+  /// Continues what freeze() stopped for `s`, and forgets it.
+  static int signal_undo(freezer& f, const sibling& s) {
     int e = 0;
-    if (m_method != freeze_method::signal)
-      return (e = request(table(), leaf(s.slot), false)) == ENOENT ? 0 : e;
-    for (auto it = m_stopped.begin(); it != m_stopped.end();) {
-      if (it->slot != s.slot || it->pid != s.pid) {
+    for (auto it = f.m_stopped.begin(); it != f.m_stopped.end();) {
+      if (!it->who.same(s)) {
         ++it;
         continue;
       }
       if (const int r = freeze_signal::resume(*it)) e = r;
-      it = m_stopped.erase(it);
+      it = f.m_stopped.erase(it);
     }
     return e;
   }
+  static std::string signal_where(const freezer&, const sibling& s) {
+    return "pid " + std::to_string(s.pid);
+  }
+  static std::string signal_status(const freezer&, const sibling& s) {
+    return "/proc/" + std::to_string(s.pid) + "/stat";
+  }
+  static void no_enter(freezer&, std::uint32_t) {}
+  static void no_leave(freezer&, std::uint32_t) noexcept {}
+
+  /// The operations of method `m` (automatic never reaches a freezer).
+  static const ops& ops_of(freeze_method m) noexcept {
+    static constexpr ops cgroup_ops{true,          &cgroup_start, &cgroup_is_frozen,
+                                    &cgroup_undo,  &cgroup_where, &cgroup_status,
+                                    &cgroup_enter, &cgroup_leave};
+    static constexpr ops none_ops{false,         &cgroup_start,  &cgroup_is_frozen, &cgroup_undo,
+                                  &cgroup_where, &cgroup_status, &cgroup_enter,     &cgroup_leave};
+    static constexpr ops signal_ops{true,          &signal_start,  &signal_is_frozen, &signal_undo,
+                                    &signal_where, &signal_status, &no_enter,         &no_leave};
+    return m == freeze_method::signal ? signal_ops
+           : m == freeze_method::none ? none_ops
+                                      : cgroup_ops;
+  }
+
+  int start(const sibling& s) { return m_ops->start(*this, s); }
+  int is_frozen(const sibling& s, bool& ok) const { return m_ops->is_frozen(*this, s, ok); }
+  int undo(const sibling& s) { return m_ops->undo(*this, s); }
+  std::string leaf_or_pid(const sibling& s) const { return m_ops->where(*this, s); }
+  std::string status_path(const sibling& s) const { return m_ops->status(*this, s); }
 
   // --- the cgroup freezer: every operation is the table's file and value ---
   static std::string file(const std::string& dir, const char* name) { return dir + "/" + name; }
@@ -468,25 +517,18 @@ class freezer {
                                   : text.find_first_of("0123456789") != std::string::npos;
     return 0;
   }
-  std::string leaf_or_pid(const target& s) const {
-    if (m_method == freeze_method::signal) return "pid " + std::to_string(s.pid);
-    return leaf(s.slot);
-  }
-  std::string status_path(const target& s) const {
-    if (m_method == freeze_method::signal) return "/proc/" + std::to_string(s.pid) + "/stat";
-    return file(leaf(s.slot), table().status);
-  }
   void note_error(const std::string& what, int err) {
     m_last_error = what + ": " + std::system_category().message(err);
   }
 
   freeze_method m_method;
-  identity_domain m_identity;           // who may be signalled
-  node_state* m_node = nullptr;         // where stops are recorded for recoverers
-  freeze_signal::member_cache m_cache;  // verified (pid, start time)s
+  const ops* m_ops;
+  identity_domain m_identity;                         // who may be signalled
+  node_state* m_node = nullptr;                       // where stops are recorded for recoverers
+  freeze_signal::member_cache m_cache;                // verified (pid, start time)s
   std::vector<freeze_signal::stop_record> m_stopped;  // what freeze() stopped, until thawed
   std::vector<refusal> m_refused;
-  std::vector<target> m_found_stopped;  // stopped by someone else: never continued
+  std::vector<sibling> m_found_stopped;  // stopped by someone else: never continued
   std::string m_root;
   std::string m_notes;
   std::string m_last_error;
@@ -494,124 +536,5 @@ class freezer {
   std::uint32_t m_slot = 0;
   bool m_entered = false;
 };
-
-/// A sibling the freeze step may freeze (it acked the drain), and whether it
-/// touches the device: its drain had work to sync, or it was inside a gated
-/// call when the gate rose.
-struct freeze_candidate {
-  freezer::target who;
-  bool touches_device = false;
-};
-
-/// What the freeze step did.
-struct freeze_result {
-  std::vector<freezer::target> frozen;  ///< frozen now: the region thaws them at exit
-  std::vector<std::int32_t> unverified;  ///< refused (signal method, failed identity): running
-  /// Found stopped by someone else (signal method): left stopped, not frozen by krex.
-  std::vector<freezer::target> found_stopped;
-  std::uint32_t idle = 0;  ///< left running by scope `device` (they do not touch the device)
-  std::uint32_t gone = 0;  ///< died between their drain and the freeze
-};
-
-/// Step 3, holder side: freezes the candidates that m's scope selects, with
-/// m's freeze deadline. A sibling that dies meanwhile is dropped and the rest
-/// frozen again (at most three attempts); any other failure throws
-/// krex::error(step::freeze) with nothing left frozen. `gone(target)` says
-/// whether a sibling left or died; `check_lease()` throws if the region's
-/// lease was lost, and is called before each attempt and after the freeze
-/// (then what was frozen is thawed first: a recoverer's thaw may have come
-/// before it, and nobody else would undo it). Marks the frozen slots and
-/// counts the freeze in the device's statistics.
-template <class Gone, class CheckLease>
-freeze_result freeze_siblings(member& m, freezer& fz, const std::vector<freeze_candidate>& cands,
-                              Gone&& gone, CheckLease&& check_lease) {
-  const std::uint64_t t0 = now_ns();
-  freeze_result r;
-  r.unverified.reserve(cands.size());  // nothing below allocates once siblings are frozen
-  r.found_stopped.reserve(cands.size());
-  for (const freeze_candidate& c : cands) {
-    if (m.opts.scope() != freeze_scope::all && !c.touches_device) {
-      ++r.idle;
-      continue;
-    }
-    r.frozen.push_back(c.who);
-  }
-  for (int attempt = 0;; ++attempt) {
-    check_lease();
-    try {
-      fz.freeze(r.frozen, std::chrono::steady_clock::now() + m.opts.freeze_deadline());
-      break;
-    } catch (const error&) {
-      // A sibling that died since it drained loses its leaf when it is
-      // reaped: drop the gone ones and freeze the rest (freeze() has
-      // thawed what it had started). Anything else fails the region.
-      const std::size_t before = r.frozen.size();
-      r.frozen.erase(std::remove_if(r.frozen.begin(), r.frozen.end(), gone), r.frozen.end());
-      if (attempt >= 2 || r.frozen.size() == before) throw;
-      r.gone += static_cast<std::uint32_t>(before - r.frozen.size());
-    }
-  }
-  try {
-    check_lease();
-  } catch (...) {
-    fz.thaw(r.frozen);
-    throw;
-  }
-  // Signal freezing signals only verified tenants: the others were not
-  // stopped, and are reported, not counted as frozen.
-  for (const auto& ref : fz.refused()) {
-    r.unverified.push_back(ref.who.pid);
-    r.frozen.erase(std::remove_if(r.frozen.begin(), r.frozen.end(),
-                                  [&](const freezer::target& f) {
-                                    return f.slot == ref.who.slot && f.pid == ref.who.pid;
-                                  }),
-                   r.frozen.end());
-  }
-  // Nor are those someone else had stopped: the exit must not continue them.
-  for (const freezer::target& s : fz.found_stopped()) {
-    r.found_stopped.push_back(s);
-    r.frozen.erase(std::remove_if(r.frozen.begin(), r.frozen.end(),
-                                  [&](const freezer::target& f) {
-                                    return f.slot == s.slot && f.pid == s.pid;
-                                  }),
-                   r.frozen.end());
-  }
-  for (const auto& f : r.frozen) m.slot_at(f.slot).frozen.store(1);
-  m.dev->freezes.fetch_add(r.frozen.empty() ? 0 : 1, std::memory_order_relaxed);
-  m.dev->freeze_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
-  return r;
-}
-
-/// What the freeze step's exit did.
-struct thaw_result {
-  bool freeze_broken = false;  ///< a sibling ran again before the exit (thawed behind our back)
-  bool thaw_failed = false;    ///< a thaw failed (the freezer's last_error() says why)
-  bool lease_lost = false;     ///< the lease was gone: the rest is the recoverer's to thaw
-};
-
-/// Step 3's exit, holder side: checks that every sibling in `frozen` is still
-/// frozen, then thaws them one by one, each only while `ours()` says the
-/// region's lease is still ours (once it is not, a recoverer has thawed them
-/// and a new holder may have frozen them again: nothing more is touched), and
-/// clears each thawed slot's frozen flag. `frozen` is emptied.
-template <class LeaseCheck>
-thaw_result thaw_siblings(member& m, freezer& fz, std::vector<freezer::target>& frozen,
-                          LeaseCheck&& ours) noexcept {
-  thaw_result r;
-  // Something thawed a sibling during the body (a late thaw, a SIGCONT, an
-  // operator): the body was not protected throughout.
-  for (const freezer::target& f : frozen)
-    if (!fz.still_frozen(f)) r.freeze_broken = true;
-  for (const freezer::target& f : frozen) {
-    if (!ours()) {
-      r.lease_lost = true;
-      break;
-    }
-    if (!fz.thaw_one(f)) r.thaw_failed = true;
-    m.slot_at(f.slot).frozen.store(0);
-  }
-  frozen.clear();
-  return r;
-}
 
 }  // namespace krex::detail

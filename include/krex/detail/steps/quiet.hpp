@@ -21,30 +21,59 @@
 // A backend without `quiet_probe()` (host, HIP) is not checked and its level
 // never shows "+quiet". A CUDA process without a device context yet (nothing
 // submitted) is not probed either, with a note: probing would create one.
+// Before the probe, the step lists the processes outside the segment that
+// hold a context on the device (the backend's `device_processes`).
+//
+// State: what it found (quiet_result, the foreign pids). Shared words: the
+// device's idle figure and quiet counters. Undo: none.
 
 #include <krex/detail/clocks.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/slots.hpp>
+#include <krex/detail/steps/context.hpp>
+#include <krex/detail/submit.hpp>
 #include <krex/options.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace krex::detail {
 
+// Optional backend hooks of the quiet step (a backend without them is not
+// probed: the host backend, HIP for now).
+template <class B>
+auto backend_quiet_probe(B& b, int) -> decltype(b.quiet_probe()) {
+  return b.quiet_probe();
+}
+template <class B>
+quiet_sample backend_quiet_probe(B&, long) {
+  return {};  // no probe, no reason: the level just lacks "+quiet"
+}
+template <class B>
+auto backend_device_processes(const B& b, std::vector<int>& pids, int)
+    -> decltype(b.device_processes(pids)) {
+  return b.device_processes(pids);
+}
+template <class B>
+bool backend_device_processes(const B&, std::vector<int>&, long) {
+  return false;
+}
+
 /// What the quiet step did.
 struct quiet_result {
-  bool checked = false;        ///< a probe ran
-  bool quiet = false;          ///< the last burst was within tolerance of the idle figure
-  std::uint32_t bursts = 0;    ///< probe bursts taken
-  std::uint64_t waited_ns = 0; ///< from the first busy burst to the quiet one (0: quiet at once)
-  double first_ratio = 0;      ///< first burst over the idle figure
-  double last_ratio = 0;       ///< last burst over the idle figure
-  std::uint64_t ref_ns = 0;    ///< the idle figure used
-  std::string why_not;         ///< when !checked
+  bool checked = false;         ///< a probe ran
+  bool quiet = false;           ///< the last burst was within tolerance of the idle figure
+  std::uint32_t bursts = 0;     ///< probe bursts taken
+  std::uint64_t waited_ns = 0;  ///< from the first busy burst to the quiet one (0: quiet at once)
+  double first_ratio = 0;       ///< first burst over the idle figure
+  double last_ratio = 0;        ///< last burst over the idle figure
+  std::uint64_t ref_ns = 0;     ///< the idle figure used
+  std::string why_not;          ///< when !checked
 };
 
 /// Bursts whose minimum must stay within tolerance; and the bursts a device
@@ -102,7 +131,8 @@ quiet_result wait_device_quiet(member& m, Probe&& probe, std::uint64_t deadline_
     r.checked = true;
     lower_quiet_ref(dev, best);
     r.ref_ns = dev.quiet_ref_ns.load();
-    const double ratio = r.ref_ns != 0 ? static_cast<double>(best) / static_cast<double>(r.ref_ns) : 1.0;
+    const double ratio =
+        r.ref_ns != 0 ? static_cast<double>(best) / static_cast<double>(r.ref_ns) : 1.0;
     if (r.first_ratio == 0) r.first_ratio = ratio;
     r.last_ratio = ratio;
     const std::uint64_t now = now_ns();
@@ -126,5 +156,64 @@ quiet_result wait_device_quiet(member& m, Probe&& probe, std::uint64_t deadline_
   if (!r.quiet) dev.quiet_busy.fetch_add(1, std::memory_order_relaxed);
   return r;
 }
+
+/// Step 3b as an object: checks the lease, lists the processes outside the
+/// segment that hold a context on the device, then (unless quiet_deadline
+/// is 0) waits for the device to be quiet, until the quiet deadline or
+/// half-way to the lease's. No undo.
+template <class Backend>
+class quiet_step {
+ public:
+  quiet_step(region_context& c, Backend& b) {
+    member& m = c.m;
+    const std::uint64_t since = now_ns();
+    c.check_lease("verifying the device is quiet");
+    std::vector<int> pids;
+    if (backend_device_processes(b, pids, 0)) {
+      m_foreign_checked = true;
+      for (int pid : pids)
+        if (!member_pid(m, pid)) m_foreign.push_back(pid);
+    }
+    if (m.opts.quiet_deadline().count() == 0) return;
+    m_probed = true;
+    std::uint64_t deadline = since + to_ns(m.opts.quiet_deadline());
+    const std::uint64_t lease_end = m.dev->lease_deadline_ns.load();
+    if (lease_end > since) deadline = std::min(deadline, since + (lease_end - since) / 2);
+    // The probe is the holder's own device work inside its region: it must
+    // never park at the gate, also where automatic gating routes this
+    // process's calls to another tenant of it (two tenants in one process).
+    // An open submission on this thread lets nested calls straight through.
+    m_result = wait_device_quiet(
+        m,
+        [&] {
+          pass_gate pass;
+          return backend_quiet_probe(b, 0);
+        },
+        deadline);
+  }
+
+  /// Whether the device's processes could be listed, and those outside the segment.
+  bool foreign_checked() const noexcept { return m_foreign_checked; }
+  const std::vector<int>& foreign_pids() const noexcept { return m_foreign; }
+  /// False when quiet_deadline is 0: the device was not probed.
+  bool probed() const noexcept { return m_probed; }
+  const quiet_result& result() const noexcept { return m_result; }
+
+ private:
+  // Whether `pid` owns a live slot of this device in the segment.
+  static bool member_pid(const member& m, int pid) noexcept {
+    for (std::uint32_t i = 0; i < max_tenants; ++i) {
+      const tenant_slot& s = m.slot_at(i);
+      if (s.owner.load() == pid && s.device.load() == m.device && s.state.load() == slot_active)
+        return true;
+    }
+    return false;
+  }
+
+  bool m_foreign_checked = false;
+  bool m_probed = false;
+  std::vector<int> m_foreign;
+  quiet_result m_result;
+};
 
 }  // namespace krex::detail

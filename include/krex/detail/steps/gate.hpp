@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// Step 1: the submission gate.
+// Step 1, the gate, holder side (the submitters' side, submit_enter and
+// submit_exit, is detail/submit.hpp).
 //
 // Submitter: in_submit.fetch_add(1), then load the gate. If a sibling holds
 // it, undo the increment and park on the gate word (bounded; on timeout the
@@ -10,12 +11,18 @@
 // (a Dekker pair: store gate / load in_submit against store in_submit / load
 // gate) a submission either completes before the drain looks, or never
 // reaches the device.
+//
+// State: the epoch, whether a dead holder's gate was taken over, the siblings
+// seen. Shared words: the device's gate and holder. Undo (gate_step's
+// destructor): lower the gate, then let the submissions parked at it through
+// (gate_exit); when a recoverer took the lease away, only a gate still at
+// this region's epoch comes down.
 
 #include <krex/detail/futex.hpp>
+#include <krex/detail/sibling.hpp>
 #include <krex/detail/slots.hpp>
+#include <krex/detail/steps/context.hpp>
 #include <krex/detail/submit.hpp>
-#include <krex/error.hpp>
-#include <krex/submit_guard.hpp>
 
 #include <sys/types.h>
 #include <time.h>
@@ -26,8 +33,7 @@
 #include <utility>
 #include <vector>
 
-namespace krex {
-namespace detail {
+namespace krex::detail {
 
 /// Raises the gate for the region holder `m`. Returns the new (odd) epoch and
 /// whether a raised gate of a dead previous holder was taken over.
@@ -38,16 +44,10 @@ inline std::pair<std::uint32_t, bool> raise_gate(member& m) noexcept {
     const std::uint32_t next = gate_raised(g) ? g + 2 : g + 1;
     if (m.dev->gate.compare_exchange_weak(g, next)) {
       // Agents are woken by the drain step, and only if some sibling needs its
-      // agent (see drain.hpp: proxy_acks).
+      // agent (see steps/drain.hpp: proxy_acks).
       return {next, gate_raised(g)};
     }
   }
-}
-
-/// Wakes every agent on the device to look at the gate.
-inline void ring_agents(member& m) noexcept {
-  m.dev->agent_bell.fetch_add(1);
-  futex_wake_all(m.dev->agent_bell);
 }
 
 /// After lowering the gate (with the region lock still held, so no other
@@ -109,20 +109,10 @@ inline bool gate_exit(member& m, std::uint32_t epoch, bool lease_ours) noexcept 
   return ours;
 }
 
-/// A sibling as the region holder saw it when the gate rose.
-struct sibling {
-  std::uint32_t slot;
-  std::int32_t pid;  ///< as its slot says: a claim, verified before any signal (freeze.hpp)
-  std::uint64_t start_time = 0;  ///< as its slot says (0 while it is still claiming)
-  bool acked = false;
-  bool gone = false;  ///< left or died during the region's entry
-  bool proxied = false;  ///< acked by the holder: it had nothing to drain
-  bool submitting = false;  ///< inside a gated call when the gate rose (its call finished first)
-};
-
-/// Holder side: the live siblings on the holder's device.
-inline std::vector<sibling> snapshot_siblings(member& m) {
-  std::vector<sibling> out;
+/// Holder side: the live siblings on the holder's device, into `out`
+/// (cleared; it allocates only beyond its capacity).
+inline void snapshot_siblings(member& m, std::vector<sibling>& out) {
+  out.clear();
   for (std::uint32_t i = 0; i < max_tenants; ++i) {
     if (i == m.index) continue;
     tenant_slot& s = m.slot_at(i);
@@ -130,18 +120,12 @@ inline std::vector<sibling> snapshot_siblings(member& m) {
     if (pid <= 0 || s.device.load() != m.device || s.state.load() == slot_leaving) continue;
     // Liveness is checked only for siblings that are slow to drain: reading
     // /proc for every sibling on every region would dominate the region's cost.
-    out.push_back(sibling{i, pid, s.start_time.load()});
+    sibling sb;
+    sb.slot = i;
+    sb.pid = pid;
+    sb.start_time = s.start_time.load();
+    out.push_back(sb);
   }
-  return out;
-}
-
-/// The slot's owner is no longer the one snapshotted (left, died, or the
-/// slot was taken by another process), or it is dead.
-inline bool sibling_gone(member& m, const sibling& sb) noexcept {
-  tenant_slot& s = m.slot_at(sb.slot);
-  if (s.owner.load() != sb.pid) return true;
-  if (sb.start_time != 0 && s.start_time.load() != sb.start_time) return true;
-  return reap_if_dead(*m.node, sb.slot, m.recovery);
 }
 
 /// Holder side, gate step: waits until every sibling's in_submit is 0.
@@ -161,32 +145,51 @@ inline bool wait_submissions(member& m, std::vector<sibling>& sibs, std::uint64_
   return all;
 }
 
-/// What the gate step did: the new epoch, whether it took over a dead
-/// holder's raised gate, the siblings it saw, and whether their in-flight
-/// submissions all ended (or their owners went) before the deadline.
-struct gate_result {
-  std::uint32_t epoch = 0;
-  bool took_over = false;
-  std::vector<sibling> sibs;
-  bool quiet = false;
+/// Step 1 as an object: checks the lease, raises the gate (raise_gate) and
+/// moves the phase to gated, then snapshots the siblings and waits for their
+/// in-flight submissions until `deadline_ns`. It can throw only before the
+/// gate rises; from then on its destructor is the gate's undo.
+class gate_step {
+ public:
+  gate_step(region_context& c, std::uint64_t deadline_ns) : m_c(c) {
+    c.check_lease("raising the gate");
+    m_siblings.reserve(max_tenants);  // the snapshot below must not allocate
+    std::tie(m_epoch, m_took_over) = raise_gate(c.m);
+    set_phase(*c.m.dev, phase_gated);
+    snapshot_siblings(c.m, m_siblings);
+    m_quiet = wait_submissions(c.m, m_siblings, deadline_ns);
+  }
+  gate_step(const gate_step&) = delete;
+  gate_step& operator=(const gate_step&) = delete;
+
+  ~gate_step() {
+    member& m = m_c.m;
+    switch (m_c.exit) {
+      case region_context::exit_kind::ours:
+        if (m_c.ours()) set_phase(*m.dev, phase_exiting);
+        if (!gate_exit(m, m_epoch, true)) m_c.lease_lost = true;
+        break;
+      case region_context::exit_kind::lost:
+        gate_exit(m, m_epoch, false);  // by CAS: only a gate still at this epoch
+        break;
+      default: break;  // a forked child's copy touches nothing shared
+    }
+  }
+
+  std::uint32_t epoch() const noexcept { return m_epoch; }
+  /// Whether a raised gate of a dead previous holder was taken over.
+  bool took_over() const noexcept { return m_took_over; }
+  /// The siblings seen when the gate rose (the drain step marks them).
+  std::vector<sibling>& siblings() noexcept { return m_siblings; }
+  /// Whether their in-flight submissions all ended (or their owners went) in time.
+  bool quiet() const noexcept { return m_quiet; }
+
+ private:
+  region_context& m_c;
+  std::uint32_t m_epoch = 0;
+  bool m_took_over = false;
+  bool m_quiet = false;
+  std::vector<sibling> m_siblings;
 };
 
-/// Step 1, holder side: raises the gate (raise_gate) and moves the device's
-/// phase to gated. Cannot fail: the caller owns the raised gate from here
-/// on (gate_exit lowers it), then waits with wait_quiet.
-inline gate_result gate_enter(member& m) noexcept {
-  gate_result g;
-  std::tie(g.epoch, g.took_over) = raise_gate(m);
-  set_phase(*m.dev, phase_gated);
-  return g;
-}
-
-/// Step 1, holder side, after gate_enter: snapshots the siblings and waits
-/// for their in-flight submissions until `deadline_ns`.
-inline void wait_quiet(member& m, gate_result& g, std::uint64_t deadline_ns) {
-  g.sibs = snapshot_siblings(m);
-  g.quiet = wait_submissions(m, g.sibs, deadline_ns);
-}
-
-}  // namespace detail
-}  // namespace krex
+}  // namespace krex::detail

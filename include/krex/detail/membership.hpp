@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// A tenant's membership of the node, as pieces that each undo themselves.
+// The tenant (krex/tenant.hpp) takes them in join order and holds them so
+// that destroying them is its leave, in reverse:
+//
+//   slot_claim       claims the slot          frees it (and closes the leave's
+//                                              passage through the gate)
+//   isolation        the freeze leaf and the  leaves the leaf, gives the CPU
+//                    CPU confinement           mask back
+//   agent_membership the agent thread and     stops the agent, detaches the
+//                    automatic gating          backend
+//
+// The leave begins with slot_claim::leave_through_gate (the tenant calls it
+// before the pieces go): while a sibling's region is between its drain and
+// its freeze, this tenant must not vanish, so it leaves inside a submission.
+
+#include <krex/detail/freezer.hpp>
+#include <krex/detail/futex.hpp>
+#include <krex/detail/layout.hpp>
+#include <krex/detail/slots.hpp>
+#include <krex/detail/steps/pin.hpp>
+#include <krex/detail/submit.hpp>
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace krex::detail {
+
+/// The tenant's slot: claimed at construction (m.index and m.slot point at
+/// it), freed at destruction. A claimed slot is never left by itself: the
+/// leave passes the gate first (leave_through_gate), and the destructor closes
+/// that passage once the slot is free.
+class slot_claim {
+ public:
+  explicit slot_claim(member& m) : m_m(m) {
+    m.index = claim_slot(*m.node, m.device);
+    m.slot = &m.node->tenants[m.index];
+    m.slot->syncing.store(0);  // a reaped slot may keep a dead agent's flag
+  }
+  slot_claim(const slot_claim&) = delete;
+  slot_claim& operator=(const slot_claim&) = delete;
+
+  /// The leave's first act: enter the gate (a region raised after this waits
+  /// for our in_submit, which drops to 0 only once the slot is free), run
+  /// `inside` (the backend's teardown, which must not overlap a sibling's
+  /// region), and mark the slot leaving (holders skip it from here on).
+  template <class Inside>
+  void leave_through_gate(Inside&& inside) noexcept {
+    submit_enter(m_m);
+    m_passed = true;
+    inside();
+    m_m.slot->state.store(slot_leaving);
+  }
+
+  ~slot_claim() {
+    tenant_slot& s = *m_m.slot;
+    s.ticket.store(no_ticket);
+    s.start_time.store(0);
+    s.state.store(slot_free);
+    std::int32_t me = s.owner.load();
+    s.owner.compare_exchange_strong(me, 0);
+    if (!m_passed) return;
+    --submit_depth;
+    s.in_submit.store(0);
+    futex_wake_all(s.in_submit);
+    futex_wake_all(m_m.dev->acks);
+  }
+
+ private:
+  member& m_m;
+  bool m_passed = false;
+};
+
+/// Steps 3 and 4, tenant side: the freeze leaf of this tenant's slot, and
+/// the confinement off every device's reserved cores. The destructor leaves
+/// the leaf of the freezer it holds (from the moment the freezer is open:
+/// leave also cleans up what a failed enter, or a crashed run, left) and
+/// gives the process its CPU mask back.
+class isolation {
+ public:
+  explicit isolation(std::uint32_t slot) noexcept : m_slot(slot) {}
+  isolation(const isolation&) = delete;
+  isolation& operator=(const isolation&) = delete;
+
+  /// The freezer whose leaf of this slot is left at destruction.
+  void hold(freezer& f) noexcept { m_freezer = &f; }
+  /// Enters the held freezer's leaf (freezer::enter).
+  void enter() { m_freezer->enter(m_slot); }
+  /// Confines every thread of this process to `cpus` (confine_process).
+  void confine(const std::vector<int>& cpus) { m_previous_mask = confine_process(cpus); }
+
+  ~isolation() {
+    if (m_freezer != nullptr) m_freezer->leave(m_slot);
+    if (m_previous_mask.empty()) return;
+    try {
+      confine_process(m_previous_mask);
+    } catch (...) {
+      // Leaving must not throw; the process keeps the confined mask.
+    }
+  }
+
+ private:
+  std::uint32_t m_slot;
+  freezer* m_freezer = nullptr;
+  std::vector<int> m_previous_mask;
+};
+
+// Optional backend hooks, called when present: attach(member&) once the
+// agent runs (automatic gating subscribes here), detach() before the slot is
+// freed.
+template <class B>
+auto backend_attach(B& b, member& m, int) -> decltype(b.attach(m), void()) {
+  b.attach(m);
+}
+template <class B>
+void backend_attach(B&, member&, long) {}
+template <class B>
+auto backend_detach(B& b, int) noexcept -> decltype(b.detach(), void()) {
+  b.detach();
+}
+template <class B>
+void backend_detach(B&, long) noexcept {}
+
+/// The agent thread (it runs `loop(stop)`, draining this process's device
+/// work when a sibling's region asks) and, once attached, the backend's
+/// automatic gating. The slot turns active when the agent runs. The
+/// destructor stops the agent, then detaches the backend.
+template <class Backend>
+class agent_membership {
+ public:
+  /// Starts the agent; `name` is its thread name (this process's proof of
+  /// membership of its slot, detail/identity.hpp), set before the slot turns
+  /// active, so before any holder may look.
+  template <class Loop>
+  agent_membership(member& m, Backend& b, const char* name, Loop&& loop) : m_m(m), m_backend(b) {
+    m_thread = std::make_unique<std::thread>(
+        [this, l = std::forward<Loop>(loop)]() mutable { l(m_stop); });
+    ::pthread_setname_np(m_thread->native_handle(), name);
+    m.slot->state.store(slot_active);
+  }
+  agent_membership(const agent_membership&) = delete;
+  agent_membership& operator=(const agent_membership&) = delete;
+
+  /// Attaches the backend's automatic gating (its optional `attach(member&)`).
+  void attach() {
+    backend_attach(m_backend, m_m, 0);
+    m_attached = true;
+  }
+
+  ~agent_membership() {
+    m_stop.store(true);
+    m_m.dev->agent_bell.fetch_add(1);
+    futex_wake_all(m_m.dev->agent_bell);
+    if (m_thread->joinable()) m_thread->join();
+    if (m_attached) backend_detach(m_backend, 0);
+  }
+
+ private:
+  member& m_m;
+  Backend& m_backend;
+  std::atomic<bool> m_stop{false};
+  bool m_attached = false;
+  std::unique_ptr<std::thread> m_thread;
+};
+
+}  // namespace krex::detail

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// What the steps of one region share (not a step itself): the member they act
+// for, the lease every step checks before it acts, and how the region's exit
+// began. The steps (lock, gate, drain, freeze, quiet, pin: one file each in
+// this directory) never include one another; only the region
+// (krex/region.hpp) knows their order. It holds them so that destroying them
+// is the undo, in reverse: the lock's claim on the exit comes first
+// (lock_step::begin_exit sets `exit`), then each step's own exit reads it.
+
+#include <krex/detail/slots.hpp>
+#include <krex/error.hpp>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+
+namespace krex::detail {
+
+/// True while `m` holds its device's lease in the state `flags` (0: entering
+/// or in the body, lease_exiting: ending). Checked immediately before each
+/// step of the holder that a recoverer would own once the lease expired.
+inline bool lease_held(const member& m, std::uint32_t flags = 0) noexcept {
+  return m.dev->lease_slot.load() == ((m.index + 1) | flags);
+}
+
+struct region_context {
+  explicit region_context(member& mem) noexcept : m(mem), pid(::getpid()) {}
+  region_context(const region_context&) = delete;
+  region_context& operator=(const region_context&) = delete;
+
+  member& m;
+  pid_t pid;  ///< the process that entered (a forked child's copy touches nothing shared)
+
+  /// How the exit began, decided once by the lock step's claim before any step's undo.
+  enum class exit_kind {
+    entering,  ///< not exiting (or the lock was never taken: nothing to undo)
+    ours,      ///< the claim succeeded: each undo runs while the lease is still ours
+    lost,      ///< a recoverer took the lease (expired, or krexctl recover): it thawed,
+               ///< lowered the gate and moved the lock on; touch none of it
+    forked,    ///< a forked child's copy of the region: the region is the parent's
+  };
+  exit_kind exit = exit_kind::entering;
+
+  /// The body's duration, set when it ended (the lock step's undo counts
+  /// the region in the device's statistics).
+  std::uint64_t body_ns = 0;
+  bool body_ended = false;
+
+  /// What the undo found (the region copies it into its report).
+  bool lease_lost = false;     ///< the lease was gone before the exit ended
+  bool thaw_failed = false;    ///< a thaw failed
+  bool freeze_broken = false;  ///< a frozen sibling ran again before the exit
+
+  /// Exiting, with the lease still ours right now: each shared write of an
+  /// undo happens only while this holds, checked right before it.
+  bool ours() const noexcept { return lease_held(m, lease_exiting); }
+
+  /// Throws krex::error(step::lock) if this region's lease was taken away
+  /// while it was entering (`what`: the step it was about to take).
+  void check_lease(const char* what) const {
+    if (lease_held(m)) return;
+    throw error(step::lock,
+                std::string("the region's lease expired or was taken away before ") + what +
+                    " (this process was stopped or starved for longer than its lease, or "
+                    "`krexctl recover --force` ran): the device was handed on",
+                0, "enter the region again; raise lease / KREX_LEASE_MS if entering is slow");
+  }
+};
+
+}  // namespace krex::detail
