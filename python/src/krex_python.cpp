@@ -602,7 +602,7 @@ max_ms, method.)doc");
       "prepare_measure",
       [](bool cold_l2, std::size_t flush_bytes) {
 #if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
-        measure_options o;
+        krex::measure_options o;
         o.cold_l2 = cold_l2;
         o.flush_bytes = flush_bytes;
         py::gil_scoped_release nogil;
