@@ -32,6 +32,7 @@
 #include <future>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -126,6 +127,15 @@ std::string command(krex::tenant& t, const std::vector<std::string>& args) {
   return out;
 }
 
+// Before the clock starts: the worker's CUDA context (as pool_bench.py's
+// warm() makes it with torch.zeros), then a pause so that each of the
+// simultaneous warm calls lands on its own worker.
+std::string warm(krex::tenant& t, const std::vector<std::string>&) {
+  if (cudaFree(nullptr) != cudaSuccess) throw std::runtime_error("cudaFree(0): no CUDA context");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  return std::to_string(t.slot());
+}
+
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -151,8 +161,17 @@ int main(int argc, char** argv) try {
 #endif
   krex::pool p{po};
   p.handle("cmd", command);
+  p.handle("warm", warm);
   const auto t_start = std::chrono::steady_clock::now();
   p.start();
+  {
+    std::vector<std::future<krex::pool_result>> ws;
+    for (int i = 0; i < cfg.workers; ++i) ws.push_back(p.submit("warm", {}));
+    for (auto& w : ws) {
+      const krex::pool_result r = w.get();
+      if (!r.ok()) throw std::runtime_error("warm-up: " + r.error);
+    }
+  }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::future<krex::pool_result>> fs;
   for (int i = 0; i < cfg.commands; ++i)
@@ -221,7 +240,7 @@ int main(int argc, char** argv) try {
     std::fclose(f);
   }
   return failed == 0 ? 0 : 1;
-} catch (const krex::error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "krex_gpu_pool_bench: %s\n", e.what());
   return 1;
 }
