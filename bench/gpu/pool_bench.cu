@@ -136,13 +136,10 @@ std::string warm(krex::tenant& t, const std::vector<std::string>&) {
   return std::to_string(t.slot());
 }
 
+// krex::measure's interpolation, so these figures compare with its median and p95.
 double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(pos);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  return krex::detail::quantile_sorted(v, q);
 }
 
 }  // namespace
