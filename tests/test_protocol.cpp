@@ -233,8 +233,8 @@ TEST(Protocol, ParkedSubmissionPassesBeforeTheNextRegion) {
 }
 
 // Regions are granted in arrival order.
-// The gate's and the lock's own undo (gate_exit, lock_exit), which unwind()
-// calls in reverse order: each says whether what it undoes was still its
+// The gate's and the lock's own undo (gate_exit, lock_exit), which their steps' destructors
+// call in reverse order: each says whether what it undoes was still its
 // own. With the lease held the gate comes down and the parked submissions
 // are let through (here a slot that stays parked: the bounded wait, then
 // handoff_grace), then the lock moves on. With the lease taken away (a

@@ -340,7 +340,7 @@ class options {
   }
   bool gate_contexts() const noexcept { return m_gate_contexts; }
 
-  /// The quiet step (quiet.hpp): how long a region waits, after freezing its
+  /// The quiet step (detail/steps/quiet.hpp): how long a region waits, after freezing its
   /// siblings, for the device itself to become quiet (the driver's work after
   /// large frees; a process outside krex) before its body starts; past it the
   /// region proceeds flagged busy. 0 turns the check off. At most 60 s; the

@@ -78,7 +78,7 @@ struct region_report {
   /// level() ends in "-split(N other segment[s])".
   std::vector<std::string> other_segments;
 
-  /// The quiet step (quiet.hpp): whether the device was probed, and whether
+  /// The quiet step (detail/steps/quiet.hpp): whether the device was probed, and whether
   /// it was verified quiet (within quiet_tolerance_pct of its idle figure)
   /// before the body; a note says why it was not probed.
   bool quiet_checked = false;

@@ -63,7 +63,7 @@ class cuda : public detail::gpu::backend_base<detail::cuda_api, detail::cupti::h
     cudaGetLastError();
   }
 
-  /// The quiet step's probe (quiet.hpp, gpu_quiet.hpp) on this tenant's
+  /// The quiet step's probe (detail/steps/quiet.hpp, gpu_quiet.hpp) on this tenant's
   /// device. Not run (why_not says so) while this process has no context
   /// there: probing would create one.
   detail::quiet_sample quiet_probe() {
