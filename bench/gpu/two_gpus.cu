@@ -18,11 +18,11 @@
 #include <krex/region.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iterator>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,37 +44,21 @@ struct board {
   std::atomic<int> numa[max_gpus];  // the GPU's NUMA node (-1: unknown)
 };
 
-/// A sysfs integer, or `otherwise`.
-int read_int(const std::string& path, int otherwise) {
-  FILE* f = std::fopen(path.c_str(), "r");
-  if (f == nullptr) return otherwise;
-  int v = otherwise;
-  if (std::fscanf(f, "%d", &v) != 1) v = otherwise;
-  std::fclose(f);
-  return v;
-}
-
-/// The NUMA node of CPU `cpu` (-1: unknown).
-int cpu_node(int cpu) {
-  for (int n = 0; n < 64; ++n) {
-    const std::string d = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/node" + std::to_string(n);
-    if (FILE* f = std::fopen((d + "/cpulist").c_str(), "r")) {
-      std::fclose(f);
-      return n;
-    }
-  }
-  return -1;
-}
-
-/// The NUMA node of GPU `device` from its PCI address (-1: unknown).
+/// The NUMA node of GPU `device` from its PCI address (-1: unknown), through
+/// the library's sysfs readers (detail/topology.hpp).
 int gpu_node(int device) {
   char bus[32] = {};
   if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess) return -1;
-  std::string id = bus;
-  for (auto& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  // sysfs names the function with a 4-digit domain: 0000:65:00.0
-  if (id.size() > 12 && id.compare(0, 4, "0000") == 0 && id[8] == ':') id = id.substr(4);
-  return read_int("/sys/bus/pci/devices/" + id + "/numa_node", -1);
+  const std::string id = krex::detail::normalize_pci_bus_id(bus);
+  return krex::detail::read_int_file("/sys/bus/pci/devices/" + id + "/numa_node").value_or(-1);
+}
+
+/// The NUMA node of each CPU this process may use (topology::read: node 0
+/// where sysfs has no node directories).
+std::map<int, int> cpu_nodes() {
+  std::map<int, int> out;
+  for (const krex::detail::cpu_info& c : krex::detail::topology::read().cpus) out[c.cpu] = c.node;
+  return out;
 }
 
 krex::options opts(const std::string& seg, int device) {
@@ -181,6 +165,7 @@ int main(int argc, char** argv) {
   std::printf("two_gpus: %d GPUs, %d regions of %d ms per GPU, %d busy siblings per GPU\n", gpus, regions,
               body_ms, siblings);
   bool all_overlap = true, disjoint = true, any_pinned = true;
+  const std::map<int, int> node_of = cpu_nodes();
   std::vector<std::vector<int>> pins(static_cast<std::size_t>(gpus));
   for (int d = 0; d < gpus; ++d) {
     for (int i = 0; i < b->npinned[d].load(); ++i) pins[static_cast<std::size_t>(d)].push_back(b->pinned[d][i]);
@@ -207,7 +192,8 @@ int main(int argc, char** argv) {
     all_overlap = all_overlap && overlap_ms > 0;
     std::string nodes;
     for (int c : pins[static_cast<std::size_t>(d)]) {
-      const std::string n = std::to_string(cpu_node(c));
+      const auto f = node_of.find(c);
+      const std::string n = std::to_string(f == node_of.end() ? -1 : f->second);
       if (nodes.find(n) == std::string::npos) nodes += (nodes.empty() ? "" : ",") + n;
     }
     std::printf("  GPU%d (NUMA node %d): region bodies %.1f ms in all, overlapping other GPUs' bodies %.1f ms "
