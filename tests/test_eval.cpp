@@ -229,6 +229,8 @@ TEST(EvalCandidates, RankSetsAreOrderedByConstruction) {
         if (is_fine) {  // neighbours 0.1-0.5% apart
           EXPECT_GE(gap, 0.00095) << m.second->id;
           EXPECT_LE(gap, 0.005) << m.second->id;
+        } else if (krex_eval::is_wide_set(kv.first)) {  // wide: every pair > 5% apart
+          EXPECT_GE(gap, 0.06) << m.second->id;
         } else {  // coarse: 1-5% apart
           EXPECT_GE(gap, 0.009) << m.second->id;
         }
@@ -255,6 +257,16 @@ TEST(EvalCandidates, RankSetsAreOrderedByConstruction) {
   EXPECT_EQ(a->set, "axpby-16M");
   EXPECT_FALSE(krex_eval::is_fine_set("-fine"));
   EXPECT_FALSE(krex_eval::is_fine_set("gemm-2K"));
+  // The wide sets (the > 5% gap class) are outside the default selection, like the fine ones.
+  std::size_t wide = 0;
+  for (const auto& kv : sets) wide += krex_eval::is_wide_set(kv.first) ? 1 : 0;
+  EXPECT_GE(wide, 2u);
+  EXPECT_STREQ(krex_eval::set_kind("axpby-16M-wide"), "wide");
+  EXPECT_STREQ(krex_eval::set_kind("axpby-448M-fine"), "fine");
+  EXPECT_STREQ(krex_eval::set_kind("axpby-16M"), "coarse");
+  for (const auto& c : all)
+    EXPECT_EQ(krex_eval::in_default_selection(c), !krex_eval::is_fine_set(c.set) && !krex_eval::is_wide_set(c.set))
+        << c.id;
 }
 
 TEST(EvalCandidates, CommandIdsAndTimings) {
@@ -564,6 +576,22 @@ TEST_F(EvalDriver, PlanPrintsTheDurationEstimateAndExits) {
   EXPECT_EQ(q.output.find("gemm-t16m1-4096x4112x4096"), std::string::npos);
   EXPECT_EQ(q.output.find("@sync"), std::string::npos);
   EXPECT_NE(q.output.find("krex C=4 persistent: "), std::string::npos);
+  EXPECT_EQ(q.output.find("gemm-t32m4-2048x2048x2304"), std::string::npos);  // a wide set's member
+  // The ranks preset (issue 19's flips by gap class): the wide sets, every set
+  // also @sync, 6 native copies, at least 20 commands per persistent worker.
+  const auto k = run(std::string(KREX_EVAL_PATH) + " --config ranks --plan");
+  ASSERT_EQ(k.status, 0) << k.output;
+  EXPECT_NE(k.output.find("gemm-t32m4-2048x2048x2304\n"), std::string::npos) << k.output;
+  EXPECT_NE(k.output.find("gemm-t32m4-2048x2048x2304@sync\n"), std::string::npos) << k.output;
+  EXPECT_EQ(k.output.find("@loop"), std::string::npos) << k.output;
+  EXPECT_NE(k.output.find("native repeat (serial): 312 commands (6 copies of the list)"), std::string::npos)
+      << k.output;
+  EXPECT_NE(k.output.find("krex C=16 persistent: 364 commands"), std::string::npos) << k.output;
+  // An explicit option beats the preset's default.
+  const auto k2 = run(std::string(KREX_EVAL_PATH) + " --config ranks --plan --native-copies 2");
+  ASSERT_EQ(k2.status, 0) << k2.output;
+  EXPECT_NE(k2.output.find("native repeat (serial): 104 commands (2 copies of the list)"), std::string::npos)
+      << k2.output;
   // --native-copies: only the native repeat (the last serial pass) runs the
   // list more than once; the reference stays one pass.
   const auto n = run(std::string(KREX_EVAL_PATH) + " --config smoke --plan --native-copies 3");
@@ -636,7 +664,7 @@ TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
       {"--configs krex:4,serial:1", "must start and end with serial:1"},
       {"--configs serial:1,krex:0,serial:1", "an integer 1..256"},
       {"--configs serial:1,krex:4:sideways,serial:1", "persistent or process"},
-      {"--config huge", "smoke, quick, full or issue11"},
+      {"--config huge", "smoke, quick, full, issue11 or ranks"},
       {"--configs serial:1,krex-everything:4,serial:1", "krex-all, krex-device"},
       {"--filter gemm-2K --sync axpby-16M", "--sync matches none of the selected candidates"},
       {"--filter gemm-2K --loop no-such", "--loop matches none of the selected candidates"},

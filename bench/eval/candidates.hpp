@@ -61,12 +61,27 @@ inline int samples_for(const candidate& c) {
 /// per command instead of 60-100 ms).
 inline bool uses_cub(family f) { return f == family::reduce || f == family::softmax; }
 
-/// Whether a rank set is a fine one (members 0.1-0.5% apart): its name ends in "-fine".
-inline bool is_fine_set(const std::string& set) {
-  static const std::string suffix = "-fine";
-  return set.size() > suffix.size() &&
-         set.compare(set.size() - suffix.size(), suffix.size(), suffix) == 0;
+namespace detail {
+inline bool ends_with_suffix(const std::string& s, const std::string& suffix) {
+  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
+}  // namespace detail
+
+/// Whether a rank set is a fine one (members 0.1-0.5% apart): its name ends in "-fine".
+inline bool is_fine_set(const std::string& set) { return detail::ends_with_suffix(set, "-fine"); }
+
+/// Whether a rank set is a wide one (neighbours more than 5% apart, the
+/// study's > 5% gap class): its name ends in "-wide".
+inline bool is_wide_set(const std::string& set) { return detail::ends_with_suffix(set, "-wide"); }
+
+/// A rank set's kind as the ranking tables group it: "fine", "wide" or "coarse".
+inline const char* set_kind(const std::string& set) {
+  return is_fine_set(set) ? "fine" : is_wide_set(set) ? "wide" : "coarse";
+}
+
+/// Whether a candidate is in the default selection (no --filter): every
+/// candidate outside the fine and wide rank sets, which run only when named.
+inline bool in_default_selection(const candidate& c) { return !is_fine_set(c.set) && !is_wide_set(c.set); }
 
 /// The work a candidate does, in the unit its time scales with (gemm:
 /// M*N*K multiply-adds; reduce, axpby: elements; softmax: rows*cols): the
@@ -259,6 +274,15 @@ inline std::vector<candidate> all_candidates() {
   // of 16-wide tiles each (+0.39%); ~17 ms: the > 10 ms band.
   for (int i = 0; i < 5; ++i)
     v.push_back(gemm(16, 1, 4096, 4096 + 16 * (i + 1), 4096, 17, "gemm-4K-t16-fine", i));
+  // Wide sets (appended, named only by --filter or the ranks preset):
+  // neighbours more than 5% apart (x1.10, 1.17, 1.25, 1.33 of the axpby-16M
+  // work; gemm K from 2304 in 192-wide steps, +7-8%), for the study's > 5%
+  // gap class. No member equals a candidate above.
+  const double w[] = {1.10, 1.17, 1.25, 1.33};
+  for (int i = 0; i < 4; ++i)
+    v.push_back(axpby(4, scaled(16 << 20, w[i], 1024), 0.05 * w[i], "axpby-16M-wide", i));
+  for (int i = 0; i < 4; ++i)
+    v.push_back(gemm(32, 4, 2048, 2048, 2304 + 192 * i, 5.0 * (2304 + 192 * i) / 2048, "gemm-2K-wide", i));
   // A set member identical to a family entry is that entry, given its set.
   std::vector<candidate> out;
   for (auto& c : v) {

@@ -5,7 +5,7 @@
 // (command medians and every sample), ranking fidelity and where the time
 // goes. docs/EVAL.md has the method; scripts/lab/eval.sh runs it.
 //
-//   krex_eval [--config smoke|quick|full|issue11] [--out DIR] [--worker PATH]
+//   krex_eval [--config smoke|quick|full|issue11|ranks] [--out DIR] [--worker PATH]
 //             [--configs LIST] [--reps N] [--filter S1,S2,...] [--sync S1,...]
 //             [--loop S1,...] [--loop-pct P] [--min-per-worker N] [--plan]
 //             [--timeout-s N] [--device N] [--devices all|N,M,...] [--seed N]
@@ -184,9 +184,11 @@ std::vector<config> parse_configs(const std::string& list) {
 struct preset_t {
   std::string configs;
   int reps = 1;
-  /// Candidates (as --filter); empty: every candidate outside the fine rank sets.
+  /// Candidates (as --filter); empty: every candidate outside the fine and wide rank sets.
   std::vector<std::string> filter, sync, loop;
   int min_per_slot = 0;  ///< process shape: repeat the list until each slot has this many
+  int min_per_worker = 10;  ///< persistent shape: repeat the list until each worker has this many
+  int native_copies = 1;    ///< the native repeat runs the list this many times
 };
 
 std::vector<std::string> split_list(const std::string& v) {
@@ -233,7 +235,20 @@ preset_t preset(const std::string& name) {
             split_list("axpby-16M,reduce-384M-fine"),
             split_list("reduce-384M-fine,axpby-448M-fine"),
             5};
-  usage_error("unknown --config '" + name + "': smoke, quick, full or issue11");
+  // Issue 19's ranking run: flips by gap class on enough pairs to compare
+  // (>= 100 per class in the native repeat and the persistent workers, the
+  // > 5% class included), for the persistent workers (the pool's shape). Only
+  // plain (non-CUB) kernels, so a command is short: the coarse axpby and gemm sets (1-5% apart), the
+  // wide sets (> 5% apart), the ~1.5 ms fine set (0.1-0.5% apart), every set
+  // also timed with a synchronize after each sample (docs/EVAL.md).
+  if (name == "ranks") {
+    const char* const sets = "axpby-16M,gemm-2K,gemm-4K,axpby-16M-wide,gemm-2K-wide,axpby-448M-fine";
+    preset_t p{"serial:1,krex:16:persistent,serial:1", 1, split_list(sets), split_list(sets), {}, 5};
+    p.min_per_worker = 20;
+    p.native_copies = 6;
+    return p;
+  }
+  usage_error("unknown --config '" + name + "': smoke, quick, full, issue11 or ranks");
 }
 
 // ------------------------------------------------------------ the processes
@@ -246,9 +261,9 @@ struct options_t {
   std::vector<std::string> filter, sync, loop;
   bool filter_set = false, sync_set = false, loop_set = false;
   double loop_pct = 12;
-  int min_per_worker = 10;
-  int min_per_slot = -1;  // -1: the preset's
-  int native_copies = 1;  // the native repeat runs the order this many times (more rank-set trials)
+  int min_per_worker = -1;  // -1: the preset's
+  int min_per_slot = -1;    // -1: the preset's
+  int native_copies = -1;   // the native repeat runs the order this many times (more rank-set trials); -1: the preset's
   bool plan_only = false;
   double timeout_s = 300;
   int device = 0;
@@ -741,7 +756,7 @@ summary_row summarize(const config_result& r, const reference_t& ref, double ser
     auto it = ref.median.find(c.id);
     if (it == ref.median.end()) continue;
     const std::string group =
-        std::string(krex_eval::is_fine_set(cv.cand->set) ? "fine" : "coarse") + ", " + cv.t.name();
+        std::string(krex_eval::set_kind(cv.cand->set)) + ", " + cv.t.name();
     trials[{group, cv.cand->set, c.rep}].push_back({it->second, c.r.num("median_ms"), cv.cand->set_pos});
   }
   for (const auto& kv : trials) s.ranking[std::get<0>(kv.first)].add_trial(kv.second);
@@ -827,7 +842,7 @@ struct eval_plan {
 /// The command line's options, their help and their defaults.
 void define_options(krex_tools::cli::program& prog, options_t& o) {
   prog.root()
-      .text("--config", "smoke|quick|full|issue11", o.preset, "the preset (default quick)")
+      .text("--config", "smoke|quick|full|issue11|ranks", o.preset, "the preset (default quick)")
       .text("--out", "DIR", o.out, "where eval.json, summary.md and workers.log go (default eval-out)")
       .text("--worker", "PATH", o.worker, "the benchmark command (default: krex_eval_worker beside krex_eval)")
       .text("--configs", "LIST", o.configs, "MODE:C[:persistent],... instead of the preset's")
@@ -838,7 +853,7 @@ void define_options(krex_tools::cli::program& prog, options_t& o) {
                o.filter_set = true;
              },
              "candidates whose id contains one of S, or whose set is S (default: the preset's; smoke, "
-             "quick, full: every candidate outside the fine rank sets)")
+             "quick, full: every candidate outside the fine and wide rank sets)")
       .value("--sync", "S1,S2,...",
              [&](const std::string& v) {
                o.sync = split_list(v);
@@ -857,14 +872,14 @@ void define_options(krex_tools::cli::program& prog, options_t& o) {
               "the loop workload's timed loop as a percent of a command (default 12, the KREX study's median)")
       .integer("--min-per-worker", "N", o.min_per_worker, 0, 1000,
                "persistent configurations repeat the command list until each worker has N commands "
-               "on average (default 10; 0: run the list once)")
+               "on average (default: ranks 20, else 10; 0: run the list once)")
       .integer("--min-per-slot", "N", o.min_per_slot, 0, 1000,
                "process-shape configurations repeat the command list until each of their C slots has "
-               "N commands on average, for steadier throughput at high C (default: issue11 5, else 0)")
+               "N commands on average, for steadier throughput at high C (default: issue11 and ranks 5, else 0)")
       .integer("--native-copies", "N", o.native_copies, 1, 100,
                "the native repeat (the last serial pass) runs the command list N times, each copy "
                "reshuffled, so its flips by gap class rest on as many pairs as the other configurations' "
-               "(default 1)")
+               "(default: ranks 6, else 1)")
       .flag("--plan", o.plan_only, "print the configurations, their commands and the estimated duration, and exit")
       .number("--timeout-s", "N", o.timeout_s, 1, 86400, "kill a command after N s (default 300)")
       .integer("--device", "N", o.device, 0, 15, "the GPU (default 0)")
@@ -898,6 +913,8 @@ unmatched_timings select_commands(eval_plan& p) {
   cfgs = parse_configs(o.configs.empty() ? pre.configs : o.configs);
   if (o.reps < 0) o.reps = pre.reps;
   if (o.min_per_slot < 0) o.min_per_slot = pre.min_per_slot;
+  if (o.min_per_worker < 0) o.min_per_worker = pre.min_per_worker;
+  if (o.native_copies < 0) o.native_copies = pre.native_copies;
   // The first configuration is the reference and the last the native
   // repeat; both must be serial.
   if (cfgs.size() < 2 || cfgs.front().mode != "serial" || cfgs.front().persistent ||
@@ -909,7 +926,7 @@ unmatched_timings select_commands(eval_plan& p) {
   if (o.filter_set && filter.empty()) usage_error("--filter is empty");
   bool any_sync = false, any_loop = false;
   for (const auto& c : all) {
-    const bool keep = filter.empty() ? !krex_eval::is_fine_set(c.set) : krex_eval::matches(c, filter);
+    const bool keep = filter.empty() ? krex_eval::in_default_selection(c) : krex_eval::matches(c, filter);
     if (!keep) continue;
     ++n_candidates;
     ids.push_back(krex_eval::command_id(c.id, {}));

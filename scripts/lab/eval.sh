@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The evaluation on a GPU machine, one command (docs/EVAL.md):
 #
-#   scripts/lab/eval.sh [smoke|quick|full|issue11] [krex_eval options...]
+#   scripts/lab/eval.sh [smoke|quick|full|issue11|ranks] [krex_eval options...]
 #
 #   smoke    a few minutes: every shape and the main modes at C=4
 #   quick    every mode (serial, unprotected, lock-only, krex at C in 2..16,
@@ -25,8 +25,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 cfg="${1:-quick}"
 shift || true
-case "$cfg" in smoke | quick | full | issue11) ;; *)
-  echo "usage: scripts/lab/eval.sh [smoke|quick|full|issue11] [krex_eval options...]" >&2
+case "$cfg" in smoke | quick | full | issue11 | ranks) ;; *)
+  echo "usage: scripts/lab/eval.sh [smoke|quick|full|issue11|ranks] [krex_eval options...]" >&2
   exit 2
   ;;
 esac
