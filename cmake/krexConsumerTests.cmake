@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Consumer tests (label "consumer"), included from tests/CMakeLists.txt:
-#   consumer_install        installs this build tree into <build>/consumer-prefix
+#   consumer_install        installs this build tree into <build>/consumer-prefix and
+#                           checks what docs/BUILDING.md says is installed: the
+#                           headers, the CMake package, LICENSE, and krexctl (runs it)
 #   consumer_find_package   builds tests/consumer against that prefix with
 #                           find_package(krex CONFIG REQUIRED), runs it
 #   consumer_add_subdirectory  builds tests/consumer with add_subdirectory(<krex source>), runs it
@@ -16,7 +18,9 @@ set(krex_consumer_args
   -DKREX_MAKE_PROGRAM=${CMAKE_MAKE_PROGRAM}
   -DKREX_CXX_COMPILER=${CMAKE_CXX_COMPILER}
   -DKREX_WITH_CUDA=${KREX_WITH_CUDA}
-  -DKREX_WITH_HIP=${KREX_WITH_HIP})
+  -DKREX_WITH_HIP=${KREX_WITH_HIP}
+  -DKREX_VERSION=${PROJECT_VERSION}
+  -DKREX_EXPECT_KREXCTL=$<TARGET_EXISTS:krexctl>)
 set(krex_consumer_script "${PROJECT_SOURCE_DIR}/cmake/krexConsumerTest.cmake")
 
 add_test(NAME consumer_install

@@ -3,7 +3,8 @@
 """scripts/capacity.py: the capacity model on a synthetic eval JSON whose
 answers are known in closed form, its command line, and its predictions for
 the committed H200 runs of the current protocol (within 10% of what was
-measured, docs/FLEET.md). Exits 1 on failure.
+measured, docs/FLEET.md), and the numbers FLEET.md and README.md quote
+from it. Exits 1 on failure.
 
 usage: capacity_test.py [SOURCE_DIR]
 """
@@ -176,6 +177,69 @@ class MeasuredRuns(unittest.TestCase):
                     rel, r["label"], r["predicted_cpm"], r["measured_cpm"]))
         self.assertGreaterEqual(n, 10)
         self.assertFalse(math.isnan(n))
+
+
+class DocsMatchTheModel(unittest.TestCase):
+    """The numbers docs/FLEET.md and README.md quote are the script's: the
+    check table (predicted and measured cmd/min of each run), the fleet table
+    and the README's fleet answer, for the command FLEET.md gives."""
+
+    FLEET_RUN = "docs/results/h200-quiet/eval.json.gz"
+    RUN_NAMES = {"issue 11 run 2": "docs/results/h200-issue11/run2/eval.json.gz",
+                 "issue 11 run 3": "docs/results/h200-issue11/run3/eval.json.gz",
+                 "quiet run": "docs/results/h200-quiet/eval.json.gz"}
+
+    @staticmethod
+    def read(rel):
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+            return f.read()
+
+    @staticmethod
+    def section(text, heading):
+        start = text.index(heading)
+        end = text.find("\n#", start + len(heading))
+        return text[start:end if end >= 0 else len(text)]
+
+    @staticmethod
+    def rows(text):
+        return [[c.strip() for c in line.strip().strip("|").split("|")]
+                for line in text.splitlines()
+                if line.startswith("| ") and not line.startswith("| run ") and
+                not line.startswith("| |") and "---" not in line]
+
+    def fleet_rows(self):
+        d = capacity.load(os.path.join(ROOT, self.FLEET_RUN))
+        q = capacity.mix_phases(capacity.phases(d), 2.6, 0.12)
+        return capacity.fleet(q, 300000, 8, 16, 16, capacity.EXIT_SHARE, 0.8)
+
+    def test_check_table(self):
+        doc = self.rows(self.section(self.read("docs/FLEET.md"), "### Checked against the H200 runs"))
+        self.assertGreaterEqual(len(doc), 10, doc)
+        want = {}
+        for name, rel in self.RUN_NAMES.items():
+            d = capacity.load(os.path.join(ROOT, rel))
+            want[name] = sorted(("%.1f" % r["predicted_cpm"], "%.1f" % r["measured_cpm"],
+                                 "%+.1f%%" % r["error_pct"])
+                                for r in capacity.check(d, capacity.phases(d), 16, capacity.EXIT_SHARE))
+        got = {}
+        for run, _, pred, meas, err in doc:
+            self.assertIn(run, self.RUN_NAMES, "FLEET.md names a run the test does not know")
+            got.setdefault(run, []).append((pred, meas, err.replace("\u2212", "-")))
+        self.assertEqual({k: sorted(v) for k, v in got.items()}, want)
+
+    def test_fleet_table_and_readme_answer(self):
+        fl = self.fleet_rows()
+        doc = self.rows(self.section(self.read("docs/FLEET.md"), "### The fleet answer"))
+        self.assertEqual(len(doc), len(fl), doc)
+        for (_, hour, day, gpus, nodes), r in zip(doc, fl):
+            self.assertEqual(hour, "{:,.0f}".format(r["per_gpu_hour"]), r["mode"])
+            self.assertEqual(day, "{:,.0f}".format(r["per_gpu_day"]), r["mode"])
+            self.assertEqual(gpus, "%.1f \u2192 %d" % (r["gpus"], r["gpus_whole"]), r["mode"])
+            self.assertEqual(nodes, str(r["nodes"]), r["mode"])
+        readme = " ".join(self.read("README.md").split())
+        answer = ("**%d GPUs serial, %d with krex and a process per command, %d with a krex pool**"
+                  % tuple(r["gpus_whole"] for r in fl))
+        self.assertTrue(answer in readme, "README.md lacks the script's fleet answer: " + answer)
 
 
 if __name__ == "__main__":

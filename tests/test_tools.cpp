@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -371,6 +372,40 @@ TEST(Tools, DemoFreezesCpuSiblingsAndGivesAVerdict) {
   const std::size_t kd = jd.find("\"mode\":\"krex\"");
   ASSERT_NE(kd, std::string::npos) << jd;
   EXPECT_TRUE(contains(jd.substr(kd), "\"frozen_siblings\":0,")) << jd;
+  std::remove(json.c_str());
+}
+
+// On a machine busy with non-krex work the demo says its numbers mean little
+// (issue 21): spinners (not krex tenants) on every CPU put foreign load on
+// the reserved CPU during krex's timed loops (the regions'
+// reserved_foreign_ns) and keep the CPUs busy before it starts.
+TEST(Tools, DemoWarnsWhenNonKrexWorkSharesTheMachine) {
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  std::vector<krex_test::child> spinners;
+  for (long c = 0; c < cpus; ++c)
+    spinners.push_back(krex_test::spawn([c] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(static_cast<int>(c), &set);
+      ::sched_setaffinity(0, sizeof set, &set);
+      krex_test::spin_for(120'000'000'000ULL);  // killed when the test ends
+      return 0;
+    }));
+  const std::string json = "/tmp/krex-test-demo-busy-" + std::to_string(::getpid()) + ".json";
+  const result r = run(std::string(KREX_DEMO_PATH) +
+                       " --commands 6 --concurrency 3 --samples 3 --kernel-ms 2 --compile-ms 40"
+                       " --json " + json);
+  spinners.clear();
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const std::string all = r.out + r.err;
+  EXPECT_TRUE(contains(all, "the regions' reserved_foreign_ns): non-krex work shares this "
+                            "machine"))
+      << all;
+  EXPECT_TRUE(contains(all, "the numbers above say little about krex: rerun on a quiet machine"))
+      << all;
+  const std::string j = read_text(json);
+  EXPECT_TRUE(contains(j, "\"warnings\":[\"")) << j;
+  EXPECT_FALSE(contains(j, "\"reserved_foreign_ns\":0,")) << j;
   std::remove(json.c_str());
 }
 #endif  // KREX_DEMO_PATH

@@ -57,10 +57,16 @@ def test_regions_of_actors_on_one_ray_gpu_are_exclusive():
             a, b = busy(ms)
             return {"enter_ns": a, "exit_ns": b, "pid": os.getpid()}
 
-    # Ray's workers import this module (and pyutil) for the classes defined here.
+    # Ray's workers import this module (and pyutil) for the classes defined here,
+    # and krex from where this process found it: an installed wheel, or the
+    # build tree on PYTHONPATH (ctest python_tests), which the runtime_env's
+    # PYTHONPATH would otherwise replace.
     here = os.path.dirname(os.path.abspath(__file__))
+    path = [here, os.path.dirname(os.path.dirname(os.path.abspath(krex.__file__)))]
+    path += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
-             configure_logging=False, runtime_env={"env_vars": {"PYTHONPATH": here}})
+             configure_logging=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(path)}})
     workers = []
     try:
         assert ray.cluster_resources().get("GPU") == 1.0
