@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+// Does where a long-lived process's buffers land change a bandwidth-bound
+// kernel's time? (issue 19: in long-lived workers, ~50 us kernels shift by up
+// to +-2% from one command to the next, with one worker alone and no krex.)
+// One process, no krex: for each of --allocs allocations, a spacer of random
+// size (0 .. --spacer-mb) is allocated first, so the inputs land elsewhere in
+// the device's memory; then x, y, z (16 Mi floats each, the eval's axpby-16M
+// candidate) are allocated and filled, and the axpby is timed twice in a row,
+// --samples samples each (cold L2, an event pair per sample, synchronized).
+// If the spread of the medians across allocations is much larger than the
+// difference between the two timings of the same allocation, placement, not
+// the measurement, moves the kernel.
+//
+//   krex_gpu_placement [--allocs 40] [--samples 100] [--spacer-mb 4096] [--seed 1] [--json FILE]
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#define PCHECK(call)                                                                             \
+  do {                                                                                           \
+    const cudaError_t pe = (call);                                                               \
+    if (pe != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(pe)); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+namespace {
+
+__global__ void axpby(const float4* __restrict__ x, const float4* __restrict__ y, float4* __restrict__ z,
+                      size_t n, float a, float b) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float4 u = x[i], v = y[i];
+    z[i] = make_float4(a * u.x + b * v.x, a * u.y + b * v.y, a * u.z + b * v.z, a * u.w + b * v.w);
+  }
+}
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int allocs = 40, samples = 100, seed = 1;
+  long spacer_mb = 4096;
+  std::string json;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "krex_gpu_placement: %s needs a value\n", a.c_str());
+        std::exit(64);
+      }
+      return argv[++i];
+    };
+    if (a == "--allocs") allocs = std::atoi(next());
+    else if (a == "--samples") samples = std::atoi(next());
+    else if (a == "--spacer-mb") spacer_mb = std::atol(next());
+    else if (a == "--seed") seed = std::atoi(next());
+    else if (a == "--json") json = next();
+    else {
+      std::fprintf(stderr, "usage: krex_gpu_placement [--allocs N] [--samples N] [--spacer-mb MB] [--seed N] [--json FILE]\n");
+      return a == "-h" || a == "--help" ? 0 : 64;
+    }
+  }
+  if (allocs < 2 || samples < 5 || spacer_mb < 0) {
+    std::fprintf(stderr, "krex_gpu_placement: --allocs >= 2, --samples >= 5, --spacer-mb >= 0\n");
+    return 64;
+  }
+  int dev = 0, l2 = 0, sms = 0;
+  PCHECK(cudaGetDevice(&dev));
+  PCHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  PCHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const size_t n4 = (16u << 20) / 4, bytes = n4 * sizeof(float4);
+  const size_t flush_bytes = 2 * static_cast<size_t>(l2);
+  void* flush = nullptr;
+  PCHECK(cudaMalloc(&flush, flush_bytes));
+  cudaEvent_t e0, e1;
+  PCHECK(cudaEventCreate(&e0));
+  PCHECK(cudaEventCreate(&e1));
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  std::uniform_int_distribution<long> spacer_dist(0, spacer_mb / 2);  // in 2 MB pages
+
+  auto time_median = [&](float4* x, float4* y, float4* z) {
+    std::vector<double> t;
+    for (int s = 0; s < samples + 3; ++s) {
+      PCHECK(cudaMemsetAsync(flush, s & 0xff, flush_bytes));
+      PCHECK(cudaEventRecord(e0));
+      axpby<<<sms * 8, 256>>>(x, y, z, n4, 2.0f, 3.0f);
+      PCHECK(cudaEventRecord(e1));
+      PCHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      PCHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (s >= 3) t.push_back(ms);
+    }
+    return quantile(t, 0.5);
+  };
+
+  std::vector<double> first, second, spacers;
+  for (int k = 0; k < allocs; ++k) {
+    const size_t spacer = static_cast<size_t>(spacer_dist(rng)) << 21;
+    void* sp = nullptr;
+    if (spacer > 0) PCHECK(cudaMalloc(&sp, spacer));
+    float4 *x = nullptr, *y = nullptr, *z = nullptr;
+    PCHECK(cudaMalloc(&x, bytes));
+    PCHECK(cudaMalloc(&y, bytes));
+    PCHECK(cudaMalloc(&z, bytes));
+    PCHECK(cudaMemset(x, 1, bytes));
+    PCHECK(cudaMemset(y, 2, bytes));
+    PCHECK(cudaDeviceSynchronize());
+    first.push_back(time_median(x, y, z));
+    second.push_back(time_median(x, y, z));
+    spacers.push_back(static_cast<double>(spacer >> 20));
+    PCHECK(cudaFree(x));
+    PCHECK(cudaFree(y));
+    PCHECK(cudaFree(z));
+    if (sp != nullptr) PCHECK(cudaFree(sp));
+    PCHECK(cudaDeviceSynchronize());
+  }
+  // Across allocations: each allocation's first median against the median of
+  // all; within an allocation: second against first.
+  const double center = quantile(first, 0.5);
+  std::vector<double> across, within;
+  for (int k = 0; k < allocs; ++k) {
+    across.push_back(100.0 * (first[k] / center - 1));
+    within.push_back(100.0 * std::fabs(second[k] / first[k] - 1));
+  }
+  std::vector<double> abs_across;
+  for (double v : across) abs_across.push_back(std::fabs(v));
+  std::printf("axpby 16 Mi floats, %d allocations (spacer 0..%ld MB), %d samples per timing, median %.5f ms\n",
+              allocs, spacer_mb, samples, center);
+  std::printf("| | p50 | p90 | max |\n|---|---|---|---|\n");
+  std::printf("| across allocations: |median - all's median| %% | %.2f | %.2f | %.2f |\n", quantile(abs_across, 0.5),
+              quantile(abs_across, 0.9), quantile(abs_across, 1.0));
+  std::printf("| within an allocation: |2nd - 1st| %% | %.2f | %.2f | %.2f |\n", quantile(within, 0.5),
+              quantile(within, 0.9), quantile(within, 1.0));
+  std::printf("across allocations: min %+.2f%%, max %+.2f%%\n", quantile(across, 0.0), quantile(across, 1.0));
+  if (!json.empty()) {
+    FILE* f = std::fopen(json.c_str(), "w");
+    if (f == nullptr) {
+      std::perror(json.c_str());
+      return 1;
+    }
+    std::fprintf(f, "{\"allocs\":%d,\"samples\":%d,\"spacer_mb\":%ld,\"median_ms\":%.6f,\"trials\":[", allocs, samples,
+                 spacer_mb, center);
+    for (int k = 0; k < allocs; ++k)
+      std::fprintf(f, "%s{\"spacer_mb\":%.0f,\"first_ms\":%.6f,\"second_ms\":%.6f}", k ? "," : "", spacers[k],
+                   first[k], second[k]);
+    std::fprintf(f, "]}\n");
+    std::fclose(f);
+  }
+  return 0;
+}
