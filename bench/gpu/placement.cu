@@ -9,9 +9,12 @@
 // --samples samples each (cold L2, an event pair per sample, synchronized).
 // If the spread of the medians across allocations is much larger than the
 // difference between the two timings of the same allocation, placement, not
-// the measurement, moves the kernel.
+// the measurement, moves the kernel. The process sleeps --settle-ms after the
+// allocations and after the frees, so the driver's work after large
+// allocations and frees (bench/gpu/quiet.cu: ~2.5 ms per GB) is over before
+// anything is timed.
 //
-//   krex_gpu_placement [--allocs 40] [--samples 100] [--spacer-mb 4096] [--seed 1] [--json FILE]
+//   krex_gpu_placement [--allocs 40] [--samples 100] [--spacer-mb 4096] [--settle-ms 200] [--seed 1] [--json FILE]
 
 #include <cuda_runtime.h>
 
@@ -22,6 +25,8 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
+#include <chrono>
 #include <vector>
 
 #define PCHECK(call)                                                                             \
@@ -56,7 +61,7 @@ double quantile(std::vector<double> v, double q) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int allocs = 40, samples = 100, seed = 1;
+  int allocs = 40, samples = 100, seed = 1, settle_ms = 200;
   long spacer_mb = 4096;
   std::string json;
   for (int i = 1; i < argc; ++i) {
@@ -72,14 +77,15 @@ int main(int argc, char** argv) {
     else if (a == "--samples") samples = std::atoi(next());
     else if (a == "--spacer-mb") spacer_mb = std::atol(next());
     else if (a == "--seed") seed = std::atoi(next());
+    else if (a == "--settle-ms") settle_ms = std::atoi(next());
     else if (a == "--json") json = next();
     else {
-      std::fprintf(stderr, "usage: krex_gpu_placement [--allocs N] [--samples N] [--spacer-mb MB] [--seed N] [--json FILE]\n");
+      std::fprintf(stderr, "usage: krex_gpu_placement [--allocs N] [--samples N] [--spacer-mb MB] [--settle-ms MS] [--seed N] [--json FILE]\n");
       return a == "-h" || a == "--help" ? 0 : 64;
     }
   }
-  if (allocs < 2 || samples < 5 || spacer_mb < 0) {
-    std::fprintf(stderr, "krex_gpu_placement: --allocs >= 2, --samples >= 5, --spacer-mb >= 0\n");
+  if (allocs < 2 || samples < 5 || spacer_mb < 0 || settle_ms < 0) {
+    std::fprintf(stderr, "krex_gpu_placement: --allocs >= 2, --samples >= 5, --spacer-mb >= 0, --settle-ms >= 0\n");
     return 64;
   }
   int dev = 0, l2 = 0, sms = 0;
@@ -123,6 +129,7 @@ int main(int argc, char** argv) {
     PCHECK(cudaMemset(x, 1, bytes));
     PCHECK(cudaMemset(y, 2, bytes));
     PCHECK(cudaDeviceSynchronize());
+    std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
     first.push_back(time_median(x, y, z));
     second.push_back(time_median(x, y, z));
     spacers.push_back(static_cast<double>(spacer >> 20));
@@ -131,6 +138,7 @@ int main(int argc, char** argv) {
     PCHECK(cudaFree(z));
     if (sp != nullptr) PCHECK(cudaFree(sp));
     PCHECK(cudaDeviceSynchronize());
+    std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
   }
   // Across allocations: each allocation's first median against the median of
   // all; within an allocation: second against first.
@@ -142,8 +150,8 @@ int main(int argc, char** argv) {
   }
   std::vector<double> abs_across;
   for (double v : across) abs_across.push_back(std::fabs(v));
-  std::printf("axpby 16 Mi floats, %d allocations (spacer 0..%ld MB), %d samples per timing, median %.5f ms\n",
-              allocs, spacer_mb, samples, center);
+  std::printf("axpby 16 Mi floats, %d allocations (spacer 0..%ld MB, settle %d ms), %d samples per timing, median %.5f ms\n",
+              allocs, spacer_mb, settle_ms, samples, center);
   std::printf("| | p50 | p90 | max |\n|---|---|---|---|\n");
   std::printf("| across allocations: |median - all's median| %% | %.2f | %.2f | %.2f |\n", quantile(abs_across, 0.5),
               quantile(abs_across, 0.9), quantile(abs_across, 1.0));
@@ -156,8 +164,8 @@ int main(int argc, char** argv) {
       std::perror(json.c_str());
       return 1;
     }
-    std::fprintf(f, "{\"allocs\":%d,\"samples\":%d,\"spacer_mb\":%ld,\"median_ms\":%.6f,\"trials\":[", allocs, samples,
-                 spacer_mb, center);
+    std::fprintf(f, "{\"allocs\":%d,\"samples\":%d,\"spacer_mb\":%ld,\"settle_ms\":%d,\"median_ms\":%.6f,\"trials\":[",
+                 allocs, samples, spacer_mb, settle_ms, center);
     for (int k = 0; k < allocs; ++k)
       std::fprintf(f, "%s{\"spacer_mb\":%.0f,\"first_ms\":%.6f,\"second_ms\":%.6f}", k ? "," : "", spacers[k],
                    first[k], second[k]);
