@@ -77,6 +77,10 @@ def mean(prefix):
 w = os.environ.get("W", "16")
 new, old, pyw = mean("cpp-w%s-" % w), mean("old-w%s-" % w), mean("py-w%s-" % w)
 print()
-print("mean cmd/min over rounds: C++ devices({0}) %.1f, C++ old pool %.1f (new/old %.3f), Python krex.Pool %.1f (python/C++ %.3f)"
-      % (new, old, new / old if old == old else float("nan"), pyw, pyw / new if new else float("nan")))
+parts = ["C++ devices({0}) %.1f" % new]
+if old == old:  # the old pool ran (OLD_INCLUDE or POOL_BENCH_OLD)
+    parts.append("C++ old pool %.1f (new/old %.3f)" % (old, new / old))
+if pyw == pyw:  # the Python pool ran
+    parts.append("Python krex.Pool %.1f (python/C++ %.3f)" % (pyw, pyw / new if new else float("nan")))
+print("mean cmd/min over rounds: " + ", ".join(parts))
 PY
