@@ -40,8 +40,10 @@ The model (docs/FLEET.md, "Capacity model"):
 
 The model predicts steady state: it is checked against each configuration's
 "busy" throughput (commands that ended while every slot was busy), which a
-fleet that never drains sees; a finite run's wall throughput is lower by its
-ramp-up and drain.
+fleet that never drains sees. A finite run's wall throughput is also
+predicted: the steady state plus the start-up a pool pays once (its C
+workers' contexts, each exclusive device time under the gate: pre + C x ctx
++ join), checked against the run's wall throughput.
 """
 
 import argparse
@@ -162,6 +164,22 @@ def predict(p, mode, c, cores=16, reserved=1, exit_share=EXIT_SHARE):
     return {"x": x, "e": e, "z": z, "bound": bound, "cpu_per_cmd": cpu}
 
 
+def startup_s(p, mode, c):
+    """The exclusive device time a finite run spends before its steady state:
+    a pool's C workers each create a context under the gate (exclusive, one
+    at a time: C x ctx) after the first one's process start and join. A
+    process per command pays its context in every command (already in the
+    steady state); serial has none."""
+    return p["pre"] + c * p["ctx"] + p["join"] if mode == "pool" else 0.0
+
+
+def predict_wall(p, mode, c, n, cores=16, reserved=1, exit_share=EXIT_SHARE):
+    """Commands per second over the wall time of a finite run of n commands:
+    the steady state plus the start-up (startup_s)."""
+    x = predict(p, mode, c, cores=cores, reserved=reserved, exit_share=exit_share)["x"]
+    return n / (n / x + startup_s(p, mode, c)) if n > 0 and x > 0 else float("nan")
+
+
 def mix_phases(p, median_s, critical):
     """The eval's fixed costs (start, context, exit, protocol) with the work
     and timed loop of a command mix: a command of `median_s` seconds (serial,
@@ -192,12 +210,16 @@ def check(d, p, cores, exit_share):
         else:
             continue  # lock-only, unprotected, MPS, ablations: not modelled
         pred = predict(p, mode, c["c"], cores=cores, exit_share=exit_share)["x"] * 60
+        n = len(c["commands"])
+        pred_wall = predict_wall(p, mode, c["c"], n, cores=cores, exit_share=exit_share) * 60
         busy = c.get("busy_cpm")
         measured = busy if busy is not None and not math.isnan(busy) else c["throughput_cpm"]
-        rows.append({"label": c["label"], "mode": mode, "c": c["c"], "predicted_cpm": pred,
+        rows.append({"label": c["label"], "mode": mode, "c": c["c"], "commands": n, "predicted_cpm": pred,
                      "measured_cpm": measured, "wall_cpm": c["throughput_cpm"],
                      "measured_is": "busy" if busy is not None else "wall",
-                     "error_pct": 100.0 * (pred - measured) / measured})
+                     "error_pct": 100.0 * (pred - measured) / measured,
+                     "predicted_wall_cpm": pred_wall,
+                     "wall_error_pct": 100.0 * (pred_wall - c["throughput_cpm"]) / c["throughput_cpm"]})
     return rows
 
 
@@ -255,12 +277,12 @@ def main(argv=None):
     print("inputs (s): " + ", ".join("%s %.3f" % (k, p[k]) for k in
                                      ("pre", "ctx", "work", "crit", "post", "region", "join", "region_pool")))
     if rows:
-        print("\n| configuration | predicted cmd/min | measured (busy) | wall | error |")
-        print("|---|---|---|---|---|")
+        print("\n| configuration | commands | predicted cmd/min | measured (busy) | error | predicted wall | measured wall | wall error |")
+        print("|---|---|---|---|---|---|---|---|")
         for r in rows:
-            print("| %s | %.1f | %.1f (%s) | %.1f | %+.1f%% |" % (
-                r["label"], r["predicted_cpm"], r["measured_cpm"], r["measured_is"], r["wall_cpm"],
-                r["error_pct"]))
+            print("| %s | %d | %.1f | %.1f (%s) | %+.1f%% | %.1f | %.1f | %+.1f%% |" % (
+                r["label"], r["commands"], r["predicted_cpm"], r["measured_cpm"], r["measured_is"],
+                r["error_pct"], r["predicted_wall_cpm"], r["wall_cpm"], r["wall_error_pct"]))
     if a.median_s is not None:
         print("\nmix: %.2f s per command, timed loop %.0f%% (%.3f s), work %.3f s" % (
             a.median_s, 100 * a.critical, q["crit"], q["work"]))
