@@ -24,8 +24,11 @@
 // disturbers on --device itself: the control that shows what the same work
 // does to a timed loop on its own GPU (the case krex gates).
 
+#include <krex/measure.hpp>
+
 #include <cuda_runtime.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,25 +41,9 @@
 #include <thread>
 #include <vector>
 
-#define XCHECK(call)                                                                             \
-  do {                                                                                           \
-    const cudaError_t xe = (call);                                                               \
-    if (xe != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(xe)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
+#include "kernels.cuh"
 
 namespace {
-
-__global__ void axpby(const float4* __restrict__ x, const float4* __restrict__ y, float4* __restrict__ z,
-                      size_t n, float a, float b) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float4 u = x[i], v = y[i];
-    z[i] = make_float4(a * u.x + b * v.x, a * u.y + b * v.y, a * u.z + b * v.z, a * u.w + b * v.w);
-  }
-}
 
 __global__ void touch(int* p) {
   if (threadIdx.x == 0) *p += 1;
@@ -64,27 +51,25 @@ __global__ void touch(int* p) {
 
 using clk = std::chrono::steady_clock;
 
+/// krex::measure's quantile (linear between closest ranks) of unsorted `v`.
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(pos);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+  return krex::detail::quantile_sorted(v, q);
 }
 
 /// A disturber: device management on `dev`, cycle after cycle, until killed.
 [[noreturn]] void disturb(int dev, size_t alloc_bytes) {
   for (;;) {
-    XCHECK(cudaSetDevice(dev));
-    XCHECK(cudaFree(nullptr));  // the context
+    KREX_GPU_CHECK(cudaSetDevice(dev));
+    KREX_GPU_CHECK(cudaFree(nullptr));  // the context
     void* p = nullptr;
-    XCHECK(cudaMalloc(&p, alloc_bytes));
-    XCHECK(cudaMemset(p, 1, alloc_bytes));
+    KREX_GPU_CHECK(cudaMalloc(&p, alloc_bytes));
+    KREX_GPU_CHECK(cudaMemset(p, 1, alloc_bytes));
     touch<<<1, 32>>>(static_cast<int*>(p));  // first launch in this context: the module loads
-    XCHECK(cudaDeviceSynchronize());
-    XCHECK(cudaFree(p));
-    XCHECK(cudaDeviceReset());  // the context goes
+    KREX_GPU_CHECK(cudaDeviceSynchronize());
+    KREX_GPU_CHECK(cudaFree(p));
+    KREX_GPU_CHECK(cudaDeviceReset());  // the context goes
   }
 }
 
@@ -130,9 +115,30 @@ int main(int argc, char** argv) {
                  "--alloc-mb >= 1\n");
     return 64;
   }
-  // Disturbers first, before this process touches CUDA (a child of a process
-  // that initialized CUDA cannot use it); each stops itself, and picks its GPU
-  // once continued: the k-th GPU other than --device, round robin.
+  // How many GPUs, asked in a child (krex_gpu::gpu_count_forked): this process
+  // forks the disturbers below, and a child of a process that initialized
+  // CUDA cannot use it.
+  const int n = krex_gpu::gpu_count_forked();
+  if (n < 1) {
+    std::printf("krex_gpu_cross_gpu: no CUDA device: skipped\n");
+    return krex_gpu::exit_no_gpu;
+  }
+  if (device < 0 || device >= n) {
+    std::fprintf(stderr, "krex_gpu_cross_gpu: --device %d: this node has GPUs 0..%d\n", device, n - 1);
+    return 64;
+  }
+  std::vector<int> others;
+  for (int d = 0; d < n; ++d)
+    if (d != device) others.push_back(d);
+  if (same_device) others.assign(1, device);
+  if (others.empty()) {
+    std::printf("krex_gpu_cross_gpu: one GPU: the experiment needs a second one (--same-device runs the "
+                "control on this one): skipped\n");
+    return krex_gpu::exit_no_gpu;
+  }
+  // The disturbers, round robin over the other GPUs; each stops itself until
+  // the first disturbed phase.
+  const pid_t parent = ::getpid();
   std::vector<pid_t> kids;
   for (int k = 0; k < disturbers; ++k) {
     const pid_t pid = fork();
@@ -142,15 +148,12 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (pid == 0) {
+      // Dies with the parent, whatever ends it (a failed check aborts): a
+      // disturber is never left behind, stopped or running.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) std::_Exit(1);
       raise(SIGSTOP);
-      int count = 0;
-      XCHECK(cudaGetDeviceCount(&count));
-      std::vector<int> other;
-      if (same_device) other.push_back(device);
-      for (int d = 0; d < count && !same_device; ++d)
-        if (d != device) other.push_back(d);
-      if (other.empty()) std::_Exit(0);
-      disturb(other[static_cast<std::size_t>(k) % other.size()], static_cast<size_t>(alloc_mb) << 20);
+      disturb(others[static_cast<std::size_t>(k) % others.size()], static_cast<size_t>(alloc_mb) << 20);
     }
     kids.push_back(pid);
   }
@@ -158,45 +161,28 @@ int main(int argc, char** argv) {
     for (pid_t c : kids) kill(c, SIGKILL);
     for (pid_t c : kids) waitpid(c, nullptr, 0);
   };
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
-    std::printf("krex_gpu_cross_gpu: no CUDA device: skipped\n");
-    stop_kids();
-    return 77;
-  }
-  if (device < 0 || device >= n) {
-    std::fprintf(stderr, "krex_gpu_cross_gpu: --device %d: this node has GPUs 0..%d\n", device, n - 1);
-    stop_kids();
-    return 64;
-  }
-  if (n < 2 && !same_device) {
-    std::printf("krex_gpu_cross_gpu: one GPU: the experiment needs a second one (--same-device runs the "
-                "control on this one): skipped\n");
-    stop_kids();
-    return 77;
-  }
   auto signal_all = [&](int sig) {
     for (pid_t c : kids) kill(c, sig);
   };
 
-  XCHECK(cudaSetDevice(device));
+  KREX_GPU_CHECK(cudaSetDevice(device));
   int l2 = 0, sms = 0;
-  XCHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-  XCHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  KREX_GPU_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  KREX_GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const size_t n4 = (16u << 20) / 4, bytes = n4 * sizeof(float4), flush_bytes = 2 * static_cast<size_t>(l2);
   float4 *x = nullptr, *y = nullptr, *z = nullptr;
   void* flush = nullptr;
-  XCHECK(cudaMalloc(&x, bytes));
-  XCHECK(cudaMalloc(&y, bytes));
-  XCHECK(cudaMalloc(&z, bytes));
-  XCHECK(cudaMalloc(&flush, flush_bytes));
-  XCHECK(cudaMemset(x, 1, bytes));
-  XCHECK(cudaMemset(y, 2, bytes));
+  KREX_GPU_CHECK(cudaMalloc(&x, bytes));
+  KREX_GPU_CHECK(cudaMalloc(&y, bytes));
+  KREX_GPU_CHECK(cudaMalloc(&z, bytes));
+  KREX_GPU_CHECK(cudaMalloc(&flush, flush_bytes));
+  KREX_GPU_CHECK(cudaMemset(x, 1, bytes));
+  KREX_GPU_CHECK(cudaMemset(y, 2, bytes));
   cudaEvent_t e0, e1;
-  XCHECK(cudaEventCreate(&e0));
-  XCHECK(cudaEventCreate(&e1));
-  for (int w = 0; w < 50; ++w) axpby<<<sms * 8, 256>>>(x, y, z, n4, 2.0f, 3.0f);  // warm-up
-  XCHECK(cudaDeviceSynchronize());
+  KREX_GPU_CHECK(cudaEventCreate(&e0));
+  KREX_GPU_CHECK(cudaEventCreate(&e1));
+  for (int w = 0; w < 50; ++w) krex_gpu::axpby4<<<sms * 8, 256>>>(x, y, z, n4, 2.0f, 3.0f);  // warm-up
+  KREX_GPU_CHECK(cudaDeviceSynchronize());
 
   phase_stats quiet, disturbed;
   const auto t0 = clk::now();
@@ -214,13 +200,13 @@ int main(int argc, char** argv) {
     }
     std::vector<double> s;
     for (int i = 0; i < batch; ++i) {
-      XCHECK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
-      XCHECK(cudaEventRecord(e0));
-      axpby<<<sms * 8, 256>>>(x, y, z, n4, 2.0f, 3.0f);
-      XCHECK(cudaEventRecord(e1));
-      XCHECK(cudaEventSynchronize(e1));
+      KREX_GPU_CHECK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
+      KREX_GPU_CHECK(cudaEventRecord(e0));
+      krex_gpu::axpby4<<<sms * 8, 256>>>(x, y, z, n4, 2.0f, 3.0f);
+      KREX_GPU_CHECK(cudaEventRecord(e1));
+      KREX_GPU_CHECK(cudaEventSynchronize(e1));
       float ms = 0;
-      XCHECK(cudaEventElapsedTime(&ms, e0, e1));
+      KREX_GPU_CHECK(cudaEventElapsedTime(&ms, e0, e1));
       s.push_back(ms);
     }
     if (phase_of(clk::now()) != p || p == 0) {  // straddled a switch (or the first, settling phase)

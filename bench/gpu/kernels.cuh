@@ -63,6 +63,19 @@ __global__ void fma_loop(float* out, int iters) {
   if (a + d == 1234.5f) out[threadIdx.x] = a + d;  // keeps the loop alive, never true in practice
 }
 
+/// z = a*x + b*y over n float4s: the bandwidth-bound kernel of the eval's
+/// axpby-16M candidate (16 Mi floats per array: ~54 us on an H200), where a
+/// short memory-bound timed loop is the subject (quiet.cu, placement.cu,
+/// cross_gpu.cu).
+__global__ void axpby4(const float4* __restrict__ x, const float4* __restrict__ y, float4* __restrict__ z,
+                       std::size_t n, float a, float b) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const float4 u = x[i], v = y[i];
+    z[i] = make_float4(a * u.x + b * v.x, a * u.y + b * v.y, a * u.z + b * v.z, a * u.w + b * v.w);
+  }
+}
+
 /// Streams over `n` floats (memory-bound sibling work).
 __global__ void stream_rw(float* p, std::size_t n, float k) {
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)

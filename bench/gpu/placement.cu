@@ -16,6 +16,8 @@
 //
 //   krex_gpu_placement [--allocs 40] [--samples 100] [--spacer-mb 4096] [--settle-ms 200] [--seed 1] [--json FILE]
 
+#include <krex/measure.hpp>
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,33 +31,15 @@
 #include <chrono>
 #include <vector>
 
-#define PCHECK(call)                                                                             \
-  do {                                                                                           \
-    const cudaError_t pe = (call);                                                               \
-    if (pe != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(pe)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
+#include "kernels.cuh"
 
 namespace {
 
-__global__ void axpby(const float4* __restrict__ x, const float4* __restrict__ y, float4* __restrict__ z,
-                      size_t n, float a, float b) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float4 u = x[i], v = y[i];
-    z[i] = make_float4(a * u.x + b * v.x, a * u.y + b * v.y, a * u.z + b * v.z, a * u.w + b * v.w);
-  }
-}
-
+/// krex::measure's quantile (linear between closest ranks) of unsorted `v`.
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(pos);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+  return krex::detail::quantile_sorted(v, q);
 }
 
 }  // namespace
@@ -89,29 +73,29 @@ int main(int argc, char** argv) {
     return 64;
   }
   int dev = 0, l2 = 0, sms = 0;
-  PCHECK(cudaGetDevice(&dev));
-  PCHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-  PCHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  KREX_GPU_CHECK(cudaGetDevice(&dev));
+  KREX_GPU_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  KREX_GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const size_t n4 = (16u << 20) / 4, bytes = n4 * sizeof(float4);
   const size_t flush_bytes = 2 * static_cast<size_t>(l2);
   void* flush = nullptr;
-  PCHECK(cudaMalloc(&flush, flush_bytes));
+  KREX_GPU_CHECK(cudaMalloc(&flush, flush_bytes));
   cudaEvent_t e0, e1;
-  PCHECK(cudaEventCreate(&e0));
-  PCHECK(cudaEventCreate(&e1));
+  KREX_GPU_CHECK(cudaEventCreate(&e0));
+  KREX_GPU_CHECK(cudaEventCreate(&e1));
   std::mt19937 rng(static_cast<unsigned>(seed));
   std::uniform_int_distribution<long> spacer_dist(0, spacer_mb / 2);  // in 2 MB pages
 
   auto time_median = [&](float4* x, float4* y, float4* z) {
     std::vector<double> t;
     for (int s = 0; s < samples + 3; ++s) {
-      PCHECK(cudaMemsetAsync(flush, s & 0xff, flush_bytes));
-      PCHECK(cudaEventRecord(e0));
-      axpby<<<sms * 8, 256>>>(x, y, z, n4, 2.0f, 3.0f);
-      PCHECK(cudaEventRecord(e1));
-      PCHECK(cudaEventSynchronize(e1));
+      KREX_GPU_CHECK(cudaMemsetAsync(flush, s & 0xff, flush_bytes));
+      KREX_GPU_CHECK(cudaEventRecord(e0));
+      krex_gpu::axpby4<<<sms * 8, 256>>>(x, y, z, n4, 2.0f, 3.0f);
+      KREX_GPU_CHECK(cudaEventRecord(e1));
+      KREX_GPU_CHECK(cudaEventSynchronize(e1));
       float ms = 0;
-      PCHECK(cudaEventElapsedTime(&ms, e0, e1));
+      KREX_GPU_CHECK(cudaEventElapsedTime(&ms, e0, e1));
       if (s >= 3) t.push_back(ms);
     }
     return quantile(t, 0.5);
@@ -121,23 +105,23 @@ int main(int argc, char** argv) {
   for (int k = 0; k < allocs; ++k) {
     const size_t spacer = static_cast<size_t>(spacer_dist(rng)) << 21;
     void* sp = nullptr;
-    if (spacer > 0) PCHECK(cudaMalloc(&sp, spacer));
+    if (spacer > 0) KREX_GPU_CHECK(cudaMalloc(&sp, spacer));
     float4 *x = nullptr, *y = nullptr, *z = nullptr;
-    PCHECK(cudaMalloc(&x, bytes));
-    PCHECK(cudaMalloc(&y, bytes));
-    PCHECK(cudaMalloc(&z, bytes));
-    PCHECK(cudaMemset(x, 1, bytes));
-    PCHECK(cudaMemset(y, 2, bytes));
-    PCHECK(cudaDeviceSynchronize());
+    KREX_GPU_CHECK(cudaMalloc(&x, bytes));
+    KREX_GPU_CHECK(cudaMalloc(&y, bytes));
+    KREX_GPU_CHECK(cudaMalloc(&z, bytes));
+    KREX_GPU_CHECK(cudaMemset(x, 1, bytes));
+    KREX_GPU_CHECK(cudaMemset(y, 2, bytes));
+    KREX_GPU_CHECK(cudaDeviceSynchronize());
     std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
     first.push_back(time_median(x, y, z));
     second.push_back(time_median(x, y, z));
     spacers.push_back(static_cast<double>(spacer >> 20));
-    PCHECK(cudaFree(x));
-    PCHECK(cudaFree(y));
-    PCHECK(cudaFree(z));
-    if (sp != nullptr) PCHECK(cudaFree(sp));
-    PCHECK(cudaDeviceSynchronize());
+    KREX_GPU_CHECK(cudaFree(x));
+    KREX_GPU_CHECK(cudaFree(y));
+    KREX_GPU_CHECK(cudaFree(z));
+    if (sp != nullptr) KREX_GPU_CHECK(cudaFree(sp));
+    KREX_GPU_CHECK(cudaDeviceSynchronize());
     std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
   }
   // Across allocations: each allocation's first median against the median of

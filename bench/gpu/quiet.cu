@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "kernels.cuh"
+
 #define QCHECK(call)                                                                        \
   do {                                                                                      \
     const cudaError_t qe = (call);                                                          \
@@ -36,15 +38,6 @@
   } while (0)
 
 namespace {
-
-__global__ void axpby(const float4* __restrict__ x, const float4* __restrict__ y,
-                      float4* __restrict__ z, size_t n, float a, float b) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float4 u = x[i], v = y[i];
-    z[i] = make_float4(a * u.x + b * v.x, a * u.y + b * v.y, a * u.z + b * v.z, a * u.w + b * v.w);
-  }
-}
 
 using clk = std::chrono::steady_clock;
 double ms_since(clk::time_point t) {
@@ -94,7 +87,7 @@ struct rig {
     return ms;
   }
   float kernel() {
-    return time([&] { axpby<<<blocks, 256, 0, s>>>(x, y, z, n4, 1.5f, 0.5f); });
+    return time([&] { krex_gpu::axpby4<<<blocks, 256, 0, s>>>(x, y, z, n4, 1.5f, 0.5f); });
   }
   float probe() {
     return time([&] { QCHECK(cudaMemcpyAsync(pdst, psrc, probe_bytes, cudaMemcpyDeviceToDevice, s)); });
