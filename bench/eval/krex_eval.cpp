@@ -903,46 +903,41 @@ struct unmatched_timings {
 /// its extra timings (--sync, --loop); usage_error() on a selection that
 /// names nothing.
 unmatched_timings select_commands(eval_plan& p) {
-  options_t& o = p.o;
-  const std::vector<krex_eval::candidate>& all = p.all;
-  std::vector<config>& cfgs = p.cfgs;
-  std::vector<std::string>& ids = p.ids;
-  std::size_t& n_candidates = p.n_candidates;
   std::vector<std::string> filter, sync, loop;
-  const preset_t pre = preset(o.preset);
-  cfgs = parse_configs(o.configs.empty() ? pre.configs : o.configs);
-  if (o.reps < 0) o.reps = pre.reps;
-  if (o.min_per_slot < 0) o.min_per_slot = pre.min_per_slot;
-  if (o.min_per_worker < 0) o.min_per_worker = pre.min_per_worker;
-  if (o.native_copies < 0) o.native_copies = pre.native_copies;
+  const preset_t pre = preset(p.o.preset);
+  p.cfgs = parse_configs(p.o.configs.empty() ? pre.configs : p.o.configs);
+  if (p.o.reps < 0) p.o.reps = pre.reps;
+  if (p.o.min_per_slot < 0) p.o.min_per_slot = pre.min_per_slot;
+  if (p.o.min_per_worker < 0) p.o.min_per_worker = pre.min_per_worker;
+  if (p.o.native_copies < 0) p.o.native_copies = pre.native_copies;
   // The first configuration is the reference and the last the native
   // repeat; both must be serial.
-  if (cfgs.size() < 2 || cfgs.front().mode != "serial" || cfgs.front().persistent ||
-      cfgs.back().mode != "serial" || cfgs.back().persistent)
+  if (p.cfgs.size() < 2 || p.cfgs.front().mode != "serial" || p.cfgs.front().persistent ||
+      p.cfgs.back().mode != "serial" || p.cfgs.back().persistent)
     usage_error("--configs must start and end with serial:1 (the reference and the native repeat)");
-  filter = o.filter_set ? o.filter : pre.filter;
-  sync = o.sync_set ? o.sync : pre.sync;
-  loop = o.loop_set ? o.loop : pre.loop;
-  if (o.filter_set && filter.empty()) usage_error("--filter is empty");
+  filter = p.o.filter_set ? p.o.filter : pre.filter;
+  sync = p.o.sync_set ? p.o.sync : pre.sync;
+  loop = p.o.loop_set ? p.o.loop : pre.loop;
+  if (p.o.filter_set && filter.empty()) usage_error("--filter is empty");
   bool any_sync = false, any_loop = false;
-  for (const auto& c : all) {
+  for (const auto& c : p.all) {
     const bool keep = filter.empty() ? krex_eval::in_default_selection(c) : krex_eval::matches(c, filter);
     if (!keep) continue;
-    ++n_candidates;
-    ids.push_back(krex_eval::command_id(c.id, {}));
+    ++p.n_candidates;
+    p.ids.push_back(krex_eval::command_id(c.id, {}));
     if (!sync.empty() && krex_eval::matches(c, sync)) {
-      ids.push_back(krex_eval::command_id(c.id, {true, 0}));
+      p.ids.push_back(krex_eval::command_id(c.id, {true, 0}));
       any_sync = true;
     }
     if (!loop.empty() && krex_eval::matches(c, loop)) {
-      ids.push_back(krex_eval::command_id(c.id, {false, krex_eval::loop_ms_for(c, o.loop_pct)}));
+      p.ids.push_back(krex_eval::command_id(c.id, {false, krex_eval::loop_ms_for(c, p.o.loop_pct)}));
       any_loop = true;
     }
   }
-  if (ids.empty()) usage_error("--filter matches no candidate");
+  if (p.ids.empty()) usage_error("--filter matches no candidate");
   unmatched_timings u;
-  u.sync = o.sync_set && !sync.empty() && !any_sync;
-  u.loop = o.loop_set && !loop.empty() && !any_loop;
+  u.sync = p.o.sync_set && !sync.empty() && !any_sync;
+  u.loop = p.o.loop_set && !loop.empty() && !any_loop;
   return u;
 }
 
@@ -972,17 +967,16 @@ void resolve_devices(options_t& o) {
 /// (a wrong one exits 64 with the usage).
 eval_plan parse_options(int argc, char** argv) {
   eval_plan p;
-  options_t& o = p.o;
   for (int i = 0; i < argc; ++i) p.cmdline += (i ? " " : "") + std::string(argv[i]);
   namespace cli = krex_tools::cli;
   cli::program prog("krex_eval",
                     "The evaluation: the same benchmark commands under every sharing mode "
                     "(docs/EVAL.md).");
-  define_options(prog, o);
+  define_options(prog, p.o);
   prog.parse(argc, argv);
   try {  // what the options say together; usage_error() throws
     const unmatched_timings unmatched = select_commands(p);
-    resolve_devices(o);
+    resolve_devices(p.o);
     if (unmatched.sync) usage_error("--sync matches none of the selected candidates");
     if (unmatched.loop) usage_error("--loop matches none of the selected candidates");
   } catch (const cli::usage_error& e) {
@@ -993,91 +987,75 @@ eval_plan parse_options(int argc, char** argv) {
 
 /// Planning: the roles, the shuffled order and each configuration's list.
 void make_lists(eval_plan& p) {
-  const options_t& o = p.o;
-  std::vector<config>& cfgs = p.cfgs;
-  const std::vector<std::string>& ids = p.ids;
-  std::vector<std::string>& order = p.order;
-  std::vector<std::vector<std::string>>& lists = p.lists;
-  std::vector<std::size_t>& copies = p.copies;
-  std::set<std::string>& timings_present = p.timings_present;
-  cfgs.front().role = "reference";
-  cfgs.back().role = "repeat";
-  for (int r = 0; r < o.reps; ++r) order.insert(order.end(), ids.begin(), ids.end());
-  std::mt19937 rng(o.seed);
-  std::shuffle(order.begin(), order.end(), rng);  // the same order for every configuration
+  p.cfgs.front().role = "reference";
+  p.cfgs.back().role = "repeat";
+  for (int r = 0; r < p.o.reps; ++r) p.order.insert(p.order.end(), p.ids.begin(), p.ids.end());
+  std::mt19937 rng(p.o.seed);
+  std::shuffle(p.order.begin(), p.order.end(), rng);  // the same order for every configuration
   // Each configuration's list: the order, repeated so each persistent
   // worker (--min-per-worker) or process-shape slot (--min-per-slot) has
   // enough commands; the same list for every configuration of one C and
   // shape. The serial passes run the order once.
-  for (const auto& c : cfgs) {
+  for (const auto& c : p.cfgs) {
     const int min_each = c.role == "repeat"
-                             ? (o.native_copies > 1 ? o.native_copies * static_cast<int>(order.size()) : 0)
-                         : c.role.empty() || c.persistent ? (c.persistent ? o.min_per_worker : o.min_per_slot)
+                             ? (p.o.native_copies > 1 ? p.o.native_copies * static_cast<int>(p.order.size()) : 0)
+                         : c.role.empty() || c.persistent ? (c.persistent ? p.o.min_per_worker : p.o.min_per_slot)
                                                           : 0;
-    std::mt19937 r2(o.seed * 1000003u + static_cast<unsigned>(c.c) * 2u + (c.persistent ? 1u : 0u));
-    lists.push_back(krex_eval::repeat_for_workers(order, c.c, min_each, r2));
-    copies.push_back(lists.back().size() / order.size());
+    std::mt19937 r2(p.o.seed * 1000003u + static_cast<unsigned>(c.c) * 2u + (c.persistent ? 1u : 0u));
+    p.lists.push_back(krex_eval::repeat_for_workers(p.order, c.c, min_each, r2));
+    p.copies.push_back(p.lists.back().size() / p.order.size());
   }
-  for (const auto& id : ids) {
+  for (const auto& id : p.ids) {
     std::string cand, why;
     krex_eval::timing t;
-    if (krex_eval::parse_command(id, &cand, &t, &why)) timings_present.insert(t.name());
+    if (krex_eval::parse_command(id, &cand, &t, &why)) p.timings_present.insert(t.name());
   }
 }
 
 /// The plan as printed (--plan, and before a run): commands and a rough
 /// duration per configuration (plan.hpp).
 void write_plan(eval_plan& p) {
-  const options_t& o = p.o;
-  const std::vector<krex_eval::candidate>& all = p.all;
-  const std::vector<config>& cfgs = p.cfgs;
-  const std::vector<std::string>& ids = p.ids;
-  const std::vector<std::string>& order = p.order;
-  const std::vector<std::vector<std::string>>& lists = p.lists;
-  const std::vector<std::size_t>& copies = p.copies;
-  const std::set<std::string>& timings_present = p.timings_present;
-  double& est_total = p.est_total;
   // The plan: commands and a rough duration per configuration (plan.hpp).
-  est_total = 0;
+  p.est_total = 0;
   std::ostringstream plan;
-  plan << "krex_eval: " << cfgs.size() << " configurations; " << ids.size() << " commands ("
-       << ids.size() << " per repetition x " << o.reps << " reps = " << order.size()
+  plan << "krex_eval: " << p.cfgs.size() << " configurations; " << p.ids.size() << " commands ("
+       << p.ids.size() << " per repetition x " << p.o.reps << " reps = " << p.order.size()
        << " per pass); timings:";
-  for (const auto& t : timings_present) plan << " " << t;
+  for (const auto& t : p.timings_present) plan << " " << t;
   plan << "\n";
-  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+  for (std::size_t i = 0; i < p.cfgs.size(); ++i) {
     double serial_s = 0;
-    for (const auto& id : lists[i]) {
+    for (const auto& id : p.lists[i]) {
       std::string cand, why;
       krex_eval::timing t;
       krex_eval::parse_command(id, &cand, &t, &why);
-      if (const auto* k = krex_eval::find_candidate(all, cand)) serial_s += krex_eval::est_command_s(*k, t);
+      if (const auto* k = krex_eval::find_candidate(p.all, cand)) serial_s += krex_eval::est_command_s(*k, t);
     }
-    const double est = krex_eval::est_config_s(serial_s, cfgs[i].mode, cfgs[i].c, cfgs[i].persistent);
-    est_total += est;
-    plan << "  " << cfgs[i].label() << ": " << lists[i].size() << " commands"
-         << (copies[i] > 1 ? " (" + std::to_string(copies[i]) + " copies of the list)" : std::string())
+    const double est = krex_eval::est_config_s(serial_s, p.cfgs[i].mode, p.cfgs[i].c, p.cfgs[i].persistent);
+    p.est_total += est;
+    plan << "  " << p.cfgs[i].label() << ": " << p.lists[i].size() << " commands"
+         << (p.copies[i] > 1 ? " (" + std::to_string(p.copies[i]) + " copies of the list)" : std::string())
          << ", ~" << fmt(est, "%.0f") << " s\n";
   }
-  if (!o.devices.empty()) {
-    plan << "krex_eval: on " << o.devices.size() << " GPU(s) (--devices";
-    for (int d : o.devices) plan << " " << d;
+  if (!p.o.devices.empty()) {
+    plan << "krex_eval: on " << p.o.devices.size() << " GPU(s) (--devices";
+    for (int d : p.o.devices) plan << " " << d;
     plan << "): every configuration on all at once, the reference on each in turn";
-    if (o.devices.size() > 1 && !lists.empty()) {
+    if (p.o.devices.size() > 1 && !p.lists.empty()) {
       double ref_s = 0;  // the reference's extra passes
-      for (const auto& id : lists.front()) {
+      for (const auto& id : p.lists.front()) {
         std::string cand, why;
         krex_eval::timing t;
         krex_eval::parse_command(id, &cand, &t, &why);
-        if (const auto* k = krex_eval::find_candidate(all, cand)) ref_s += krex_eval::est_command_s(*k, t);
+        if (const auto* k = krex_eval::find_candidate(p.all, cand)) ref_s += krex_eval::est_command_s(*k, t);
       }
-      const double extra = ref_s * static_cast<double>(o.devices.size() - 1);
-      est_total += extra;
+      const double extra = ref_s * static_cast<double>(p.o.devices.size() - 1);
+      p.est_total += extra;
       plan << " (+~" << fmt(extra, "%.0f") << " s)";
     }
     plan << "\n";
   }
-  plan << "krex_eval: estimated duration " << fmt(est_total, "%.0f") << " s (~" << fmt(est_total / 60, "%.1f")
+  plan << "krex_eval: estimated duration " << fmt(p.est_total, "%.0f") << " s (~" << fmt(p.est_total / 60, "%.1f")
        << " min, the build not included; rough H200 figures, bench/eval/plan.hpp)\n";
   p.text = plan.str();
 }
