@@ -1100,38 +1100,35 @@ const std::vector<std::string>& nested_bands() {
 
 /// Summarizing: every configuration against the reference and the native repeat.
 report_data summarize_results(const eval_plan& p, const std::vector<config_result>& results) {
-  const std::vector<krex_eval::candidate>& all = p.all;
-  const std::set<std::string>& timings_present = p.timings_present;
   report_data d;
   d.ref = make_reference(results.front());
-  const reference_t& ref = d.ref;
   const config_result& repeat = results.back();
   d.serial_cpm =
       repeat.wall_s > 0 ? static_cast<double>(std::count_if(repeat.cmds.begin(), repeat.cmds.end(),
                                                            [](const command_record& c) { return c.ok; })) /
                               repeat.wall_s * 60
                         : NAN;
-  for (const auto& r : results) d.rows.push_back(summarize(r, ref, d.serial_cpm, all));
+  for (const auto& r : results) d.rows.push_back(summarize(r, d.ref, d.serial_cpm, p.all));
 
-  std::string& gpu = d.gpu;
   for (const auto& r : results)
     for (const auto& c : r.cmds)
-      if (gpu.empty() && !c.r.str("gpu").empty()) gpu = c.r.str("gpu");
+      if (d.gpu.empty() && !c.r.str("gpu").empty()) d.gpu = c.r.str("gpu");
   utsname u{};
   if (::uname(&u) == 0) d.host = std::string(u.nodename) + " " + u.sysname + " " + u.release;
   d.cores = ::sysconf(_SC_NPROCESSORS_ONLN);
 
   // Critical-region fraction (reference pass: uncontended command composition).
-  std::vector<double>& frac = d.frac;
   for (const auto& c : results.front().cmds)
-    if (c.ok && c.t_total_ms > 0) frac.push_back(c.r.num("t_critical_ms") / c.t_total_ms);
-  d.frac_med = krex_eval::quantile(frac, 0.5);
+    if (c.ok && c.t_total_ms > 0) d.frac.push_back(c.r.num("t_critical_ms") / c.t_total_ms);
+  d.frac_med = krex_eval::quantile(d.frac, 0.5);
   d.frac_under25 =
-      frac.empty() ? NAN
-                   : static_cast<double>(std::count_if(frac.begin(), frac.end(), [](double f) { return f < 0.25; })) /
-                         static_cast<double>(frac.size());
+      d.frac.empty()
+          ? NAN
+          : static_cast<double>(std::count_if(d.frac.begin(), d.frac.end(), [](double f) { return f < 0.25; })) /
+                static_cast<double>(d.frac.size());
   d.views = {"all"};
-  if (timings_present.size() > 1) d.views.insert(d.views.end(), timings_present.begin(), timings_present.end());
+  if (p.timings_present.size() > 1)
+    d.views.insert(d.views.end(), p.timings_present.begin(), p.timings_present.end());
   // Shape for shape: every krex-family configuration against lock-only at
   // the same C and shape, with issue 11's throughput targets.
   d.tput.resize(results.size());
@@ -1167,56 +1164,41 @@ report_data summarize_results(const eval_plan& p, const std::vector<config_resul
 /// summary.md, the run, the reference, and one row per configuration.
 void md_overview(std::ostream& md, const eval_plan& p, const report_data& d,
                  const std::vector<config_result>& results, int device, double took_s) {
-  const options_t& o = p.o;
-  const std::string& cmdline = p.cmdline;
-  const std::vector<std::string>& ids = p.ids;
-  const std::vector<std::string>& order = p.order;
-  const std::vector<std::size_t>& copies = p.copies;
-  const std::set<std::string>& timings_present = p.timings_present;
-  const std::size_t n_candidates = p.n_candidates;
-  const double est_total = p.est_total;
-  const reference_t& ref = d.ref;
-  const double serial_cpm = d.serial_cpm;
-  const std::vector<summary_row>& rows = d.rows;
-  const std::string& gpu = d.gpu;
-  const std::string& host = d.host;
-  const long cores = d.cores;
-  const double frac_med = d.frac_med;
-  const double frac_under25 = d.frac_under25;
   const auto& bands = krex_eval::bands();
-  md << "# krex evaluation: " << o.preset << " configuration";
+  md << "# krex evaluation: " << p.o.preset << " configuration";
   if (device >= 0)
-    md << ", GPU " << device << " of " << o.devices.size() << " run at once (node summary: ../node.md)";
+    md << ", GPU " << device << " of " << p.o.devices.size() << " run at once (node summary: ../node.md)";
   md << "\n\n";
-  md << "- date " << now_utc() << "; GPU " << (gpu.empty() ? "?" : gpu) << "; host " << host << ", "
-     << cores << " cores\n";
-  md << "- command: `" << cmdline << "`\n";
-  md << "- " << n_candidates << " candidates, " << ids.size() << " commands with their timings x " << o.reps
-     << " reps = " << order.size() << " commands per pass (timings:";
-  for (const auto& t : timings_present) md << " " << t;
+  md << "- date " << now_utc() << "; GPU " << (d.gpu.empty() ? "?" : d.gpu) << "; host " << d.host << ", "
+     << d.cores << " cores\n";
+  md << "- command: `" << p.cmdline << "`\n";
+  md << "- " << p.n_candidates << " candidates, " << p.ids.size() << " commands with their timings x " << p.o.reps
+     << " reps = " << p.order.size() << " commands per pass (timings:";
+  for (const auto& t : p.timings_present) md << " " << t;
   md << "); reference = the first serial pass\n";
   std::size_t max_copies = 1;
-  for (auto c : copies) max_copies = std::max(max_copies, c);
+  for (auto c : p.copies) max_copies = std::max(max_copies, c);
   if (max_copies > 1)
     md << "- some configurations run the list more than once, so each persistent worker has at least "
-       << o.min_per_worker << " commands and each process-shape slot " << o.min_per_slot
+       << p.o.min_per_worker << " commands and each process-shape slot " << p.o.min_per_slot
        << " on average (\"list copies\" in \"Commands per worker\")\n";
-  md << "- took " << fmt(took_s, "%.0f") << " s; estimated " << fmt(est_total, "%.0f") << " s (bench/eval/plan.hpp)\n";
-  md << "- serial throughput " << fmt(serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
+  md << "- took " << fmt(took_s, "%.0f") << " s; estimated " << fmt(p.est_total, "%.0f")
+     << " s (bench/eval/plan.hpp)\n";
+  md << "- serial throughput " << fmt(d.serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
   md << "- critical-region fraction (reference pass, timed loop / whole command): median "
-     << fmt(frac_med * 100, "%.1f") << "%, " << fmt(frac_under25 * 100, "%.0f")
+     << fmt(d.frac_med * 100, "%.1f") << "%, " << fmt(d.frac_under25 * 100, "%.0f")
      << "% of commands under 25% (KREX study: median 12%, 73% under 25%)";
-  if (timings_present.size() > 1) {
+  if (p.timings_present.size() > 1) {
     md << "; by timing:";
-    for (const auto& t : timings_present) {
-      auto it = rows.front().critical.find(t);
-      if (it != rows.front().critical.end())
+    for (const auto& t : p.timings_present) {
+      auto it = d.rows.front().critical.find(t);
+      if (it != d.rows.front().critical.end())
         md << " " << t << " " << fmt(it->second.median * 100, "%.1f") << "% (" << it->second.n << ")";
     }
   }
   md << "\n";
-  md << "- reference command " << fmt(ref.cmd_ms, "%.0f") << " ms mean, timed loop "
-     << fmt(ref.critical_ms, "%.0f") << " ms mean: toy bound " << fmt(ref.cmd_ms / ref.critical_ms, "%.1f")
+  md << "- reference command " << fmt(d.ref.cmd_ms, "%.0f") << " ms mean, timed loop "
+     << fmt(d.ref.critical_ms, "%.0f") << " ms mean: toy bound " << fmt(d.ref.cmd_ms / d.ref.critical_ms, "%.1f")
      << "x serial\n\n";
   md << "Targets (KREX paper, H20): 3.4x serial at C=16; p95 inflation 3.90% (>0.1 ms), 1.58% (>1 ms), "
         "0.30% (>10 ms); flip rate within 3 points of native repeat, tau at least native repeat's.\n\n";
@@ -1226,7 +1208,7 @@ void md_overview(std::ostream& md, const eval_plan& p, const report_data& d,
   md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
-    const auto& s = rows[i];
+    const auto& s = d.rows[i];
     if (r.skipped) {
       md << "| " << r.cfg.label() << " | skipped: " << r.skip_reason << " |||||||||||||\n";
       continue;
@@ -1240,16 +1222,14 @@ void md_overview(std::ostream& md, const eval_plan& p, const report_data& d,
     md << " | " << fmt(s.rank.flip_rate() * 100, "%.1f") << " | " << fmt(s.tau_mean, "%.3f") << " |\n";
   }
   md << "\nBand sizes (commands): ";
-  for (const auto& b : bands) md << b.name << " " << rows.back().band_n.at(b.name) << "; ";
-  md << "ranking: " << rows.back().rank_sets << " set trials, " << rows.back().rank.pairs
+  for (const auto& b : bands) md << b.name << " " << d.rows.back().band_n.at(b.name) << "; ";
+  md << "ranking: " << d.rows.back().rank_sets << " set trials, " << d.rows.back().rank.pairs
      << " pairs per configuration (process shape).\n\n";
 }
 
 /// summary.md, shape for shape: every krex-family configuration beside lock-only and unprotected at
 /// the same C and shape, with issue 11's throughput targets.
 void md_throughput(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
-  const auto& tput = d.tput;
   md << "## Shape for shape: throughput (issue 11 targets)\n\n";
   md << "Throughput over the configuration's wall time (first start to last exit), as in the table "
         "above; \"busy\" counts only the commands that ended while every slot was busy (first end to "
@@ -1263,20 +1243,19 @@ void md_throughput(std::ostream& md, const report_data& d, const std::vector<con
     if (r.skipped || !r.cfg.role.empty() || !krex_family(r.cfg.mode)) continue;
     const config_result* lock = same_shape(results, r.cfg, "lock");
     const config_result* unp = same_shape(results, r.cfg, "unprotected");
-    const double lock_cpm = lock ? rows[static_cast<std::size_t>(lock - results.data())].cpm : NAN;
-    const double unp_cpm = unp ? rows[static_cast<std::size_t>(unp - results.data())].cpm : NAN;
-    md << "| " << r.cfg.label() << " | " << rows[i].ok << " | " << fmt(rows[i].cpm, "%.1f") << " | "
-       << fmt(rows[i].busy_cpm, "%.1f") << " | " << fmt(rows[i].speedup) << " | " << fmt(lock_cpm, "%.1f")
-       << " | " << fmt(rows[i].cpm / lock_cpm) << " | " << fmt(unp_cpm, "%.1f") << " | " << cell(tput[i][0])
-       << " | " << cell(tput[i][1]) << " | " << (r.cfg.persistent ? cell(tput[i][2]) : "–") << " |\n";
+    const double lock_cpm = lock ? d.rows[static_cast<std::size_t>(lock - results.data())].cpm : NAN;
+    const double unp_cpm = unp ? d.rows[static_cast<std::size_t>(unp - results.data())].cpm : NAN;
+    const auto& s = d.rows[i];
+    md << "| " << r.cfg.label() << " | " << s.ok << " | " << fmt(s.cpm, "%.1f") << " | " << fmt(s.busy_cpm, "%.1f")
+       << " | " << fmt(s.speedup) << " | " << fmt(lock_cpm, "%.1f") << " | " << fmt(s.cpm / lock_cpm) << " | "
+       << fmt(unp_cpm, "%.1f") << " | " << cell(d.tput[i][0]) << " | " << cell(d.tput[i][1]) << " | "
+       << (r.cfg.persistent ? cell(d.tput[i][2]) : "–") << " |\n";
   }
   md << "\n";
 }
 
 /// summary.md, accuracy: command medians and every sample, per band.
 void md_accuracy(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
-  const std::vector<std::string>& views = d.views;
   const auto& bands = krex_eval::bands();
   md << "## Accuracy: command medians and every sample\n\n";
   md << "Inflation against the reference median of the same command (kernel and timing), in percent. "
@@ -1289,9 +1268,9 @@ void md_accuracy(std::ostream& md, const report_data& d, const std::vector<confi
     md << "|---|---|---|---|---|---|---|---|---|---|\n";
     for (std::size_t i = 0; i < results.size(); ++i) {
       if (results[i].skipped) continue;
-      for (const auto& v : views) {
-        auto it = rows[i].acc.find(v);
-        if (it == rows[i].acc.end() || it->second.count(b.name) == 0) continue;
+      for (const auto& v : d.views) {
+        auto it = d.rows[i].acc.find(v);
+        if (it == d.rows[i].acc.end() || it->second.count(b.name) == 0) continue;
         const band_accuracy& a = it->second.at(b.name);
         if (a.commands.n == 0) continue;
         md << "| " << results[i].cfg.label() << " | " << v << " | " << a.commands.n << " | " << fmt(a.commands.p50)
@@ -1306,8 +1285,6 @@ void md_accuracy(std::ostream& md, const report_data& d, const std::vector<confi
 
 /// summary.md, the p95 targets as pass/fail, all commands of each configuration.
 void md_accuracy_targets(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
-  const auto& acc_checks = d.acc_checks;
   const auto& bands = krex_eval::bands();
   const std::vector<std::string>& nested = nested_bands();
   md << "## Accuracy targets (issue 11): p95 inflation, command medians and samples\n\n";
@@ -1318,7 +1295,7 @@ void md_accuracy_targets(std::ostream& md, const report_data& d, const std::vect
   md << "\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].skipped) continue;
-    const accuracy_t* a = rows[i].acc.count("all") ? &rows[i].acc.at("all") : nullptr;
+    const accuracy_t* a = d.rows[i].acc.count("all") ? &d.rows[i].acc.at("all") : nullptr;
     std::size_t ncmd = 0, nsmp = 0;
     if (a != nullptr)
       for (const auto& b : bands)
@@ -1329,8 +1306,8 @@ void md_accuracy_targets(std::ostream& md, const report_data& d, const std::vect
       const std::string& b = nested[k];
       band_accuracy ba;
       if (a != nullptr && a->count(b)) ba = a->at(b);
-      const krex_eval::target_check& cc = acc_checks[i][2 * k].second;
-      const krex_eval::target_check& cs = acc_checks[i][2 * k + 1].second;
+      const krex_eval::target_check& cc = d.acc_checks[i][2 * k].second;
+      const krex_eval::target_check& cs = d.acc_checks[i][2 * k + 1].second;
       md << " " << cell(cc) << " (" << ba.commands.n << ") | " << cell(cs) << " (" << ba.samples.n << ") |";
     }
     md << "\n";
@@ -1340,7 +1317,6 @@ void md_accuracy_targets(std::ostream& md, const report_data& d, const std::vect
 
 /// summary.md, ranking by set kind and timing.
 void md_ranking(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
   md << "## Ranking: rank sets by kind and timing\n\n";
   md << "Coarse sets: members 1-5% apart; fine sets: 0.1-0.5% apart. Flips are discordant pairs, against "
         "the reference pass's order and against the construction order (more work is slower); tau is "
@@ -1349,7 +1325,7 @@ void md_ranking(std::ostream& md, const report_data& d, const std::vector<config
   md << "|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].skipped) continue;
-    for (const auto& kv : rows[i].ranking) {
+    for (const auto& kv : d.rows[i].ranking) {
       const auto& t = kv.second;
       md << "| " << results[i].cfg.label() << " | " << kv.first << " | " << t.trials << " | "
          << t.vs_reference.pairs << " | " << fmt(t.vs_reference.flip_rate() * 100, "%.1f") << " (" << t.vs_reference.flips
@@ -1362,7 +1338,6 @@ void md_ranking(std::ostream& md, const report_data& d, const std::vector<config
 
 /// summary.md, flips by gap class (the study's classes), every rank set and timing together.
 void md_gap_classes(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
   md << "## Ranking by gap class\n\n";
   md << "Pairs of rank-set members classed by how far apart the reference puts them; flips against the "
         "reference order, `flips/pairs (%)`. With fewer than 30 pairs in a class one flip moves the rate by "
@@ -1375,7 +1350,7 @@ void md_gap_classes(std::ostream& md, const report_data& d, const std::vector<co
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].skipped) continue;
     std::map<std::string, std::array<krex_eval::rank_agreement, krex_eval::gap_classes>> by_timing;
-    for (const auto& kv : rows[i].ranking) {
+    for (const auto& kv : d.rows[i].ranking) {
       const std::string timing = kv.first.substr(kv.first.find(", ") == std::string::npos ? 0 : kv.first.find(", ") + 2);
       for (const std::string& v : {std::string("all"), timing})
         for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) by_timing[v][k] += kv.second.by_gap[k];
@@ -1428,20 +1403,17 @@ void md_device_state(std::ostream& md, const std::vector<config_result>& results
 }
 
 /// summary.md, the timed loop's share of a command, per configuration and timing.
-void md_critical_fraction(std::ostream& md, const eval_plan& p, const report_data& d,
+void md_critical_fraction(std::ostream& md, double loop_pct, const report_data& d,
                           const std::vector<config_result>& results) {
-  const options_t& o = p.o;
-  const std::vector<summary_row>& rows = d.rows;
-  const std::vector<std::string>& views = d.views;
   md << "## Critical fraction (timed loop / command)\n\n";
   md << "The KREX study's workload: median ~12%, 73% under 25%. The loop timing sizes its loop for about "
-     << fmt(o.loop_pct, "%g") << "%.\n\n";
+     << fmt(loop_pct, "%g") << "%.\n\n";
   md << "| configuration | timing | commands | median % | p95 % |\n|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].skipped) continue;
-    for (const auto& v : views) {
-      auto it = rows[i].critical.find(v);
-      if (it == rows[i].critical.end()) continue;
+    for (const auto& v : d.views) {
+      auto it = d.rows[i].critical.find(v);
+      if (it == d.rows[i].critical.end()) continue;
       md << "| " << results[i].cfg.label() << " | " << v << " | " << it->second.n << " | "
          << fmt(it->second.median * 100, "%.1f") << " | " << fmt(it->second.p95 * 100, "%.1f") << " |\n";
     }
@@ -1451,12 +1423,11 @@ void md_critical_fraction(std::ostream& md, const eval_plan& p, const report_dat
 
 /// summary.md, worker processes and the commands each ran.
 void md_workers(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
   md << "## Commands per worker\n\n";
   md << "Worker processes and the commands each ran (a process per command: 1 each).\n\n";
   md << "| configuration | commands | list copies | workers | min | median | max |\n|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto& pw = rows[i].per_worker;
+    const auto& pw = d.rows[i].per_worker;
     if (results[i].skipped || pw.empty()) continue;
     md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | " << results[i].copies << " | "
        << pw.size() << " | " << pw.front() << " | " << pw[pw.size() / 2] << " | " << pw.back() << " |\n";
@@ -1466,7 +1437,6 @@ void md_workers(std::ostream& md, const report_data& d, const std::vector<config
 
 /// summary.md, where the time goes, and the failed commands.
 void md_time(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<std::string>& failures = d.failures;
   md << "## Where the time goes (medians, ms)\n\n";
   md << "| configuration | commands | command | context | join | compile | inputs | check | wait | lock | gate | "
         "drain | freeze | pin | critical | critical share |\n";
@@ -1485,9 +1455,9 @@ void md_time(std::ostream& md, const report_data& d, const std::vector<config_re
        << " | " << med3("drain_ms") << " | " << med3("freeze_ms") << " | " << med3("pin_ms") << " | "
        << med("t_critical_ms") << " | " << fmt(krex_eval::quantile(fr, 0.5), "%.0f%%") << " |\n";
   }
-  if (!failures.empty()) {
-    md << "\n## Failed commands (" << failures.size() << ")\n\n";
-    for (std::size_t i = 0; i < failures.size() && i < 50; ++i) md << "- " << failures[i] << "\n";
+  if (!d.failures.empty()) {
+    md << "\n## Failed commands (" << d.failures.size() << ")\n\n";
+    for (std::size_t i = 0; i < d.failures.size() && i < 50; ++i) md << "- " << d.failures[i] << "\n";
   }
 }
 
@@ -1503,7 +1473,7 @@ std::string summary_markdown(const eval_plan& p, const report_data& d, const std
   md_ranking(md, d, results);
   md_gap_classes(md, d, results);
   md_device_state(md, results);
-  md_critical_fraction(md, p, d, results);
+  md_critical_fraction(md, p.o.loop_pct, d, results);
   md_workers(md, d, results);
   md_time(md, d, results);
   return md.str();
