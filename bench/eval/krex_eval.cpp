@@ -1483,53 +1483,36 @@ std::string summary_markdown(const eval_plan& p, const report_data& d, const std
 /// start times, and the summary rows.
 std::string eval_json(const eval_plan& p, const report_data& d, const std::vector<config_result>& results,
                       int device, double took_s) {
-  const options_t& o = p.o;
-  const std::string& cmdline = p.cmdline;
-  const long long run0_mono_ns = p.run0_mono_ns;
-  const std::vector<std::string>& ids = p.ids;
-  const std::vector<std::string>& order = p.order;
-  const std::set<std::string>& timings_present = p.timings_present;
-  const std::size_t n_candidates = p.n_candidates;
-  const double est_total = p.est_total;
-  const reference_t& ref = d.ref;
-  const double serial_cpm = d.serial_cpm;
-  const std::vector<summary_row>& rows = d.rows;
-  const std::string& gpu = d.gpu;
-  const std::string& host = d.host;
-  const long cores = d.cores;
-  const std::vector<double>& frac = d.frac;
-  const double frac_med = d.frac_med, frac_under25 = d.frac_under25;
-  const auto& tput = d.tput;
-  const auto& acc_checks = d.acc_checks;
   const auto& bands = krex_eval::bands();
   constexpr int digits = krex_eval::json_digits;
   constexpr int time_digits = 12;  // ms since the run started: keep the microseconds
   krex_tools::json::writer j;
   j.begin_object().key("meta").begin_object();
-  j.field("date", now_utc()).field("gpu", gpu).field("host", host);
-  j.field("cores", cores).field("preset", o.preset);
-  if (device >= 0) j.field("device", device).field("node_devices", o.devices.size());
-  j.field("command", cmdline).field("reps", o.reps);
-  j.field("candidates", n_candidates);
-  j.field("commands_per_rep", ids.size());  // the candidates and their extra timings
-  j.field("commands_per_pass", order.size());
+  j.field("date", now_utc()).field("gpu", d.gpu).field("host", d.host);
+  j.field("cores", d.cores).field("preset", p.o.preset);
+  if (device >= 0) j.field("device", device).field("node_devices", p.o.devices.size());
+  j.field("command", p.cmdline).field("reps", p.o.reps);
+  j.field("candidates", p.n_candidates);
+  j.field("commands_per_rep", p.ids.size());  // the candidates and their extra timings
+  j.field("commands_per_pass", p.order.size());
   j.key("timings").begin_array();
-  for (const auto& t : timings_present) j.value(t);
+  for (const auto& t : p.timings_present) j.value(t);
   j.end_array();
-  j.field("loop_pct", o.loop_pct, digits).field("min_per_worker", o.min_per_worker).field("native_copies", o.native_copies);
-  j.field("run_start_mono_ns", run0_mono_ns);
-  j.field("estimated_s", est_total, digits).field("took_s", took_s, digits);
-  j.field("serial_cpm", serial_cpm, digits).field("reference_cmd_ms", ref.cmd_ms, digits);
-  j.field("reference_critical_ms", ref.critical_ms, digits);
-  j.field("critical_fraction_median", frac_med, digits);
-  j.field("critical_fraction_under_25", frac_under25, digits);
-  j.key("critical_fractions").values(frac, digits);
+  j.field("loop_pct", p.o.loop_pct, digits).field("min_per_worker", p.o.min_per_worker);
+  j.field("native_copies", p.o.native_copies);
+  j.field("run_start_mono_ns", p.run0_mono_ns);
+  j.field("estimated_s", p.est_total, digits).field("took_s", took_s, digits);
+  j.field("serial_cpm", d.serial_cpm, digits).field("reference_cmd_ms", d.ref.cmd_ms, digits);
+  j.field("reference_critical_ms", d.ref.critical_ms, digits);
+  j.field("critical_fraction_median", d.frac_med, digits);
+  j.field("critical_fraction_under_25", d.frac_under25, digits);
+  j.key("critical_fractions").values(d.frac, digits);
   j.end_object().key("reference").begin_object();
-  for (const auto& kv : ref.median) j.field(kv.first, kv.second, digits);
+  for (const auto& kv : d.ref.median) j.field(kv.first, kv.second, digits);
   j.end_object().key("configs").begin_array();
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
-    const auto& s = rows[i];
+    const auto& s = d.rows[i];
     j.begin_object();
     j.field("label", r.cfg.label()).field("mode", r.cfg.mode).field("c", r.cfg.c);
     j.field("shape", r.cfg.persistent ? "persistent" : "process").field("role", r.cfg.role);
@@ -1565,12 +1548,12 @@ std::string eval_json(const eval_plan& p, const report_data& d, const std::vecto
     }
     j.end_object();
     j.key("targets").begin_array();
-    for (const auto& t : tput[i]) {
+    for (const auto& t : d.tput[i]) {
       j.begin_object().field("target", t.what).field("level", "throughput");
       j.field("value", t.value, digits).field("limit", t.limit, digits).field("outcome", krex_eval::to_string(t.outcome));
       j.end_object();
     }
-    for (const auto& lt : acc_checks[i]) {
+    for (const auto& lt : d.acc_checks[i]) {
       j.begin_object().field("target", "p95 inflation " + lt.second.what).field("level", lt.first);
       j.field("value", lt.second.value, digits).field("limit", lt.second.limit, digits);
       j.field("outcome", krex_eval::to_string(lt.second.outcome));
@@ -1616,11 +1599,12 @@ std::string eval_json(const eval_plan& p, const report_data& d, const std::vecto
       if (krex_eval::parse_command(c.id, &cand, &t, &why)) j.field("candidate", cand).field("timing", t.name());
       j.field("start_ms", c.start_ms, time_digits).field("end_ms", c.end_ms, time_digits);
       const double ws = c.r.num("mono_start_ns");
-      j.field("worker_start_ms", std::isfinite(ws) ? (ws - static_cast<double>(run0_mono_ns)) / 1e6 : NAN, time_digits);
+      j.field("worker_start_ms", std::isfinite(ws) ? (ws - static_cast<double>(p.run0_mono_ns)) / 1e6 : NAN,
+              time_digits);
       j.field("t_total_ms", c.t_total_ms, digits).field("exit", c.exit_code);
       j.field("ok", c.ok).field("error", c.error);
-      auto it = ref.median.find(c.id);
-      if (c.ok && it != ref.median.end()) {
+      auto it = d.ref.median.find(c.id);
+      if (c.ok && it != d.ref.median.end()) {
         j.field("reference_ms", it->second, digits);
         j.field("inflation_pct", krex_eval::inflation_pct(c.r.num("median_ms"), it->second), digits);
       }
