@@ -1638,10 +1638,9 @@ int write_report(const eval_plan& p, const std::string& dir, const std::vector<c
 // ------------------------------------------------------------------ the runs
 /// Running a configuration list on one device (--device), in turn.
 int run_one_device(const eval_plan& p, int log_fd, const std::string& tag, const std::string& log_path) {
-  const options_t& o = p.o;
-  runner run(o, log_fd, p.run0);
-  run.set_names(o.out + "/lock-only.lock", "krex-eval-" + tag);
-  std::fprintf(stderr, "%sout %s\n", p.text.c_str(), o.out.c_str());
+  runner run(p.o, log_fd, p.run0);
+  run.set_names(p.o.out + "/lock-only.lock", "krex-eval-" + tag);
+  std::fprintf(stderr, "%sout %s\n", p.text.c_str(), p.o.out.c_str());
   std::vector<config_result> results;
   for (std::size_t i = 0; i < p.cfgs.size(); ++i) {
     results.push_back(run.run(p.cfgs[i], p.lists[i]));
@@ -1649,7 +1648,7 @@ int run_one_device(const eval_plan& p, int log_fd, const std::string& tag, const
   }
   run.stop_mps_if_running();
   const double took_s = ms_between(p.run0, clk::now()) / 1000.0;
-  return write_report(p, o.out, results, -1, took_s, log_path);
+  return write_report(p, p.o.out, results, -1, took_s, log_path);
 }
 
 /// The node's report (--devices): throughput of all GPUs together, accuracy
@@ -1657,11 +1656,7 @@ int run_one_device(const eval_plan& p, int log_fd, const std::string& tag, const
 /// at once, in node.md and node.json.
 void write_node_report(const eval_plan& p, const std::vector<std::vector<config_result>>& per,
                        const std::vector<double>& node_wall, double took_s) {
-  const options_t& o = p.o;
-  const std::string& cmdline = p.cmdline;
-  const std::vector<krex_eval::candidate>& all = p.all;
-  const std::vector<config>& cfgs = p.cfgs;
-  const std::size_t nd = o.devices.size();
+  const std::size_t nd = p.o.devices.size();
   constexpr int digits = krex_eval::json_digits;
   const auto& bands = krex_eval::bands();
   std::vector<std::vector<summary_row>> rows(nd);
@@ -1671,7 +1666,7 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
     std::size_t ok = 0;
     for (const auto& c : repeat.cmds) ok += c.ok ? 1 : 0;
     const double serial_cpm = repeat.wall_s > 0 ? static_cast<double>(ok) / repeat.wall_s * 60 : NAN;
-    for (const auto& r : per[k]) rows[k].push_back(summarize(r, ref, serial_cpm, all));
+    for (const auto& r : per[k]) rows[k].push_back(summarize(r, ref, serial_cpm, p.all));
   }
   const auto median_of = [](const config_result& r, const char* key) {
     std::vector<double> v;
@@ -1682,10 +1677,10 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
     return krex_eval::quantile(v, 0.5);
   };
   std::ostringstream md;
-  md << "# krex evaluation on " << nd << " GPU(s) at once: " << o.preset << " configuration\n\n";
+  md << "# krex evaluation on " << nd << " GPU(s) at once: " << p.o.preset << " configuration\n\n";
   md << "- date " << now_utc() << "; GPUs";
-  for (int d : o.devices) md << " " << d;
-  md << "; command: `" << cmdline << "`\n";
+  for (int d : p.o.devices) md << " " << d;
+  md << "; command: `" << p.cmdline << "`\n";
   md << "- each configuration ran on every GPU at once (one runner and its workers per GPU); the "
         "reference pass ran on each GPU in turn with the node otherwise idle, and every GPU's "
         "accuracy is against its own reference; per-GPU reports: gpu<N>/summary.md\n";
@@ -1694,12 +1689,12 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
         "per-GPU commands/min | context ms (median) | join ms (median) |\n|---|---|---|---|---|---|---|---|---|\n";
   krex_tools::json::writer j;
   j.begin_object().key("meta").begin_object();
-  j.field("date", now_utc()).field("preset", o.preset).field("command", cmdline);
+  j.field("date", now_utc()).field("preset", p.o.preset).field("command", p.cmdline);
   j.key("devices").begin_array();
-  for (int d : o.devices) j.value(d);
+  for (int d : p.o.devices) j.value(d);
   j.end_array();
   j.field("took_s", took_s, digits).end_object().key("configs").begin_array();
-  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+  for (std::size_t i = 0; i < p.cfgs.size(); ++i) {
     const bool in_turn = i == 0 || nd == 1;
     std::size_t ok = 0, failed = 0;
     std::string per_cpm;
@@ -1715,19 +1710,19 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
     }
     const double cpm = node_wall[i] > 0 ? static_cast<double>(ok) / node_wall[i] * 60 : NAN;
     const std::size_t at_once = in_turn ? 1 : nd;
-    md << "| " << cfgs[i].label() << " | "
+    md << "| " << p.cfgs[i].label() << " | "
        << at_once << (in_turn && nd > 1 ? " (in turn)" : "") << " | " << fmt(node_wall[i], "%.1f") << " | "
        << ok << " | " << failed << " | " << (skipped ? "skipped" : fmt(cpm, "%.1f")) << " | " << per_cpm
        << " | " << fmt(krex_eval::quantile(ctx, 0.5), "%.0f") << " | "
        << fmt(krex_eval::quantile(join, 0.5), "%.0f") << " |\n";
-    j.begin_object().field("label", cfgs[i].label()).field("role", cfgs[i].role);
+    j.begin_object().field("label", p.cfgs[i].label()).field("role", p.cfgs[i].role);
     j.field("gpus_at_once", at_once).field("skipped", skipped);
     j.field("node_wall_s", node_wall[i], digits).field("ok", ok).field("failed", failed);
     j.field("node_throughput_cpm", cpm, digits);
     j.key("gpus").begin_array();
     for (std::size_t k = 0; k < nd; ++k) {
       const summary_row& s = rows[k][i];
-      j.begin_object().field("device", o.devices[k]).field("wall_s", per[k][i].wall_s, digits);
+      j.begin_object().field("device", p.o.devices[k]).field("wall_s", per[k][i].wall_s, digits);
       j.field("ok", s.ok).field("failed", s.failed).field("throughput_cpm", s.cpm, digits);
       j.field("context_ms_median", ctx[k], digits).field("join_ms_median", join[k], digits);
       j.key("inflation").begin_object();
@@ -1756,10 +1751,10 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
   md << "\n|---|---|";
   for (std::size_t b = 0; b < bands.size() + 1 + krex_eval::gap_classes; ++b) md << "---|";
   md << "\n";
-  for (std::size_t i = 1; i < cfgs.size(); ++i)
+  for (std::size_t i = 1; i < p.cfgs.size(); ++i)
     for (std::size_t k = 0; k < nd; ++k) {
       const summary_row& s = rows[k][i];
-      md << "| " << cfgs[i].label() << " | " << o.devices[k] << " |";
+      md << "| " << p.cfgs[i].label() << " | " << p.o.devices[k] << " |";
       for (const auto& b : bands) md << " " << fmt(s.band.at(b.name).second) << " |";
       md << " " << s.rank.flips << " / " << s.rank.pairs << " |";
       std::array<krex_eval::rank_agreement, krex_eval::gap_classes> gap{};
@@ -1768,10 +1763,10 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
       for (std::size_t g = 0; g < krex_eval::gap_classes; ++g) md << " " << gap[g].flips << "/" << gap[g].pairs << " |";
       md << "\n";
     }
-  std::ofstream(o.out + "/node.json") << j.str() << "\n";
-  std::ofstream(o.out + "/node.md") << md.str();
+  std::ofstream(p.o.out + "/node.json") << j.str() << "\n";
+  std::ofstream(p.o.out + "/node.md") << md.str();
   std::printf("%s", md.str().c_str());
-  std::printf("\nwrote %s/node.md, %s/node.json and gpu<N>/ per GPU\n", o.out.c_str(), o.out.c_str());
+  std::printf("\nwrote %s/node.md, %s/node.json and gpu<N>/ per GPU\n", p.o.out.c_str(), p.o.out.c_str());
 }
 
 /// The --devices node run: every configuration on every listed GPU at once,
@@ -1780,53 +1775,48 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
 /// the node's segment (one gate per device); lock-only mode takes a lock
 /// file per GPU.
 int run_devices(const eval_plan& p, int log_fd, const std::string& tag, const std::string& log_path) {
-  const options_t& o = p.o;
-  const std::vector<config>& cfgs = p.cfgs;
-  const std::vector<std::vector<std::string>>& lists = p.lists;
-  const std::vector<std::size_t>& copies = p.copies;
-  const clk::time_point run0 = p.run0;
-  std::fprintf(stderr, "%sout %s\n", p.text.c_str(), o.out.c_str());
-  const std::size_t nd = o.devices.size();
+  std::fprintf(stderr, "%sout %s\n", p.text.c_str(), p.o.out.c_str());
+  const std::size_t nd = p.o.devices.size();
   std::vector<std::unique_ptr<runner>> runners;
-  for (int d : o.devices) {
-    options_t od = o;
+  for (int d : p.o.devices) {
+    options_t od = p.o;
     od.device = d;
-    runners.push_back(std::make_unique<runner>(od, log_fd, run0));
-    runners.back()->set_names(o.out + "/lock-only-gpu" + std::to_string(d) + ".lock", "krex-eval-" + tag);
+    runners.push_back(std::make_unique<runner>(od, log_fd, p.run0));
+    runners.back()->set_names(p.o.out + "/lock-only-gpu" + std::to_string(d) + ".lock", "krex-eval-" + tag);
   }
   std::vector<std::vector<config_result>> per(nd);
   std::vector<double> node_wall;  // s: the configuration on all GPUs (the reference: in turn)
-  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+  for (std::size_t i = 0; i < p.cfgs.size(); ++i) {
     std::vector<config_result> got(nd);
     const auto t0 = clk::now();
     if (i == 0 || nd == 1) {
-      for (std::size_t k = 0; k < nd; ++k) got[k] = runners[k]->run(cfgs[i], lists[i]);
-    } else if (cfgs[i].mode == "krex-mps") {
+      for (std::size_t k = 0; k < nd; ++k) got[k] = runners[k]->run(p.cfgs[i], p.lists[i]);
+    } else if (p.cfgs[i].mode == "krex-mps") {
       for (auto& g : got) {
-        g.cfg = cfgs[i];
+        g.cfg = p.cfgs[i];
         g.skipped = true;
         g.skip_reason = "krex-mps is not run with --devices on several GPUs (one MPS daemon per node)";
       }
     } else {
       std::vector<std::thread> threads;
       for (std::size_t k = 0; k < nd; ++k)
-        threads.emplace_back([&, k] { got[k] = runners[k]->run(cfgs[i], lists[i]); });
+        threads.emplace_back([&, k] { got[k] = runners[k]->run(p.cfgs[i], p.lists[i]); });
       for (auto& t : threads) t.join();
     }
     node_wall.push_back(ms_between(t0, clk::now()) / 1000.0);
     for (std::size_t k = 0; k < nd; ++k) {
-      got[k].copies = copies[i];
+      got[k].copies = p.copies[i];
       per[k].push_back(std::move(got[k]));
     }
   }
   for (auto& r : runners) r->stop_mps_if_running();
-  const double took_s = ms_between(run0, clk::now()) / 1000.0;
+  const double took_s = ms_between(p.run0, clk::now()) / 1000.0;
   int rc = 0;
   for (std::size_t k = 0; k < nd; ++k) {
-    const std::string dir = o.out + "/gpu" + std::to_string(o.devices[k]);
+    const std::string dir = p.o.out + "/gpu" + std::to_string(p.o.devices[k]);
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
       cannot_start("cannot create " + dir + ": " + std::strerror(errno));
-    rc = std::max(rc, write_report(p, dir, per[k], o.devices[k], took_s, log_path));
+    rc = std::max(rc, write_report(p, dir, per[k], p.o.devices[k], took_s, log_path));
   }
   write_node_report(p, per, node_wall, took_s);
   return rc;
