@@ -903,46 +903,41 @@ struct unmatched_timings {
 /// its extra timings (--sync, --loop); usage_error() on a selection that
 /// names nothing.
 unmatched_timings select_commands(eval_plan& p) {
-  options_t& o = p.o;
-  const std::vector<krex_eval::candidate>& all = p.all;
-  std::vector<config>& cfgs = p.cfgs;
-  std::vector<std::string>& ids = p.ids;
-  std::size_t& n_candidates = p.n_candidates;
   std::vector<std::string> filter, sync, loop;
-  const preset_t pre = preset(o.preset);
-  cfgs = parse_configs(o.configs.empty() ? pre.configs : o.configs);
-  if (o.reps < 0) o.reps = pre.reps;
-  if (o.min_per_slot < 0) o.min_per_slot = pre.min_per_slot;
-  if (o.min_per_worker < 0) o.min_per_worker = pre.min_per_worker;
-  if (o.native_copies < 0) o.native_copies = pre.native_copies;
+  const preset_t pre = preset(p.o.preset);
+  p.cfgs = parse_configs(p.o.configs.empty() ? pre.configs : p.o.configs);
+  if (p.o.reps < 0) p.o.reps = pre.reps;
+  if (p.o.min_per_slot < 0) p.o.min_per_slot = pre.min_per_slot;
+  if (p.o.min_per_worker < 0) p.o.min_per_worker = pre.min_per_worker;
+  if (p.o.native_copies < 0) p.o.native_copies = pre.native_copies;
   // The first configuration is the reference and the last the native
   // repeat; both must be serial.
-  if (cfgs.size() < 2 || cfgs.front().mode != "serial" || cfgs.front().persistent ||
-      cfgs.back().mode != "serial" || cfgs.back().persistent)
+  if (p.cfgs.size() < 2 || p.cfgs.front().mode != "serial" || p.cfgs.front().persistent ||
+      p.cfgs.back().mode != "serial" || p.cfgs.back().persistent)
     usage_error("--configs must start and end with serial:1 (the reference and the native repeat)");
-  filter = o.filter_set ? o.filter : pre.filter;
-  sync = o.sync_set ? o.sync : pre.sync;
-  loop = o.loop_set ? o.loop : pre.loop;
-  if (o.filter_set && filter.empty()) usage_error("--filter is empty");
+  filter = p.o.filter_set ? p.o.filter : pre.filter;
+  sync = p.o.sync_set ? p.o.sync : pre.sync;
+  loop = p.o.loop_set ? p.o.loop : pre.loop;
+  if (p.o.filter_set && filter.empty()) usage_error("--filter is empty");
   bool any_sync = false, any_loop = false;
-  for (const auto& c : all) {
+  for (const auto& c : p.all) {
     const bool keep = filter.empty() ? krex_eval::in_default_selection(c) : krex_eval::matches(c, filter);
     if (!keep) continue;
-    ++n_candidates;
-    ids.push_back(krex_eval::command_id(c.id, {}));
+    ++p.n_candidates;
+    p.ids.push_back(krex_eval::command_id(c.id, {}));
     if (!sync.empty() && krex_eval::matches(c, sync)) {
-      ids.push_back(krex_eval::command_id(c.id, {true, 0}));
+      p.ids.push_back(krex_eval::command_id(c.id, {true, 0}));
       any_sync = true;
     }
     if (!loop.empty() && krex_eval::matches(c, loop)) {
-      ids.push_back(krex_eval::command_id(c.id, {false, krex_eval::loop_ms_for(c, o.loop_pct)}));
+      p.ids.push_back(krex_eval::command_id(c.id, {false, krex_eval::loop_ms_for(c, p.o.loop_pct)}));
       any_loop = true;
     }
   }
-  if (ids.empty()) usage_error("--filter matches no candidate");
+  if (p.ids.empty()) usage_error("--filter matches no candidate");
   unmatched_timings u;
-  u.sync = o.sync_set && !sync.empty() && !any_sync;
-  u.loop = o.loop_set && !loop.empty() && !any_loop;
+  u.sync = p.o.sync_set && !sync.empty() && !any_sync;
+  u.loop = p.o.loop_set && !loop.empty() && !any_loop;
   return u;
 }
 
@@ -972,17 +967,16 @@ void resolve_devices(options_t& o) {
 /// (a wrong one exits 64 with the usage).
 eval_plan parse_options(int argc, char** argv) {
   eval_plan p;
-  options_t& o = p.o;
   for (int i = 0; i < argc; ++i) p.cmdline += (i ? " " : "") + std::string(argv[i]);
   namespace cli = krex_tools::cli;
   cli::program prog("krex_eval",
                     "The evaluation: the same benchmark commands under every sharing mode "
                     "(docs/EVAL.md).");
-  define_options(prog, o);
+  define_options(prog, p.o);
   prog.parse(argc, argv);
   try {  // what the options say together; usage_error() throws
     const unmatched_timings unmatched = select_commands(p);
-    resolve_devices(o);
+    resolve_devices(p.o);
     if (unmatched.sync) usage_error("--sync matches none of the selected candidates");
     if (unmatched.loop) usage_error("--loop matches none of the selected candidates");
   } catch (const cli::usage_error& e) {
@@ -993,91 +987,75 @@ eval_plan parse_options(int argc, char** argv) {
 
 /// Planning: the roles, the shuffled order and each configuration's list.
 void make_lists(eval_plan& p) {
-  const options_t& o = p.o;
-  std::vector<config>& cfgs = p.cfgs;
-  const std::vector<std::string>& ids = p.ids;
-  std::vector<std::string>& order = p.order;
-  std::vector<std::vector<std::string>>& lists = p.lists;
-  std::vector<std::size_t>& copies = p.copies;
-  std::set<std::string>& timings_present = p.timings_present;
-  cfgs.front().role = "reference";
-  cfgs.back().role = "repeat";
-  for (int r = 0; r < o.reps; ++r) order.insert(order.end(), ids.begin(), ids.end());
-  std::mt19937 rng(o.seed);
-  std::shuffle(order.begin(), order.end(), rng);  // the same order for every configuration
+  p.cfgs.front().role = "reference";
+  p.cfgs.back().role = "repeat";
+  for (int r = 0; r < p.o.reps; ++r) p.order.insert(p.order.end(), p.ids.begin(), p.ids.end());
+  std::mt19937 rng(p.o.seed);
+  std::shuffle(p.order.begin(), p.order.end(), rng);  // the same order for every configuration
   // Each configuration's list: the order, repeated so each persistent
   // worker (--min-per-worker) or process-shape slot (--min-per-slot) has
   // enough commands; the same list for every configuration of one C and
   // shape. The serial passes run the order once.
-  for (const auto& c : cfgs) {
+  for (const auto& c : p.cfgs) {
     const int min_each = c.role == "repeat"
-                             ? (o.native_copies > 1 ? o.native_copies * static_cast<int>(order.size()) : 0)
-                         : c.role.empty() || c.persistent ? (c.persistent ? o.min_per_worker : o.min_per_slot)
+                             ? (p.o.native_copies > 1 ? p.o.native_copies * static_cast<int>(p.order.size()) : 0)
+                         : c.role.empty() || c.persistent ? (c.persistent ? p.o.min_per_worker : p.o.min_per_slot)
                                                           : 0;
-    std::mt19937 r2(o.seed * 1000003u + static_cast<unsigned>(c.c) * 2u + (c.persistent ? 1u : 0u));
-    lists.push_back(krex_eval::repeat_for_workers(order, c.c, min_each, r2));
-    copies.push_back(lists.back().size() / order.size());
+    std::mt19937 r2(p.o.seed * 1000003u + static_cast<unsigned>(c.c) * 2u + (c.persistent ? 1u : 0u));
+    p.lists.push_back(krex_eval::repeat_for_workers(p.order, c.c, min_each, r2));
+    p.copies.push_back(p.lists.back().size() / p.order.size());
   }
-  for (const auto& id : ids) {
+  for (const auto& id : p.ids) {
     std::string cand, why;
     krex_eval::timing t;
-    if (krex_eval::parse_command(id, &cand, &t, &why)) timings_present.insert(t.name());
+    if (krex_eval::parse_command(id, &cand, &t, &why)) p.timings_present.insert(t.name());
   }
 }
 
 /// The plan as printed (--plan, and before a run): commands and a rough
 /// duration per configuration (plan.hpp).
 void write_plan(eval_plan& p) {
-  const options_t& o = p.o;
-  const std::vector<krex_eval::candidate>& all = p.all;
-  const std::vector<config>& cfgs = p.cfgs;
-  const std::vector<std::string>& ids = p.ids;
-  const std::vector<std::string>& order = p.order;
-  const std::vector<std::vector<std::string>>& lists = p.lists;
-  const std::vector<std::size_t>& copies = p.copies;
-  const std::set<std::string>& timings_present = p.timings_present;
-  double& est_total = p.est_total;
   // The plan: commands and a rough duration per configuration (plan.hpp).
-  est_total = 0;
+  p.est_total = 0;
   std::ostringstream plan;
-  plan << "krex_eval: " << cfgs.size() << " configurations; " << ids.size() << " commands ("
-       << ids.size() << " per repetition x " << o.reps << " reps = " << order.size()
+  plan << "krex_eval: " << p.cfgs.size() << " configurations; " << p.ids.size() << " commands ("
+       << p.ids.size() << " per repetition x " << p.o.reps << " reps = " << p.order.size()
        << " per pass); timings:";
-  for (const auto& t : timings_present) plan << " " << t;
+  for (const auto& t : p.timings_present) plan << " " << t;
   plan << "\n";
-  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+  for (std::size_t i = 0; i < p.cfgs.size(); ++i) {
     double serial_s = 0;
-    for (const auto& id : lists[i]) {
+    for (const auto& id : p.lists[i]) {
       std::string cand, why;
       krex_eval::timing t;
       krex_eval::parse_command(id, &cand, &t, &why);
-      if (const auto* k = krex_eval::find_candidate(all, cand)) serial_s += krex_eval::est_command_s(*k, t);
+      if (const auto* k = krex_eval::find_candidate(p.all, cand)) serial_s += krex_eval::est_command_s(*k, t);
     }
-    const double est = krex_eval::est_config_s(serial_s, cfgs[i].mode, cfgs[i].c, cfgs[i].persistent);
-    est_total += est;
-    plan << "  " << cfgs[i].label() << ": " << lists[i].size() << " commands"
-         << (copies[i] > 1 ? " (" + std::to_string(copies[i]) + " copies of the list)" : std::string())
+    const double est = krex_eval::est_config_s(serial_s, p.cfgs[i].mode, p.cfgs[i].c, p.cfgs[i].persistent);
+    p.est_total += est;
+    plan << "  " << p.cfgs[i].label() << ": " << p.lists[i].size() << " commands"
+         << (p.copies[i] > 1 ? " (" + std::to_string(p.copies[i]) + " copies of the list)" : std::string())
          << ", ~" << fmt(est, "%.0f") << " s\n";
   }
-  if (!o.devices.empty()) {
-    plan << "krex_eval: on " << o.devices.size() << " GPU(s) (--devices";
-    for (int d : o.devices) plan << " " << d;
+  if (!p.o.devices.empty()) {
+    plan << "krex_eval: on " << p.o.devices.size() << " GPU(s) (--devices";
+    for (int d : p.o.devices) plan << " " << d;
     plan << "): every configuration on all at once, the reference on each in turn";
-    if (o.devices.size() > 1 && !lists.empty()) {
+    if (p.o.devices.size() > 1 && !p.lists.empty()) {
       double ref_s = 0;  // the reference's extra passes
-      for (const auto& id : lists.front()) {
+      for (const auto& id : p.lists.front()) {
         std::string cand, why;
         krex_eval::timing t;
         krex_eval::parse_command(id, &cand, &t, &why);
-        if (const auto* k = krex_eval::find_candidate(all, cand)) ref_s += krex_eval::est_command_s(*k, t);
+        if (const auto* k = krex_eval::find_candidate(p.all, cand)) ref_s += krex_eval::est_command_s(*k, t);
       }
-      const double extra = ref_s * static_cast<double>(o.devices.size() - 1);
-      est_total += extra;
+      const double extra = ref_s * static_cast<double>(p.o.devices.size() - 1);
+      p.est_total += extra;
       plan << " (+~" << fmt(extra, "%.0f") << " s)";
     }
     plan << "\n";
   }
-  plan << "krex_eval: estimated duration " << fmt(est_total, "%.0f") << " s (~" << fmt(est_total / 60, "%.1f")
+  plan << "krex_eval: estimated duration " << fmt(p.est_total, "%.0f") << " s (~" << fmt(p.est_total / 60, "%.1f")
        << " min, the build not included; rough H200 figures, bench/eval/plan.hpp)\n";
   p.text = plan.str();
 }
@@ -1122,38 +1100,35 @@ const std::vector<std::string>& nested_bands() {
 
 /// Summarizing: every configuration against the reference and the native repeat.
 report_data summarize_results(const eval_plan& p, const std::vector<config_result>& results) {
-  const std::vector<krex_eval::candidate>& all = p.all;
-  const std::set<std::string>& timings_present = p.timings_present;
   report_data d;
   d.ref = make_reference(results.front());
-  const reference_t& ref = d.ref;
   const config_result& repeat = results.back();
   d.serial_cpm =
       repeat.wall_s > 0 ? static_cast<double>(std::count_if(repeat.cmds.begin(), repeat.cmds.end(),
                                                            [](const command_record& c) { return c.ok; })) /
                               repeat.wall_s * 60
                         : NAN;
-  for (const auto& r : results) d.rows.push_back(summarize(r, ref, d.serial_cpm, all));
+  for (const auto& r : results) d.rows.push_back(summarize(r, d.ref, d.serial_cpm, p.all));
 
-  std::string& gpu = d.gpu;
   for (const auto& r : results)
     for (const auto& c : r.cmds)
-      if (gpu.empty() && !c.r.str("gpu").empty()) gpu = c.r.str("gpu");
+      if (d.gpu.empty() && !c.r.str("gpu").empty()) d.gpu = c.r.str("gpu");
   utsname u{};
   if (::uname(&u) == 0) d.host = std::string(u.nodename) + " " + u.sysname + " " + u.release;
   d.cores = ::sysconf(_SC_NPROCESSORS_ONLN);
 
   // Critical-region fraction (reference pass: uncontended command composition).
-  std::vector<double>& frac = d.frac;
   for (const auto& c : results.front().cmds)
-    if (c.ok && c.t_total_ms > 0) frac.push_back(c.r.num("t_critical_ms") / c.t_total_ms);
-  d.frac_med = krex_eval::quantile(frac, 0.5);
+    if (c.ok && c.t_total_ms > 0) d.frac.push_back(c.r.num("t_critical_ms") / c.t_total_ms);
+  d.frac_med = krex_eval::quantile(d.frac, 0.5);
   d.frac_under25 =
-      frac.empty() ? NAN
-                   : static_cast<double>(std::count_if(frac.begin(), frac.end(), [](double f) { return f < 0.25; })) /
-                         static_cast<double>(frac.size());
+      d.frac.empty()
+          ? NAN
+          : static_cast<double>(std::count_if(d.frac.begin(), d.frac.end(), [](double f) { return f < 0.25; })) /
+                static_cast<double>(d.frac.size());
   d.views = {"all"};
-  if (timings_present.size() > 1) d.views.insert(d.views.end(), timings_present.begin(), timings_present.end());
+  if (p.timings_present.size() > 1)
+    d.views.insert(d.views.end(), p.timings_present.begin(), p.timings_present.end());
   // Shape for shape: every krex-family configuration against lock-only at
   // the same C and shape, with issue 11's throughput targets.
   d.tput.resize(results.size());
@@ -1189,56 +1164,41 @@ report_data summarize_results(const eval_plan& p, const std::vector<config_resul
 /// summary.md, the run, the reference, and one row per configuration.
 void md_overview(std::ostream& md, const eval_plan& p, const report_data& d,
                  const std::vector<config_result>& results, int device, double took_s) {
-  const options_t& o = p.o;
-  const std::string& cmdline = p.cmdline;
-  const std::vector<std::string>& ids = p.ids;
-  const std::vector<std::string>& order = p.order;
-  const std::vector<std::size_t>& copies = p.copies;
-  const std::set<std::string>& timings_present = p.timings_present;
-  const std::size_t n_candidates = p.n_candidates;
-  const double est_total = p.est_total;
-  const reference_t& ref = d.ref;
-  const double serial_cpm = d.serial_cpm;
-  const std::vector<summary_row>& rows = d.rows;
-  const std::string& gpu = d.gpu;
-  const std::string& host = d.host;
-  const long cores = d.cores;
-  const double frac_med = d.frac_med;
-  const double frac_under25 = d.frac_under25;
   const auto& bands = krex_eval::bands();
-  md << "# krex evaluation: " << o.preset << " configuration";
+  md << "# krex evaluation: " << p.o.preset << " configuration";
   if (device >= 0)
-    md << ", GPU " << device << " of " << o.devices.size() << " run at once (node summary: ../node.md)";
+    md << ", GPU " << device << " of " << p.o.devices.size() << " run at once (node summary: ../node.md)";
   md << "\n\n";
-  md << "- date " << now_utc() << "; GPU " << (gpu.empty() ? "?" : gpu) << "; host " << host << ", "
-     << cores << " cores\n";
-  md << "- command: `" << cmdline << "`\n";
-  md << "- " << n_candidates << " candidates, " << ids.size() << " commands with their timings x " << o.reps
-     << " reps = " << order.size() << " commands per pass (timings:";
-  for (const auto& t : timings_present) md << " " << t;
+  md << "- date " << now_utc() << "; GPU " << (d.gpu.empty() ? "?" : d.gpu) << "; host " << d.host << ", "
+     << d.cores << " cores\n";
+  md << "- command: `" << p.cmdline << "`\n";
+  md << "- " << p.n_candidates << " candidates, " << p.ids.size() << " commands with their timings x " << p.o.reps
+     << " reps = " << p.order.size() << " commands per pass (timings:";
+  for (const auto& t : p.timings_present) md << " " << t;
   md << "); reference = the first serial pass\n";
   std::size_t max_copies = 1;
-  for (auto c : copies) max_copies = std::max(max_copies, c);
+  for (auto c : p.copies) max_copies = std::max(max_copies, c);
   if (max_copies > 1)
     md << "- some configurations run the list more than once, so each persistent worker has at least "
-       << o.min_per_worker << " commands and each process-shape slot " << o.min_per_slot
+       << p.o.min_per_worker << " commands and each process-shape slot " << p.o.min_per_slot
        << " on average (\"list copies\" in \"Commands per worker\")\n";
-  md << "- took " << fmt(took_s, "%.0f") << " s; estimated " << fmt(est_total, "%.0f") << " s (bench/eval/plan.hpp)\n";
-  md << "- serial throughput " << fmt(serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
+  md << "- took " << fmt(took_s, "%.0f") << " s; estimated " << fmt(p.est_total, "%.0f")
+     << " s (bench/eval/plan.hpp)\n";
+  md << "- serial throughput " << fmt(d.serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
   md << "- critical-region fraction (reference pass, timed loop / whole command): median "
-     << fmt(frac_med * 100, "%.1f") << "%, " << fmt(frac_under25 * 100, "%.0f")
+     << fmt(d.frac_med * 100, "%.1f") << "%, " << fmt(d.frac_under25 * 100, "%.0f")
      << "% of commands under 25% (KREX study: median 12%, 73% under 25%)";
-  if (timings_present.size() > 1) {
+  if (p.timings_present.size() > 1) {
     md << "; by timing:";
-    for (const auto& t : timings_present) {
-      auto it = rows.front().critical.find(t);
-      if (it != rows.front().critical.end())
+    for (const auto& t : p.timings_present) {
+      auto it = d.rows.front().critical.find(t);
+      if (it != d.rows.front().critical.end())
         md << " " << t << " " << fmt(it->second.median * 100, "%.1f") << "% (" << it->second.n << ")";
     }
   }
   md << "\n";
-  md << "- reference command " << fmt(ref.cmd_ms, "%.0f") << " ms mean, timed loop "
-     << fmt(ref.critical_ms, "%.0f") << " ms mean: toy bound " << fmt(ref.cmd_ms / ref.critical_ms, "%.1f")
+  md << "- reference command " << fmt(d.ref.cmd_ms, "%.0f") << " ms mean, timed loop "
+     << fmt(d.ref.critical_ms, "%.0f") << " ms mean: toy bound " << fmt(d.ref.cmd_ms / d.ref.critical_ms, "%.1f")
      << "x serial\n\n";
   md << "Targets (KREX paper, H20): 3.4x serial at C=16; p95 inflation 3.90% (>0.1 ms), 1.58% (>1 ms), "
         "0.30% (>10 ms); flip rate within 3 points of native repeat, tau at least native repeat's.\n\n";
@@ -1248,7 +1208,7 @@ void md_overview(std::ostream& md, const eval_plan& p, const report_data& d,
   md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
-    const auto& s = rows[i];
+    const auto& s = d.rows[i];
     if (r.skipped) {
       md << "| " << r.cfg.label() << " | skipped: " << r.skip_reason << " |||||||||||||\n";
       continue;
@@ -1262,16 +1222,14 @@ void md_overview(std::ostream& md, const eval_plan& p, const report_data& d,
     md << " | " << fmt(s.rank.flip_rate() * 100, "%.1f") << " | " << fmt(s.tau_mean, "%.3f") << " |\n";
   }
   md << "\nBand sizes (commands): ";
-  for (const auto& b : bands) md << b.name << " " << rows.back().band_n.at(b.name) << "; ";
-  md << "ranking: " << rows.back().rank_sets << " set trials, " << rows.back().rank.pairs
+  for (const auto& b : bands) md << b.name << " " << d.rows.back().band_n.at(b.name) << "; ";
+  md << "ranking: " << d.rows.back().rank_sets << " set trials, " << d.rows.back().rank.pairs
      << " pairs per configuration (process shape).\n\n";
 }
 
 /// summary.md, shape for shape: every krex-family configuration beside lock-only and unprotected at
 /// the same C and shape, with issue 11's throughput targets.
 void md_throughput(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
-  const auto& tput = d.tput;
   md << "## Shape for shape: throughput (issue 11 targets)\n\n";
   md << "Throughput over the configuration's wall time (first start to last exit), as in the table "
         "above; \"busy\" counts only the commands that ended while every slot was busy (first end to "
@@ -1285,20 +1243,19 @@ void md_throughput(std::ostream& md, const report_data& d, const std::vector<con
     if (r.skipped || !r.cfg.role.empty() || !krex_family(r.cfg.mode)) continue;
     const config_result* lock = same_shape(results, r.cfg, "lock");
     const config_result* unp = same_shape(results, r.cfg, "unprotected");
-    const double lock_cpm = lock ? rows[static_cast<std::size_t>(lock - results.data())].cpm : NAN;
-    const double unp_cpm = unp ? rows[static_cast<std::size_t>(unp - results.data())].cpm : NAN;
-    md << "| " << r.cfg.label() << " | " << rows[i].ok << " | " << fmt(rows[i].cpm, "%.1f") << " | "
-       << fmt(rows[i].busy_cpm, "%.1f") << " | " << fmt(rows[i].speedup) << " | " << fmt(lock_cpm, "%.1f")
-       << " | " << fmt(rows[i].cpm / lock_cpm) << " | " << fmt(unp_cpm, "%.1f") << " | " << cell(tput[i][0])
-       << " | " << cell(tput[i][1]) << " | " << (r.cfg.persistent ? cell(tput[i][2]) : "–") << " |\n";
+    const double lock_cpm = lock ? d.rows[static_cast<std::size_t>(lock - results.data())].cpm : NAN;
+    const double unp_cpm = unp ? d.rows[static_cast<std::size_t>(unp - results.data())].cpm : NAN;
+    const auto& s = d.rows[i];
+    md << "| " << r.cfg.label() << " | " << s.ok << " | " << fmt(s.cpm, "%.1f") << " | " << fmt(s.busy_cpm, "%.1f")
+       << " | " << fmt(s.speedup) << " | " << fmt(lock_cpm, "%.1f") << " | " << fmt(s.cpm / lock_cpm) << " | "
+       << fmt(unp_cpm, "%.1f") << " | " << cell(d.tput[i][0]) << " | " << cell(d.tput[i][1]) << " | "
+       << (r.cfg.persistent ? cell(d.tput[i][2]) : "–") << " |\n";
   }
   md << "\n";
 }
 
 /// summary.md, accuracy: command medians and every sample, per band.
 void md_accuracy(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
-  const std::vector<std::string>& views = d.views;
   const auto& bands = krex_eval::bands();
   md << "## Accuracy: command medians and every sample\n\n";
   md << "Inflation against the reference median of the same command (kernel and timing), in percent. "
@@ -1311,9 +1268,9 @@ void md_accuracy(std::ostream& md, const report_data& d, const std::vector<confi
     md << "|---|---|---|---|---|---|---|---|---|---|\n";
     for (std::size_t i = 0; i < results.size(); ++i) {
       if (results[i].skipped) continue;
-      for (const auto& v : views) {
-        auto it = rows[i].acc.find(v);
-        if (it == rows[i].acc.end() || it->second.count(b.name) == 0) continue;
+      for (const auto& v : d.views) {
+        auto it = d.rows[i].acc.find(v);
+        if (it == d.rows[i].acc.end() || it->second.count(b.name) == 0) continue;
         const band_accuracy& a = it->second.at(b.name);
         if (a.commands.n == 0) continue;
         md << "| " << results[i].cfg.label() << " | " << v << " | " << a.commands.n << " | " << fmt(a.commands.p50)
@@ -1328,8 +1285,6 @@ void md_accuracy(std::ostream& md, const report_data& d, const std::vector<confi
 
 /// summary.md, the p95 targets as pass/fail, all commands of each configuration.
 void md_accuracy_targets(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
-  const auto& acc_checks = d.acc_checks;
   const auto& bands = krex_eval::bands();
   const std::vector<std::string>& nested = nested_bands();
   md << "## Accuracy targets (issue 11): p95 inflation, command medians and samples\n\n";
@@ -1340,7 +1295,7 @@ void md_accuracy_targets(std::ostream& md, const report_data& d, const std::vect
   md << "\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].skipped) continue;
-    const accuracy_t* a = rows[i].acc.count("all") ? &rows[i].acc.at("all") : nullptr;
+    const accuracy_t* a = d.rows[i].acc.count("all") ? &d.rows[i].acc.at("all") : nullptr;
     std::size_t ncmd = 0, nsmp = 0;
     if (a != nullptr)
       for (const auto& b : bands)
@@ -1351,8 +1306,8 @@ void md_accuracy_targets(std::ostream& md, const report_data& d, const std::vect
       const std::string& b = nested[k];
       band_accuracy ba;
       if (a != nullptr && a->count(b)) ba = a->at(b);
-      const krex_eval::target_check& cc = acc_checks[i][2 * k].second;
-      const krex_eval::target_check& cs = acc_checks[i][2 * k + 1].second;
+      const krex_eval::target_check& cc = d.acc_checks[i][2 * k].second;
+      const krex_eval::target_check& cs = d.acc_checks[i][2 * k + 1].second;
       md << " " << cell(cc) << " (" << ba.commands.n << ") | " << cell(cs) << " (" << ba.samples.n << ") |";
     }
     md << "\n";
@@ -1362,7 +1317,6 @@ void md_accuracy_targets(std::ostream& md, const report_data& d, const std::vect
 
 /// summary.md, ranking by set kind and timing.
 void md_ranking(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
   md << "## Ranking: rank sets by kind and timing\n\n";
   md << "Coarse sets: members 1-5% apart; fine sets: 0.1-0.5% apart. Flips are discordant pairs, against "
         "the reference pass's order and against the construction order (more work is slower); tau is "
@@ -1371,7 +1325,7 @@ void md_ranking(std::ostream& md, const report_data& d, const std::vector<config
   md << "|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].skipped) continue;
-    for (const auto& kv : rows[i].ranking) {
+    for (const auto& kv : d.rows[i].ranking) {
       const auto& t = kv.second;
       md << "| " << results[i].cfg.label() << " | " << kv.first << " | " << t.trials << " | "
          << t.vs_reference.pairs << " | " << fmt(t.vs_reference.flip_rate() * 100, "%.1f") << " (" << t.vs_reference.flips
@@ -1384,7 +1338,6 @@ void md_ranking(std::ostream& md, const report_data& d, const std::vector<config
 
 /// summary.md, flips by gap class (the study's classes), every rank set and timing together.
 void md_gap_classes(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
   md << "## Ranking by gap class\n\n";
   md << "Pairs of rank-set members classed by how far apart the reference puts them; flips against the "
         "reference order, `flips/pairs (%)`. With fewer than 30 pairs in a class one flip moves the rate by "
@@ -1397,7 +1350,7 @@ void md_gap_classes(std::ostream& md, const report_data& d, const std::vector<co
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].skipped) continue;
     std::map<std::string, std::array<krex_eval::rank_agreement, krex_eval::gap_classes>> by_timing;
-    for (const auto& kv : rows[i].ranking) {
+    for (const auto& kv : d.rows[i].ranking) {
       const std::string timing = kv.first.substr(kv.first.find(", ") == std::string::npos ? 0 : kv.first.find(", ") + 2);
       for (const std::string& v : {std::string("all"), timing})
         for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) by_timing[v][k] += kv.second.by_gap[k];
@@ -1450,20 +1403,17 @@ void md_device_state(std::ostream& md, const std::vector<config_result>& results
 }
 
 /// summary.md, the timed loop's share of a command, per configuration and timing.
-void md_critical_fraction(std::ostream& md, const eval_plan& p, const report_data& d,
+void md_critical_fraction(std::ostream& md, double loop_pct, const report_data& d,
                           const std::vector<config_result>& results) {
-  const options_t& o = p.o;
-  const std::vector<summary_row>& rows = d.rows;
-  const std::vector<std::string>& views = d.views;
   md << "## Critical fraction (timed loop / command)\n\n";
   md << "The KREX study's workload: median ~12%, 73% under 25%. The loop timing sizes its loop for about "
-     << fmt(o.loop_pct, "%g") << "%.\n\n";
+     << fmt(loop_pct, "%g") << "%.\n\n";
   md << "| configuration | timing | commands | median % | p95 % |\n|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].skipped) continue;
-    for (const auto& v : views) {
-      auto it = rows[i].critical.find(v);
-      if (it == rows[i].critical.end()) continue;
+    for (const auto& v : d.views) {
+      auto it = d.rows[i].critical.find(v);
+      if (it == d.rows[i].critical.end()) continue;
       md << "| " << results[i].cfg.label() << " | " << v << " | " << it->second.n << " | "
          << fmt(it->second.median * 100, "%.1f") << " | " << fmt(it->second.p95 * 100, "%.1f") << " |\n";
     }
@@ -1473,12 +1423,11 @@ void md_critical_fraction(std::ostream& md, const eval_plan& p, const report_dat
 
 /// summary.md, worker processes and the commands each ran.
 void md_workers(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<summary_row>& rows = d.rows;
   md << "## Commands per worker\n\n";
   md << "Worker processes and the commands each ran (a process per command: 1 each).\n\n";
   md << "| configuration | commands | list copies | workers | min | median | max |\n|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto& pw = rows[i].per_worker;
+    const auto& pw = d.rows[i].per_worker;
     if (results[i].skipped || pw.empty()) continue;
     md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | " << results[i].copies << " | "
        << pw.size() << " | " << pw.front() << " | " << pw[pw.size() / 2] << " | " << pw.back() << " |\n";
@@ -1488,7 +1437,6 @@ void md_workers(std::ostream& md, const report_data& d, const std::vector<config
 
 /// summary.md, where the time goes, and the failed commands.
 void md_time(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const std::vector<std::string>& failures = d.failures;
   md << "## Where the time goes (medians, ms)\n\n";
   md << "| configuration | commands | command | context | join | compile | inputs | check | wait | lock | gate | "
         "drain | freeze | pin | critical | critical share |\n";
@@ -1507,9 +1455,9 @@ void md_time(std::ostream& md, const report_data& d, const std::vector<config_re
        << " | " << med3("drain_ms") << " | " << med3("freeze_ms") << " | " << med3("pin_ms") << " | "
        << med("t_critical_ms") << " | " << fmt(krex_eval::quantile(fr, 0.5), "%.0f%%") << " |\n";
   }
-  if (!failures.empty()) {
-    md << "\n## Failed commands (" << failures.size() << ")\n\n";
-    for (std::size_t i = 0; i < failures.size() && i < 50; ++i) md << "- " << failures[i] << "\n";
+  if (!d.failures.empty()) {
+    md << "\n## Failed commands (" << d.failures.size() << ")\n\n";
+    for (std::size_t i = 0; i < d.failures.size() && i < 50; ++i) md << "- " << d.failures[i] << "\n";
   }
 }
 
@@ -1525,7 +1473,7 @@ std::string summary_markdown(const eval_plan& p, const report_data& d, const std
   md_ranking(md, d, results);
   md_gap_classes(md, d, results);
   md_device_state(md, results);
-  md_critical_fraction(md, p, d, results);
+  md_critical_fraction(md, p.o.loop_pct, d, results);
   md_workers(md, d, results);
   md_time(md, d, results);
   return md.str();
@@ -1535,53 +1483,36 @@ std::string summary_markdown(const eval_plan& p, const report_data& d, const std
 /// start times, and the summary rows.
 std::string eval_json(const eval_plan& p, const report_data& d, const std::vector<config_result>& results,
                       int device, double took_s) {
-  const options_t& o = p.o;
-  const std::string& cmdline = p.cmdline;
-  const long long run0_mono_ns = p.run0_mono_ns;
-  const std::vector<std::string>& ids = p.ids;
-  const std::vector<std::string>& order = p.order;
-  const std::set<std::string>& timings_present = p.timings_present;
-  const std::size_t n_candidates = p.n_candidates;
-  const double est_total = p.est_total;
-  const reference_t& ref = d.ref;
-  const double serial_cpm = d.serial_cpm;
-  const std::vector<summary_row>& rows = d.rows;
-  const std::string& gpu = d.gpu;
-  const std::string& host = d.host;
-  const long cores = d.cores;
-  const std::vector<double>& frac = d.frac;
-  const double frac_med = d.frac_med, frac_under25 = d.frac_under25;
-  const auto& tput = d.tput;
-  const auto& acc_checks = d.acc_checks;
   const auto& bands = krex_eval::bands();
   constexpr int digits = krex_eval::json_digits;
   constexpr int time_digits = 12;  // ms since the run started: keep the microseconds
   krex_tools::json::writer j;
   j.begin_object().key("meta").begin_object();
-  j.field("date", now_utc()).field("gpu", gpu).field("host", host);
-  j.field("cores", cores).field("preset", o.preset);
-  if (device >= 0) j.field("device", device).field("node_devices", o.devices.size());
-  j.field("command", cmdline).field("reps", o.reps);
-  j.field("candidates", n_candidates);
-  j.field("commands_per_rep", ids.size());  // the candidates and their extra timings
-  j.field("commands_per_pass", order.size());
+  j.field("date", now_utc()).field("gpu", d.gpu).field("host", d.host);
+  j.field("cores", d.cores).field("preset", p.o.preset);
+  if (device >= 0) j.field("device", device).field("node_devices", p.o.devices.size());
+  j.field("command", p.cmdline).field("reps", p.o.reps);
+  j.field("candidates", p.n_candidates);
+  j.field("commands_per_rep", p.ids.size());  // the candidates and their extra timings
+  j.field("commands_per_pass", p.order.size());
   j.key("timings").begin_array();
-  for (const auto& t : timings_present) j.value(t);
+  for (const auto& t : p.timings_present) j.value(t);
   j.end_array();
-  j.field("loop_pct", o.loop_pct, digits).field("min_per_worker", o.min_per_worker).field("native_copies", o.native_copies);
-  j.field("run_start_mono_ns", run0_mono_ns);
-  j.field("estimated_s", est_total, digits).field("took_s", took_s, digits);
-  j.field("serial_cpm", serial_cpm, digits).field("reference_cmd_ms", ref.cmd_ms, digits);
-  j.field("reference_critical_ms", ref.critical_ms, digits);
-  j.field("critical_fraction_median", frac_med, digits);
-  j.field("critical_fraction_under_25", frac_under25, digits);
-  j.key("critical_fractions").values(frac, digits);
+  j.field("loop_pct", p.o.loop_pct, digits).field("min_per_worker", p.o.min_per_worker);
+  j.field("native_copies", p.o.native_copies);
+  j.field("run_start_mono_ns", p.run0_mono_ns);
+  j.field("estimated_s", p.est_total, digits).field("took_s", took_s, digits);
+  j.field("serial_cpm", d.serial_cpm, digits).field("reference_cmd_ms", d.ref.cmd_ms, digits);
+  j.field("reference_critical_ms", d.ref.critical_ms, digits);
+  j.field("critical_fraction_median", d.frac_med, digits);
+  j.field("critical_fraction_under_25", d.frac_under25, digits);
+  j.key("critical_fractions").values(d.frac, digits);
   j.end_object().key("reference").begin_object();
-  for (const auto& kv : ref.median) j.field(kv.first, kv.second, digits);
+  for (const auto& kv : d.ref.median) j.field(kv.first, kv.second, digits);
   j.end_object().key("configs").begin_array();
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
-    const auto& s = rows[i];
+    const auto& s = d.rows[i];
     j.begin_object();
     j.field("label", r.cfg.label()).field("mode", r.cfg.mode).field("c", r.cfg.c);
     j.field("shape", r.cfg.persistent ? "persistent" : "process").field("role", r.cfg.role);
@@ -1617,12 +1548,12 @@ std::string eval_json(const eval_plan& p, const report_data& d, const std::vecto
     }
     j.end_object();
     j.key("targets").begin_array();
-    for (const auto& t : tput[i]) {
+    for (const auto& t : d.tput[i]) {
       j.begin_object().field("target", t.what).field("level", "throughput");
       j.field("value", t.value, digits).field("limit", t.limit, digits).field("outcome", krex_eval::to_string(t.outcome));
       j.end_object();
     }
-    for (const auto& lt : acc_checks[i]) {
+    for (const auto& lt : d.acc_checks[i]) {
       j.begin_object().field("target", "p95 inflation " + lt.second.what).field("level", lt.first);
       j.field("value", lt.second.value, digits).field("limit", lt.second.limit, digits);
       j.field("outcome", krex_eval::to_string(lt.second.outcome));
@@ -1668,11 +1599,12 @@ std::string eval_json(const eval_plan& p, const report_data& d, const std::vecto
       if (krex_eval::parse_command(c.id, &cand, &t, &why)) j.field("candidate", cand).field("timing", t.name());
       j.field("start_ms", c.start_ms, time_digits).field("end_ms", c.end_ms, time_digits);
       const double ws = c.r.num("mono_start_ns");
-      j.field("worker_start_ms", std::isfinite(ws) ? (ws - static_cast<double>(run0_mono_ns)) / 1e6 : NAN, time_digits);
+      j.field("worker_start_ms", std::isfinite(ws) ? (ws - static_cast<double>(p.run0_mono_ns)) / 1e6 : NAN,
+              time_digits);
       j.field("t_total_ms", c.t_total_ms, digits).field("exit", c.exit_code);
       j.field("ok", c.ok).field("error", c.error);
-      auto it = ref.median.find(c.id);
-      if (c.ok && it != ref.median.end()) {
+      auto it = d.ref.median.find(c.id);
+      if (c.ok && it != d.ref.median.end()) {
         j.field("reference_ms", it->second, digits);
         j.field("inflation_pct", krex_eval::inflation_pct(c.r.num("median_ms"), it->second), digits);
       }
@@ -1706,10 +1638,9 @@ int write_report(const eval_plan& p, const std::string& dir, const std::vector<c
 // ------------------------------------------------------------------ the runs
 /// Running a configuration list on one device (--device), in turn.
 int run_one_device(const eval_plan& p, int log_fd, const std::string& tag, const std::string& log_path) {
-  const options_t& o = p.o;
-  runner run(o, log_fd, p.run0);
-  run.set_names(o.out + "/lock-only.lock", "krex-eval-" + tag);
-  std::fprintf(stderr, "%sout %s\n", p.text.c_str(), o.out.c_str());
+  runner run(p.o, log_fd, p.run0);
+  run.set_names(p.o.out + "/lock-only.lock", "krex-eval-" + tag);
+  std::fprintf(stderr, "%sout %s\n", p.text.c_str(), p.o.out.c_str());
   std::vector<config_result> results;
   for (std::size_t i = 0; i < p.cfgs.size(); ++i) {
     results.push_back(run.run(p.cfgs[i], p.lists[i]));
@@ -1717,7 +1648,7 @@ int run_one_device(const eval_plan& p, int log_fd, const std::string& tag, const
   }
   run.stop_mps_if_running();
   const double took_s = ms_between(p.run0, clk::now()) / 1000.0;
-  return write_report(p, o.out, results, -1, took_s, log_path);
+  return write_report(p, p.o.out, results, -1, took_s, log_path);
 }
 
 /// The node's report (--devices): throughput of all GPUs together, accuracy
@@ -1725,11 +1656,7 @@ int run_one_device(const eval_plan& p, int log_fd, const std::string& tag, const
 /// at once, in node.md and node.json.
 void write_node_report(const eval_plan& p, const std::vector<std::vector<config_result>>& per,
                        const std::vector<double>& node_wall, double took_s) {
-  const options_t& o = p.o;
-  const std::string& cmdline = p.cmdline;
-  const std::vector<krex_eval::candidate>& all = p.all;
-  const std::vector<config>& cfgs = p.cfgs;
-  const std::size_t nd = o.devices.size();
+  const std::size_t nd = p.o.devices.size();
   constexpr int digits = krex_eval::json_digits;
   const auto& bands = krex_eval::bands();
   std::vector<std::vector<summary_row>> rows(nd);
@@ -1739,7 +1666,7 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
     std::size_t ok = 0;
     for (const auto& c : repeat.cmds) ok += c.ok ? 1 : 0;
     const double serial_cpm = repeat.wall_s > 0 ? static_cast<double>(ok) / repeat.wall_s * 60 : NAN;
-    for (const auto& r : per[k]) rows[k].push_back(summarize(r, ref, serial_cpm, all));
+    for (const auto& r : per[k]) rows[k].push_back(summarize(r, ref, serial_cpm, p.all));
   }
   const auto median_of = [](const config_result& r, const char* key) {
     std::vector<double> v;
@@ -1750,10 +1677,10 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
     return krex_eval::quantile(v, 0.5);
   };
   std::ostringstream md;
-  md << "# krex evaluation on " << nd << " GPU(s) at once: " << o.preset << " configuration\n\n";
+  md << "# krex evaluation on " << nd << " GPU(s) at once: " << p.o.preset << " configuration\n\n";
   md << "- date " << now_utc() << "; GPUs";
-  for (int d : o.devices) md << " " << d;
-  md << "; command: `" << cmdline << "`\n";
+  for (int d : p.o.devices) md << " " << d;
+  md << "; command: `" << p.cmdline << "`\n";
   md << "- each configuration ran on every GPU at once (one runner and its workers per GPU); the "
         "reference pass ran on each GPU in turn with the node otherwise idle, and every GPU's "
         "accuracy is against its own reference; per-GPU reports: gpu<N>/summary.md\n";
@@ -1762,12 +1689,12 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
         "per-GPU commands/min | context ms (median) | join ms (median) |\n|---|---|---|---|---|---|---|---|---|\n";
   krex_tools::json::writer j;
   j.begin_object().key("meta").begin_object();
-  j.field("date", now_utc()).field("preset", o.preset).field("command", cmdline);
+  j.field("date", now_utc()).field("preset", p.o.preset).field("command", p.cmdline);
   j.key("devices").begin_array();
-  for (int d : o.devices) j.value(d);
+  for (int d : p.o.devices) j.value(d);
   j.end_array();
   j.field("took_s", took_s, digits).end_object().key("configs").begin_array();
-  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+  for (std::size_t i = 0; i < p.cfgs.size(); ++i) {
     const bool in_turn = i == 0 || nd == 1;
     std::size_t ok = 0, failed = 0;
     std::string per_cpm;
@@ -1783,19 +1710,19 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
     }
     const double cpm = node_wall[i] > 0 ? static_cast<double>(ok) / node_wall[i] * 60 : NAN;
     const std::size_t at_once = in_turn ? 1 : nd;
-    md << "| " << cfgs[i].label() << " | "
+    md << "| " << p.cfgs[i].label() << " | "
        << at_once << (in_turn && nd > 1 ? " (in turn)" : "") << " | " << fmt(node_wall[i], "%.1f") << " | "
        << ok << " | " << failed << " | " << (skipped ? "skipped" : fmt(cpm, "%.1f")) << " | " << per_cpm
        << " | " << fmt(krex_eval::quantile(ctx, 0.5), "%.0f") << " | "
        << fmt(krex_eval::quantile(join, 0.5), "%.0f") << " |\n";
-    j.begin_object().field("label", cfgs[i].label()).field("role", cfgs[i].role);
+    j.begin_object().field("label", p.cfgs[i].label()).field("role", p.cfgs[i].role);
     j.field("gpus_at_once", at_once).field("skipped", skipped);
     j.field("node_wall_s", node_wall[i], digits).field("ok", ok).field("failed", failed);
     j.field("node_throughput_cpm", cpm, digits);
     j.key("gpus").begin_array();
     for (std::size_t k = 0; k < nd; ++k) {
       const summary_row& s = rows[k][i];
-      j.begin_object().field("device", o.devices[k]).field("wall_s", per[k][i].wall_s, digits);
+      j.begin_object().field("device", p.o.devices[k]).field("wall_s", per[k][i].wall_s, digits);
       j.field("ok", s.ok).field("failed", s.failed).field("throughput_cpm", s.cpm, digits);
       j.field("context_ms_median", ctx[k], digits).field("join_ms_median", join[k], digits);
       j.key("inflation").begin_object();
@@ -1824,10 +1751,10 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
   md << "\n|---|---|";
   for (std::size_t b = 0; b < bands.size() + 1 + krex_eval::gap_classes; ++b) md << "---|";
   md << "\n";
-  for (std::size_t i = 1; i < cfgs.size(); ++i)
+  for (std::size_t i = 1; i < p.cfgs.size(); ++i)
     for (std::size_t k = 0; k < nd; ++k) {
       const summary_row& s = rows[k][i];
-      md << "| " << cfgs[i].label() << " | " << o.devices[k] << " |";
+      md << "| " << p.cfgs[i].label() << " | " << p.o.devices[k] << " |";
       for (const auto& b : bands) md << " " << fmt(s.band.at(b.name).second) << " |";
       md << " " << s.rank.flips << " / " << s.rank.pairs << " |";
       std::array<krex_eval::rank_agreement, krex_eval::gap_classes> gap{};
@@ -1836,10 +1763,10 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
       for (std::size_t g = 0; g < krex_eval::gap_classes; ++g) md << " " << gap[g].flips << "/" << gap[g].pairs << " |";
       md << "\n";
     }
-  std::ofstream(o.out + "/node.json") << j.str() << "\n";
-  std::ofstream(o.out + "/node.md") << md.str();
+  std::ofstream(p.o.out + "/node.json") << j.str() << "\n";
+  std::ofstream(p.o.out + "/node.md") << md.str();
   std::printf("%s", md.str().c_str());
-  std::printf("\nwrote %s/node.md, %s/node.json and gpu<N>/ per GPU\n", o.out.c_str(), o.out.c_str());
+  std::printf("\nwrote %s/node.md, %s/node.json and gpu<N>/ per GPU\n", p.o.out.c_str(), p.o.out.c_str());
 }
 
 /// The --devices node run: every configuration on every listed GPU at once,
@@ -1848,53 +1775,48 @@ void write_node_report(const eval_plan& p, const std::vector<std::vector<config_
 /// the node's segment (one gate per device); lock-only mode takes a lock
 /// file per GPU.
 int run_devices(const eval_plan& p, int log_fd, const std::string& tag, const std::string& log_path) {
-  const options_t& o = p.o;
-  const std::vector<config>& cfgs = p.cfgs;
-  const std::vector<std::vector<std::string>>& lists = p.lists;
-  const std::vector<std::size_t>& copies = p.copies;
-  const clk::time_point run0 = p.run0;
-  std::fprintf(stderr, "%sout %s\n", p.text.c_str(), o.out.c_str());
-  const std::size_t nd = o.devices.size();
+  std::fprintf(stderr, "%sout %s\n", p.text.c_str(), p.o.out.c_str());
+  const std::size_t nd = p.o.devices.size();
   std::vector<std::unique_ptr<runner>> runners;
-  for (int d : o.devices) {
-    options_t od = o;
+  for (int d : p.o.devices) {
+    options_t od = p.o;
     od.device = d;
-    runners.push_back(std::make_unique<runner>(od, log_fd, run0));
-    runners.back()->set_names(o.out + "/lock-only-gpu" + std::to_string(d) + ".lock", "krex-eval-" + tag);
+    runners.push_back(std::make_unique<runner>(od, log_fd, p.run0));
+    runners.back()->set_names(p.o.out + "/lock-only-gpu" + std::to_string(d) + ".lock", "krex-eval-" + tag);
   }
   std::vector<std::vector<config_result>> per(nd);
   std::vector<double> node_wall;  // s: the configuration on all GPUs (the reference: in turn)
-  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+  for (std::size_t i = 0; i < p.cfgs.size(); ++i) {
     std::vector<config_result> got(nd);
     const auto t0 = clk::now();
     if (i == 0 || nd == 1) {
-      for (std::size_t k = 0; k < nd; ++k) got[k] = runners[k]->run(cfgs[i], lists[i]);
-    } else if (cfgs[i].mode == "krex-mps") {
+      for (std::size_t k = 0; k < nd; ++k) got[k] = runners[k]->run(p.cfgs[i], p.lists[i]);
+    } else if (p.cfgs[i].mode == "krex-mps") {
       for (auto& g : got) {
-        g.cfg = cfgs[i];
+        g.cfg = p.cfgs[i];
         g.skipped = true;
         g.skip_reason = "krex-mps is not run with --devices on several GPUs (one MPS daemon per node)";
       }
     } else {
       std::vector<std::thread> threads;
       for (std::size_t k = 0; k < nd; ++k)
-        threads.emplace_back([&, k] { got[k] = runners[k]->run(cfgs[i], lists[i]); });
+        threads.emplace_back([&, k] { got[k] = runners[k]->run(p.cfgs[i], p.lists[i]); });
       for (auto& t : threads) t.join();
     }
     node_wall.push_back(ms_between(t0, clk::now()) / 1000.0);
     for (std::size_t k = 0; k < nd; ++k) {
-      got[k].copies = copies[i];
+      got[k].copies = p.copies[i];
       per[k].push_back(std::move(got[k]));
     }
   }
   for (auto& r : runners) r->stop_mps_if_running();
-  const double took_s = ms_between(run0, clk::now()) / 1000.0;
+  const double took_s = ms_between(p.run0, clk::now()) / 1000.0;
   int rc = 0;
   for (std::size_t k = 0; k < nd; ++k) {
-    const std::string dir = o.out + "/gpu" + std::to_string(o.devices[k]);
+    const std::string dir = p.o.out + "/gpu" + std::to_string(p.o.devices[k]);
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
       cannot_start("cannot create " + dir + ": " + std::strerror(errno));
-    rc = std::max(rc, write_report(p, dir, per[k], o.devices[k], took_s, log_path));
+    rc = std::max(rc, write_report(p, dir, per[k], p.o.devices[k], took_s, log_path));
   }
   write_node_report(p, per, node_wall, took_s);
   return rc;
