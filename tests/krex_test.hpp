@@ -9,9 +9,13 @@
 
 #include "proc_util.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace krex_test {
 
@@ -69,6 +73,23 @@ inline void spin_for(std::uint64_t ns) {
   const std::uint64_t end = now_ns() + ns;
   while (now_ns() < end) {
   }
+}
+
+/// Non-krex load: one child pinned to each online CPU, busy for `ns` (or until
+/// the handles go out of scope: they are killed and reaped then).
+inline std::vector<child> spin_on_every_cpu(std::uint64_t ns) {
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  std::vector<child> spinners;
+  for (long c = 0; c < cpus; ++c)
+    spinners.push_back(spawn([c, ns] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(static_cast<int>(c), &set);
+      ::sched_setaffinity(0, sizeof set, &set);
+      spin_for(ns);
+      return 0;
+    }));
+  return spinners;
 }
 
 }  // namespace krex_test

@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -239,17 +238,7 @@ TEST(gbench_example, strict_mode_makes_a_krex_error_fail_the_program) {
 // the reserved one is busy.
 TEST(gbench_example, foreign_load_on_the_reserved_core_is_in_the_label_and_counters) {
   krex_test::scoped_segment seg;
-  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-  std::vector<krex_test::child> spinners;
-  for (long c = 0; c < cpus; ++c)
-    spinners.push_back(krex_test::spawn([c] {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(static_cast<int>(c), &set);
-      ::sched_setaffinity(0, sizeof set, &set);
-      krex_test::spin_for(90'000'000'000ULL);  // killed when the test ends
-      return 0;
-    }));
+  std::vector<krex_test::child> spinners = krex_test::spin_on_every_cpu(90'000'000'000ULL);  // killed at the end
   const std::string registry = "/dev/shm/" + krex_test::unique_name("krex-registry");
   const std::string env = "KREX_SEGMENT=" + seg.name() +
                           " KREX_FREEZE=none KREX_PIN=1 KREX_CONFINE=0 KREX_DEVICE_REGISTRY=" +

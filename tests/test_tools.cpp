@@ -16,7 +16,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -380,17 +379,7 @@ TEST(Tools, DemoFreezesCpuSiblingsAndGivesAVerdict) {
 // the reserved CPU during krex's timed loops (the regions'
 // reserved_foreign_ns) and keep the CPUs busy before it starts.
 TEST(Tools, DemoWarnsWhenNonKrexWorkSharesTheMachine) {
-  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-  std::vector<krex_test::child> spinners;
-  for (long c = 0; c < cpus; ++c)
-    spinners.push_back(krex_test::spawn([c] {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(static_cast<int>(c), &set);
-      ::sched_setaffinity(0, sizeof set, &set);
-      krex_test::spin_for(120'000'000'000ULL);  // killed when the test ends
-      return 0;
-    }));
+  std::vector<krex_test::child> spinners = krex_test::spin_on_every_cpu(120'000'000'000ULL);  // killed at the end
   const std::string json = "/tmp/krex-test-demo-busy-" + std::to_string(::getpid()) + ".json";
   // Bodies of 60 ms per region: /proc/stat counts in 10 ms ticks, so regions
   // of a few ms (the first version of this test: 2 ms kernels) can read 0
