@@ -25,6 +25,7 @@
 // does to a timed loop on its own GPU (the case krex gates).
 
 #include <krex/measure.hpp>
+#include <krex_tools/cli.hpp>
 
 #include <cuda_runtime.h>
 #include <signal.h>
@@ -85,36 +86,19 @@ int main(int argc, char** argv) {
   long alloc_mb = 1024;
   bool same_device = false;
   std::string json;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "krex_gpu_cross_gpu: %s needs a value\n", a.c_str());
-        std::exit(64);
-      }
-      return argv[++i];
-    };
-    if (a == "--device") device = std::atoi(next());
-    else if (a == "--disturbers") disturbers = std::atoi(next());
-    else if (a == "--seconds") seconds = std::atof(next());
-    else if (a == "--phase-ms") phase_ms = std::atof(next());
-    else if (a == "--batch") batch = std::atoi(next());
-    else if (a == "--alloc-mb") alloc_mb = std::atol(next());
-    else if (a == "--same-device") same_device = true;
-    else if (a == "--json") json = next();
-    else {
-      std::fprintf(stderr,
-                   "usage: krex_gpu_cross_gpu [--device N] [--disturbers N] [--seconds S] [--phase-ms MS] "
-                   "[--batch N] [--alloc-mb MB] [--same-device] [--json FILE]\n");
-      return a == "-h" || a == "--help" ? 0 : 64;
-    }
-  }
-  if (disturbers < 1 || seconds <= 0 || phase_ms < 50 || batch < 5 || alloc_mb < 1) {
-    std::fprintf(stderr,
-                 "krex_gpu_cross_gpu: --disturbers >= 1, --seconds > 0, --phase-ms >= 50, --batch >= 5, "
-                 "--alloc-mb >= 1\n");
-    return 64;
-  }
+  krex_tools::cli::program prog(
+      "krex_gpu_cross_gpu",
+      "Does device management on the other GPUs disturb a timed loop on this one? (no krex)");
+  prog.root()
+      .integer("--device", "N", device, 0, 1023, "the GPU of the timed loop (default 0)")
+      .integer("--disturbers", "N", disturbers, 1, 1024, "disturbing processes (default 4)")
+      .number("--seconds", "S", seconds, 1e-3, 86400, "how long to measure (default 20)")
+      .number("--phase-ms", "MS", phase_ms, 50, 3600000, "quiet and disturbed phases' length (default 1000)")
+      .integer("--batch", "N", batch, 5, 100000, "samples per batch (default 20)")
+      .integer("--alloc-mb", "MB", alloc_mb, 1, 1L << 30, "each disturbing cycle's allocation (default 1024)")
+      .flag("--same-device", same_device, "the control: the disturbers on the timed loop's own GPU")
+      .text("--json", "FILE", json, "also write every sample to FILE");
+  prog.parse(argc, argv);
   // How many GPUs, asked in a child (krex_gpu::gpu_count_forked): this process
   // forks the disturbers below, and a child of a process that initialized
   // CUDA cannot use it.

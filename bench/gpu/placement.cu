@@ -17,6 +17,7 @@
 //   krex_gpu_placement [--allocs 40] [--samples 100] [--spacer-mb 4096] [--settle-ms 200] [--seed 1] [--json FILE]
 
 #include <krex/measure.hpp>
+#include <krex_tools/cli.hpp>
 
 #include <cuda_runtime.h>
 
@@ -48,30 +49,18 @@ int main(int argc, char** argv) {
   int allocs = 40, samples = 100, seed = 1, settle_ms = 200;
   long spacer_mb = 4096;
   std::string json;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "krex_gpu_placement: %s needs a value\n", a.c_str());
-        std::exit(64);
-      }
-      return argv[++i];
-    };
-    if (a == "--allocs") allocs = std::atoi(next());
-    else if (a == "--samples") samples = std::atoi(next());
-    else if (a == "--spacer-mb") spacer_mb = std::atol(next());
-    else if (a == "--seed") seed = std::atoi(next());
-    else if (a == "--settle-ms") settle_ms = std::atoi(next());
-    else if (a == "--json") json = next();
-    else {
-      std::fprintf(stderr, "usage: krex_gpu_placement [--allocs N] [--samples N] [--spacer-mb MB] [--settle-ms MS] [--seed N] [--json FILE]\n");
-      return a == "-h" || a == "--help" ? 0 : 64;
-    }
-  }
-  if (allocs < 2 || samples < 5 || spacer_mb < 0 || settle_ms < 0) {
-    std::fprintf(stderr, "krex_gpu_placement: --allocs >= 2, --samples >= 5, --spacer-mb >= 0, --settle-ms >= 0\n");
-    return 64;
-  }
+  krex_tools::cli::program prog(
+      "krex_gpu_placement",
+      "Does where a long-lived process's buffers land move a bandwidth-bound kernel? (no krex)");
+  prog.root()
+      .integer("--allocs", "N", allocs, 2, 100000, "allocations of the inputs (default 40)")
+      .integer("--samples", "N", samples, 5, 100000, "samples per timing (default 100)")
+      .integer("--spacer-mb", "MB", spacer_mb, 0, 1L << 30, "the random spacer's largest size (default 4096)")
+      .integer("--settle-ms", "MS", settle_ms, 0, 600000,
+               "idle time after allocating and after freeing (default 200)")
+      .integer("--seed", "N", seed, 0, 1000000000, "the spacer sizes' seed (default 1)")
+      .text("--json", "FILE", json, "also write every trial to FILE");
+  prog.parse(argc, argv);
   int dev = 0, l2 = 0, sms = 0;
   KREX_GPU_CHECK(cudaGetDevice(&dev));
   KREX_GPU_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
