@@ -101,9 +101,10 @@ class BenchActor:
 
 
 def run_mode(ray, mode, actors, jobs, prep_ms, samples):
-    """Runs the jobs on `actors` actors of `mode`; returns (results, wall seconds)."""
-    per = 1.0 if actors == 1 else 1.0 / actors
-    cls = ray.remote(num_gpus=per, num_cpus=0)(BenchActor)
+    """Runs the jobs on `actors` actors (krex.ray workers in mode "krex", plain
+    actors otherwise); returns (results, each labelled with `mode`, and the
+    wall seconds)."""
+    cls = ray.remote(num_gpus=1.0 / actors, num_cpus=0)(BenchActor)
     pool = [cls.remote("krex" if mode == "krex" else "plain", prep_ms) for _ in range(actors)]
     ray.get([p.__ray_ready__.remote() for p in pool])  # joined and with a context before the clock
     t0 = time.monotonic()
@@ -214,8 +215,7 @@ def main(argv=None):
     ray.init(num_gpus=1, include_dashboard=False, log_to_driver=True)
     runs = {}
     for mode, actors in (("solo", 1), ("unprotected", a.actors), ("krex", a.actors), ("solo-again", 1)):
-        res, wall = run_mode(ray, "plain" if mode.startswith("solo") else mode, actors, jobs, a.prep_ms,
-                             a.samples)
+        res, wall = run_mode(ray, mode, actors, jobs, a.prep_ms, a.samples)
         runs[mode] = {"results": res, "wall_s": wall}
         print("ray_bench: %s done: %d jobs in %.1f s" % (mode, len(res), wall), flush=True)
     ray.shutdown()
