@@ -49,7 +49,7 @@ if(KREX_STEP STREQUAL "install")
   # The rest of what docs/BUILDING.md ("Install and use from another project")
   # says is installed: the CMake package, the licence and, when built, krexctl,
   # which the README sends users to and which must run from the prefix.
-  foreach(f krexConfig.cmake krexConfigVersion.cmake krexTargets.cmake)
+  foreach(f krexConfig.cmake krexConfigVersion.cmake krexTargets.cmake krexCompiled.cmake)
     file(GLOB_RECURSE found "${KREX_PREFIX}/lib*/${f}")
     if(NOT found)
       message(FATAL_ERROR "${f} was not installed under ${KREX_PREFIX}/lib*/")
@@ -96,3 +96,4 @@ file(REMOVE_RECURSE "${bin}")
 krex_run(${CMAKE_COMMAND} ${args} -B "${bin}")
 krex_run(${CMAKE_COMMAND} --build "${bin}" --config "${KREX_CONFIG}")
 krex_run("${bin}/bin/krex_consumer")
+krex_run("${bin}/bin/krex_consumer_compiled")

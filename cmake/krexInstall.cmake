@@ -3,6 +3,7 @@
 #   <prefix>/include/krex/...                      headers
 #   <prefix>/<libdir>/cmake/krex/krexConfig.cmake  find_package(krex CONFIG)
 #   <prefix>/<libdir>/cmake/krex/krexTargets.cmake krex::krex
+#   <prefix>/<libdir>/cmake/krex/krexCompiled.cmake krex::compiled (built by the consumer)
 include(CMakePackageConfigHelpers)
 
 set(KREX_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/krex"
@@ -27,6 +28,7 @@ write_basic_package_version_file(
   ARCH_INDEPENDENT)
 install(FILES "${PROJECT_BINARY_DIR}/krexConfig.cmake"
               "${PROJECT_BINARY_DIR}/krexConfigVersion.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/krexCompiled.cmake"
         DESTINATION "${KREX_INSTALL_CMAKEDIR}")
 
 if(TARGET krexctl)

@@ -28,12 +28,18 @@ import tempfile
 LAYERS = [
     {"name": "tools", "what": "krexctl and the code the tools share; not installed",
      "files": ["tools/*"],
-     "uses": ["tools", "public façade", "membership", "backends", "protocol steps", "detail",
+     "uses": ["tools", "public façade", "compiled core", "membership", "backends", "protocol steps", "detail",
               "layer 0"]},
     {"name": "public façade", "what": "what harness code names",
      "files": ["krex/region.hpp", "krex/tenant.hpp", "krex/measure.hpp", "krex/gbench.hpp",
-               "krex/report.hpp", "krex/pool.hpp", "krex/cuda/*", "krex/hip/*", "krex/gpu/*"],
-     "uses": ["public façade", "membership", "backends", "protocol steps", "detail", "layer 0"]},
+               "krex/pool.hpp", "krex/cuda/*", "krex/hip/*", "krex/gpu/*"],
+     "uses": ["public façade", "compiled core", "membership", "backends", "protocol steps",
+              "detail", "layer 0"]},
+    {"name": "compiled core",
+     "what": "the join and the region over detail::device_ops, compiled once "
+             "(KREX_SEPARATE_COMPILATION)",
+     "files": ["krex/impl/*"],
+     "uses": ["compiled core", "membership", "protocol steps", "detail", "layer 0"]},
     {"name": "membership", "what": "the tenant's join and leave as pieces with RAII undo",
      "files": ["krex/detail/membership.hpp"],
      "uses": ["membership", "backends", "protocol steps", "detail", "layer 0"]},
@@ -50,7 +56,8 @@ LAYERS = [
      "files": ["krex/detail/layout.hpp", "krex/detail/config.hpp", "krex/detail/proc.hpp",
                "krex/detail/sys.hpp", "krex/detail/json.hpp", "krex/detail/hash.hpp",
                "krex/detail/option_table.hpp", "krex/error.hpp", "krex/options.hpp",
-               "krex/version.hpp", "krex/pool_options.hpp"],
+               "krex/version.hpp", "krex/pool_options.hpp", "krex/report.hpp",
+               "krex/detail/clocks.hpp"],
      "uses": ["layer 0"]},
 ]
 SOURCE_SUFFIXES = (".hpp", ".cuh", ".h", ".cpp", ".cu")

@@ -4,6 +4,9 @@
 
 #include "krex_test.hpp"
 
+#include <krex/detail/handoff.hpp>
+#include <krex/detail/steps/gate.hpp>
+#include <krex/detail/steps/lock.hpp>
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>

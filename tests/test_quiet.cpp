@@ -5,6 +5,7 @@
 // clocks-event reasons (the detail::clocks_hook seam). The real CUDA probe
 // and NVML run in tests/test_cuda.cu on a GPU.
 
+#include <krex/detail/steps/quiet.hpp>
 #include <krex/measure.hpp>
 #include <krex/region.hpp>
 

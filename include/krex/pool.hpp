@@ -186,13 +186,7 @@ class basic_pool {
                   "do it before start(): workers are forked copies of the process as it was then");
   }
 
-  static bool process_holds_tenant() noexcept {
-    detail::fork_registry& r = detail::fork_registry::get();
-    ::pthread_mutex_lock(&r.mu);
-    const bool any = r.head.next != nullptr;
-    ::pthread_mutex_unlock(&r.mu);
-    return any;
-  }
+  static bool process_holds_tenant() noexcept { return detail::process_holds_tenant(); }
 
   // In a worker process, forked from the spawner: this object is the copy
   // taken at start(); only the handlers, the hook and the options are read

@@ -8,70 +8,36 @@
 //       ... warm-up + timed loop ...
 //     }                      // unpin -> thaw -> lower gate -> release
 //
-// Every step taken is undone, in reverse, even when a later step throws: each
-// step is an object (include/krex/detail/steps/, one file each, with its state
-// and its undo), and the region is the ordered set of them.
+// Every step taken is undone, in reverse, even when a later step throws. The
+// steps and their order: krex/impl/region_core.hpp (compiled once over the
+// backend; header-only unless KREX_SEPARATE_COMPILATION, see detail/core.hpp).
 
-#include <krex/detail/cpu_watch.hpp>
-#include <krex/detail/steps/context.hpp>
-#include <krex/detail/steps/drain.hpp>
-#include <krex/detail/steps/freeze.hpp>
-#include <krex/detail/steps/gate.hpp>
-#include <krex/detail/steps/lock.hpp>
-#include <krex/detail/steps/pin.hpp>
-#include <krex/detail/steps/quiet.hpp>
+#include <krex/detail/config.hpp>
+#include <krex/detail/core.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 #include <krex/report.hpp>
 #include <krex/submit_guard.hpp>
 #include <krex/tenant.hpp>
 
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <optional>
-#include <string>
-#include <utility>
-#include <vector>
+#include <memory>
 
 namespace krex {
-namespace detail {
-// Optional backend hook of the device checks at entry and exit.
-template <class B>
-auto backend_clocks(const B& b, int) -> decltype(b.clocks()) {
-  return b.clocks();
-}
-template <class B>
-device_clocks backend_clocks(const B&, long) {
-  return clocks_hook != nullptr ? clocks_hook(-1) : device_clocks{};
-}
-}  // namespace detail
 
 template <class Backend>
 class basic_region {
  public:
   /// Enters a region on `t`'s device: waits for the FIFO region lock, raises
   /// the gate, waits for siblings' in-flight submissions, drains them,
-  /// freezes their process trees and pins the calling (measuring) thread to
-  /// the device's reserved cores. Throws krex::error (step::lock, drain,
-  /// freeze, pin) with everything it had done undone.
-  explicit basic_region(basic_tenant<Backend>& t) : m_tenant(&t), m_context(t.detail_member()) {
-    t.detail_check_owner(step::lock);
-    if (!t.joined())
-      throw error(step::lock, "region on a tenant that has left the node", 0,
-                  "construct a new krex::tenant");
-    m_report.scope = m_context.m.opts.scope();
-    m_report.gating = m_tenant->gating_note();
-    m_report.notes = m_tenant->protection_notes();
-    enter();  // a throw destroys m_steps: the steps taken are undone
-    m_watch.start(m_report.pinned_cpus);
-    m_body_start = detail::now_ns();
-  }
+  /// freezes their process trees, checks that the device is quiet and pins
+  /// the calling (measuring) thread to the device's reserved cores. Throws
+  /// krex::error (step::lock, drain, freeze, pin) with everything it had done
+  /// undone.
+  explicit basic_region(basic_tenant<Backend>& t)
+      : m_core(detail::enter_region(*t.m_core, t.m_ops)) {}
 
   /// Ends the region (noexcept); a lost lease is recorded in report().
-  ~basic_region() {
-    if (m_steps) finish();
-  }
+  ~basic_region() = default;
 
   basic_region(const basic_region&) = delete;
   basic_region& operator=(const basic_region&) = delete;
@@ -79,244 +45,13 @@ class basic_region {
   /// Ends the region now. Throws krex::error(step::release) if the lock had
   /// been taken away before the region ended (its lease expired, also while
   /// exiting): the body's timings were not protected to the end.
-  void exit() {
-    if (!m_steps) return;
-    finish();
-    if (m_report.lease_lost)
-      throw error(step::release,
-                  "the region's lease expired before it ended: the device was handed on, so the "
-                  "body ran (partly) unprotected",
-                  0, "discard this measurement; raise lease / KREX_LEASE_MS if the body is long");
-  }
+  void exit() { detail::exit_region(*m_core); }
 
   /// What the region did (see region_report).
-  const region_report& report() const noexcept { return m_report; }
+  const region_report& report() const noexcept { return detail::region_report_of(*m_core); }
 
  private:
-  // The steps, in order. Destroying them is the undo, in reverse: the exit
-  // starts with the lock's claim on it (lock_step::begin_exit), then each
-  // step's destructor undoes that step (each knows what to do when the lease
-  // was lost, and in a forked child's copy).
-  struct steps {
-    std::optional<detail::lock_step> lock;
-    std::optional<detail::gate_step> gate;
-    std::optional<detail::drain_step> drain;
-    std::optional<detail::freeze_step> freeze;
-    std::optional<detail::quiet_step<Backend>> quiet;
-    std::optional<detail::pin_step> pin;
-    steps() = default;
-    steps(const steps&) = delete;
-    steps& operator=(const steps&) = delete;
-    ~steps() {
-      if (lock) lock->begin_exit();
-    }
-  };
-
-  // The region is its steps, taken in order, each recorded in the report as
-  // it completes and timed into its field. Every step that a recoverer would
-  // own once the lease expired checks the lease right before it acts.
-  void enter() {
-    detail::region_context& c = m_context;
-    steps& s = m_steps.emplace();
-    timed(m_report.lock_ns, [&] {
-      m_tenant->detail_check_guardian();
-      record(s.lock.emplace(c));
-    });
-    const std::uint64_t deadline = detail::now_ns() + detail::to_ns(c.m.opts.drain_deadline());
-    timed(m_report.gate_ns, [&] { record(s.gate.emplace(c, deadline)); });
-    detail::gate_step& g = *s.gate;
-    timed(m_report.drain_ns,
-          [&] { record(s.drain.emplace(c, g.siblings(), g.epoch(), g.quiet(), deadline)); });
-    timed(m_report.freeze_ns,
-          [&] { record(s.freeze.emplace(c, m_tenant->detail_freezer(), g.siblings())); });
-    timed(m_report.quiet_ns, [&] { record(s.quiet.emplace(c, m_tenant->backend())); });
-    timed(m_report.pin_ns, [&] { record(s.pin.emplace(c, m_tenant->reserved_cpus())); });
-    detail::set_phase(*c.m.dev, detail::phase_body);
-    record_clocks(m_report.clocks_entry, "entry");
-  }
-
-  // Runs `step`, its duration into `ns`.
-  template <class Step>
-  void timed(std::uint64_t& ns, Step&& step) {
-    const std::uint64_t t0 = detail::now_ns();
-    step();
-    ns = detail::now_ns() - t0;
-  }
-
-  void record(const detail::lock_step& l) noexcept { m_report.ticket = l.ticket(); }
-
-  void record(detail::gate_step& g) noexcept {
-    m_report.epoch = g.epoch();
-    m_report.took_over_gate = g.took_over();
-    m_report.gated = true;
-    m_report.siblings_seen = static_cast<std::uint32_t>(g.siblings().size());
-  }
-
-  void record(const detail::drain_step& step) {
-    const detail::drain_result& d = step.result();
-    m_report.siblings_gone += d.gone;
-    m_report.siblings_drained = d.drained;
-    m_report.undrained_pids.assign(d.undrained.begin(), d.undrained.end());
-    if (d.ok)
-      m_report.drained = true;
-    else
-      m_report.contended = true;
-  }
-
-  void record(const detail::freeze_step& step) {
-    const detail::freezer* fz = m_tenant->detail_freezer();
-    m_report.freeze = fz ? fz->method() : freeze_method::none;
-    if (step.ran()) {
-      const detail::freeze_result& f = step.result();
-      m_report.siblings_gone += f.gone;
-      m_report.unverified_pids = f.unverified;
-      for (const auto& t : f.found_stopped) {
-        m_report.stopped_pids.push_back(t.pid);
-        m_report.notes.push_back("freeze: sibling pid " + std::to_string(t.pid) +
-                                 " was already stopped by someone else: left stopped, krex will "
-                                 "not continue it");
-      }
-      for (const auto& t : f.frozen) m_report.frozen_pids.push_back(t.pid);
-      m_report.frozen = true;
-      if (f.idle > 0)
-        m_report.notes.push_back("freeze: scope " +
-                                 std::string(to_string(m_context.m.opts.scope())) + " left " +
-                                 std::to_string(f.idle) +
-                                 " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
-                                 "freezes them too)");
-    }
-    record_split(m_tenant->detail_other_segments());
-  }
-
-  // Tenants of another segment on this device (detail/device_registry.hpp)
-  // run beside the body: nothing here drained or froze them.
-  void record_split(std::vector<detail::other_segment>&& others) {
-    for (detail::other_segment& o : others) {
-      std::string pids;
-      for (int p : o.pids) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
-      m_report.warnings.push_back(
-          "another krex segment uses this device: " + o.path + " (tenant pid " + pids +
-          (o.other_pidns ? ", in another pid namespace: it may have ended" : "") +
-          "): its tenants were not drained or frozen for this region, nor is this region "
-          "visible to them; give every harness on a device the same KREX_SEGMENT, "
-          "KREX_SEGMENT_ACCESS and KREX_SHM_DIR (and one user, or group mode)");
-      m_report.other_segments.push_back(std::move(o.path));
-    }
-  }
-
-  // The device itself, after the siblings are frozen: processes outside the
-  // segment holding a context on it, then the quiet step.
-  void record(const detail::quiet_step<Backend>& step) {
-    if (step.foreign_checked()) {
-      m_report.foreign_checked = true;
-      m_report.foreign_pids = step.foreign_pids();
-      if (!m_report.foreign_pids.empty()) {
-        std::string l;
-        detail::append_int_list(l, m_report.foreign_pids);
-        m_report.warnings.push_back(
-            "device: " + std::to_string(m_report.foreign_pids.size()) +
-            " process(es) outside this krex segment hold a context on the device (pids " + l +
-            "): krex neither gates nor freezes them; run them under krex (the same segment) "
-            "or elsewhere");
-      }
-    }
-    if (!step.probed()) {
-      m_report.notes.push_back("quiet: off (quiet_deadline 0): the device was not probed");
-      return;
-    }
-    const detail::quiet_result& q = step.result();
-    m_report.quiet_checked = q.checked;
-    m_report.quiet = q.quiet;
-    m_report.quiet_wait_ns = q.waited_ns;
-    m_report.quiet_bursts = q.bursts;
-    m_report.quiet_first_ratio = q.first_ratio;
-    m_report.quiet_last_ratio = q.last_ratio;
-    const auto pct = [](double r) {
-      char b[32];
-      std::snprintf(b, sizeof b, "%.1f%%", (r - 1.0) * 100.0);
-      return std::string(b);
-    };
-    if (!q.checked) {
-      if (!q.why_not.empty()) m_report.notes.push_back("quiet: not probed: " + q.why_not);
-    } else if (!q.quiet)
-      m_report.warnings.push_back(
-          "quiet: the device was still busy after " + std::to_string(q.waited_ns / 1'000'000) +
-          " ms (probe " + pct(q.last_ratio) +
-          " slower than idle): a process outside krex or a "
-          "long driver operation shares it; raise quiet_deadline / KREX_QUIET_DEADLINE_MS");
-    else if (q.waited_ns != 0)
-      m_report.notes.push_back("quiet: waited " + std::to_string(q.waited_ns / 1000) +
-                               " us for the device to become quiet (probe " + pct(q.first_ratio) +
-                               " slower than idle at entry: the driver's work after a large "
-                               "free, or a context teardown)");
-  }
-
-  void record(const detail::pin_step& p) {
-    m_report.pinned = p.pinned();
-    m_report.pinned_cpus = p.cpus();
-  }
-
-  // The device's clocks at entry or exit, with a warning if something slows it.
-  void record_clocks(device_clocks& into, const char* when) {
-    into = detail::backend_clocks(m_tenant->backend(), 0);
-    if (const unsigned long long slow = into.slowdown())
-      m_report.warnings.push_back("clocks: " + slowdown_names(slow) + " active at region " + when +
-                                  " (SM " + std::to_string(into.sm_mhz) + " MHz)");
-  }
-
-  void finish() noexcept {
-    const std::uint64_t t0 = detail::now_ns();
-    m_report.body_ns = t0 - m_body_start;
-    try {
-      record_clocks(m_report.clocks_exit, "exit");
-    } catch (...) {
-      // A failed reading leaves the exit clocks invalid.
-    }
-    try {
-      record_cpu_activity(m_watch.stop());
-    } catch (...) {
-      // Only allocation can fail here; the report then lacks the warning.
-    }
-    m_context.body_ns = m_report.body_ns;
-    m_context.body_ended = true;
-    m_steps.reset();  // the undo, step by step in reverse
-    m_report.lease_lost = m_report.lease_lost || m_context.lease_lost;
-    m_report.thaw_failed = m_report.thaw_failed || m_context.thaw_failed;
-    m_report.freeze_broken = m_report.freeze_broken || m_context.freeze_broken;
-    m_report.exit_ns = detail::now_ns() - t0;
-  }
-
-  // Turns what ran beside the body into report fields and warnings. A few
-  // preemptions by kernel threads are normal; more than one per 100 ms of
-  // body, or foreign time over 1% of the body (and over the /proc/stat
-  // resolution), is worth a warning.
-  void record_cpu_activity(const detail::cpu_activity& a) {
-    if (!a.measured) return;
-    m_report.body_preemptions = a.involuntary_switches;
-    const double body_ms = static_cast<double>(m_report.body_ns) / 1e6;
-    if (a.foreign_measured) {
-      m_report.reserved_foreign_ns = static_cast<long long>(a.foreign_ns);
-      const std::uint64_t floor_ns =
-          2 * a.tick_ns * std::max<std::size_t>(1, m_report.pinned_cpus.size());
-      if (a.foreign_ns > floor_ns && a.foreign_ns * 100 > m_report.body_ns)
-        m_report.warnings.push_back(
-            "other tasks ran about " + std::to_string(a.foreign_ns / 1'000'000) +
-            " ms on the reserved CPUs " + detail::format_cpulist(m_report.pinned_cpus) +
-            " during the " + std::to_string(static_cast<long long>(body_ms)) +
-            " ms body: a non-krex process or kernel work shares the measuring cores");
-    }
-    if (static_cast<double>(a.involuntary_switches) > 2.0 + body_ms / 100.0)
-      m_report.warnings.push_back("the measuring thread was preempted " +
-                                  std::to_string(a.involuntary_switches) + " times during the " +
-                                  std::to_string(static_cast<long long>(body_ms)) + " ms body");
-  }
-
-  basic_tenant<Backend>* m_tenant;
-  std::uint64_t m_body_start = 0;
-  region_report m_report;
-  detail::region_context m_context;  // outlives m_steps: their undo writes into it
-  detail::cpu_watch m_watch;
-  std::optional<steps> m_steps;  // engaged while the region holds (or is entering)
+  std::unique_ptr<detail::region_core, detail::core_deleter> m_core;
 };
 
 /// The build's default backend (host, or CUDA / HIP when built with them).
@@ -325,3 +60,7 @@ using region = basic_region<default_backend>;
 using submit_guard = basic_submit_guard<tenant>;
 
 }  // namespace krex
+
+#if !defined(KREX_SEPARATE_COMPILATION)
+#include <krex/impl/region_core.hpp>
+#endif  // !defined(KREX_SEPARATE_COMPILATION)

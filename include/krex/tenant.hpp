@@ -1,140 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+// krex::basic_tenant: the façade of the join (krex/impl/tenant_core.hpp,
+// compiled once over detail::device_ops; header-only unless
+// KREX_SEPARATE_COMPILATION, see detail/core.hpp).
+
 #include <krex/backend/default.hpp>
-#include <krex/detail/device_registry.hpp>
-#include <krex/detail/freezer.hpp>
-#include <krex/detail/guardian.hpp>
-#include <krex/detail/guardian_recover.hpp>
-#include <krex/detail/membership.hpp>
-#include <krex/detail/segment.hpp>
+#include <krex/detail/config.hpp>
+#include <krex/detail/core.hpp>
+#include <krex/detail/device_ops.hpp>
 #include <krex/detail/slots.hpp>
-#include <krex/detail/steps/drain.hpp>
-#include <krex/detail/steps/pin.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 #include <krex/submit_guard.hpp>
 
-#include <pthread.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace krex {
 namespace detail {
 struct tenant_access;
-
-// Optional backend hooks, called when present: release() inside the leave's
-// passage through the gate (options::release_on_leave), gating_note() for the
-// region report (e.g. "cupti", "explicit: profiler attached"). attach and
-// detach: detail/membership.hpp.
-template <class B>
-auto backend_release(B& b, int) noexcept -> decltype(b.release(), void()) {
-  b.release();
-}
-template <class B>
-void backend_release(B&, long) noexcept {}
-template <class B>
-auto backend_gating_note(const B& b, int) -> decltype(std::string(b.gating_note())) {
-  return std::string(b.gating_note());
-}
-template <class B>
-std::string backend_gating_note(const B&, long) {
-  return "explicit";
-}
-
-/// The tenants of this process, so that fork() can cut the child's copies
-/// off the parent's membership before any code of the child runs. An
-/// intrusive list (nothing is allocated at fork); pthread_atfork keeps it
-/// consistent across a fork from another thread.
-struct fork_link {
-  fork_link* prev = nullptr;
-  fork_link* next = nullptr;
-  void* owner = nullptr;
-  void (*on_child)(void* owner) noexcept = nullptr;  ///< runs in the child, right after fork
-};
-
-struct fork_registry {
-  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  fork_link head;
-
-  static fork_registry& get() noexcept {
-    static fork_registry r;
-    static std::once_flag hooks;
-    std::call_once(hooks, [] {
-      ::pthread_atfork([] { ::pthread_mutex_lock(&get().mu); },
-                       [] { ::pthread_mutex_unlock(&get().mu); },
-                       [] {
-                         fork_registry& g = get();
-                         for (fork_link* l = g.head.next; l != nullptr;) {
-                           fork_link* next = l->next;  // on_child may unlink nothing: keep going
-                           l->on_child(l->owner);
-                           l = next;
-                         }
-                         ::pthread_mutex_unlock(&g.mu);
-                       });
-    });
-    return r;
-  }
-  void add(fork_link& l) noexcept {
-    ::pthread_mutex_lock(&mu);
-    l.prev = &head;
-    l.next = head.next;
-    if (head.next != nullptr) head.next->prev = &l;
-    head.next = &l;
-    ::pthread_mutex_unlock(&mu);
-  }
-  void remove(fork_link& l) noexcept {
-    ::pthread_mutex_lock(&mu);
-    if (l.prev != nullptr) l.prev->next = l.next;
-    if (l.next != nullptr) l.next->prev = l.prev;
-    l.prev = l.next = nullptr;
-    ::pthread_mutex_unlock(&mu);
-  }
-};
 }  // namespace detail
 
-/// Removes the node segment file that `o` names (its segment name, access
-/// mode and KREX_SHM_DIR; other KREX_* variables are not applied: pass
-/// `o.with_env()` for the segment a tenant constructed from `o` joins).
-/// Processes attached keep their mapping and run on; the next tenant creates
-/// a fresh segment. For launchers and tests between runs, once their tenants
-/// are gone: `krexctl clean` is the careful way, which removes only segments
-/// without a live member. Returns true if a file was removed.
-inline bool remove_segment(const options& o) noexcept {
-  try {
-    return ::unlink(detail::joined_segment_id(o).path().c_str()) == 0;
-  } catch (...) {
-    return false;
-  }
-}
-
-/// Where a tenant's join spent its time (nanoseconds, steady clock), phase by
-/// phase, in the order they run. `driver` is the backend's first calls (CUDA:
-/// driver initialization and the device's identity; no context is created).
-struct join_timings {
-  std::uint64_t driver_ns = 0;    ///< device count, key and name (backend)
-  std::uint64_t segment_ns = 0;   ///< open or create the node segment, find the device
-  std::uint64_t slot_ns = 0;      ///< claim a tenant slot
-  std::uint64_t freeze_ns = 0;    ///< open the freeze method, enter the leaf cgroup
-  std::uint64_t recover_ns = 0;   ///< recover a stale segment (dead holders, dead tenants)
-  std::uint64_t sweep_ns = 0;     ///< remove leaves of crashed runs (skipped while a guardian runs)
-  std::uint64_t topology_ns = 0;  ///< split the CPUs, confine this process off reserved cores
-  std::uint64_t agent_ns = 0;     ///< start the agent thread
-  std::uint64_t gating_ns = 0;    ///< attach automatic gating (CUDA: CUPTI subscription)
-  std::uint64_t guardian_ns = 0;  ///< check (or start) the segment's guardian
-  std::uint64_t total_ns = 0;     ///< the whole constructor
-  bool swept = false;             ///< whether the stale-leaf sweep ran
-};
+template <class>
+class basic_region;
 
 /// One process's membership of the node for one device: a slot in the node
 /// segment and an agent thread that drains this process's device work when a
@@ -152,10 +44,6 @@ class basic_tenant {
   explicit basic_tenant(const options& o = options{})
       : basic_tenant(o.with_env(), resolved_tag{}) {}
 
-  ~basic_tenant() {
-    leave();
-    detail::fork_registry::get().remove(m_fork_link);
-  }
   basic_tenant(const basic_tenant&) = delete;
   basic_tenant& operator=(const basic_tenant&) = delete;
 
@@ -166,32 +54,18 @@ class basic_tenant {
   /// shared: leave() and the destructor do nothing, guards pass ungated on a
   /// private gate, and regions and submit() throw. The membership stays the
   /// parent's; a child that wants one constructs its own tenant.
-  void leave() noexcept {
-    if (!m_joined) return;
-    if (m_owner_pid != ::getpid()) {
-      // A child made without fork()'s atfork handlers (a raw clone).
-      detach_in_child();
-      return;
-    }
-    m_joined = false;
-    if (m_device_entry) m_device_entry->remove();
-    m_membership.reset();  // its pieces, each undone, in reverse (membership)
-    // From here on, guards of this object work against a private, never-raised gate.
-    m_member.node = nullptr;
-    m_member.dev = &m_detached_dev;
-    m_member.slot = &m_detached_slot;
-  }
+  void leave() noexcept { detail::leave_node(*m_core); }
 
   /// True while this object is a member of the node (false after leave(),
   /// and in a forked child).
-  bool joined() const noexcept { return m_joined; }
+  bool joined() const noexcept { return detail::core_joined(*m_core); }
 
   /// Runs `fn` inside a submit_guard: parks while a sibling holds a region.
   /// Throws krex::error(step::gate) after leave() and in a forked child.
   template <class F>
   decltype(auto) submit(F&& fn) {
-    detail_check_owner(step::gate);
-    if (!m_joined)
+    detail::check_core_owner(*m_core, step::gate);
+    if (!joined())
       throw error(step::gate, "submit() on a tenant that has left the node", 0,
                   "construct a new krex::tenant to submit again");
     basic_submit_guard<basic_tenant> g{*this};
@@ -199,37 +73,39 @@ class basic_tenant {
   }
 
   /// The device ordinal (as the backend numbers it) this tenant joined for.
-  int device() const noexcept { return m_member.opts.device(); }
+  int device() const noexcept { return m_member->opts.device(); }
   /// This tenant's slot in the node segment.
-  std::uint32_t slot() const noexcept { return m_member.index; }
+  std::uint32_t slot() const noexcept { return m_member->index; }
   /// The options in force (code settings with KREX_* overrides applied).
-  const options& opts() const noexcept { return m_member.opts; }
+  const options& opts() const noexcept { return m_member->opts; }
   Backend& backend() noexcept { return m_backend; }
   /// Full name of the node segment (in /dev/shm).
-  const std::string& segment_name() const noexcept { return m_segment->name(); }
+  const std::string& segment_name() const noexcept { return detail::core_segment_name(*m_core); }
   /// Drains this tenant's agent performed, and how many of them touched the backend.
-  std::uint64_t drains() const noexcept { return m_member.slot->drains.load(); }
-  std::uint64_t syncs() const noexcept { return m_member.slot->syncs.load(); }
+  std::uint64_t drains() const noexcept { return m_member->slot->drains.load(); }
+  std::uint64_t syncs() const noexcept { return m_member->slot->syncs.load(); }
   /// Submissions that passed the gate.
-  std::uint64_t submits() const noexcept { return m_member.slot->submits.load(); }
+  std::uint64_t submits() const noexcept { return m_member->slot->submits.load(); }
 
   /// The freeze method in use (never `automatic`) and the krex cgroup root ("" if none).
-  freeze_method freeze() const noexcept {
-    return m_freezer ? m_freezer->method() : freeze_method::none;
-  }
-  std::string cgroup_root() const { return m_freezer ? m_freezer->root() : std::string(); }
+  freeze_method freeze() const noexcept { return detail::core_freeze(*m_core); }
+  std::string cgroup_root() const { return detail::core_cgroup_root(*m_core); }
   /// How this tenant's submissions are gated: "explicit", or what the backend
   /// reports for automatic gating (e.g. "cupti", or why it fell back).
-  std::string gating_note() const { return detail::backend_gating_note(m_backend, 0); }
+  std::string gating_note() const { return m_ops.gating_note(); }
   /// Where joining spent its time, phase by phase.
-  const join_timings& join_report() const noexcept { return m_join; }
+  const join_timings& join_report() const noexcept { return detail::core_join_report(*m_core); }
   /// This device's measuring cores (empty when pinning is off).
-  const std::vector<int>& reserved_cpus() const noexcept { return m_reserved; }
+  const std::vector<int>& reserved_cpus() const noexcept {
+    return detail::core_reserved_cpus(*m_core);
+  }
   /// Why this tenant's regions protect less than krex can at best, one line
   /// each, decided at join: `auto` fell back to a weaker freeze method (and
   /// why), freezing, pinning or confinement turned off by an option. Every
   /// region copies them into region_report::notes.
-  const std::vector<std::string>& protection_notes() const noexcept { return m_notes; }
+  const std::vector<std::string>& protection_notes() const noexcept {
+    return detail::core_protection_notes(*m_core);
+  }
 
  private:
   // Not API: the protocol's own accessors, for regions and guards (friends)
@@ -241,271 +117,18 @@ class basic_tenant {
   friend struct detail::tenant_access;
 
   /// The shared-state view of guards and regions.
-  detail::member& detail_member() noexcept { return m_member; }
-  /// Starts a guardian if the segment's last one died (region entry; a
-  /// heartbeat check on the fast path).
-  void detail_check_guardian() noexcept {
-    if (m_joined && m_member.node != nullptr && !detail::guardian_recently_seen(*m_member.node))
-      detail::ensure_guardian(*m_member.node, m_recovery);
-  }
-  /// Throws krex::error(`s`) if this object is a forked child's copy of its
-  /// parent's tenant.
-  void detail_check_owner(step s) const {
-    if (!m_forked && (!m_joined || m_owner_pid == ::getpid())) return;
-    throw error(
-        s,
-        "this krex::tenant was joined by process " + std::to_string(m_owner_pid) + "; process " +
-            std::to_string(::getpid()) +
-            " is a forked child and holds only a copy of it, which is not a member",
-        0, "a forked child must construct its own krex::tenant (the parent's stays the parent's)");
-  }
-  /// The freezer regions use for siblings.
-  detail::freezer* detail_freezer() noexcept { return m_freezer ? &*m_freezer : nullptr; }
-  /// Other segments whose tenants use this tenant's device now (split segments).
-  std::vector<detail::other_segment> detail_other_segments() const {
-    return m_device_entry ? m_device_entry->others() : std::vector<detail::other_segment>{};
-  }
+  detail::member& detail_member() noexcept { return *m_member; }
 
   struct resolved_tag {};
+  basic_tenant(const options& o, resolved_tag)
+      : m_backend(o), m_ops(m_backend), m_core(detail::join_node(o, m_ops)),
+        m_member(&detail::core_member(*m_core)) {}
 
-  // The membership's pieces (detail/membership.hpp), in join order: the
-  // leave is their destruction, in reverse, after the passage through the
-  // gate that every leave starts with.
-  struct membership {
-    membership(Backend& b, detail::member& mem) : backend(b), m(mem) {}
-    membership(const membership&) = delete;
-    membership& operator=(const membership&) = delete;
-    ~membership() {
-      if (!slot) return;
-      slot->leave_through_gate([&] {
-        if (m.opts.release_on_leave()) detail::backend_release(backend, 0);
-      });
-    }
-    Backend& backend;
-    detail::member& m;
-    std::optional<detail::slot_claim> slot;
-    std::optional<detail::isolation> isolation;
-    std::optional<detail::agent_membership<Backend>> agent;
-  };
-
-  basic_tenant(const options& o, resolved_tag) : m_backend(o) {
-    join_clock clk;
-    m_member.opts = o;
-    const int count = m_backend.device_count();
-    if (count == 0)
-      throw error(step::options,
-                  std::string("the ") + Backend::name +
-                      " backend sees no device here (no GPU, no driver, or the *_VISIBLE_DEVICES "
-                      "variable hides them)",
-                  0, "run where a device is visible, or build krex with the host backend");
-    if (o.device() >= count)
-      throw error(step::options,
-                  "device " + std::to_string(o.device()) + " is out of range: the " +
-                      Backend::name + " backend has " + std::to_string(count) + " device(s)",
-                  0, "use a device in 0.." + std::to_string(count - 1) + " (KREX_DEVICE)");
-    const std::uint64_t key = m_backend.device_key(o.device());
-    const std::string dev_name = m_backend.device_name(o.device());
-    clk.lap(m_join.driver_ns);
-    m_segment = std::make_unique<detail::segment>(o);
-    detail::node_state& n = m_segment->node();
-    m_member.node = &n;
-    m_member.device = detail::device_index(n, key, dev_name);
-    m_member.dev = &n.devices[m_member.device];
-    clk.lap(m_join.segment_ns);
-    m_membership = std::make_unique<membership>(m_backend, m_member);
-    membership& j = *m_membership;
-    j.slot.emplace(m_member);
-    m_owner_pid = ::getpid();
-    m_joined = true;
-    clk.lap(m_join.slot_ns);
-    try {
-      isolate(j.isolation.emplace(m_member.index), count, clk);
-      // Found by device, whatever the segment: see detail/device_registry.hpp.
-      m_device_entry.emplace(key, m_segment->file_stat(), m_segment->path());
-      if (!m_device_entry->available())
-        m_notes.push_back("split segments: not checked (" + m_device_entry->why() +
-                          "): another segment on this device would go unreported");
-      char name[16];
-      detail::as_safe::agent_thread_name(m_member.index, name);
-      j.agent.emplace(m_member, m_backend, name,
-                      [this](const std::atomic<bool>& stop) { agent_loop(stop); });
-      clk.lap(m_join.agent_ns);
-      j.agent->attach();
-      clk.lap(m_join.gating_ns);
-      // Last, once confined off the reserved cores (the guardian inherits
-      // this thread's CPU mask) and with the recovery config complete.
-      detail::ensure_guardian(n, m_recovery);
-      clk.lap(m_join.guardian_ns);
-      // From here on a fork() cuts the child's copy off (detach_in_child).
-      m_fork_link.owner = this;
-      m_fork_link.on_child = [](void* self) noexcept {
-        static_cast<basic_tenant*>(self)->detach_in_child();
-      };
-      detail::fork_registry::get().add(m_fork_link);
-    } catch (const error&) {
-      leave();
-      throw;
-    } catch (const std::exception& e) {
-      leave();
-      throw error(step::join, std::string("cannot start the agent thread: ") + e.what());
-    }
-    m_join.total_ns = detail::now_ns() - clk.start;
-  }
-
-  // Times the join's phases into a join_timings.
-  struct join_clock {
-    join_clock() noexcept : start(detail::now_ns()), last(start) {}
-    void lap(std::uint64_t& into) noexcept {
-      const std::uint64_t now = detail::now_ns();
-      into = now - last;
-      last = now;
-    }
-    std::uint64_t start;
-    std::uint64_t last;
-  };
-
-  // Steps 3 and 4, tenant side: join the freeze domain (own leaf cgroup) and
-  // keep off every device's reserved cores.
-  void isolate(detail::isolation& iso, int device_count, join_clock& clk) {
-    const options& o = m_member.opts;
-    m_freezer.emplace(detail::freezer::open(o.freeze(), o.cgroup_root(), m_segment->name()));
-    iso.hold(*m_freezer);
-    detail::check_freeze_domain(*m_member.node, m_member.index, m_freezer->method(),
-                                m_freezer->root());
-    const detail::identity_domain id = detail::make_identity_domain(
-        o.access(), m_segment->path().c_str(), &m_segment->file_stat());
-    if (m_freezer->method() == freeze_method::signal)
-      detail::check_signal_namespace(*m_member.node, m_member.index, id.pidns);
-    m_freezer->bind(id, m_member.node);
-    prepare_recovery();
-    m_recovery.identity = id;
-    m_member.recovery = &m_recovery;
-    // The gate's parked submitters and the lock's waiters recover a dead or
-    // expired holder through this (the steps never call recovery directly).
-    m_member.recover = detail::recover_dead_holder;
-    iso.enter();
-    note_downgrades();
-    clk.lap(m_join.freeze_ns);
-    // A stale segment or cgroup tree of a crashed run: recover devices whose
-    // holder is gone, reap dead tenants, remove leaves nobody owns.
-    detail::recover_node(*m_member.node, m_recovery);
-    clk.lap(m_join.recover_ns);
-    // The leaf sweep visits every slot's leaf path (max_tenants of them). A
-    // live guardian sweeps the same leaves periodically, so a tenant joining
-    // a healthy segment leaves it to the guardian.
-    if (!detail::guardian_recently_seen(*m_member.node)) {
-      detail::clean_stale_leaves(*m_member.node, m_recovery, m_member.index);
-      m_join.swept = true;
-    }
-    clk.lap(m_join.sweep_ns);
-    if (o.pin() || o.confine()) {
-      std::vector<std::vector<int>> local;
-      for (int d = 0; d < device_count; ++d) local.push_back(m_backend.local_cpus(d));
-      const std::vector<detail::slice> slices =
-          detail::split(detail::topology::read(), device_count, o.reserved_cores(), local);
-      if (o.pin()) m_reserved = slices[static_cast<std::size_t>(o.device())].reserved;
-      if (o.confine()) iso.confine(detail::unreserved(slices));
-    }
-    clk.lap(m_join.topology_ns);
-  }
-
-  // Says, once, every way this tenant's regions fall short of full protection.
-  void note_downgrades() {
-    const options& o = m_member.opts;
-    const freeze_method m = m_freezer->method();
-    if (o.freeze() == freeze_method::none)
-      m_notes.push_back(
-          "freeze: off (freeze=none / KREX_FREEZE=none): siblings keep running "
-          "during regions");
-    else if (o.freeze() == freeze_method::automatic && m != freeze_method::cgroup_v2)
-      m_notes.push_back(std::string("freeze: auto chose ") + to_string(m) + " because " +
-                        (m_freezer->notes().empty() ? std::string("cgroup2 is not available")
-                                                    : m_freezer->notes()));
-    if (m == freeze_method::signal)
-      m_notes.push_back(
-          "freeze: signal stops a sibling's process group only; children that left "
-          "it keep running");
-    if (!m_segment->moved_because().empty())
-      m_notes.push_back("segment: " + m_segment->moved_because() + ", so this user's segment is " +
-                        m_segment->path() +
-                        " (every tenant of this user follows the same move; "
-                        "remove the squatting file as root, or set KREX_SHM_DIR)");
-    if (!o.pin())
-      m_notes.push_back(
-          "pin: off (pin=false / KREX_PIN=0): the measuring thread is "
-          "not pinned to reserved cores");
-    if (!o.confine())
-      m_notes.push_back(
-          "confine: off (KREX_CONFINE=0): this tenant's threads may run on other "
-          "devices' reserved cores");
-    // Gating is reported by region_report::gating (the backend decides it
-    // after this, when it attaches).
-  }
-
-  // What a recoverer of this tenant thaws by: its own method and root, and
-  // the cgroup it came from (where a guardian it starts moves itself).
-  void prepare_recovery() {
-    const std::string& root = m_freezer->root();
-    m_recovery = detail::make_recovery_config(m_freezer->method(), root);
-    detail::recovery_config& c = m_recovery;
-    c.own_dir = m_freezer->owns_root();
-    if (c.method != freeze_method::cgroup_v2 && c.method != freeze_method::cgroup_v1) return;
-    std::string home =
-        detail::cgroup::self_view::read().locate(c.method == freeze_method::cgroup_v2).own;
-    // Never inside the root (a nested tenant's origin is a sibling's leaf):
-    // then the root's parent.
-    if (home.empty() || home == root || home.compare(0, root.size() + 1, root + "/") == 0)
-      home = root.substr(0, root.rfind('/'));
-    if (!home.empty()) detail::as_safe::copy_text(c.home, sizeof c.home, home.c_str());
-  }
-
-  void agent_loop(const std::atomic<bool>& stop) noexcept {
-    m_backend.bind(m_member.opts.device());
-    detail::member& m = m_member;
-    while (!stop.load()) {
-      // Read the bell before the gate: a raise after this read changes the
-      // bell, so the wait below returns at once instead of missing it.
-      const std::uint32_t bell = m.dev->agent_bell.load();
-      m.slot->heartbeat_ns.store(detail::now_ns(), std::memory_order_relaxed);
-      detail::agent_drain(m, m_backend, m.dev->gate.load(), stop);
-      // A guardian killed mid-region is replaced by any tenant still running
-      // (the holder's own agent included) within about half a second.
-      if (!detail::guardian_recently_seen(*m.node)) detail::ensure_guardian(*m.node, m_recovery);
-      detail::futex_wait(m.dev->agent_bell, bell, detail::now_ns() + 100'000'000, 100'000'000);
-    }
-  }
-
-  // In a forked child (see fork_registry): the copy lets go of everything
-  // shared, without touching it. Runs right after fork, in the child's only
-  // thread: plain stores, nothing that allocates or locks.
-  void detach_in_child() noexcept {
-    m_forked = true;
-    m_joined = false;
-    if (m_device_entry) m_device_entry->forget();  // the parent's entry
-    // The parent's membership: its agent thread does not exist here, its
-    // slot, leaf, mask and gating are the parent's. Never undone here.
-    (void)m_membership.release();
-    m_member.node = nullptr;
-    m_member.dev = &m_detached_dev;
-    m_member.slot = &m_detached_slot;
-  }
-
+  // Destroyed in reverse: the core leaves before the backend goes.
   Backend m_backend;
-  std::unique_ptr<detail::segment> m_segment;
-  detail::member m_member;
-  std::unique_ptr<membership> m_membership;  // engaged from the slot's claim to the leave
-  detail::fork_link m_fork_link;
-  pid_t m_owner_pid = 0;  // the process that joined
-  bool m_forked = false;  // this is a forked child's copy
-  bool m_joined = false;
-  std::optional<detail::freezer> m_freezer;
-  std::optional<detail::device_entry> m_device_entry;  // in the device registry
-  detail::recovery_config m_recovery;
-  std::vector<int> m_reserved;
-  std::vector<std::string> m_notes;
-  join_timings m_join;
-  detail::device_state m_detached_dev{};
-  detail::tenant_slot m_detached_slot{};
+  detail::device_ops_for<Backend> m_ops;
+  std::unique_ptr<detail::tenant_core, detail::core_deleter> m_core;
+  detail::member* m_member;  // in *m_core
 };
 
 namespace detail {
@@ -524,3 +147,7 @@ member& member_of(basic_tenant<B>& t) noexcept {
 }  // namespace detail
 
 }  // namespace krex
+
+#if !defined(KREX_SEPARATE_COMPILATION)
+#include <krex/impl/tenant_core.hpp>
+#endif  // !defined(KREX_SEPARATE_COMPILATION)

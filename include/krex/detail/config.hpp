@@ -17,3 +17,15 @@
 // The header tests (cmake/krexHeaderTesting.cmake) check that every public
 // header defines this, i.e. that it cannot be used without the check above.
 #define KREX_DETAIL_CONFIG_INCLUDED 1
+
+// How the join and the region (krex/impl/) are compiled: header-only by
+// default, their functions `inline` in every translation unit that uses them;
+// with KREX_SEPARATE_COMPILATION defined for the whole program (the CMake
+// target krex::compiled does it), declared here and compiled once, in the
+// translation unit that includes <krex/impl/src.hpp> (docs/ARCHITECTURE.md,
+// "Separate compilation").
+#if defined(KREX_SEPARATE_COMPILATION)
+#define KREX_DECL
+#else
+#define KREX_DECL inline
+#endif  // defined(KREX_SEPARATE_COMPILATION)

@@ -16,6 +16,7 @@
 // before the pieces go): while a sibling's region is between its drain and
 // its freeze, this tenant must not vanish, so it leaves inside a submission.
 
+#include <krex/detail/device_ops.hpp>
 #include <krex/detail/freezer.hpp>
 #include <krex/detail/futex.hpp>
 #include <krex/detail/layout.hpp>
@@ -112,22 +113,6 @@ class isolation {
   freezer* m_freezer = nullptr;
   std::vector<int> m_previous_mask;
 };
-
-// Optional backend hooks, called when present: attach(member&) once the
-// agent runs (automatic gating subscribes here), detach() before the slot is
-// freed.
-template <class B>
-auto backend_attach(B& b, member& m, int) -> decltype(b.attach(m), void()) {
-  b.attach(m);
-}
-template <class B>
-void backend_attach(B&, member&, long) {}
-template <class B>
-auto backend_detach(B& b, int) noexcept -> decltype(b.detach(), void()) {
-  b.detach();
-}
-template <class B>
-void backend_detach(B&, long) noexcept {}
 
 /// The agent thread (it runs `loop(stop)`, draining this process's device
 /// work when a sibling's region asks) and, once attached, the backend's

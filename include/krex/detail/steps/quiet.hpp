@@ -28,6 +28,7 @@
 // device's idle figure and quiet counters. Undo: none.
 
 #include <krex/detail/clocks.hpp>
+#include <krex/detail/device_ops.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/detail/steps/context.hpp>
@@ -43,26 +44,6 @@
 #include <vector>
 
 namespace krex::detail {
-
-// Optional backend hooks of the quiet step (a backend without them is not
-// probed: the host backend, HIP for now).
-template <class B>
-auto backend_quiet_probe(B& b, int) -> decltype(b.quiet_probe()) {
-  return b.quiet_probe();
-}
-template <class B>
-quiet_sample backend_quiet_probe(B&, long) {
-  return {};  // no probe, no reason: the level just lacks "+quiet"
-}
-template <class B>
-auto backend_device_processes(const B& b, std::vector<int>& pids, int)
-    -> decltype(b.device_processes(pids)) {
-  return b.device_processes(pids);
-}
-template <class B>
-bool backend_device_processes(const B&, std::vector<int>&, long) {
-  return false;
-}
 
 /// What the quiet step did.
 struct quiet_result {
