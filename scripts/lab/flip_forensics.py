@@ -31,7 +31,8 @@ Output (Markdown tables, deterministic: the permutation tests use a fixed seed):
   T6  who carries the deviation: the share of the short commands' deviation
       variance between candidate ids and between workers (eta squared), with
       a permutation p (2000 shuffles, seed 19); also against the reference.
-  T7  the axpby-16M candidates one by one: each copy's deviation, sorted.
+  T7  the axpby-16M candidates one by one: each copy's deviation, sorted,
+      and how many worker processes ran the copies.
 """
 import gzip
 import json
@@ -401,6 +402,7 @@ def t5(runs):
     print(f"## T5: persistent configurations, short axpby commands: deviant (|dev| > {DEVIANT_PCT:g}%) against one condition at a time\n")
     print("| run | configuration | condition | with: deviant (fast, slow) / n | without: deviant (fast, slow) / n | Fisher p (two-sided) |")
     print("|---|---|---|---|---|---|")
+    tests = low = 0
     for R in runs:
         for c in R.configs:
             if c["shape"] != "persistent":
@@ -421,7 +423,11 @@ def t5(runs):
                 p = fisher_two_sided(a, b, cc, d) if w[2] and wo[2] else float("nan")
                 fmt = lambda v: f"{v[0] + v[1]} ({v[0]}, {v[1]}) / {v[2]}"  # noqa: E731
                 print(f"| {R.label} | {c['short']} | {name} | {fmt(w)} | {fmt(wo)} | {p:.3f} |")
-    print()
+                if not math.isnan(p):
+                    tests += 1
+                    low += p < 0.05
+    print(f"\n{tests} tests with both sides non-empty, {low} of them with p < 0.05 (no correction for "
+          "multiple tests; about 5% of them would be below 0.05 by chance alone).\n")
 
 
 def t6(runs):
@@ -454,16 +460,18 @@ def t6(runs):
 
 def t7(runs):
     print("## T7: the axpby-16M candidates: each copy's deviation from the native baseline (%), sorted\n")
-    print("| run | configuration | command | copies | deviations |")
-    print("|---|---|---|---|---|")
+    print("| run | configuration | command | copies | worker processes | deviations |")
+    print("|---|---|---|---|---|---|")
     for R in runs:
         for c in R.configs:
-            by = defaultdict(list)
+            by, pids = defaultdict(list), defaultdict(set)
             for x in c["ok_cmds"]:
                 if x["result"]["set"] == "axpby-16M":
                     by[x["id"]].append(x["dev"])
+                    pids[x["id"]].add(x["result"]["pid"])
             for k in sorted(by):
-                print(f"| {R.label} | {c['short']} | {k} | {len(by[k])} | " + " ".join(f"{v:+.2f}" for v in sorted(by[k])) + " |")
+                print(f"| {R.label} | {c['short']} | {k} | {len(by[k])} | {len(pids[k])} | "
+                      + " ".join(f"{v:+.2f}" for v in sorted(by[k])) + " |")
     print()
 
 
