@@ -1,0 +1,492 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Offline forensics of rank flips in a `krex_eval` run (issue 19): what sets
+the flipped pairs, and the commands behind them, apart from the rest. Reads
+only the recorded eval.json(.gz); no GPU. Standard library only.
+
+usage: flip_forensics.py EVAL.json[.gz] [EVAL.json[.gz] ...]
+
+Each file is labelled by its folder's name (run1-krex/eval.json.gz: run1-krex).
+Output (Markdown tables, deterministic: the permutation tests use a fixed seed):
+
+  T1  flips by gap class, recomputed the way bench/eval does (trials of set,
+      timing and copy against the reference pass), checked against the JSON.
+  T2a flips and pairs by set and gap class.
+  T2  the flipped pairs: their set, and which member moved. A member's
+      deviation is its command median against the native repeat's median of
+      the same command id (the "baseline": the median of the native copies'
+      medians, steadier than the one reference pass); the member that moved
+      is the one farther from its baseline: the pair's larger-work member
+      fast, or its smaller-work member slow.
+  T3  command deviations (% from the baseline), by set group: the short
+      axpby sets (axpby-16M, axpby-16M-wide; ~55-70 us) and the rest (>= 1 ms).
+  T4  samples of the axpby-16M set: each sample's deviation from the
+      command's baseline; how the samples of one command split between the
+      two levels (share of samples more than 1.5% fast), and how long a fast
+      stretch lasts (mean run of consecutive fast samples); where the two
+      levels lie (median deviation of the fast samples and of the others).
+  T5  persistent configurations, the short axpby commands: "deviant" ones
+      (|deviation| > 1%, fast or slow) against one condition at a time, with
+      a two-sided Fisher exact p (deviant or not x condition or not).
+  T6  who carries the deviation: the share of the short commands' deviation
+      variance between candidate ids and between workers (eta squared), with
+      a permutation p (2000 shuffles, seed 19); also against the reference.
+  T7  the axpby-16M candidates one by one: each copy's deviation, sorted,
+      and how many worker processes ran the copies.
+"""
+import gzip
+import json
+import math
+import os
+import random
+import statistics
+import sys
+from collections import defaultdict
+
+GAP_NAMES = ["0-1%", "1-2%", "2-5%", ">5%"]
+SHORT_SETS = ("axpby-16M", "axpby-16M-wide")
+BIG_SET = "axpby-448M-fine"  # four 448M-float buffers: ~7.5 GB allocated and freed per command
+FAST_SAMPLE_PCT = -1.5       # a sample this far below its baseline is "fast" (T4)
+DEVIANT_PCT = 1.0            # a command median this far from its baseline is "deviant" (T5)
+
+
+def load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def label_of(path):
+    return os.path.basename(os.path.dirname(os.path.abspath(path))) or path
+
+
+def set_kind(s):
+    return "fine" if s.endswith("-fine") else "wide" if s.endswith("-wide") else "coarse"
+
+
+def gap_class(a, b):
+    g = abs(a - b) / min(a, b) * 100.0
+    return 0 if g < 1 else 1 if g < 2 else 2 if g < 5 else 3
+
+
+def fisher_two_sided(a, b, c, d):
+    """Two-sided Fisher exact p of the 2x2 table [[a, b], [c, d]]: the sum of
+    the probabilities of every table with the same margins that is no more
+    likely than the observed one."""
+    r1, r2, c1 = a + b, c + d, a + c
+    n = r1 + r2
+
+    def prob(x):
+        return math.comb(r1, x) * math.comb(r2, c1 - x) / math.comb(n, c1)
+
+    p_obs = prob(a)
+    lo, hi = max(0, c1 - r2), min(r1, c1)
+    return min(1.0, sum(prob(x) for x in range(lo, hi + 1) if prob(x) <= p_obs * (1 + 1e-9)))
+
+
+def eta_squared(values, groups):
+    mean = statistics.fmean(values)
+    total = sum((v - mean) ** 2 for v in values)
+    by = defaultdict(list)
+    for v, g in zip(values, groups):
+        by[g].append(v)
+    between = sum(len(v) * (statistics.fmean(v) - mean) ** 2 for v in by.values())
+    return between / total if total > 0 else float("nan")
+
+
+def permutation_p(values, groups, shuffles=2000, seed=19):
+    obs = eta_squared(values, groups)
+    rng = random.Random(seed)
+    v = list(values)
+    hits = 0
+    for _ in range(shuffles):
+        rng.shuffle(v)
+        if eta_squared(v, groups) >= obs - 1e-12:
+            hits += 1
+    return obs, (hits + 1) / (shuffles + 1)
+
+
+def fmt_p(p):
+    return "p < 0.001" if p < 0.001 else f"p {p:.3f}"
+
+
+def pct(x, n):
+    return f"{x}/{n} ({100.0 * x / n:.1f})" if n else "0/0"
+
+
+class Run:
+    """One eval.json: its configurations, the baseline per command id, and per
+    command its deviation, worker, timeline and predecessors."""
+
+    def __init__(self, path):
+        self.label = label_of(path)
+        self.d = load(path)
+        self.ref = self.d["reference"]
+        t0 = self.d["meta"]["run_start_mono_ns"]
+        self.configs = [c for c in self.d["configs"] if c["role"] != "reference" and not c["skipped"]]
+        native = [c for c in self.configs if c["role"] == "repeat"]
+        by_id = defaultdict(list)
+        for cmd in native[0]["commands"] if native else []:
+            if cmd["ok"]:
+                by_id[cmd["id"]].append(cmd["result"]["median_ms"])
+        self.base = {k: statistics.median(v) for k, v in by_id.items()}
+        for c in self.configs:
+            c["short"] = c["label"].replace(" (serial)", "").replace(" persistent", " pers.")
+            cmds = [x for x in c["commands"] if x["ok"]]
+            for x in cmds:
+                r = x["result"]
+                b = self.base.get(x["id"], self.ref.get(x["id"]))
+                x["b"] = b
+                x["dev"] = (r["median_ms"] / b - 1) * 100
+                x["sdev"] = [(s / b - 1) * 100 for s in r["samples_ms"]]
+                x["t_start"] = (r["mono_start_ns"] - t0) / 1e6
+                x["t_end"] = x["t_start"] + r["t_cmd_ms"]
+                x["t_crit"] = (r["mono_critical_ns"] - t0) / 1e6
+                x["t_crit_end"] = x["t_crit"] + r["t_critical_ms"]
+            by_pid = defaultdict(list)
+            for x in cmds:
+                by_pid[x["result"]["pid"]].append(x)
+            for lst in by_pid.values():
+                lst.sort(key=lambda x: x["t_start"])
+                for i, x in enumerate(lst):
+                    x["age"] = i
+                    x["prev_w"] = lst[i - 1] if i else None
+            regions = sorted(cmds, key=lambda x: x["t_crit"])
+            for i, x in enumerate(regions):
+                x["prev_d"] = regions[i - 1] if i else None
+            c["ok_cmds"] = cmds
+            c["t_first"] = min(x["t_crit"] for x in cmds)
+            c["t_last"] = max(x["t_crit"] for x in cmds)
+
+    def trials(self, c):
+        t = defaultdict(list)
+        for x in c["ok_cmds"]:
+            r = x["result"]
+            if r.get("set") and x["id"] in self.ref:
+                t[(set_kind(r["set"]) + ", " + r["timing"], r["set"], x["rep"])].append(x)
+        return t
+
+    def pairs(self, c):
+        """Every rank pair of the configuration: (gap class, flipped, small, big, set, timing)."""
+        out = []
+        for (grp, s, _rep), m in sorted(self.trials(c).items(), key=lambda kv: kv[0]):
+            for i in range(len(m)):
+                for j in range(i + 1, len(m)):
+                    a, b = m[i], m[j]
+                    if self.ref[a["id"]] > self.ref[b["id"]]:
+                        a, b = b, a
+                    ra, rb = self.ref[a["id"]], self.ref[b["id"]]
+                    flipped = (ra - rb) * (a["result"]["median_ms"] - b["result"]["median_ms"]) < 0
+                    out.append((gap_class(ra, rb), flipped, a, b, s, grp.split(", ")[1]))
+        return out
+
+
+def t1(runs):
+    print("## T1: flips by gap class (recomputed; trials of set x timing x copy, against the reference pass)\n")
+    print("| run | configuration | 0-1% | 1-2% | 2-5% | >5% | same as the JSON's by_gap |")
+    print("|---|---|---|---|---|---|---|")
+    for R in runs:
+        for c in R.configs:
+            n, f = [0] * 4, [0] * 4
+            for g, flipped, *_ in R.pairs(c):
+                n[g] += 1
+                f[g] += flipped
+            js_n, js_f = defaultdict(int), defaultdict(int)
+            for t in c["ranking"].values():
+                for k, v in t["by_gap"].items():
+                    js_n[k] += v["pairs"]
+                    js_f[k] += v["flips"]
+            same = all(js_n[GAP_NAMES[g]] == n[g] and js_f[GAP_NAMES[g]] == f[g] for g in range(4))
+            print(f"| {R.label} | {c['short']} | " + " | ".join(pct(f[g], n[g]) for g in range(4))
+                  + f" | {'yes' if same else 'NO'} |")
+    print()
+
+
+def set_group(s):
+    return "gemm sets" if s.startswith("gemm") else s
+
+
+def t2a(runs):
+    print("## T2a: flips / pairs by set and gap class\n")
+    groups = ["axpby-16M", "axpby-16M-wide", BIG_SET, "gemm sets"]
+    print("| run | configuration | gap | " + " | ".join(groups) + " |")
+    print("|---|---|---|" + "---|" * len(groups))
+    for R in runs:
+        for c in R.configs:
+            n, f = defaultdict(int), defaultdict(int)
+            for g, flipped, _a, _b, s, _tim in R.pairs(c):
+                n[(g, set_group(s))] += 1
+                f[(g, set_group(s))] += flipped
+            for g in range(4):
+                print(f"| {R.label} | {c['short']} | {GAP_NAMES[g]} | "
+                      + " | ".join(f"{f[(g, k)]}/{n[(g, k)]}" if n[(g, k)] else "-" for k in groups) + " |")
+    print()
+
+
+def t2(runs):
+    print("## T2: the flipped pairs: their set, and which member moved (deviation from the native baseline)\n")
+    print("| run | configuration | gap | flips | axpby-16M | axpby-16M-wide | axpby-448M-fine | gemm sets "
+          "| larger member fast | smaller member slow | mover's deviation % (sorted) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for R in runs:
+        for c in R.configs:
+            by = defaultdict(list)
+            for g, flipped, a, b, s, _tim in R.pairs(c):
+                if flipped:
+                    by[g].append((a, b, s))
+            for g in range(4):
+                fl = by[g]
+                if not fl:
+                    continue
+                sets = defaultdict(int)
+                fast = slow = 0
+                movers = []
+                for a, b, s in fl:
+                    sets[set_group(s)] += 1
+                    if abs(b["dev"]) >= abs(a["dev"]):
+                        fast += 1
+                        movers.append(b["dev"])
+                    else:
+                        slow += 1
+                        movers.append(a["dev"])
+                print(f"| {R.label} | {c['short']} | {GAP_NAMES[g]} | {len(fl)} | {sets['axpby-16M']} | "
+                      f"{sets['axpby-16M-wide']} | {sets[BIG_SET]} | {sets['gemm sets']} | {fast} | {slow} | "
+                      + " ".join(f"{m:+.2f}" for m in sorted(movers)) + " |")
+    print()
+
+
+DEV_BINS = [(-1e9, -2), (-2, -1), (-1, -0.5), (-0.5, 0.5), (0.5, 1), (1, 2), (2, 7), (7, 11), (11, 1e9)]
+DEV_NAMES = ["<-2", "-2..-1", "-1..-0.5", "+-0.5", "0.5..1", "1..2", "2..7", "7..11", ">11"]
+
+
+def hist(values, bins):
+    h = [0] * len(bins)
+    for v in values:
+        for i, (lo, hi) in enumerate(bins):
+            if lo <= v < hi:
+                h[i] += 1
+                break
+    return h
+
+
+def t3(runs):
+    print("## T3: command medians, deviation from the native baseline (% ; commands per bin)\n")
+    print("| run | configuration | sets | commands | " + " | ".join(DEV_NAMES) + " |")
+    print("|---|---|---|---|" + "---|" * len(DEV_NAMES))
+    for R in runs:
+        for c in R.configs:
+            for name, pick in (("short axpby", lambda s: s in SHORT_SETS), (">= 1 ms", lambda s: s not in SHORT_SETS)):
+                v = [x["dev"] for x in c["ok_cmds"] if pick(x["result"]["set"])]
+                print(f"| {R.label} | {c['short']} | {name} | {len(v)} | " + " | ".join(str(h) for h in hist(v, DEV_BINS)) + " |")
+    print()
+
+
+FRAC_BINS = [(0, 0.1), (0.1, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, 0.9), (0.9, 1.01)]
+FRAC_NAMES = ["<10%", "10-30%", "30-50%", "50-70%", "70-90%", ">=90%"]
+
+
+def fast_shares(c, tim):
+    out = []
+    for x in c["ok_cmds"]:
+        if x["result"]["set"] == "axpby-16M" and x["result"]["timing"] == tim:
+            out.append(sum(s < FAST_SAMPLE_PCT for s in x["sdev"]) / len(x["sdev"]))
+    return out
+
+
+def t4(runs):
+    print("## T4: axpby-16M samples: the fast level (a sample more than 1.5% below its command's baseline)\n")
+    print("Commands by their share of fast samples (above 50%, the median is on the fast level), the share "
+          "of all samples that are fast, and the mean length of a run of consecutive fast samples.\n")
+    print("| run | configuration | timing | commands | " + " | ".join(FRAC_NAMES)
+          + " | off the native range (< 10% or > 50%), Fisher p vs the native repeat"
+          + " | fast samples % | median dev % of fast / other samples | mean fast run | deviant commands: first 10 samples vs the rest, median dev % |")
+    print("|---|---|---|---|" + "---|" * len(FRAC_NAMES) + "---|---|---|---|---|")
+    for R in runs:
+        for c in R.configs:
+            for tim in ("batched", "sync"):
+                cmds = [x for x in c["ok_cmds"] if x["result"]["set"] == "axpby-16M" and x["result"]["timing"] == tim]
+                if not cmds:
+                    continue
+                fr, runs_len, nfast, nall = [], [], 0, 0
+                fast_s, other_s = [], []
+                first, rest = [], []
+                for x in cmds:
+                    lv = [s < FAST_SAMPLE_PCT for s in x["sdev"]]
+                    fast_s += [s for s in x["sdev"] if s < FAST_SAMPLE_PCT]
+                    other_s += [s for s in x["sdev"] if s >= FAST_SAMPLE_PCT]
+                    fr.append(sum(lv) / len(lv))
+                    nfast += sum(lv)
+                    nall += len(lv)
+                    run = 0
+                    for f in lv + [False]:
+                        if f:
+                            run += 1
+                        elif run:
+                            runs_len.append(run)
+                            run = 0
+                    if abs(x["dev"]) > DEVIANT_PCT:
+                        first.append(statistics.median(x["sdev"][:10]))
+                        rest.append(statistics.median(x["sdev"][10:]))
+                fl = (f"{statistics.median(first):+.2f} vs {statistics.median(rest):+.2f} ({len(first)})"
+                      if first else "-")
+                mr = f"{statistics.fmean(runs_len):.1f}" if runs_len else "-"
+                off = sum(1 for f in fr if f < 0.1 or f > 0.5)
+                nat = [n for n in R.configs if n["role"] == "repeat"]
+                if c["role"] != "repeat" and nat:
+                    nf = fast_shares(nat[0], tim)
+                    n_off = sum(1 for f in nf if f < 0.1 or f > 0.5)
+                    offs = f"{off}/{len(fr)} ({fmt_p(fisher_two_sided(off, len(fr) - off, n_off, len(nf) - n_off))})"
+                else:
+                    offs = f"{off}/{len(fr)}"
+                print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | "
+                      + " | ".join(str(h) for h in hist(fr, FRAC_BINS))
+                      + f" | {offs} | {100.0 * nfast / nall:.1f} | {statistics.median(fast_s):+.2f} / {statistics.median(other_s):+.2f}"
+                      + f" | {mr} | {fl} |")
+    print()
+
+
+def conditions(c):
+    """(name, predicate on a command) for T5; the cut points are fixed, or the
+    configuration's median where the text says so."""
+    cmds = [x for x in c["ok_cmds"] if x["result"]["set"] in SHORT_SETS]
+    med = lambda key: statistics.median(x["result"][key] for x in cmds)  # noqa: E731
+    gap = lambda x: x["t_crit"] - x["prev_d"]["t_crit_end"] if x["prev_d"] else float("inf")  # noqa: E731
+    mid = (c["t_first"] + c["t_last"]) / 2
+
+    def big_free_within(x, ms):
+        other = [y for y in c["ok_cmds"] if y["result"]["set"] == BIG_SET and y["result"]["pid"] != x["result"]["pid"]
+                 and x["t_crit"] - ms <= y["t_end"] <= x["t_crit"]]
+        return bool(other)
+
+    out = [
+        ("timing sync (vs batched)", lambda x: x["result"]["timing"] == "sync"),
+        ("set axpby-16M (vs -wide)", lambda x: x["result"]["set"] == "axpby-16M"),
+        ("same worker's previous command axpby-448M-fine (7.5 GB freed)",
+         lambda x: x["prev_w"] is not None and x["prev_w"]["result"]["set"] == BIG_SET),
+        ("same worker's previous command gemm-4K",
+         lambda x: x["prev_w"] is not None and x["prev_w"]["result"]["set"] == "gemm-4K"),
+        ("same worker's previous command a short axpby",
+         lambda x: x["prev_w"] is not None and x["prev_w"]["result"]["set"] in SHORT_SETS),
+        ("previous region on the device axpby-448M-fine",
+         lambda x: x["prev_d"] is not None and x["prev_d"]["result"]["set"] == BIG_SET),
+        ("previous region on the device a gemm",
+         lambda x: x["prev_d"] is not None and x["prev_d"]["result"]["set"].startswith("gemm")),
+        ("another worker's axpby-448M-fine command ended <= 1 s before the region",
+         lambda x: big_free_within(x, 1000.0)),
+        ("another worker's axpby-448M-fine command ended <= 0.2 s before the region",
+         lambda x: big_free_within(x, 200.0)),
+        ("device idle since the previous region > median", lambda x: gap(x) > statistics.median(gap(y) for y in cmds)),
+    ]
+    if "quiet_wait_ms" in cmds[0]["result"]:
+        out += [
+            ("quiet step waited (quiet_wait_ms > 0)", lambda x: x["result"]["quiet_wait_ms"] > 0),
+            ("quiet probe first ratio > median", lambda x: x["result"]["quiet_ratio"] > med("quiet_ratio")),
+            ("power at entry > median", lambda x: x["result"]["power_w"] > med("power_w")),
+            ("power at entry < 400 W", lambda x: x["result"]["power_w"] < 400),
+            ("SM clock at entry below its maximum", lambda x: x["result"]["sm_mhz"] < max(y["result"]["sm_mhz"] for y in cmds)),
+            ("throttled samples > 0", lambda x: x["result"]["throttled_samples"] > 0),
+            ("siblings frozen > median", lambda x: x["result"]["frozen"] > med("frozen")),
+            ("drain > 1 ms", lambda x: x["result"]["drain_ms"] > 1),
+            ("gate > median", lambda x: x["result"]["gate_ms"] > med("gate_ms")),
+            ("lock wait > median", lambda x: x["result"]["lock_ms"] > med("lock_ms")),
+        ]
+    out += [
+        ("worker's first 3 commands", lambda x: x["age"] < 3),
+        ("worker's command 10 or later", lambda x: x["age"] >= 10),
+        ("first half of the configuration (by region start)", lambda x: x["t_crit"] < mid),
+    ]
+    return out
+
+
+def t5(runs):
+    print(f"## T5: persistent configurations, short axpby commands: deviant (|dev| > {DEVIANT_PCT:g}%) against one condition at a time\n")
+    print("| run | configuration | condition | with: deviant (fast, slow) / n | without: deviant (fast, slow) / n | Fisher p (two-sided) |")
+    print("|---|---|---|---|---|---|")
+    tests = low = 0
+    for R in runs:
+        for c in R.configs:
+            if c["shape"] != "persistent":
+                continue
+            cmds = [x for x in c["ok_cmds"] if x["result"]["set"] in SHORT_SETS]
+            for name, pred in conditions(c):
+                cell = {True: [0, 0, 0], False: [0, 0, 0]}  # fast, slow, n
+                for x in cmds:
+                    k = bool(pred(x))
+                    cell[k][2] += 1
+                    if x["dev"] < -DEVIANT_PCT:
+                        cell[k][0] += 1
+                    elif x["dev"] > DEVIANT_PCT:
+                        cell[k][1] += 1
+                w, wo = cell[True], cell[False]
+                a, b = w[0] + w[1], w[2] - w[0] - w[1]
+                cc, d = wo[0] + wo[1], wo[2] - wo[0] - wo[1]
+                p = fisher_two_sided(a, b, cc, d) if w[2] and wo[2] else float("nan")
+                fmt = lambda v: f"{v[0] + v[1]} ({v[0]}, {v[1]}) / {v[2]}"  # noqa: E731
+                print(f"| {R.label} | {c['short']} | {name} | {fmt(w)} | {fmt(wo)} | {p:.3f} |")
+                if not math.isnan(p):
+                    tests += 1
+                    low += p < 0.05
+    print(f"\n{tests} tests with both sides non-empty, {low} of them with p < 0.05 (no correction for "
+          "multiple tests; about 5% of them would be below 0.05 by chance alone).\n")
+
+
+def t6(runs):
+    print("## T6: who carries the deviation of the short axpby commands: eta squared (share of variance) and permutation p\n")
+    print("Deviation from the native baseline (for the native repeat itself centred on each id by construction, "
+          "so not shown) and from the reference pass (one measurement per id: its own error is shared by every copy).\n")
+    print("| run | configuration | commands | sd of deviation % | by candidate id | by worker | by candidate id, against the reference |")
+    print("|---|---|---|---|---|---|---|")
+    for R in runs:
+        for c in R.configs:
+            cmds = [x for x in c["ok_cmds"] if x["result"]["set"] in SHORT_SETS]
+            v = [x["dev"] for x in cmds]
+            ids = [x["id"] for x in cmds]
+            e_id, p_id = permutation_p(v, ids)
+            v_ref = [(x["result"]["median_ms"] / R.ref[x["id"]] - 1) * 100 for x in cmds]
+            e_r, p_r = permutation_p(v_ref, ids)
+            native = c["role"] == "repeat"
+            by_id = "- (its own baseline)" if native else f"{e_id:.2f} ({fmt_p(p_id)})"
+            pids = [x["result"]["pid"] for x in cmds]
+            if len(set(pids)) == 1:
+                wk = "- (one worker)"
+            elif len(set(pids)) < len(pids):
+                e_w, p_w = permutation_p(v, pids)
+                wk = f"{e_w:.2f} ({fmt_p(p_w)}, {len(set(pids))} workers)"
+            else:
+                wk = "- (a process per command)"
+            print(f"| {R.label} | {c['short']} | {len(v)} | {statistics.pstdev(v):.2f} | {by_id} | {wk} | {e_r:.2f} ({fmt_p(p_r)}) |")
+    print()
+
+
+def t7(runs):
+    print("## T7: the axpby-16M candidates: each copy's deviation from the native baseline (%), sorted\n")
+    print("| run | configuration | command | copies | worker processes | deviations |")
+    print("|---|---|---|---|---|---|")
+    for R in runs:
+        for c in R.configs:
+            by, pids = defaultdict(list), defaultdict(set)
+            for x in c["ok_cmds"]:
+                if x["result"]["set"] == "axpby-16M":
+                    by[x["id"]].append(x["dev"])
+                    pids[x["id"]].add(x["result"]["pid"])
+            for k in sorted(by):
+                print(f"| {R.label} | {c['short']} | {k} | {len(by[k])} | {len(pids[k])} | "
+                      + " ".join(f"{v:+.2f}" for v in sorted(by[k])) + " |")
+    print()
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 64
+    runs = [Run(p) for p in argv[1:]]
+    for f in (t1, t2a, t2, t3, t4, t5, t6, t7):
+        f(runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
