@@ -105,29 +105,28 @@ class region_core {
   void enter() {
     region_context& c = m_context;
     steps& s = m_steps.emplace();
-    timed(m_report.lock_ns, [&] {
-      m_tenant->check_guardian();
-      record(s.lock.emplace(c));
-    });
+    m_lap = now_ns();
+    m_tenant->check_guardian();  // timed with the lock: a dead guardian is replaced first
+    take(m_report.lock_ns, s.lock, c);
     const std::uint64_t deadline = now_ns() + to_ns(c.m.opts.drain_deadline());
-    timed(m_report.gate_ns, [&] { record(s.gate.emplace(c, deadline)); });
+    take(m_report.gate_ns, s.gate, c, deadline);
     gate_step& g = *s.gate;
-    timed(m_report.drain_ns,
-          [&] { record(s.drain.emplace(c, g.siblings(), g.epoch(), g.quiet(), deadline)); });
-    timed(m_report.freeze_ns,
-          [&] { record(s.freeze.emplace(c, m_tenant->sibling_freezer(), g.siblings())); });
-    timed(m_report.quiet_ns, [&] { record(s.quiet.emplace(c, m_ops)); });
-    timed(m_report.pin_ns, [&] { record(s.pin.emplace(c, m_tenant->reserved_cpus())); });
+    take(m_report.drain_ns, s.drain, c, g.siblings(), g.epoch(), g.quiet(), deadline);
+    take(m_report.freeze_ns, s.freeze, c, m_tenant->sibling_freezer(), g.siblings());
+    take(m_report.quiet_ns, s.quiet, c, m_ops);
+    take(m_report.pin_ns, s.pin, c, m_tenant->reserved_cpus());
     set_phase(*c.m.dev, phase_body);
     record_clocks(m_report.clocks_entry, "entry");
   }
 
-  // Runs `step`, its duration into `ns`.
-  template <class Step>
-  void timed(std::uint64_t& ns, Step&& step) {
-    const std::uint64_t t0 = now_ns();
-    step();
-    ns = now_ns() - t0;
+  // Takes one step (constructs it in `step`), records it in the report, and
+  // times it into `ns`: from the end of the previous step to its own end.
+  template <class Step, class... Args>
+  void take(std::uint64_t& ns, std::optional<Step>& step, Args&&... args) {
+    record(step.emplace(std::forward<Args>(args)...));
+    const std::uint64_t now = now_ns();
+    ns = now - m_lap;
+    m_lap = now;
   }
 
   void record(const lock_step& l) noexcept { m_report.ticket = l.ticket(); }
@@ -301,6 +300,7 @@ class region_core {
   tenant_core* m_tenant;
   device_ops& m_ops;
   std::uint64_t m_body_start = 0;
+  std::uint64_t m_lap = 0;  // the end of the last step taken (enter)
   region_report m_report;
   region_context m_context;  // outlives m_steps: their undo writes into it
   cpu_watch m_watch;
