@@ -287,8 +287,8 @@ class region_core {
       if (a.foreign_ns > floor_ns && a.foreign_ns * 100 > m_report.body_ns)
         m_report.warnings.push_back(
             "other tasks ran about " + std::to_string(a.foreign_ns / 1'000'000) +
-            " ms on the reserved CPUs " + format_cpulist(m_report.pinned_cpus) +
-            " during the " + std::to_string(static_cast<long long>(body_ms)) +
+            " ms on the reserved CPUs " + format_cpulist(m_report.pinned_cpus) + " during the " +
+            std::to_string(static_cast<long long>(body_ms)) +
             " ms body: a non-krex process or kernel work shares the measuring cores");
     }
     if (static_cast<double>(a.involuntary_switches) > 2.0 + body_ms / 100.0)

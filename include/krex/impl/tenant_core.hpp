@@ -157,7 +157,6 @@ class tenant_core {
   }
 
  private:
-
   // The membership's pieces (detail/membership.hpp), in join order: the
   // leave is their destruction, in reverse, after the passage through the
   // gate that every leave starts with.
@@ -261,10 +260,9 @@ class tenant_core {
     const options& o = m_member.opts;
     m_freezer.emplace(freezer::open(o.freeze(), o.cgroup_root(), m_segment->name()));
     iso.hold(*m_freezer);
-    check_freeze_domain(*m_member.node, m_member.index, m_freezer->method(),
-                                m_freezer->root());
-    const identity_domain id = make_identity_domain(
-        o.access(), m_segment->path().c_str(), &m_segment->file_stat());
+    check_freeze_domain(*m_member.node, m_member.index, m_freezer->method(), m_freezer->root());
+    const identity_domain id =
+        make_identity_domain(o.access(), m_segment->path().c_str(), &m_segment->file_stat());
     if (m_freezer->method() == freeze_method::signal)
       check_signal_namespace(*m_member.node, m_member.index, id.pidns);
     m_freezer->bind(id, m_member.node);
@@ -341,8 +339,7 @@ class tenant_core {
     recovery_config& c = m_recovery;
     c.own_dir = m_freezer->owns_root();
     if (c.method != freeze_method::cgroup_v2 && c.method != freeze_method::cgroup_v1) return;
-    std::string home =
-        cgroup::self_view::read().locate(c.method == freeze_method::cgroup_v2).own;
+    std::string home = cgroup::self_view::read().locate(c.method == freeze_method::cgroup_v2).own;
     // Never inside the root (a nested tenant's origin is a sibling's leaf):
     // then the root's parent.
     if (home.empty() || home == root || home.compare(0, root.size() + 1, root + "/") == 0)
