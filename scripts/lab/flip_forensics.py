@@ -4,10 +4,11 @@
 the flipped pairs, and the commands behind them, apart from the rest. Reads
 only the recorded eval.json(.gz); no GPU. Standard library only.
 
-usage: flip_forensics.py EVAL.json[.gz] [EVAL.json[.gz] ...]
+usage: flip_forensics.py [--only T4,T7,...] EVAL.json[.gz] [EVAL.json[.gz] ...]
 
 Each file is labelled by its folder's name (run1-krex/eval.json.gz: run1-krex).
-Output (Markdown tables, deterministic: the permutation tests use a fixed seed):
+Output (Markdown tables, deterministic: the permutation tests use a fixed seed;
+--only prints the named tables alone, in this order):
 
   T1  flips by gap class, recomputed the way bench/eval does (trials of set,
       timing and copy against the reference pass), checked against the JSON.
@@ -704,9 +705,26 @@ def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 64
-    runs = [Run(p) for p in argv[1:]]
-    for f in (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9):
-        f(runs)
+    args = argv[1:]
+    only = None
+    if args and args[0] == "--only":
+        if len(args) < 2:
+            print(__doc__, file=sys.stderr)
+            return 64
+        only = {t.strip().upper() for t in args[1].split(",")}
+        args = args[2:]
+    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9)
+    if only is not None and not only <= {f.__name__.upper() for f in tables}:
+        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T9 (got {', '.join(sorted(only))})",
+              file=sys.stderr)
+        return 64
+    if not args:
+        print(__doc__, file=sys.stderr)
+        return 64
+    runs = [Run(p) for p in args]
+    for f in tables:
+        if only is None or f.__name__.upper() in only:
+            f(runs)
     return 0
 
 
