@@ -658,7 +658,8 @@ def placement_features(c):
         ("y after x", packed("x_addr", "y_addr")),
         ("z after y", packed("y_addr", "z_addr")),
         ("flush buffer against x", flush_side),
-        ("x address used before by the same worker", lambda x: None if id(x) not in reused else reused[id(x)]),
+        ("x address used before by the same worker",
+         lambda x: None if id(x) not in reused else "yes" if reused[id(x)] else "no"),
     ]
 
 
