@@ -13,7 +13,11 @@
 //   KREX_FAKE_EXIT_MS=<n> take n ms to exit after stdin closes (a slow teardown)
 //   KREX_FAKE_TAIL=<pct>  in --mode lock, one sample in 20 is pct% slow (a tail
 //                         the command median hides)
-// Every result names the --device it was given ("device").
+// Every result names the --device it was given ("device"), and carries the
+// fields that krex_eval does not read but keeps (the worker's issue-19
+// forensics): fake buffer addresses (x_addr, y_addr, z_addr, flush_addr:
+// 2^47, every digit) and, in --mode krex, the region's clocks at entry and
+// exit (mem_mhz, temp_c, clock_reasons, exit_*) and quiet_last_ratio.
 
 #include "../bench/eval/candidates.hpp"
 #include "../bench/eval/json.hpp"
@@ -81,6 +85,14 @@ int main(int argc, char** argv) {
     o.num("t_wait_ms", 0).num("t_critical_ms", critical_ms).num("median_ms", t).num("p95_ms", t);
     o.num("sync_each", tm.sync_each ? 1 : 0);
     o.nums("samples_ms", samples).boolean("ok", true);
+    const long long x_addr = 0x7f1200000000LL + (1LL << 26) * c->set_pos;
+    o.integer("x_addr", x_addr).integer("y_addr", x_addr + (1LL << 24)).integer("z_addr", x_addr + (2LL << 24));
+    o.integer("flush_addr", 1LL << 47).integer("flush_bytes", 100663296);
+    if (mode == "krex") {
+      o.num("quiet_last_ratio", 1.01).num("mem_mhz", 3201).num("temp_c", 41).integer("clock_reasons", 0);
+      o.num("exit_sm_mhz", 1980).num("exit_mem_mhz", 3201).num("exit_power_w", 612.5).num("exit_temp_c", 43);
+      o.integer("exit_clock_reasons", 0x4);
+    }
     if (!env("KREX_FAKE_ENV").empty()) o.str("env", env(env("KREX_FAKE_ENV").c_str()));
     std::cout << o.text() << std::endl;
   }

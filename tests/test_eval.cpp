@@ -448,6 +448,11 @@ TEST_F(EvalDriver, RunsEveryShapeAndWritesTheSummary) {
   EXPECT_EQ(count(js, "\"first_in_process\":true"), 5u * 18u + 2u);
   // The ablation's environment reached its workers (and only theirs).
   EXPECT_EQ(count(js, "\"env\":\"0\""), 18u);
+  // Fields the driver does not read reach eval.json as the worker wrote them:
+  // addresses (every digit) in every mode, the region's exit clocks in krex's.
+  EXPECT_EQ(count(js, "\"flush_addr\":140737488355328,"), 5u * 18u + 36u);
+  EXPECT_EQ(count(js, "\"x_addr\":"), 5u * 18u + 36u);
+  EXPECT_EQ(count(js, "\"exit_clock_reasons\":4"), 18u + 36u);  // krex-nopin and krex persistent
   // Workers got the driver's lock file and segment.
   EXPECT_NE(md.find("critical-region fraction"), std::string::npos);
 }

@@ -22,6 +22,18 @@
 // Each phase is timed, and the command's start and its timed loop's start are
 // stamped with CLOCK_MONOTONIC (mono_start_ns, mono_critical_ns: the driver's
 // clock too); the result line goes to stdout, diagnostics to stderr.
+//
+// Where the buffers lie (issue 19's placement question), every mode: the
+// device address (an integer) of each buffer the command allocates, named by
+// its role in the kernel (axpby x_addr, y_addr, z_addr; gemm a_addr, b_addr,
+// c_addr; reduce x_addr, out_addr; softmax x_addr, y_addr; the check's
+// reference ref_addr), and of krex::measure's L2 flush buffer (flush_addr,
+// flush_bytes; read from krex's per-process measure scratch, a detail of
+// krex/gpu/measure.hpp). The device state, krex mode only (the region
+// report, NVML): at entry sm_mhz, mem_mhz, power_w, temp_c, clock_reasons
+// (NVML clocks-event reason bits), at exit the same with an exit_ prefix;
+// the quiet step's first and last probe ratios (quiet_ratio,
+// quiet_last_ratio). The line stays flat: krex_eval keeps it as it is.
 
 #include "candidates.hpp"
 #include "json.hpp"
@@ -43,6 +55,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -51,6 +64,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -217,6 +231,7 @@ struct worker_args {
 /// One prepared command: buffers, module, launch closure and checker.
 struct prepared {
   std::vector<std::unique_ptr<krex::detail::device_buffer>> bufs;
+  std::vector<std::pair<std::string, unsigned long long>> addrs;  // (role, device address)
   module mod;
   std::vector<void*> params;
   // parameter storage (kernel params point here)
@@ -288,6 +303,8 @@ class runner {
       t = clk::now();
       krex::prepare_measure(mo);
       o.num("t_prepare_ms", ms_since(t));
+      for (const auto& a : p.addrs) o.integer(a.first + "_addr", static_cast<long long>(a.second));
+      record_flush(o, mo);
       krex::measure_result res;
       t = clk::now();
       if (m_args.mode == "krex") {
@@ -308,8 +325,9 @@ class runner {
         o.str("level", rep.level()).str("gating", rep.gating);
         o.num("quiet_ms", rep.quiet_ns / 1e6).num("quiet_wait_ms", rep.quiet_wait_ns / 1e6);
         o.num("quiet_busy", rep.quiet_checked && !rep.quiet ? 1 : 0).num("quiet_ratio", rep.quiet_first_ratio);
-        if (rep.clocks_entry.valid)
-          o.num("sm_mhz", rep.clocks_entry.sm_mhz).num("power_w", rep.clocks_entry.power_mw / 1000.0);
+        o.num("quiet_last_ratio", rep.quiet_last_ratio);
+        record_clocks(o, "", rep.clocks_entry);
+        record_clocks(o, "exit_", rep.clocks_exit);
         if (rep.level().find("drain") == std::string::npos || rep.contended || rep.lease_lost)
           o.boolean("degraded", true);
       } else if (m_args.mode == "lock") {
@@ -385,9 +403,36 @@ class runner {
     ck(cuModuleGetFunction(&p->mod.f, p->mod.m, "candidate"), "cuModuleGetFunction");
   }
 
-  float* alloc(prepared* p, std::size_t floats) {
+  float* alloc(prepared* p, std::size_t floats, const char* role) {
     p->bufs.push_back(std::make_unique<krex::detail::device_buffer>(floats * sizeof(float)));
-    return static_cast<float*>(p->bufs.back()->get());
+    void* d = p->bufs.back()->get();
+    p->addrs.emplace_back(role, reinterpret_cast<std::uintptr_t>(d));
+    return static_cast<float*>(d);
+  }
+
+  /// The region report's clocks (NVML) as flat fields, `prefix` "" (entry) or
+  /// "exit_"; nothing when they could not be read.
+  static void record_clocks(krex_eval::json_object& o, const std::string& prefix,
+                            const krex::device_clocks& c) {
+    if (!c.valid) return;
+    o.num(prefix + "sm_mhz", c.sm_mhz).num(prefix + "mem_mhz", c.mem_mhz);
+    o.num(prefix + "power_w", c.power_mw / 1000.0).num(prefix + "temp_c", c.temp_c);
+    o.integer(prefix + "clock_reasons", static_cast<long long>(c.reasons));
+  }
+
+  /// krex::measure's L2 flush buffer for `mo` (flush_addr, flush_bytes): the
+  /// per-process scratch that prepare_measure just filled, looked at through
+  /// its lease (krex/gpu/measure.hpp, a krex detail: nothing is allocated
+  /// here, the lease only names what the next measure will use). Nothing when
+  /// the scratch is not at hand or there is no flush.
+  static void record_flush(krex_eval::json_object& o, const krex::measure_options& mo) {
+    using scratch = krex::detail::gpu::measure_scratch<krex::detail::cuda_api>;
+    const std::size_t bytes = mo.cold_l2 ? krex::detail::flush_size(mo.flush_bytes) : 0;
+    scratch::lease l;
+    const std::size_t events = 2 * static_cast<std::size_t>(mo.samples);
+    if (bytes == 0 || !scratch::get().take(bytes, events, l) || l.flush == nullptr) return;
+    o.integer("flush_addr", static_cast<long long>(reinterpret_cast<std::uintptr_t>(l.flush)));
+    o.integer("flush_bytes", static_cast<long long>(l.flush_bytes));
   }
   void fill(float* d, long long n, unsigned seed, float lo, float hi) {
     fill_uniform<<<m_sms * 8, 256, 0, m_stream>>>(d, n, seed, lo, hi);
@@ -402,9 +447,9 @@ class runner {
     };
     switch (c.fam) {
       case family::gemm: {
-        float* A = alloc(p, c.m * c.k);
-        float* B = alloc(p, c.k * c.n);
-        float* C = alloc(p, c.m * c.n);
+        float* A = alloc(p, c.m * c.k, "a");
+        float* B = alloc(p, c.k * c.n, "b");
+        float* C = alloc(p, c.m * c.n, "c");
         fill(A, c.m * c.k, 1, -1, 1);
         fill(B, c.k * c.n, 2, -1, 1);
         p->pa = reinterpret_cast<CUdeviceptr>(A);
@@ -419,8 +464,8 @@ class runner {
         break;
       }
       case family::reduce: {
-        float* x = alloc(p, c.n);
-        float* out = alloc(p, 1);
+        float* x = alloc(p, c.n, "x");
+        float* out = alloc(p, 1, "out");
         fill(x, c.n, 3, 0, 1);
         ck(cudaMemsetAsync(out, 0, sizeof(float), m_stream), "memset");  // check() sums into it once
         p->pa = reinterpret_cast<CUdeviceptr>(x);
@@ -432,9 +477,9 @@ class runner {
         break;
       }
       case family::axpby: {
-        float* x = alloc(p, c.n);
-        float* y = alloc(p, c.n);
-        float* z = alloc(p, c.n);
+        float* x = alloc(p, c.n, "x");
+        float* y = alloc(p, c.n, "y");
+        float* z = alloc(p, c.n, "z");
         fill(x, c.n, 4, -1, 1);
         fill(y, c.n, 5, -1, 1);
         p->pa = reinterpret_cast<CUdeviceptr>(x);
@@ -447,8 +492,8 @@ class runner {
         break;
       }
       case family::softmax: {
-        float* x = alloc(p, c.m * c.n);
-        float* y = alloc(p, c.m * c.n);
+        float* x = alloc(p, c.m * c.n, "x");
+        float* y = alloc(p, c.m * c.n, "y");
         fill(x, c.m * c.n, 6, -4, 4);
         p->pa = reinterpret_cast<CUdeviceptr>(x);
         p->pb = reinterpret_cast<CUdeviceptr>(y);
@@ -484,7 +529,7 @@ class runner {
           ck(cublasCreate(&m_cublas), "cublasCreate");
           ck(cublasSetStream(m_cublas, m_stream), "cublasSetStream");
         }
-        float* ref = alloc(p, c.m * c.n);
+        float* ref = alloc(p, c.m * c.n, "ref");
         const float one = 1, zero = 0;
         // Row-major C = A B is column-major C^T = B^T A^T.
         ck(cublasSgemm(m_cublas, CUBLAS_OP_N, CUBLAS_OP_N, p->n32, p->m32, p->k32, &one,
@@ -508,7 +553,7 @@ class runner {
         break;
       }
       case family::axpby: {
-        float* ref = alloc(p, c.n);
+        float* ref = alloc(p, c.n, "ref");
         axpby_ref<<<m_sms * 8, 256, 0, m_stream>>>(reinterpret_cast<float*>(p->pa),
                                                    reinterpret_cast<float*>(p->pb), ref, p->a, p->b, c.n);
         const auto r = compare(reinterpret_cast<float*>(p->pc), ref, c.n);
@@ -517,7 +562,7 @@ class runner {
         break;
       }
       case family::softmax: {
-        float* ref = alloc(p, c.m * c.n);
+        float* ref = alloc(p, c.m * c.n, "ref");
         softmax_ref<<<static_cast<unsigned>((c.m + 127) / 128), 128, 0, m_stream>>>(
             reinterpret_cast<float*>(p->pa), ref, p->m32, p->n32);
         const auto r = compare(reinterpret_cast<float*>(p->pb), ref, c.m * c.n);

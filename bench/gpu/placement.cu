@@ -4,17 +4,37 @@
 // to +-2% from one command to the next, with one worker alone and no krex.)
 // One process, no krex: for each of --allocs allocations, a spacer of random
 // size (0 .. --spacer-mb) is allocated first, so the inputs land elsewhere in
-// the device's memory; then x, y, z (16 Mi floats each, the eval's axpby-16M
-// candidate) are allocated and filled, and the axpby is timed twice in a row,
-// --samples samples each (cold L2, an event pair per sample, synchronized).
-// If the spread of the medians across allocations is much larger than the
-// difference between the two timings of the same allocation, placement, not
-// the measurement, moves the kernel. The process sleeps --settle-ms after the
-// allocations and after the frees, so the driver's work after large
-// allocations and frees (bench/gpu/quiet.cu: ~2.5 ms per GB) is over before
-// anything is timed.
+// the device's memory; then x, y, z (--floats floats each; by default 16 Mi,
+// the eval's axpby-16M candidate at set position 0) are allocated and filled,
+// and the axpby is timed twice in a row, --samples samples each (cold L2, an
+// event pair per sample). If the spread of the medians across allocations is
+// much larger than the difference between the two timings of the same
+// allocation, placement, not the measurement, moves the kernel. The process
+// sleeps --settle-ms after the allocations and after the frees, so the
+// driver's work after large allocations and frees (bench/gpu/quiet.cu:
+// ~2.5 ms per GB) is over before anything is timed.
 //
-//   krex_gpu_placement [--allocs 40] [--samples 100] [--spacer-mb 4096] [--settle-ms 200] [--seed 1] [--json FILE]
+// Timings (--timing):
+//   own      this file's loop on the default stream: flush (a buffer of its
+//            own), event, kernel, event, synchronize, per sample (the default;
+//            docs/results/ranks.md's placement table)
+//   sync     krex::measure (krex::unprotected) on a stream of its own with
+//            sync_each: the eval's @sync timing, krex's flush buffer
+//   batched  krex::measure without sync_each: the eval's default timing
+// The eval's candidate launches min(n/4/256, 16 per SM) blocks of 256
+// (--grid-per-sm 16); this bench's default is 8 per SM.
+//
+// Fast samples (issue 19's two levels): a sample more than --fast-pct below
+// the median of every allocation's first-timing median. Per allocation the
+// share of fast samples of each timing; if the share belongs to the
+// allocation (placement), the two timings' shares agree (their correlation
+// across allocations is printed). --json writes every trial: the spacer, the
+// device addresses of x, y, z and of the flush buffer, both medians, both
+// shares and every sample.
+//
+//   krex_gpu_placement [--allocs 40] [--samples 100] [--spacer-mb 4096] [--settle-ms 200] [--seed 1]
+//                      [--floats 16777216] [--timing own|sync|batched] [--grid-per-sm 8]
+//                      [--fast-pct 1.5] [--json FILE]
 
 #include <krex/measure.hpp>
 #include <krex_tools/cli.hpp>
@@ -22,14 +42,15 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <thread>
-#include <chrono>
 #include <vector>
 
 #include "kernels.cuh"
@@ -43,12 +64,39 @@ double quantile(std::vector<double> v, double q) {
   return krex::detail::quantile_sorted(v, q);
 }
 
+/// Pearson's r of `a` and `b` (NAN if either is constant).
+double correlation(const std::vector<double>& a, const std::vector<double>& b) {
+  const double n = static_cast<double>(a.size());
+  double ma = 0, mb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) ma += a[i] / n, mb += b[i] / n;
+  double sab = 0, saa = 0, sbb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    sab += (a[i] - ma) * (b[i] - mb);
+    saa += (a[i] - ma) * (a[i] - ma);
+    sbb += (b[i] - mb) * (b[i] - mb);
+  }
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : NAN;
+}
+
+unsigned long long addr(const void* p) {
+  return static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p));
+}
+
+/// One timing of one allocation.
+struct timing_result {
+  std::vector<double> samples;
+  double median = NAN;
+  double fast_share = NAN;  ///< filled once the center is known
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int allocs = 40, samples = 100, seed = 1, settle_ms = 200;
+  int allocs = 40, samples = 100, seed = 1, settle_ms = 200, grid_per_sm = 8;
   long spacer_mb = 4096;
-  std::string json;
+  long long floats = 16LL << 20;
+  double fast_pct = 1.5;
+  std::string json, timing = "own";
   krex_tools::cli::program prog(
       "krex_gpu_placement",
       "Does where a long-lived process's buffers land move a bandwidth-bound kernel? (no krex)");
@@ -59,38 +107,92 @@ int main(int argc, char** argv) {
       .integer("--settle-ms", "MS", settle_ms, 0, 600000,
                "idle time after allocating and after freeing (default 200)")
       .integer("--seed", "N", seed, 0, 1000000000, "the spacer sizes' seed (default 1)")
+      .integer("--floats", "N", floats, 1024, 1L << 32,
+               "floats per buffer, a multiple of 4 (default 16777216; the axpby-16M set: 16777216 "
+               "16944128 17112064 17363968 17615872)")
+      .value(
+          "--timing", "own|sync|batched",
+          [&](const std::string& v) {
+            if (v != "own" && v != "sync" && v != "batched")
+              throw krex_tools::cli::usage_error("invalid value '" + v + "' for --timing: own, sync or batched");
+            timing = v;
+          },
+          "own: this bench's synchronized loop (default); sync / batched: krex::measure with and "
+          "without sync_each (the eval's @sync and default timings)")
+      .integer("--grid-per-sm", "N", grid_per_sm, 1, 1024,
+               "blocks of 256 per SM, capped at n/4/256 (default 8; the eval's candidate: 16)")
+      .number("--fast-pct", "PCT", fast_pct, 0, 50,
+              "a sample this many % below the allocations' median is fast (default 1.5)")
       .text("--json", "FILE", json, "also write every trial to FILE");
   prog.parse(argc, argv);
+  if (floats % 4 != 0) {
+    std::fprintf(stderr, "krex_gpu_placement: --floats must be a multiple of 4 (got %lld)\n", floats);
+    return krex_tools::cli::exit_usage;
+  }
   int dev = 0, l2 = 0, sms = 0;
   KREX_GPU_CHECK(cudaGetDevice(&dev));
   KREX_GPU_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
   KREX_GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const size_t n4 = (16u << 20) / 4, bytes = n4 * sizeof(float4);
-  const size_t flush_bytes = 2 * static_cast<size_t>(l2);
+  const size_t n4 = static_cast<size_t>(floats) / 4, bytes = n4 * sizeof(float4);
+  const unsigned grid = static_cast<unsigned>(
+      std::max<long long>(1, std::min<long long>((static_cast<long long>(n4) + 255) / 256,
+                                                 static_cast<long long>(sms) * grid_per_sm)));
+  const bool own = timing == "own";
+
+  // The flush buffer: this bench's own (--timing own), or krex::measure's
+  // per-process scratch, allocated now as the eval's worker does
+  // (krex::prepare_measure, before its first command's inputs).
+  size_t flush_bytes = 2 * static_cast<size_t>(l2);
   void* flush = nullptr;
-  KREX_GPU_CHECK(cudaMalloc(&flush, flush_bytes));
+  cudaStream_t stream = nullptr;
+  krex::measure_options mo;
+  mo.samples = samples;
+  mo.warmup = 3;
+  mo.sync_each = timing == "sync";
+  if (own) {
+    KREX_GPU_CHECK(cudaMalloc(&flush, flush_bytes));
+  } else {
+    KREX_GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    krex::prepare_measure(mo);
+    // Its address, through the scratch's lease (a krex detail; nothing allocated).
+    using scratch = krex::detail::gpu::measure_scratch<krex::detail::cuda_api>;
+    flush_bytes = krex::detail::flush_size(mo.flush_bytes);
+    scratch::lease l;
+    if (scratch::get().take(flush_bytes, 2 * static_cast<size_t>(samples), l)) flush = l.flush;
+  }
   cudaEvent_t e0, e1;
   KREX_GPU_CHECK(cudaEventCreate(&e0));
   KREX_GPU_CHECK(cudaEventCreate(&e1));
   std::mt19937 rng(static_cast<unsigned>(seed));
   std::uniform_int_distribution<long> spacer_dist(0, spacer_mb / 2);  // in 2 MB pages
 
-  auto time_median = [&](float4* x, float4* y, float4* z) {
-    std::vector<double> t;
-    for (int s = 0; s < samples + 3; ++s) {
-      KREX_GPU_CHECK(cudaMemsetAsync(flush, s & 0xff, flush_bytes));
-      KREX_GPU_CHECK(cudaEventRecord(e0));
-      krex_gpu::axpby4<<<sms * 8, 256>>>(x, y, z, n4, 2.0f, 3.0f);
-      KREX_GPU_CHECK(cudaEventRecord(e1));
-      KREX_GPU_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      KREX_GPU_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      if (s >= 3) t.push_back(ms);
+  auto time_it = [&](float4* x, float4* y, float4* z) {
+    timing_result r;
+    if (own) {
+      for (int s = 0; s < samples + 3; ++s) {
+        KREX_GPU_CHECK(cudaMemsetAsync(flush, s & 0xff, flush_bytes));
+        KREX_GPU_CHECK(cudaEventRecord(e0));
+        krex_gpu::axpby4<<<grid, 256>>>(x, y, z, n4, 2.0f, 3.0f);
+        KREX_GPU_CHECK(cudaEventRecord(e1));
+        KREX_GPU_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        KREX_GPU_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (s >= 3) r.samples.push_back(ms);
+      }
+    } else {
+      const krex::measure_result m = krex::measure(
+          krex::unprotected, stream, [&] { krex_gpu::axpby4<<<grid, 256, 0, stream>>>(x, y, z, n4, 2.0f, 3.0f); },
+          mo);
+      KREX_GPU_CHECK(cudaGetLastError());
+      r.samples = m.samples_ms;
     }
-    return quantile(t, 0.5);
+    r.median = quantile(r.samples, 0.5);
+    return r;
   };
 
-  std::vector<double> first, second, spacers;
+  std::vector<timing_result> first, second;
+  std::vector<double> spacers;
+  std::vector<unsigned long long> xa, ya, za;
   for (int k = 0; k < allocs; ++k) {
     const size_t spacer = static_cast<size_t>(spacer_dist(rng)) << 21;
     void* sp = nullptr;
@@ -103,9 +205,10 @@ int main(int argc, char** argv) {
     KREX_GPU_CHECK(cudaMemset(y, 2, bytes));
     KREX_GPU_CHECK(cudaDeviceSynchronize());
     std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
-    first.push_back(time_median(x, y, z));
-    second.push_back(time_median(x, y, z));
+    first.push_back(time_it(x, y, z));
+    second.push_back(time_it(x, y, z));
     spacers.push_back(static_cast<double>(spacer >> 20));
+    xa.push_back(addr(x)), ya.push_back(addr(y)), za.push_back(addr(z));
     KREX_GPU_CHECK(cudaFree(x));
     KREX_GPU_CHECK(cudaFree(y));
     KREX_GPU_CHECK(cudaFree(z));
@@ -115,35 +218,86 @@ int main(int argc, char** argv) {
   }
   // Across allocations: each allocation's first median against the median of
   // all; within an allocation: second against first.
-  const double center = quantile(first, 0.5);
-  std::vector<double> across, within;
+  std::vector<double> medians;
+  for (const auto& t : first) medians.push_back(t.median);
+  const double center = quantile(medians, 0.5);
+  const double fast_below = center * (1 - fast_pct / 100);
+  std::vector<double> across, within, share1, share2;
+  long fast_n = 0, all_n = 0;
   for (int k = 0; k < allocs; ++k) {
-    across.push_back(100.0 * (first[k] / center - 1));
-    within.push_back(100.0 * std::fabs(second[k] / first[k] - 1));
+    across.push_back(100.0 * (first[k].median / center - 1));
+    within.push_back(100.0 * std::fabs(second[k].median / first[k].median - 1));
+    for (timing_result* t : {&first[k], &second[k]}) {
+      long f = 0;
+      for (double s : t->samples) f += s < fast_below;
+      t->fast_share = t->samples.empty() ? NAN : static_cast<double>(f) / static_cast<double>(t->samples.size());
+      fast_n += f;
+      all_n += static_cast<long>(t->samples.size());
+    }
+    share1.push_back(first[k].fast_share);
+    share2.push_back(second[k].fast_share);
   }
   std::vector<double> abs_across;
   for (double v : across) abs_across.push_back(std::fabs(v));
-  std::printf("axpby 16 Mi floats, %d allocations (spacer 0..%ld MB, settle %d ms), %d samples per timing, median %.5f ms\n",
-              allocs, spacer_mb, settle_ms, samples, center);
+  std::printf("axpby %lld floats (%u blocks of 256), timing %s, %d allocations (spacer 0..%ld MB, settle %d ms), "
+              "%d samples per timing, median %.5f ms\n",
+              floats, grid, timing.c_str(), allocs, spacer_mb, settle_ms, samples, center);
   std::printf("| | p50 | p90 | max |\n|---|---|---|---|\n");
   std::printf("| across allocations: |median - all's median| %% | %.2f | %.2f | %.2f |\n", quantile(abs_across, 0.5),
               quantile(abs_across, 0.9), quantile(abs_across, 1.0));
   std::printf("| within an allocation: |2nd - 1st| %% | %.2f | %.2f | %.2f |\n", quantile(within, 0.5),
               quantile(within, 0.9), quantile(within, 1.0));
   std::printf("across allocations: min %+.2f%%, max %+.2f%%\n", quantile(across, 0.0), quantile(across, 1.0));
+  // The fast level: allocations by their share of fast samples (the bins of
+  // scripts/lab/flip_forensics.py's T4).
+  static const double edges[] = {0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.01};
+  std::printf("fast samples (> %.2f%% below %.5f ms): %.1f%% of all; allocations by their share:\n", fast_pct,
+              center, all_n ? 100.0 * static_cast<double>(fast_n) / static_cast<double>(all_n) : NAN);
+  std::printf("| timing | <10%% | 10-30%% | 30-50%% | 50-70%% | 70-90%% | >=90%% |\n|---|---|---|---|---|---|---|\n");
+  for (int w = 0; w < 2; ++w) {
+    const std::vector<double>& sh = w == 0 ? share1 : share2;
+    int h[6] = {0, 0, 0, 0, 0, 0};
+    for (double s : sh)
+      for (int b = 0; b < 6; ++b)
+        if (s >= edges[b] && s < edges[b + 1]) ++h[b];
+    std::printf("| %s | %d | %d | %d | %d | %d | %d |\n", w == 0 ? "1st" : "2nd", h[0], h[1], h[2], h[3], h[4],
+                h[5]);
+  }
+  std::printf("fast share, 1st against 2nd timing of the same allocation: r = %.2f (near 1: the share "
+              "belongs to the allocation)\n",
+              correlation(share1, share2));
   if (!json.empty()) {
     FILE* f = std::fopen(json.c_str(), "w");
     if (f == nullptr) {
       std::perror(json.c_str());
       return 1;
     }
-    std::fprintf(f, "{\"allocs\":%d,\"samples\":%d,\"spacer_mb\":%ld,\"settle_ms\":%d,\"median_ms\":%.6f,\"trials\":[",
-                 allocs, samples, spacer_mb, settle_ms, center);
+    std::fprintf(f,
+                 "{\"allocs\":%d,\"samples\":%d,\"spacer_mb\":%ld,\"settle_ms\":%d,\"median_ms\":%.6f,"
+                 "\"floats\":%lld,\"timing\":\"%s\",\"grid\":%u,\"fast_pct\":%g,\"flush_addr\":%llu,"
+                 "\"flush_bytes\":%zu,\"trials\":[",
+                 allocs, samples, spacer_mb, settle_ms, center, floats, timing.c_str(), grid, fast_pct, addr(flush),
+                 flush_bytes);
+    const auto samples_of = [&](const timing_result& t) {
+      std::string s;
+      char b[32];
+      for (std::size_t i = 0; i < t.samples.size(); ++i) {
+        std::snprintf(b, sizeof b, "%s%.6f", i ? "," : "", t.samples[i]);
+        s += b;
+      }
+      return s;
+    };
     for (int k = 0; k < allocs; ++k)
-      std::fprintf(f, "%s{\"spacer_mb\":%.0f,\"first_ms\":%.6f,\"second_ms\":%.6f}", k ? "," : "", spacers[k],
-                   first[k], second[k]);
+      std::fprintf(f,
+                   "%s{\"spacer_mb\":%.0f,\"first_ms\":%.6f,\"second_ms\":%.6f,\"x_addr\":%llu,\"y_addr\":%llu,"
+                   "\"z_addr\":%llu,\"first_fast_share\":%.4f,\"second_fast_share\":%.4f,"
+                   "\"first_samples_ms\":[%s],\"second_samples_ms\":[%s]}",
+                   k ? "," : "", spacers[k], first[k].median, second[k].median, xa[k], ya[k], za[k],
+                   first[k].fast_share, second[k].fast_share, samples_of(first[k]).c_str(),
+                   samples_of(second[k]).c_str());
     std::fprintf(f, "]}\n");
     std::fclose(f);
   }
+  if (stream != nullptr) KREX_GPU_CHECK(cudaStreamDestroy(stream));
   return 0;
 }

@@ -4,10 +4,11 @@
 the flipped pairs, and the commands behind them, apart from the rest. Reads
 only the recorded eval.json(.gz); no GPU. Standard library only.
 
-usage: flip_forensics.py EVAL.json[.gz] [EVAL.json[.gz] ...]
+usage: flip_forensics.py [--only T4,T7,...] EVAL.json[.gz] [EVAL.json[.gz] ...]
 
 Each file is labelled by its folder's name (run1-krex/eval.json.gz: run1-krex).
-Output (Markdown tables, deterministic: the permutation tests use a fixed seed):
+Output (Markdown tables, deterministic: the permutation tests use a fixed seed;
+--only prints the named tables alone, in this order):
 
   T1  flips by gap class, recomputed the way bench/eval does (trials of set,
       timing and copy against the reference pass), checked against the JSON.
@@ -33,6 +34,20 @@ Output (Markdown tables, deterministic: the permutation tests use a fixed seed):
       a permutation p (2000 shuffles, seed 19); also against the reference.
   T7  the axpby-16M candidates one by one: each copy's deviation, sorted,
       and how many worker processes ran the copies.
+
+Only for runs whose worker recorded them (bench/eval/worker.cu after issue
+19's forensics; nothing is printed for older runs):
+
+  T8  the device state of the short axpby commands' regions (krex mode): the
+      clocks at region entry and exit (SM, memory), power, temperature, the
+      NVML clocks-event reasons, the quiet step's last probe ratio; then, as
+      T5, deviant commands against one condition at a time on these fields.
+  T9  placement: where the axpby-16M commands' buffers lay (x_addr, y_addr,
+      z_addr, flush_addr): x modulo 2 MiB and 64 KiB, whether y and z follow
+      x packed (the previous buffer's size rounded up to 2 MiB), the flush
+      buffer before or after x, and whether the worker had used the same x
+      address before; then each feature against the commands' share of fast
+      samples (T4's definition): eta squared and permutation p.
 """
 import gzip
 import json
@@ -475,6 +490,215 @@ def t7(runs):
     print()
 
 
+SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # power cap, hw slowdown, sw/hw thermal, power brake
+
+
+def has_field(runs, key):
+    return any(key in x["result"] for R in runs for c in R.configs for x in c["ok_cmds"])
+
+
+def spread(vals, lo="min", digits=0):
+    """median / min (or max) of the values present, '-' if none."""
+    v = [x for x in vals if x is not None]
+    if not v:
+        return "-"
+    ext = min(v) if lo == "min" else max(v)
+    return f"{statistics.median(v):.{digits}f} / {ext:.{digits}f}"
+
+
+def fisher_rows(label, c, cmds, conds):
+    """T5's rows for `conds` ((name, predicate), predicates may return None:
+    the command is then left out); returns (tests, tests with p < 0.05)."""
+    tests = low = 0
+    for name, pred in conds:
+        cell = {True: [0, 0, 0], False: [0, 0, 0]}  # fast, slow, n
+        for x in cmds:
+            k = pred(x)
+            if k is None:
+                continue
+            k = bool(k)
+            cell[k][2] += 1
+            if x["dev"] < -DEVIANT_PCT:
+                cell[k][0] += 1
+            elif x["dev"] > DEVIANT_PCT:
+                cell[k][1] += 1
+        w, wo = cell[True], cell[False]
+        a, b = w[0] + w[1], w[2] - w[0] - w[1]
+        cc, d = wo[0] + wo[1], wo[2] - wo[0] - wo[1]
+        p = fisher_two_sided(a, b, cc, d) if w[2] and wo[2] else float("nan")
+        fmt = lambda v: f"{v[0] + v[1]} ({v[0]}, {v[1]}) / {v[2]}"  # noqa: E731
+        print(f"| {label} | {c['short']} | {name} | {fmt(w)} | {fmt(wo)} | {p:.3f} |")
+        if not math.isnan(p):
+            tests += 1
+            low += p < 0.05
+    return tests, low
+
+
+def state_conditions(cmds):
+    """(name, predicate) for T8 on the fields the worker records since issue
+    19's forensics; a predicate returns None where its field is missing."""
+    def get(x, k):
+        return x["result"].get(k)
+
+    def med(k):
+        v = [get(x, k) for x in cmds if get(x, k) is not None]
+        return statistics.median(v) if v else None
+
+    def top(k):
+        v = [get(x, k) for x in cmds if get(x, k) is not None]
+        return max(v) if v else None
+
+    def cmp(k, ref, op):
+        return lambda x: None if get(x, k) is None or ref is None else op(get(x, k), ref)
+
+    lt = lambda a, b: a < b  # noqa: E731
+    gt = lambda a, b: a > b  # noqa: E731
+
+    def reasons(k, mask):
+        return lambda x: None if get(x, k) is None else (int(get(x, k)) & mask) != 0
+
+    def changed(k):
+        return lambda x: None if get(x, k) is None or get(x, "exit_" + k) is None else get(x, k) != get(x, "exit_" + k)
+
+    return [
+        ("SM clock at exit below its maximum", cmp("exit_sm_mhz", top("exit_sm_mhz"), lt)),
+        ("SM clock changed from entry to exit", changed("sm_mhz")),
+        ("memory clock at entry below its maximum", cmp("mem_mhz", top("mem_mhz"), lt)),
+        ("memory clock at exit below its maximum", cmp("exit_mem_mhz", top("exit_mem_mhz"), lt)),
+        ("temperature at entry > median", cmp("temp_c", med("temp_c"), gt)),
+        ("temperature at exit > median", cmp("exit_temp_c", med("exit_temp_c"), gt)),
+        ("power at exit > median", cmp("exit_power_w", med("exit_power_w"), gt)),
+        ("a slowdown reason at entry (power, thermal)", reasons("clock_reasons", SLOWDOWN_MASK)),
+        ("a slowdown reason at exit (power, thermal)", reasons("exit_clock_reasons", SLOWDOWN_MASK)),
+        ("any clocks-event reason but idle at exit", reasons("exit_clock_reasons", ~0x1)),
+        ("quiet probe last ratio > median", cmp("quiet_last_ratio", med("quiet_last_ratio"), gt)),
+    ]
+
+
+def t8(runs):
+    if not has_field(runs, "exit_sm_mhz") and not has_field(runs, "quiet_last_ratio"):
+        return
+    print("## T8: device state of the short axpby commands' regions (krex mode: the region report, NVML)\n")
+    print("Clocks at region entry and at exit (median / min), power at exit and temperature (median / max), "
+          "the commands with a power or thermal slowdown reason at entry or exit, every clocks-event reason "
+          "bit seen (OR), and the quiet step's last probe ratio (median / max).\n")
+    print("| run | configuration | commands | SM MHz entry | SM MHz exit | mem MHz entry | mem MHz exit | "
+          "power W exit | temp C entry | temp C exit | slowdown at entry / exit | reasons seen | quiet last ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for R in runs:
+        for c in R.configs:
+            cmds = [x for x in c["ok_cmds"] if x["result"]["set"] in SHORT_SETS]
+            if not any("exit_sm_mhz" in x["result"] or "quiet_last_ratio" in x["result"] for x in cmds):
+                continue
+            g = lambda k: [x["result"].get(k) for x in cmds]  # noqa: E731
+            slow = lambda k: sum(1 for v in g(k) if v is not None and int(v) & SLOWDOWN_MASK)  # noqa: E731
+            seen = 0
+            for k in ("clock_reasons", "exit_clock_reasons"):
+                for v in g(k):
+                    seen |= int(v) if v is not None else 0
+            ratios = [v for v in g("quiet_last_ratio") if v]
+            print(f"| {R.label} | {c['short']} | {len(cmds)} | {spread(g('sm_mhz'))} | {spread(g('exit_sm_mhz'))} | "
+                  f"{spread(g('mem_mhz'))} | {spread(g('exit_mem_mhz'))} | {spread(g('exit_power_w'), 'max')} | "
+                  f"{spread(g('temp_c'), 'max')} | {spread(g('exit_temp_c'), 'max')} | "
+                  f"{slow('clock_reasons')} / {slow('exit_clock_reasons')} | {seen:#x} | "
+                  f"{spread(ratios, 'max', 3) if ratios else '-'} |")
+    print()
+    print(f"Deviant (|dev| > {DEVIANT_PCT:g}%) short axpby commands of the persistent configurations against one "
+          "condition at a time (commands without the field left out):\n")
+    print("| run | configuration | condition | with: deviant (fast, slow) / n | without: deviant (fast, slow) / n | Fisher p (two-sided) |")
+    print("|---|---|---|---|---|---|")
+    tests = low = 0
+    for R in runs:
+        for c in R.configs:
+            if c["shape"] != "persistent":
+                continue
+            cmds = [x for x in c["ok_cmds"] if x["result"]["set"] in SHORT_SETS]
+            if not any("exit_sm_mhz" in x["result"] or "quiet_last_ratio" in x["result"] for x in cmds):
+                continue
+            t, lo = fisher_rows(R.label, c, cmds, state_conditions(cmds))
+            tests += t
+            low += lo
+    print(f"\n{tests} tests with both sides non-empty, {low} of them with p < 0.05 (no correction for "
+          "multiple tests).\n")
+
+
+MIB2 = 2 << 20
+
+
+def placement_features(c):
+    """(name, function of a command giving its group, or None) for T9."""
+    seen = defaultdict(set)  # pid -> x addresses used by earlier commands
+    reused = {}
+    for x in sorted(c["ok_cmds"], key=lambda x: x["t_start"]):
+        r = x["result"]
+        if "x_addr" not in r:
+            continue
+        reused[id(x)] = r["x_addr"] in seen[r["pid"]]
+        seen[r["pid"]].add(r["x_addr"])
+
+    def size_up(x):
+        b = int(x["result"]["candidate"].rsplit("-", 1)[1]) * 4
+        return (b + MIB2 - 1) // MIB2 * MIB2
+
+    def packed(a, b):
+        return lambda x: (None if a not in x["result"] or b not in x["result"]
+                          else "packed" if x["result"][b] - x["result"][a] == size_up(x) else "not packed")
+
+    def flush_side(x):
+        r = x["result"]
+        if "flush_addr" not in r or "x_addr" not in r:
+            return None
+        return "flush below x" if r["flush_addr"] < r["x_addr"] else "flush above x"
+
+    return [
+        ("x mod 2 MiB (KiB)", lambda x: None if "x_addr" not in x["result"] else (x["result"]["x_addr"] % MIB2) // 1024),
+        ("x mod 64 KiB (KiB)", lambda x: None if "x_addr" not in x["result"] else (x["result"]["x_addr"] % 65536) // 1024),
+        ("x's 2 MiB page mod 8 (address bits 21-23)",
+         lambda x: None if "x_addr" not in x["result"] else (x["result"]["x_addr"] >> 21) % 8),
+        ("y after x", packed("x_addr", "y_addr")),
+        ("z after y", packed("y_addr", "z_addr")),
+        ("flush buffer against x", flush_side),
+        ("x address used before by the same worker",
+         lambda x: None if id(x) not in reused else "yes" if reused[id(x)] else "no"),
+    ]
+
+
+def t9(runs):
+    if not has_field(runs, "x_addr"):
+        return
+    print("## T9: placement of the axpby-16M buffers against the share of fast samples (T4's definition)\n")
+    print("Per configuration and timing, the commands that recorded addresses: distinct x addresses, and per "
+          "feature its groups (commands, median share of fast samples) with eta squared of the share by group "
+          "and a permutation p (2000 shuffles, seed 19); one group: nothing to test.\n")
+    print("| run | configuration | timing | commands | distinct x | feature | groups: value (commands, median fast share %) | eta squared |")
+    print("|---|---|---|---|---|---|---|---|")
+    for R in runs:
+        for c in R.configs:
+            feats = placement_features(c)
+            for tim in ("batched", "sync"):
+                cmds = [x for x in c["ok_cmds"] if x["result"]["set"] == "axpby-16M" and x["result"]["timing"] == tim
+                        and "x_addr" in x["result"]]
+                if not cmds:
+                    continue
+                share = {id(x): 100.0 * sum(s < FAST_SAMPLE_PCT for s in x["sdev"]) / len(x["sdev"]) for x in cmds}
+                distinct = len({x["result"]["x_addr"] for x in cmds})
+                for name, f in feats:
+                    pts = [(f(x), share[id(x)]) for x in cmds if f(x) is not None]
+                    if not pts:
+                        continue
+                    by = defaultdict(list)
+                    for g, v in pts:
+                        by[g].append(v)
+                    groups = "; ".join(f"{g} ({len(v)}, {statistics.median(v):.0f})" for g, v in sorted(by.items(), key=lambda kv: str(kv[0])))
+                    if len(by) > 1 and len(by) < len(pts):
+                        e, p = permutation_p([v for _, v in pts], [str(g) for g, _ in pts])
+                        eta = f"{e:.2f} ({fmt_p(p)})"
+                    else:
+                        eta = "-"
+                    print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | {distinct} | {name} | {groups} | {eta} |")
+    print()
+
+
 def main(argv):
     if len(argv) >= 2 and argv[1] in ("-h", "--help"):
         print(__doc__)
@@ -482,9 +706,26 @@ def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 64
-    runs = [Run(p) for p in argv[1:]]
-    for f in (t1, t2a, t2, t3, t4, t5, t6, t7):
-        f(runs)
+    args = argv[1:]
+    only = None
+    if args and args[0] == "--only":
+        if len(args) < 2:
+            print(__doc__, file=sys.stderr)
+            return 64
+        only = {t.strip().upper() for t in args[1].split(",")}
+        args = args[2:]
+    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9)
+    if only is not None and not only <= {f.__name__.upper() for f in tables}:
+        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T9 (got {', '.join(sorted(only))})",
+              file=sys.stderr)
+        return 64
+    if not args:
+        print(__doc__, file=sys.stderr)
+        return 64
+    runs = [Run(p) for p in args]
+    for f in tables:
+        if only is None or f.__name__.upper() in only:
+            f(runs)
     return 0
 
 
