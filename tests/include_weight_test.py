@@ -69,6 +69,15 @@ def main(argv):
             if 2 * lines > BEFORE_ISSUE_22:
                 problems.append(f"<{header}> {mode} pulls {lines} lines, over half of "
                                 f"{BEFORE_ISSUE_22} (issue 22)")
+    # The compiled part's translation unit without the macro is a usage error
+    # that says what to do, not a program with every function defined twice.
+    inc = os.path.join(root, "include")
+    p = subprocess.run([cxx, "-std=c++17", "-I" + inc, "-x", "c++", "-fsyntax-only", "-"],
+                       input="#include <krex/impl/src.hpp>\n", capture_output=True, text=True,
+                       check=False)
+    if p.returncode == 0 or "define it for the whole program (or link krex::compiled)" not in p.stderr:
+        problems.append("<krex/impl/src.hpp> without KREX_SEPARATE_COMPILATION did not stop with "
+                        f"its message (exit {p.returncode}): {p.stderr[:300]}")
     for p in problems:
         print("include_weight_test:", p)
     return 1 if problems else 0
