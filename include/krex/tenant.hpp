@@ -122,7 +122,12 @@ class basic_tenant {
   struct resolved_tag {};
   basic_tenant(const options& o, resolved_tag)
       : m_backend(o), m_ops(m_backend), m_core(detail::join_node(o, m_ops)),
-        m_member(&detail::core_member(*m_core)) {}
+        m_member(&detail::core_member(*m_core)) {
+#if defined(KREX_SEPARATE_COMPILATION)
+    // Names what is missing when the compiled part is not linked.
+    detail::link_krex_compiled_or_compile_krex_impl_src_hpp();
+#endif  // defined(KREX_SEPARATE_COMPILATION)
+  }
 
   // Destroyed in reverse: the core leaves before the backend goes.
   Backend m_backend;

@@ -51,6 +51,12 @@ KREX_DECL bool remove_segment(const options& o) noexcept;
 
 namespace detail {
 
+#if defined(KREX_SEPARATE_COMPILATION)
+/// Defined by krex's compiled part only: a program built with
+/// KREX_SEPARATE_COMPILATION that lacks it fails to link naming this.
+void link_krex_compiled_or_compile_krex_impl_src_hpp() noexcept;
+#endif  // defined(KREX_SEPARATE_COMPILATION)
+
 struct member;
 class tenant_core;
 class region_core;

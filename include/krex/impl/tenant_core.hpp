@@ -398,6 +398,10 @@ class tenant_core {
 
 inline tenant_core::tenant_core(const options& o, device_ops& ops) : m_backend(ops) { join(o); }
 
+#if defined(KREX_SEPARATE_COMPILATION)
+void link_krex_compiled_or_compile_krex_impl_src_hpp() noexcept {}
+#endif  // defined(KREX_SEPARATE_COMPILATION)
+
 // The façade's boundary (detail/core.hpp).
 KREX_DECL tenant_core* join_node(const options& resolved, device_ops& ops) {
   return new tenant_core(resolved, ops);
