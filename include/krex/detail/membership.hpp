@@ -2,7 +2,7 @@
 #pragma once
 
 // A tenant's membership of the node, as pieces that each undo themselves.
-// The tenant (krex/tenant.hpp) takes them in join order and holds them so
+// The tenant (krex/impl/tenant_core.hpp) takes them in join order and holds them so
 // that destroying them is its leave, in reverse:
 //
 //   slot_claim       claims the slot          frees it (and closes the leave's

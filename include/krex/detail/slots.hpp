@@ -182,7 +182,7 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
       s.joined_ns.store(now_ns());
       s.heartbeat_ns.store(now_ns());
       // Stays slot_claiming until the tenant has joined its freeze domain
-      // (basic_tenant marks it slot_active): no holder proxy-acks it before.
+      // (the tenant core marks it slot_active): no holder proxy-acks it before.
       return i;
     }
   }

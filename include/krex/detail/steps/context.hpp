@@ -5,7 +5,7 @@
 // for, the lease every step checks before it acts, and how the region's exit
 // began. The steps (lock, gate, drain, freeze, quiet, pin: one file each in
 // this directory) never include one another; only the region
-// (krex/region.hpp) knows their order. It holds them so that destroying them
+// (krex/impl/region_core.hpp) knows their order. It holds them so that destroying them
 // is the undo, in reverse: the lock's claim on the exit comes first
 // (lock_step::begin_exit sets `exit`), then each step's own exit reads it.
 
