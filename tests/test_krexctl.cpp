@@ -446,9 +446,10 @@ TEST(Krexctl, BrokenSegmentForms) {
   std::string bad_magic = image;
   krex_test::patch(bad_magic, 0, std::uint64_t{42});
   std::string bad_layout = image;
-  krex_test::patch(bad_layout, offsetof(kd::node_state, layout), std::uint32_t{7});
+  krex_test::patch(bad_layout, offsetof(kd::node_state, layout), kd::layout_version + 1);
   std::string bad_count = image;
   krex_test::patch(bad_count, offsetof(kd::node_state, n_tenants), std::uint32_t{1U << 30});
+  const std::string other_layout = "layout version " + std::to_string(kd::layout_version + 1);
   struct form {
     const char* what;
     std::string bytes;
@@ -459,7 +460,7 @@ TEST(Krexctl, BrokenSegmentForms) {
       {"empty", "", 0600, "empty file (0 bytes)"},
       {"short", image.substr(0, 100), 0600, "is 100 bytes, but a layout"},
       {"bad magic", bad_magic, 0600, "not a krex segment"},
-      {"other layout", bad_layout, 0600, "layout version 7"},
+      {"other layout", bad_layout, 0600, other_layout.c_str()},
       {"not ready", not_ready, 0600, "never completely initialized"},
       {"bad count", bad_count, 0600, "tenant count = 1073741824"},
       {"wrong mode", image, 0644, "mode 0644"},

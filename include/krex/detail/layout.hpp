@@ -13,7 +13,7 @@
 namespace krex::detail {
 
 inline constexpr std::uint64_t segment_magic = 0x6b7265782e6e6f64ULL;  // "krex.nod"
-inline constexpr std::uint32_t layout_version = 6;
+inline constexpr std::uint32_t layout_version = 7;
 /// node_state::ready once its creator has initialized every byte (stored last, release).
 inline constexpr std::uint32_t segment_ready = 0x5245'4459U;  // "REDY"
 inline constexpr std::uint32_t max_tenants = 256;
@@ -84,6 +84,11 @@ struct tenant_slot {
   /// before any SIGCONT.
   std::atomic<std::int32_t> stop_target;
   std::atomic<std::uint64_t> stop_start_time;  ///< start time of the stopped owner
+  /// The freeze domain (freeze_domain_hash) this tenant joins under,
+  /// published by check_freeze_domain before it may re-record the segment's;
+  /// 0 until then. Tenants of a run that changed KREX_FREEZE or
+  /// KREX_CGROUP_ROOT conflict only with live tenants of another domain.
+  std::atomic<std::uint64_t> domain_hash;
 
   // Written by every submission of the owner: a line of its own.
   line_pad pad1;

@@ -65,6 +65,7 @@ class slot_claim {
     tenant_slot& s = *m_m.slot;
     s.ticket.store(no_ticket);
     s.start_time.store(0);
+    s.domain_hash.store(0);
     s.state.store(slot_free);
     std::int32_t me = s.owner.load();
     s.owner.compare_exchange_strong(me, 0);

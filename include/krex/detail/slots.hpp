@@ -105,6 +105,7 @@ inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid,
   // pid is not verifiable); its stopped group is continued by the kernel
   // once the leader's death orphans it.
   s.stop_target.store(0);
+  s.domain_hash.store(0);
   // The leaf goes unless a region is in progress on the slot's device: its
   // holder may be about to freeze it (then the guardian's sweep removes it).
   const std::uint32_t d = s.device.load();
@@ -160,6 +161,7 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
         if (!reap_if_dead(n, i)) continue;  // a live tenant's
       }
       if (!s.owner.compare_exchange_strong(expected, me)) continue;
+      s.domain_hash.store(0);  // the previous owner's, if any: not this tenant's
       s.state.store(slot_claiming);
       s.start_time.store(start);
       s.device.store(device);
@@ -276,32 +278,43 @@ inline std::string load_text(const std::atomic<std::uint64_t> (&in)[32]) {
 }
 
 /// Records (first tenant) or checks (every later one) the segment's freeze
-/// method and cgroup root. A segment whose only live tenant is `self` is
-/// re-recorded: a new run may choose another root. Throws krex::error(step::join).
+/// method and cgroup root. Another recorded domain is replaced when no live
+/// tenant joined under it (a new run of another configuration), also when
+/// the new run's tenants join at once. Throws krex::error(step::join) while a
+/// live tenant of another domain remains.
+///
+/// Each tenant publishes its domain in its slot before it looks at the
+/// others' (seq_cst both): of two tenants of different domains joining at
+/// once, at least one sees the other's, so they never both re-record.
 inline void check_freeze_domain(node_state& n, std::uint32_t self, freeze_method m,
                                 const std::string& root) {
   const std::uint64_t h = freeze_domain_hash(m, root);
   const std::string mine = std::string(to_string(m)) + ":" + (root.empty() ? "-" : root);
-  std::uint64_t seen = 0;
-  if (n.cgroup_root_hash.compare_exchange_strong(seen, h)) {
-    store_text(n.cgroup_root_text, mine);
-    return;
+  n.tenants[self].domain_hash.store(h);
+  std::uint64_t seen = n.cgroup_root_hash.load();
+  while (seen != h) {
+    if (seen != 0) {
+      // Another domain is recorded: it stays while a live tenant joined under it.
+      for (std::uint32_t i = 0; i < max_tenants; ++i) {
+        const std::uint64_t theirs = n.tenants[i].domain_hash.load();
+        if (i == self || n.tenants[i].owner.load() == 0 || theirs == 0 || theirs == h) continue;
+        if (reap_if_dead(n, i)) continue;
+        n.tenants[self].domain_hash.store(0);
+        throw error(step::join,
+                    "this tenant's freeze method and cgroup root (" + mine +
+                        ") differ from those of the tenants already on this node (" +
+                        load_text(n.cgroup_root_text) + ")",
+                    0,
+                    "every tenant of a segment must use the same KREX_FREEZE and "
+                    "KREX_CGROUP_ROOT (or a different KREX_SEGMENT)");
+      }
+    }
+    if (n.cgroup_root_hash.compare_exchange_strong(seen, h)) {
+      store_text(n.cgroup_root_text, mine);
+      return;
+    }
+    // `seen` is what another joiner recorded meanwhile: look again.
   }
-  if (seen == h) return;
-  bool others = false;
-  for (std::uint32_t i = 0; i < max_tenants && !others; ++i)
-    if (i != self && n.tenants[i].owner.load() != 0 && !reap_if_dead(n, i)) others = true;
-  if (!others && n.cgroup_root_hash.compare_exchange_strong(seen, h)) {
-    store_text(n.cgroup_root_text, mine);
-    return;
-  }
-  throw error(step::join,
-              "this tenant's freeze method and cgroup root (" + mine +
-                  ") differ from those of the tenants already on this node (" +
-                  load_text(n.cgroup_root_text) + ")",
-              0,
-              "every tenant of a segment must use the same KREX_FREEZE and KREX_CGROUP_ROOT "
-              "(or a different KREX_SEGMENT)");
 }
 
 }  // namespace krex::detail
