@@ -413,6 +413,34 @@ def conditions(c):
     return out
 
 
+def fisher_rows(label, c, cmds, conds):
+    """T5's rows for `conds` ((name, predicate), predicates may return None:
+    the command is then left out); returns (tests, tests with p < 0.05)."""
+    tests = low = 0
+    for name, pred in conds:
+        cell = {True: [0, 0, 0], False: [0, 0, 0]}  # fast, slow, n
+        for x in cmds:
+            k = pred(x)
+            if k is None:
+                continue
+            k = bool(k)
+            cell[k][2] += 1
+            if x["dev"] < -DEVIANT_PCT:
+                cell[k][0] += 1
+            elif x["dev"] > DEVIANT_PCT:
+                cell[k][1] += 1
+        w, wo = cell[True], cell[False]
+        a, b = w[0] + w[1], w[2] - w[0] - w[1]
+        cc, d = wo[0] + wo[1], wo[2] - wo[0] - wo[1]
+        p = fisher_two_sided(a, b, cc, d) if w[2] and wo[2] else float("nan")
+        fmt = lambda v: f"{v[0] + v[1]} ({v[0]}, {v[1]}) / {v[2]}"  # noqa: E731
+        print(f"| {label} | {c['short']} | {name} | {fmt(w)} | {fmt(wo)} | {p:.3f} |")
+        if not math.isnan(p):
+            tests += 1
+            low += p < 0.05
+    return tests, low
+
+
 def t5(runs):
     print(f"## T5: persistent configurations, short axpby commands: deviant (|dev| > {DEVIANT_PCT:g}%) against one condition at a time\n")
     print("| run | configuration | condition | with: deviant (fast, slow) / n | without: deviant (fast, slow) / n | Fisher p (two-sided) |")
@@ -423,24 +451,9 @@ def t5(runs):
             if c["shape"] != "persistent":
                 continue
             cmds = [x for x in c["ok_cmds"] if x["result"]["set"] in SHORT_SETS]
-            for name, pred in conditions(c):
-                cell = {True: [0, 0, 0], False: [0, 0, 0]}  # fast, slow, n
-                for x in cmds:
-                    k = bool(pred(x))
-                    cell[k][2] += 1
-                    if x["dev"] < -DEVIANT_PCT:
-                        cell[k][0] += 1
-                    elif x["dev"] > DEVIANT_PCT:
-                        cell[k][1] += 1
-                w, wo = cell[True], cell[False]
-                a, b = w[0] + w[1], w[2] - w[0] - w[1]
-                cc, d = wo[0] + wo[1], wo[2] - wo[0] - wo[1]
-                p = fisher_two_sided(a, b, cc, d) if w[2] and wo[2] else float("nan")
-                fmt = lambda v: f"{v[0] + v[1]} ({v[0]}, {v[1]}) / {v[2]}"  # noqa: E731
-                print(f"| {R.label} | {c['short']} | {name} | {fmt(w)} | {fmt(wo)} | {p:.3f} |")
-                if not math.isnan(p):
-                    tests += 1
-                    low += p < 0.05
+            t, lo = fisher_rows(R.label, c, cmds, conditions(c))
+            tests += t
+            low += lo
     print(f"\n{tests} tests with both sides non-empty, {low} of them with p < 0.05 (no correction for "
           "multiple tests; about 5% of them would be below 0.05 by chance alone).\n")
 
@@ -504,34 +517,6 @@ def spread(vals, lo="min", digits=0):
         return "-"
     ext = min(v) if lo == "min" else max(v)
     return f"{statistics.median(v):.{digits}f} / {ext:.{digits}f}"
-
-
-def fisher_rows(label, c, cmds, conds):
-    """T5's rows for `conds` ((name, predicate), predicates may return None:
-    the command is then left out); returns (tests, tests with p < 0.05)."""
-    tests = low = 0
-    for name, pred in conds:
-        cell = {True: [0, 0, 0], False: [0, 0, 0]}  # fast, slow, n
-        for x in cmds:
-            k = pred(x)
-            if k is None:
-                continue
-            k = bool(k)
-            cell[k][2] += 1
-            if x["dev"] < -DEVIANT_PCT:
-                cell[k][0] += 1
-            elif x["dev"] > DEVIANT_PCT:
-                cell[k][1] += 1
-        w, wo = cell[True], cell[False]
-        a, b = w[0] + w[1], w[2] - w[0] - w[1]
-        cc, d = wo[0] + wo[1], wo[2] - wo[0] - wo[1]
-        p = fisher_two_sided(a, b, cc, d) if w[2] and wo[2] else float("nan")
-        fmt = lambda v: f"{v[0] + v[1]} ({v[0]}, {v[1]}) / {v[2]}"  # noqa: E731
-        print(f"| {label} | {c['short']} | {name} | {fmt(w)} | {fmt(wo)} | {p:.3f} |")
-        if not math.isnan(p):
-            tests += 1
-            low += p < 0.05
-    return tests, low
 
 
 def state_conditions(cmds):
