@@ -36,7 +36,6 @@
 
 namespace krex {
 namespace detail {
-struct tenant_access;
 
 /// The tenants of this process, so that fork() can cut the child's copies
 /// off the parent's membership before any code of the child runs. An
@@ -95,7 +94,7 @@ struct fork_registry {
 class tenant_core {
  public:
   /// Joins with `o` (KREX_* overrides already applied); `ops` outlives this.
-  tenant_core(const options& o, device_ops& ops);
+  tenant_core(const options& o, device_ops& ops) : m_backend(ops) { join(o); }
   ~tenant_core() {
     leave();
     fork_registry::get().remove(m_fork_link);
@@ -177,7 +176,7 @@ class tenant_core {
     std::optional<agent_membership<device_ops>> agent;
   };
 
-  // The join, phase by phase (tenant_core::tenant_core is declared above).
+  // The join, phase by phase (the constructor).
   void join(const options& o) {
     join_clock clk;
     m_member.opts = o;
@@ -395,8 +394,6 @@ class tenant_core {
   device_state m_detached_dev{};
   tenant_slot m_detached_slot{};
 };
-
-inline tenant_core::tenant_core(const options& o, device_ops& ops) : m_backend(ops) { join(o); }
 
 #if defined(KREX_SEPARATE_COMPILATION)
 void link_krex_compiled_or_compile_krex_impl_src_hpp() noexcept {}
