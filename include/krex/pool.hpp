@@ -113,7 +113,7 @@ class basic_pool {
       if (m_handlers.empty())
         throw error(step::pool, "start() with no handler registered", 0,
                     "register the commands with handle(name, fn) before start()");
-      if (process_holds_tenant())
+      if (detail::process_holds_tenant())
         throw error(step::pool, "start() in a process that already joined a krex tenant", 0,
                     "start the pool before this process constructs a krex::tenant or touches "
                     "the GPU: workers are forked, and a CUDA/HIP context does not survive fork");
@@ -185,8 +185,6 @@ class basic_pool {
       throw error(step::pool, what + " after start()", 0,
                   "do it before start(): workers are forked copies of the process as it was then");
   }
-
-  static bool process_holds_tenant() noexcept { return detail::process_holds_tenant(); }
 
   // In a worker process, forked from the spawner: this object is the copy
   // taken at start(); only the handlers, the hook and the options are read
