@@ -48,6 +48,9 @@ Only for runs whose worker recorded them (bench/eval/worker.cu after issue
       buffer before or after x, and whether the worker had used the same x
       address before; then each feature against the commands' share of fast
       samples (T4's definition): eta squared and permutation p.
+  T10 every run given pooled by configuration label: flips by gap class,
+      each configuration against the native repeats of the runs it appears
+      in (pooled), the difference in points and a one-sided Fisher exact p.
 """
 import gzip
 import json
@@ -97,6 +100,16 @@ def fisher_two_sided(a, b, c, d):
     p_obs = prob(a)
     lo, hi = max(0, c1 - r2), min(r1, c1)
     return min(1.0, sum(prob(x) for x in range(lo, hi + 1) if prob(x) <= p_obs * (1 + 1e-9)))
+
+
+def fisher_greater(a, b, c, d):
+    """One-sided Fisher exact p of the 2x2 table [[a, b], [c, d]]: the
+    probability, with the same margins, of a first-row count of a or more
+    (the first row flipping more often than the second)."""
+    r1, r2, c1 = a + b, c + d, a + c
+    n = r1 + r2
+    hi = min(r1, c1)
+    return min(1.0, sum(math.comb(r1, x) * math.comb(r2, c1 - x) for x in range(a, hi + 1)) / math.comb(n, c1))
 
 
 def eta_squared(values, groups):
@@ -214,6 +227,50 @@ def t1(runs):
             same = all(js_n[GAP_NAMES[g]] == n[g] and js_f[GAP_NAMES[g]] == f[g] for g in range(4))
             print(f"| {R.label} | {c['short']} | " + " | ".join(pct(f[g], n[g]) for g in range(4))
                   + f" | {'yes' if same else 'NO'} |")
+    print()
+
+
+def t10(runs):
+    """Every run's pairs pooled by configuration label (each pair against its
+    own run's reference pass), each configuration against the native repeats
+    of the same runs, pooled."""
+    print("## T10: flips by gap class pooled over the runs given, by configuration\n")
+    print("Each pair is judged against its own run's reference pass; each configuration is compared with the "
+          "native repeats of the runs it appears in, pooled; the difference in points and a one-sided Fisher "
+          "exact p (the configuration flips more often).\n")
+    print("| configuration | runs | " + " | ".join(GAP_NAMES) + " |")
+    print("|---|---|" + "---|" * 4)
+    pooled = {}  # label -> [runs, n[4], f[4], native n[4], native f[4]]
+    for R in runs:
+        counts = {}
+        for c in R.configs:
+            n, f = [0] * 4, [0] * 4
+            for g, flipped, *_ in R.pairs(c):
+                n[g] += 1
+                f[g] += flipped
+            counts[c["short"]] = (n, f)
+        nat = counts.get("native repeat")
+        for label, (n, f) in counts.items():
+            e = pooled.setdefault(label, [[], [0] * 4, [0] * 4, [0] * 4, [0] * 4])
+            e[0].append(R.label)
+            for g in range(4):
+                e[1][g] += n[g]
+                e[2][g] += f[g]
+                if nat and label != "native repeat":
+                    e[3][g] += nat[0][g]
+                    e[4][g] += nat[1][g]
+    order = sorted(pooled, key=lambda k: (k == "native repeat", k))
+    for label in order:
+        runs_, n, f, nn, nf = pooled[label]
+        cells = []
+        for g in range(4):
+            cell = pct(f[g], n[g])
+            if label != "native repeat" and n[g] and nn[g]:
+                diff = 100.0 * (f[g] / n[g] - nf[g] / nn[g])
+                p = fisher_greater(f[g], n[g] - f[g], nf[g], nn[g] - nf[g])
+                cell += f" vs {pct(nf[g], nn[g])}: {diff:+.1f} pts, {fmt_p(p)}"
+            cells.append(cell)
+        print(f"| {label} | {len(runs_)} | " + " | ".join(cells) + " |")
     print()
 
 
@@ -699,9 +756,9 @@ def main(argv):
             return 64
         only = {t.strip().upper() for t in args[1].split(",")}
         args = args[2:]
-    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9)
+    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9, t10)
     if only is not None and not only <= {f.__name__.upper() for f in tables}:
-        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T9 (got {', '.join(sorted(only))})",
+        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T10 (got {', '.join(sorted(only))})",
               file=sys.stderr)
         return 64
     if not args:

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""scripts/lab/flip_forensics.py's pooled table (T10) on two synthetic
+eval.json files whose flips are counted by hand: one rank set of three
+members (1.5%, 1.5% and 3.0% apart by the reference), a native repeat of two
+copies and a krex configuration of one per run. Checks the pooled counts,
+the difference in points and the one-sided Fisher p, and fisher_greater
+against values worked out by hand. Exits 1 on a mismatch. No GPU.
+
+usage: flip_forensics_test.py
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "lab", "flip_forensics.py")
+REF = {"a": 1.000, "b": 1.015, "c": 1.030}  # a-b 1.5%, b-c 1.48%: 1-2%; a-c 3.0%: 2-5%
+
+
+def command(cid, rep, ms, t):
+    return {"id": cid, "ok": True, "rep": rep,
+            "result": {"median_ms": ms, "samples_ms": [ms] * 3, "mono_start_ns": t * 10**6, "t_cmd_ms": 1.0,
+                       "mono_critical_ns": t * 10**6 + 100, "t_critical_ms": 0.5, "pid": 100 + rep,
+                       "set": "axpby-16M", "timing": "batched"}}
+
+
+def config(label, role, reps):
+    cmds, t = [], 0
+    for rep, times in enumerate(reps):
+        for cid, ms in times.items():
+            cmds.append(command(cid, rep, ms, t))
+            t += 2
+    return {"label": label, "role": role, "skipped": False, "commands": cmds, "ranking": {}}
+
+
+def write(folder, native, krex):
+    os.makedirs(folder)
+    d = {"meta": {"run_start_mono_ns": 0}, "reference": REF,
+         "configs": [config("reference (serial)", "reference", [REF]),
+                     config("krex C=16 persistent", "krex", [krex]),
+                     config("native repeat (serial)", "repeat", native)]}
+    with open(os.path.join(folder, "eval.json"), "w") as f:
+        json.dump(d, f)
+    return os.path.join(folder, "eval.json")
+
+
+def main():
+    spec = importlib.util.spec_from_file_location("flip_forensics", SCRIPT)
+    ff = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ff)
+    bad = []
+    # [[3, 1], [1, 3]]: P(X >= 3) = (C(4,3) C(4,1) + C(4,4) C(4,0)) / C(8,4) = 17/70
+    for table, want in (((3, 1, 1, 3), 17 / 70), ((2, 2, 1, 7), 52 / 220), ((1, 1, 0, 4), 2 / 6),
+                        ((0, 5, 0, 5), 1.0)):
+        got = ff.fisher_greater(*table)
+        if abs(got - want) > 1e-12:
+            bad.append(f"fisher_greater{table} = {got}, expected {want}")
+    with tempfile.TemporaryDirectory() as tmp:
+        # Run 1: native copy 2 swaps b and c (1 flip, 1-2%); krex swaps a and b (1 flip, 1-2%).
+        r1 = write(os.path.join(tmp, "run-one"), [dict(REF), {"a": 1.0, "b": 1.031, "c": 1.029}],
+                   {"a": 1.016, "b": 1.014, "c": 1.030})
+        # Run 2: native in order twice; krex puts c first (flips a-c, 2-5%, and b-c, 1-2%).
+        r2 = write(os.path.join(tmp, "run-two"), [dict(REF), dict(REF)], {"a": 1.0, "b": 1.015, "c": 0.99})
+        out = subprocess.run([sys.executable, SCRIPT, "--only", "T10", r1, r2], check=True,
+                             stdout=subprocess.PIPE, universal_newlines=True).stdout
+    want_rows = [
+        "| krex C=16 pers. | 2 | 0/0 | 2/4 (50.0) vs 1/8 (12.5): +37.5 pts, p 0.236 "
+        "| 1/2 (50.0) vs 0/4 (0.0): +50.0 pts, p 0.333 | 0/0 |",
+        "| native repeat | 2 | 0/0 | 1/8 (12.5) | 0/4 (0.0) | 0/0 |",
+    ]
+    for row in want_rows:
+        if row not in out.splitlines():
+            bad.append("T10 lacks the row\n  " + row)
+    if bad:
+        print("flip_forensics_test: FAIL\n" + "\n".join(bad) + "\n--- output ---\n" + out, file=sys.stderr)
+        return 1
+    print("flip_forensics_test: T10 pooled counts, differences and Fisher p as worked out by hand")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
