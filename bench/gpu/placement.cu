@@ -32,14 +32,28 @@
 // device addresses of x, y, z and of the flush buffer, both medians, both
 // shares and every sample.
 //
+// Siblings (--churn-procs N, issue 19: the 1-2% flips grow with the number of
+// concurrent workers): N child processes, forked before this process touches
+// CUDA, each with a context of its own, hold device memory the way long-lived
+// workers do. Before each allocation of the inputs every child frees about
+// half of its buffers and allocates new ones of 64-512 MB (up to --churn-mb
+// each), then waits, idle, while this process allocates, settles and times:
+// the device's memory is shared and fragmented as in a pool of workers, but
+// no sibling kernel runs during a timing. --churn-procs 0 (the default) is
+// the lone process.
+//
 //   krex_gpu_placement [--allocs 40] [--samples 100] [--spacer-mb 4096] [--settle-ms 200] [--seed 1]
 //                      [--floats 16777216] [--timing own|sync|batched] [--grid-per-sm 8]
-//                      [--fast-pct 1.5] [--json FILE]
+//                      [--fast-pct 1.5] [--churn-procs 0] [--churn-mb 2048] [--json FILE]
 
 #include <krex/measure.hpp>
 #include <krex_tools/cli.hpp>
 
 #include <cuda_runtime.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -82,6 +96,85 @@ unsigned long long addr(const void* p) {
   return static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p));
 }
 
+/// One sibling of --churn-procs: each byte read from `rfd` is one round (free
+/// about half of what it holds, allocate 64-512 MB buffers up to `cap_mb`,
+/// synchronize), answered by one byte on `wfd`; at end of file (the parent
+/// closed the pipe or died) it frees everything and returns.
+int churn_child(int rfd, int wfd, unsigned seed, long cap_mb) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> pages(32, 256);  // 2 MB pages: 64-512 MB
+  const size_t cap = static_cast<size_t>(cap_mb) << 20;
+  std::vector<std::pair<void*, size_t>> held;
+  size_t total = 0;
+  char c = 0;
+  while (read(rfd, &c, 1) == 1) {
+    for (size_t i = 0; i < held.size();) {
+      if (rng() & 1u) {
+        (void)cudaFree(held[i].first);
+        total -= held[i].second;
+        held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    for (;;) {
+      const size_t b = static_cast<size_t>(pages(rng)) << 21;
+      void* p = nullptr;
+      if (total + b > cap || cudaMalloc(&p, b) != cudaSuccess) break;
+      (void)cudaMemset(p, 0, b);
+      held.emplace_back(p, b);
+      total += b;
+    }
+    (void)cudaGetLastError();
+    if (cudaDeviceSynchronize() != cudaSuccess) return 1;
+    if (write(wfd, "d", 1) != 1) break;
+  }
+  for (const auto& h : held) (void)cudaFree(h.first);
+  return 0;
+}
+
+/// The parent's side of the siblings: their pids and pipes.
+struct churners {
+  std::vector<pid_t> pids;
+  std::vector<int> to, from;
+
+  /// One round: every sibling reallocates; false (with the reason on stderr)
+  /// if one does not answer within `timeout_ms`.
+  bool round(int timeout_ms) {
+    for (int fd : to)
+      if (write(fd, "g", 1) != 1) return false;
+    for (int fd : from) {
+      pollfd p{fd, POLLIN, 0};
+      char c = 0;
+      if (poll(&p, 1, timeout_ms) != 1 || read(fd, &c, 1) != 1) {
+        std::fprintf(stderr, "krex_gpu_placement: a --churn-procs sibling did not answer within %d ms\n",
+                     timeout_ms);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /// Closes the pipes (the siblings free and exit) and reaps them: 10 s,
+  /// then SIGKILL.
+  ~churners() {
+    for (int fd : to) close(fd);
+    for (int fd : from) close(fd);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (pid_t pid : pids) {
+      int st = 0;
+      while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
+          kill(pid, SIGKILL);
+          (void)waitpid(pid, &st, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  }
+};
+
 /// One timing of one allocation.
 struct timing_result {
   std::vector<double> samples;
@@ -93,7 +186,7 @@ struct timing_result {
 
 int main(int argc, char** argv) {
   int allocs = 40, samples = 100, seed = 1, settle_ms = 200, grid_per_sm = 8;
-  long spacer_mb = 4096;
+  long spacer_mb = 4096, churn_procs = 0, churn_mb = 2048;
   long long floats = 16LL << 20;
   double fast_pct = 1.5;
   std::string json, timing = "own";
@@ -123,8 +216,38 @@ int main(int argc, char** argv) {
                "blocks of 256 per SM, capped at n/4/256 (default 8; the eval's candidate: 16)")
       .number("--fast-pct", "PCT", fast_pct, 0, 50,
               "a sample this many % below the allocations' median is fast (default 1.5)")
+      .integer("--churn-procs", "N", churn_procs, 0, 64,
+               "sibling processes that hold and reallocate device memory before each allocation "
+               "(default 0: none)")
+      .integer("--churn-mb", "MB", churn_mb, 64, 1L << 20, "device memory each sibling holds at most (default 2048)")
       .text("--json", "FILE", json, "also write every trial to FILE");
   prog.parse(argc, argv);
+  // The siblings first: a process that has touched CUDA must not fork.
+  churners sib;
+  for (long i = 0; i < churn_procs; ++i) {
+    int down[2], up[2];
+    if (pipe(down) != 0 || pipe(up) != 0) {
+      std::perror("krex_gpu_placement: pipe");
+      return 1;
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("krex_gpu_placement: fork");
+      return 1;
+    }
+    if (pid == 0) {
+      close(down[1]);
+      close(up[0]);
+      for (int fd : sib.to) close(fd);
+      for (int fd : sib.from) close(fd);
+      _exit(churn_child(down[0], up[1], static_cast<unsigned>(seed * 1000 + i), churn_mb));
+    }
+    close(down[0]);
+    close(up[1]);
+    sib.pids.push_back(pid);
+    sib.to.push_back(down[1]);
+    sib.from.push_back(up[0]);
+  }
   if (floats % 4 != 0) {
     std::fprintf(stderr, "krex_gpu_placement: --floats must be a multiple of 4 (got %lld)\n", floats);
     return krex_tools::cli::exit_usage;
@@ -194,6 +317,7 @@ int main(int argc, char** argv) {
   std::vector<double> spacers;
   std::vector<unsigned long long> xa, ya, za;
   for (int k = 0; k < allocs; ++k) {
+    if (!sib.pids.empty() && !sib.round(60000)) return 1;
     const size_t spacer = static_cast<size_t>(spacer_dist(rng)) << 21;
     void* sp = nullptr;
     if (spacer > 0) KREX_GPU_CHECK(cudaMalloc(&sp, spacer));
@@ -240,8 +364,8 @@ int main(int argc, char** argv) {
   std::vector<double> abs_across;
   for (double v : across) abs_across.push_back(std::fabs(v));
   std::printf("axpby %lld floats (%u blocks of 256), timing %s, %d allocations (spacer 0..%ld MB, settle %d ms), "
-              "%d samples per timing, median %.5f ms\n",
-              floats, grid, timing.c_str(), allocs, spacer_mb, settle_ms, samples, center);
+              "%d samples per timing, median %.5f ms, %ld sibling process(es) holding up to %ld MB each\n",
+              floats, grid, timing.c_str(), allocs, spacer_mb, settle_ms, samples, center, churn_procs, churn_mb);
   std::printf("| | p50 | p90 | max |\n|---|---|---|---|\n");
   std::printf("| across allocations: |median - all's median| %% | %.2f | %.2f | %.2f |\n", quantile(abs_across, 0.5),
               quantile(abs_across, 0.9), quantile(abs_across, 1.0));
@@ -275,9 +399,9 @@ int main(int argc, char** argv) {
     std::fprintf(f,
                  "{\"allocs\":%d,\"samples\":%d,\"spacer_mb\":%ld,\"settle_ms\":%d,\"median_ms\":%.6f,"
                  "\"floats\":%lld,\"timing\":\"%s\",\"grid\":%u,\"fast_pct\":%g,\"flush_addr\":%llu,"
-                 "\"flush_bytes\":%zu,\"trials\":[",
+                 "\"flush_bytes\":%zu,\"churn_procs\":%ld,\"churn_mb\":%ld,\"trials\":[",
                  allocs, samples, spacer_mb, settle_ms, center, floats, timing.c_str(), grid, fast_pct, addr(flush),
-                 flush_bytes);
+                 flush_bytes, churn_procs, churn_mb);
     const auto samples_of = [&](const timing_result& t) {
       std::string s;
       char b[32];

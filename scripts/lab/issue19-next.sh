@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Issue 19's next device session in one call (docs/results/ranks.md, "Next on
-# the device"): one H200, under 550 s, build included.
+# Issue 19's device sessions in one call each (docs/results/ranks.md): one
+# H200, under 550 s, build included.
 #
-#   scripts/lab/issue19-next.sh [stage...]    stages: build eval placement report (default: all four)
+#   scripts/lab/issue19-next.sh [stage...]    stages: build eval placement shapes churn report
+#                                             (default: build eval placement report, run 5)
+#   scripts/lab/issue19-next.sh build shapes churn report     the call after run 5 (ranks.md, runs 5-8)
 #
 #   build      configure the CUDA preset (build-cuda; Ninja if present, no tests,
 #              examples or Python) and build krex_eval, krex_eval_worker and
@@ -23,8 +25,22 @@
 #              share of fast samples per allocation; then fresh processes
 #              (2 allocations each) at 17615872 @sync. Each run only if the
 #              time left allows it
+#   shapes     instead of eval (not both): the short sets alone in both shapes at
+#              C=16 and persistent at C=4, against 12 native copies, so that the
+#              process shape and C=4 get enough 1-2% pairs (runs 5-8 found the
+#              1-2% excess growing with the number of workers, in the process
+#              shape too):
+#                krex_eval --config ranks --filter axpby-16M,axpby-16M-wide \
+#                  --sync axpby-16M,axpby-16M-wide --min-per-worker 20 --native-copies 12 \
+#                  --configs serial:1,krex:16:persistent,krex:16,krex:4:persistent,serial:1
+#              into the folder issue19-shapes
+#   churn      krex_gpu_placement with siblings that hold and reallocate device
+#              memory between allocations (--churn-procs 15, 2 GB each) against
+#              none, at 16944128 floats (the candidate that kept a -0.8% offset in
+#              every copy of run 5), batched and @sync: whether other long-lived
+#              processes' memory widens the spread across allocations
 #   report     scripts/lab/flip_forensics.py on the eval: every table into
-#              forensics.md, and T1, T4, T6, T7, T8, T9 printed last
+#              forensics.md, and T1, T4, T6, T7, T8, T9, T10 printed last
 #
 # Output: $OUT (default build-cuda/issue19-out), at most 8 files:
 #   issue19-next.log   everything this script printed
@@ -32,8 +48,8 @@
 #   summary.md         the eval's summary
 #   eval.tgz           the eval's folder (eval.json, summary.md, workers.log), its console
 #                      output (eval-console.log) and build.log
-#   placement.tgz      every placement run's log and JSON (every sample, the addresses)
-#   placement.md       the placement runs' printed tables
+#   placement.tgz      every placement (and churn) run's log and JSON (every sample, the addresses)
+#   placement.md       the placement (and churn) runs' printed tables
 #   forensics.md       flip_forensics.py's tables
 #   smi.txt            nvidia-smi before and after (clocks, power, temperature, reasons)
 # Environment: ISSUE19_DEADLINE_S (530: no new step starts after it),
@@ -50,12 +66,16 @@ stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(build eval placement report)
 has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for s in "${stages[@]}"; do
-  case "$s" in build | eval | placement | report) ;; *)
-    echo "usage: scripts/lab/issue19-next.sh [build] [eval] [placement] [report]" >&2
+  case "$s" in build | eval | placement | shapes | churn | report) ;; *)
+    echo "usage: scripts/lab/issue19-next.sh [build] [eval | shapes] [placement] [churn] [report]" >&2
     exit 2
     ;;
   esac
 done
+if has eval && has shapes; then
+  echo "scripts/lab/issue19-next.sh: eval and shapes write the same files in \$OUT: run one per call" >&2
+  exit 2
+fi
 exec > >(tee -a "$out/issue19-next.log") 2>&1
 tee_pid=$!
 left() { echo $((deadline - SECONDS)); }
@@ -63,7 +83,9 @@ say() { echo "[issue19 +${SECONDS}s] $*"; }
 status=0
 export PATH="$PATH:/usr/local/cuda/bin"
 bin=build-cuda/bench
-evdir="$work/issue19-short"  # flip_forensics.py labels a run by its folder
+evname=issue19-short  # flip_forensics.py labels a run by its folder
+has shapes && evname=issue19-shapes
+evdir="$work/$evname"
 mkdir -p "$work"
 
 smi() {
@@ -91,14 +113,20 @@ if has build; then
 fi
 smi "before"
 
-if has eval && [ -x "$bin/eval/krex_eval" ]; then
-  say "eval: the short sets alone ($(left) s left)"
+if { has eval || has shapes; } && [ -x "$bin/eval/krex_eval" ]; then
+  if has shapes; then
+    say "shapes: the short sets alone, both shapes, C=16 and C=4 ($(left) s left)"
+    configs=(--configs serial:1,krex:16:persistent,krex:16,krex:4:persistent,serial:1 --native-copies 12)
+  else
+    say "eval: the short sets alone ($(left) s left)"
+    configs=(--configs serial:1,krex:16:persistent,serial:1 --native-copies 6)
+  fi
   rm -rf "$evdir"
-  # krex_eval --plan estimates ~164 s on the H200; bounded so that the rest still runs.
+  # eval: krex_eval --plan estimates ~164 s on the H200 (it took ~70 s); bounded so that the rest still runs.
   timeout --kill-after=10 "$(($(left) - 120 > 60 ? $(left) - 120 : 60))" \
     "$bin/eval/krex_eval" --config ranks --out "$evdir" --timeout-s 120 \
     --filter axpby-16M,axpby-16M-wide --sync axpby-16M,axpby-16M-wide \
-    --configs serial:1,krex:16:persistent,serial:1 --min-per-worker 20 --native-copies 6 \
+    "${configs[@]}" --min-per-worker 20 \
     >"$work/eval-console.log" 2>&1
   rc=$?
   # Its progress counter (carriage returns) left out of the log.
@@ -112,30 +140,32 @@ if has eval && [ -x "$bin/eval/krex_eval" ]; then
   say "eval done"
 fi
 
-if has placement && [ -x "$bin/krex_gpu_placement" ]; then
-  pdir="$work/placement"
+pdir="$work/placement"
+if { has placement || has churn; } && [ -x "$bin/krex_gpu_placement" ]; then
   rm -rf "$pdir"
   mkdir -p "$pdir"
   : >"$out/placement.md"
-  place() {  # place NAME SECONDS_NEEDED ARGS...: one run if the time left allows it
-    local name="$1" need="$2"
-    shift 2
-    if [ "$(left)" -lt "$need" ]; then
-      say "placement $name skipped: $(left) s left, needs ~$need"
-      return 0
-    fi
-    say "placement $name: krex_gpu_placement $*"
-    {
-      echo "### $name: krex_gpu_placement $*"
-      echo
-      timeout --kill-after=5 "$need" "$bin/krex_gpu_placement" "$@" --json "$pdir/$name.json" 2>&1
-      echo "[exit $?]"
-      echo
-    } | tee "$pdir/$name.log" >>"$out/placement.md"
-  }
-  # ~0.45 s per allocation (200 ms settles twice, 2 x 103 samples): ~19 s a run at 40.
-  per=$((allocs / 2 + 10))
-  common=(--allocs "$allocs" --samples 100 --grid-per-sm 16)
+fi
+place() {  # place NAME SECONDS_NEEDED ARGS...: one run if the time left allows it
+  local name="$1" need="$2"
+  shift 2
+  if [ "$(left)" -lt "$need" ]; then
+    say "placement $name skipped: $(left) s left, needs ~$need"
+    return 0
+  fi
+  say "placement $name: krex_gpu_placement $*"
+  {
+    echo "### $name: krex_gpu_placement $*"
+    echo
+    timeout --kill-after=5 "$need" "$bin/krex_gpu_placement" "$@" --json "$pdir/$name.json" 2>&1
+    echo "[exit $?]"
+    echo
+  } | tee "$pdir/$name.log" >>"$out/placement.md"
+}
+# ~0.45 s per allocation (200 ms settles twice, 2 x 103 samples): ~19 s a run at 40.
+per=$((allocs / 2 + 10))
+common=(--allocs "$allocs" --samples 100 --grid-per-sm 16)
+if has placement && [ -x "$bin/krex_gpu_placement" ]; then
   place sync-17615872 "$per" "${common[@]}" --floats 17615872 --timing sync
   place sync-17112064 "$per" "${common[@]}" --floats 17112064 --timing sync
   place batched-17615872 "$per" "${common[@]}" --floats 17615872 --timing batched
@@ -145,8 +175,17 @@ if has placement && [ -x "$bin/krex_gpu_placement" ]; then
     place "fresh$i-sync-17615872" 8 --allocs 2 --samples 100 --grid-per-sm 16 --floats 17615872 \
       --timing sync --seed "$i"
   done
-  tar -czf "$out/placement.tgz" -C "$work" placement
 fi
+if has churn && [ -x "$bin/krex_gpu_placement" ]; then
+  # 15 siblings reallocating up to 2 GB each before every allocation: a few
+  # seconds more per run than without.
+  for t in batched sync; do
+    place "churn0-$t-16944128" "$((per + 10))" "${common[@]}" --floats 16944128 --timing "$t" --churn-procs 0
+    place "churn15-$t-16944128" "$((per + 40))" "${common[@]}" --floats 16944128 --timing "$t" \
+      --churn-procs 15 --churn-mb 2048
+  done
+fi
+[ -d "$pdir" ] && tar -czf "$out/placement.tgz" -C "$work" placement
 smi "after"
 
 # One line per placement run: the share of fast samples against the run's own
@@ -192,7 +231,7 @@ if has report; then
   if [ -f "$ej" ]; then
     python3 scripts/lab/flip_forensics.py "$ej" >"$out/forensics.md" || status=1
     [ -d "$work/placement" ] && placement_table "$work/placement"
-    python3 scripts/lab/flip_forensics.py --only T1,T4,T6,T7,T8,T9 "$ej" || status=1
+    python3 scripts/lab/flip_forensics.py --only T1,T4,T6,T7,T8,T9,T10 "$ej" || status=1
   else
     say "report: no eval.json at $ej"
     status=1
@@ -201,7 +240,7 @@ fi
 
 if [ -d "$evdir" ] || [ -f "$work/build.log" ]; then
   files=()
-  [ -d "$evdir" ] && files+=(issue19-short)
+  [ -d "$evdir" ] && files+=("$evname")
   [ -f "$work/build.log" ] && files+=(build.log)
   [ -f "$work/eval-console.log" ] && files+=(eval-console.log)
   tar -czf "$out/eval.tgz" -C "$work" "${files[@]}"
