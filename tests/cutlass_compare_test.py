@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 
@@ -346,7 +347,8 @@ class CutlassCompareRegions(CompareCase):
 FAKE_PROFILER = r"""#!/usr/bin/env python3
 # Stands in for cutlass_profiler in the driver test: parses the arguments the
 # driver passes, writes <output>.gemm.csv as the profiler does, and prints the
-# patch's krex join line when KREX_CUTLASS is not 0.
+# patch's krex join line when KREX_CUTLASS is not 0, and appends a region line
+# per result to KREX_CUTLASS_REPORTS where it is set and not empty.
 import itertools, os, sys
 sys.path.insert(0, os.environ["FAKE_TEST_DIR"])
 import cutlass_compare_test as t
@@ -360,6 +362,12 @@ if on:
 res = {(p, k): 0.001 * (p[0] * p[1] * p[2]) ** (1 / 3) * (1 + 0.01 * i)
        for p in itertools.product(*dims) for i, k in enumerate(kernels)}
 t.write_csv(a["output"] + ".gemm.csv", res)
+if on and os.environ.get("KREX_CUTLASS_REPORTS"):
+    index = t.problem_indices(res)
+    c = t.clocks(1980, 600)
+    with open(os.environ["KREX_CUTLASS_REPORTS"], "a") as f:
+        for (p, k), ms in sorted(res.items()):
+            f.write(t.region_line(index[p], k, ms, c, c, pid=os.getpid()) + "\n")
 """
 
 
@@ -459,6 +467,16 @@ class CutlassCompareDriver(unittest.TestCase):
             self.assertEqual(r["modes"]["krex"]["samples"], 6 * 2 * 3)
             with open(os.path.join(out, "compare.log")) as f:
                 log = f.read()
+            # The modes with regions wrote their reports beside their CSVs, into runs.tar.gz.
+            with tarfile.open(os.path.join(out, "runs.tar.gz")) as tar:
+                names = sorted(os.path.basename(n) for n in tar.getnames() if n.endswith(".regions.jsonl"))
+            self.assertEqual(names, ["krex-p1-r1.regions.jsonl", "krex-p1-r2.regions.jsonl",
+                                     "krex-p2-r1.regions.jsonl", "krex-p2-r2.regions.jsonl",
+                                     "krex-p3-r1.regions.jsonl", "krex-p3-r2.regions.jsonl",
+                                     "solo-krex-p1-r1.regions.jsonl", "solo-krex-p1-r2.regions.jsonl"])
+            self.assertEqual(sorted(r["regions"]["modes"]), ["krex", "solo-krex"])
+            g = r["regions"]["modes"]["krex"]
+            self.assertEqual((g["samples"], g["joined"], g["runtime_mismatches"]), (36, 36, 0))
             self.assertIn("krex: 3 x 2 runs", log)
             self.assertIn("krex joins 6;", log)
             self.assertIn("unprotected: 3 x 2 runs", log)
