@@ -10,12 +10,20 @@ operation_profiler.cu), with the values it writes (Provider "CUTLASS", Status
 "success" or e.g. "internal", Disposition "not_verified"). The script runs as
 the comparison driver runs it, as a program; its JSON is checked against
 numbers known by construction.
+
+The region reports (KREX_CUTLASS_REPORTS: <run>.regions.jsonl beside
+<run>.gemm.csv, one line per region as the patched profiler's
+krex_cutlass::scope writes it, with krex::to_json's clocks_entry/clocks_exit)
+are synthetic too: each sample's region has a known SM clock, power and
+clocks-event reasons, so that the region section's groups and correlations are
+known, and a wrong join (across runs, problems or kernels) changes them.
 """
 import csv
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 
@@ -38,13 +46,19 @@ P1 = (2048, 4096, 4096)
 P2 = (8192, 8192, 4096)
 
 
+def problem_indices(results):
+    """{problem: the Problem column}: the profiler's report counts problems from 1."""
+    return {p: i + 1 for i, p in enumerate(sorted({p for p, _ in results}))}
+
+
 def write_csv(path, results, status=None):
     """results: {(problem, kernel): runtime_ms}; status: {(problem, kernel): status}."""
     status = status or {}
+    index = problem_indices(results)
     with open(path, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(HEADER)
-        for idx, ((p, kern), t) in enumerate(sorted(results.items())):
+        for (p, kern), t in sorted(results.items()):
             m, n, k = p
             st = status.get((p, kern), "success")
             args = ["universal", m, n, k, "f16:row", "f16:column", "f16:column", "f16:column", 1, 0,
@@ -54,14 +68,30 @@ def write_csv(path, results, status=None):
             byts = 2 * (m * k + n * k + 2 * m * n)
             tail = [byts, flops, flops / byts, t]
             tail += [byts / t / 1e6, flops / t / 1e6] if st == "success" else ["", ""]
-            w.writerow([idx, "CUTLASS", "gemm", kern, "not_verified", st] + args + tile + tail)
+            w.writerow([index[p], "CUTLASS", "gemm", kern, "not_verified", st] + args + tile + tail)
+
+
+def clocks(sm, power_w, reasons=0):
+    """A device_clocks as krex::to_json writes it."""
+    return {"sm_mhz": sm, "mem_mhz": 3201, "power_mw": int(power_w * 1000), "temp_c": 50, "reasons": reasons}
+
+
+def region_line(index, kernel, runtime, entry, exit_, pid=4711):
+    """One line of KREX_CUTLASS_REPORTS (docs/CUTLASS.md), the report cut to some of its fields."""
+    report = {"level": "gate+drain+freeze(cgroup2)+quiet+pin", "epoch": 7, "ticket": 3, "siblings_seen": 7,
+              "gated": True, "quiet_checked": True, "quiet": True, "quiet_last_ratio": 1.01,
+              "clocks_entry": entry, "clocks_exit": exit_, "warnings": []}
+    return json.dumps({"pid": pid, "device": 0, "problem_index": index, "operation": kernel,
+                       "runtime_ms": runtime, "report": report}, separators=(",", ":"))
 
 
 SOLO = {(P1, KA): 0.100, (P1, KB): 0.104, (P1, KC): 0.130,
         (P2, KA): 0.800, (P2, KB): 0.790, (P2, KC): 0.900}
 
 
-class CutlassCompare(unittest.TestCase):
+class CompareCase(unittest.TestCase):
+    """Synthetic runs in a temporary folder, and the script run on them."""
+
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
         self.n = 0
@@ -75,6 +105,11 @@ class CutlassCompare(unittest.TestCase):
         write_csv(path, results, status)
         return path
 
+    def regions(self, csv_path, lines):
+        """Writes the run's X.regions.jsonl beside its X.gemm.csv."""
+        with open(csv_path[:-len(".gemm.csv")] + ".regions.jsonl", "w") as f:
+            f.write("".join(line + "\n" for line in lines))
+
     def compare(self, solo, modes, extra=()):
         out = os.path.join(self.dir.name, "compare.json")
         argv = [sys.executable, SCRIPT, ",".join(solo)]
@@ -87,6 +122,9 @@ class CutlassCompare(unittest.TestCase):
 
     def scaled(self, factors):
         return {key: t * factors.get(key, 1.0) for key, t in SOLO.items()}
+
+
+class CutlassCompare(CompareCase):
 
     def test_identical_runs_show_no_inflation_and_no_flips(self):
         solo = [self.csv(SOLO) for _ in range(3)]
@@ -201,10 +239,116 @@ class CutlassCompare(unittest.TestCase):
         self.assertIn("not a cutlass_profiler CSV", p.stderr)
 
 
+# The krex mode's two runs: per sample (inflation, entry (SM MHz, W, reasons),
+# exit (SM MHz, W, reasons)). Inflation falls with the exit SM clock (Spearman
+# -1); the exit power splits the samples otherwise (median 622.5 W); run A's
+# P2 KA and run B's P2 KB have a power cap (0x4) at exit, run B's P2 KA at
+# entry; 0x1 (idle) is not a slowdown.
+RUN_A = {(P1, KA): (0.00, (1980, 560, 0), (1980, 600, 0x1)),
+         (P1, KB): (0.00, (1980, 560, 0), (1980, 720, 0)),
+         (P1, KC): (0.10, (1980, 560, 0), (1800, 700, 0)),
+         (P2, KA): (0.20, (1750, 560, 0), (1700, 690, 0x4)),
+         (P2, KB): (0.00, (1980, 560, 0), (1980, 610, 0)),
+         (P2, KC): (0.10, (1980, 560, 0), (1800, 680, 0))}
+RUN_B = {(P1, KA): (0.10, (1980, 560, 0), (1800, 602, 0)),
+         (P1, KB): (0.00, (1980, 560, 0), (1980, 605, 0)),
+         (P1, KC): (0.00, (1980, 560, 0), (1980, 615, 0)),
+         (P2, KA): (0.00, (1900, 560, 0x4), (1980, 601, 0)),
+         (P2, KB): (0.30, (1700, 560, 0), (1650, 710, 0x5)),
+         (P2, KC): (0.00, (1980, 560, 0), (1980, 630, 0))}
+
+
+class CutlassCompareRegions(CompareCase):
+    """The region section: samples joined to their region's report by run, problem index and kernel."""
+
+    def run_with_regions(self, run, extra_lines=(), tail=""):
+        """A krex run whose runtimes are SOLO * (1 + inflation) and its region lines, in reverse order."""
+        results = {key: SOLO[key] * (1 + infl) for key, (infl, _, _) in run.items()}
+        path = self.csv(results)
+        index = problem_indices(results)
+        lines = [region_line(index[p], k, results[(p, k)], clocks(*e), clocks(*x))
+                 for (p, k), (_, e, x) in sorted(run.items())]
+        self.regions(path, list(reversed(lines)) + list(extra_lines))
+        if tail:
+            with open(path[:-len(".gemm.csv")] + ".regions.jsonl", "a") as f:
+                f.write(tail)
+        return path
+
+    def test_inflation_is_grouped_by_its_own_regions_clocks_and_power(self):
+        solo = [self.csv(SOLO)]
+        a = self.run_with_regions(RUN_A, tail='{"pid":1,"device":0,"problem_index":1,"operat')  # cut off
+        b = self.run_with_regions(RUN_B, extra_lines=[
+            # P2 KC timed a second time (another loop, not the CSV's): not joined
+            region_line(2, KC, 5.0, clocks(1980, 560), clocks(1500, 500)),
+            # a loop that failed (runtime null) of a kernel without a sample
+            region_line(1, K + "other", None, clocks(1980, 560), clocks(1980, 560))])
+        sk = self.csv(SOLO)
+        index = problem_indices(SOLO)
+        self.regions(sk, [region_line(index[p], k, SOLO[(p, k)], clocks(1980, 500), clocks(1980, 540))
+                          for (p, k) in sorted(SOLO)])
+        unp = self.csv(self.scaled({(P1, KA): 1.5}))  # no regions file: not in the section
+        r, md = self.compare(solo, {"solo-krex": [sk], "unprotected": [unp], "krex": [a, b]})
+        g = r["regions"]
+        self.assertEqual(g["sm_max_mhz"], 1980)
+        self.assertEqual(sorted(g["modes"]), ["krex", "solo-krex"])
+        m = g["modes"]["krex"]
+        self.assertEqual((m["runs"], m["runs_with_reports"], m["samples"], m["joined"]), (2, 2, 12, 12))
+        self.assertEqual((m["region_lines"], m["unreadable_lines"], m["lines_without_sample"]), (14, 1, 2))
+        self.assertEqual(m["runtime_mismatches"], 0)
+        self.assertEqual((m["slowdown_at_entry"], m["slowdown_at_exit"]), (1, 2))
+        self.assertEqual((m["exit_sm_mhz_median"], m["exit_sm_mhz_min"]), (1980, 1650))
+        self.assertEqual((m["exit_power_w_median"], m["exit_power_w_max"]), (622.5, 720))
+        self.assertAlmostEqual(m["spearman_inflation_exit_sm"], -1.0)
+        # Ranks by hand: inflation 4 (x7), 9 (x3), 11, 12; power 1..12; 61 / sqrt(113 * 143).
+        self.assertAlmostEqual(m["spearman_inflation_exit_power"], 61 / (113 * 143) ** 0.5)
+        want = {"exit_sm_at_max": (7, 0.0), "exit_sm_below_max": (5, 0.10),
+                "entry_sm_at_max": (9, 0.0), "entry_sm_below_max": (3, 0.20),
+                "exit_power_above_median": (6, 0.10), "exit_power_at_most_median": (6, 0.0),
+                "slowdown_at_entry": (1, 0.0), "no_slowdown_at_entry": (11, 0.0),
+                "slowdown_at_exit": (2, 0.25), "no_slowdown_at_exit": (10, 0.0)}
+        for key, (n, med) in want.items():
+            self.assertEqual(m["groups"][key]["samples"], n, key)
+            self.assertAlmostEqual(m["groups"][key]["median_inflation"], med, msg=key)
+        self.assertAlmostEqual(m["groups"]["exit_sm_below_max"]["p95_inflation"], 0.28)
+        s = g["modes"]["solo-krex"]
+        self.assertEqual((s["joined"], s["groups"]["exit_sm_at_max"]["samples"]), (6, 6))
+        self.assertEqual(s["groups"]["exit_sm_below_max"]["samples"], 0)
+        self.assertIsNone(s["spearman_inflation_exit_sm"])  # a constant clock
+        # compare.md: the section after the summary, a row per mode and per group.
+        self.assertLess(md.index("### Summary per mode"), md.index("### Inflation against each region's own"))
+        self.assertIn("| krex | 2 / 2 | 14 | 12 | 12 | 0 | 2 | 1980 / 1650 | 622.5 / 720.0 | 1 / 2 | "
+                      "-1.00 | +0.48 |", md)
+        self.assertIn("| krex | exit SM clock below max | 5 | +10.0% | +28.0% |", md)
+        self.assertIn("| krex | exit power > median (622.5 W) | 6 | +10.0% |", md)
+        self.assertIn("| solo-krex | exit SM clock below max | 0 | n/a | n/a |", md)
+        self.assertIn("krex: 1 region report line(s) unreadable, left out.", md)
+        self.assertNotIn("| unprotected | exit", md)
+
+    def test_a_line_of_another_loop_is_a_runtime_mismatch(self):
+        solo = [self.csv(SOLO)]
+        run = {key: (0.0, (1980, 500, 0), (1980, 600, 0)) for key in SOLO}
+        path = self.csv(SOLO)
+        index = problem_indices(SOLO)
+        self.regions(path, [region_line(index[p], k, SOLO[(p, k)] * (1.01 if (p, k) == (P2, KB) else 1),
+                                        clocks(*e), clocks(*x)) for (p, k), (_, e, x) in run.items()])
+        r, _ = self.compare(solo, {"krex": [path]})
+        m = r["regions"]["modes"]["krex"]
+        self.assertEqual((m["joined"], m["runtime_mismatches"]), (6, 1))
+
+    def test_without_region_files_the_section_says_so(self):
+        solo = [self.csv(SOLO)]
+        r, md = self.compare(solo, {"krex": [self.csv(SOLO)]})
+        self.assertEqual(r["regions"], {"note": "no region reports (KREX_CUTLASS_REPORTS not set in this run)"})
+        self.assertTrue(md.endswith("### Inflation against each region's own SM clock and power "
+                                    "(region reports)\n\nno region reports (KREX_CUTLASS_REPORTS not set in "
+                                    "this run)\n"), md[-300:])
+
+
 FAKE_PROFILER = r"""#!/usr/bin/env python3
 # Stands in for cutlass_profiler in the driver test: parses the arguments the
 # driver passes, writes <output>.gemm.csv as the profiler does, and prints the
-# patch's krex join line when KREX_CUTLASS is not 0.
+# patch's krex join line when KREX_CUTLASS is not 0, and appends a region line
+# per result to KREX_CUTLASS_REPORTS where it is set and not empty.
 import itertools, os, sys
 sys.path.insert(0, os.environ["FAKE_TEST_DIR"])
 import cutlass_compare_test as t
@@ -218,6 +362,12 @@ if on:
 res = {(p, k): 0.001 * (p[0] * p[1] * p[2]) ** (1 / 3) * (1 + 0.01 * i)
        for p in itertools.product(*dims) for i, k in enumerate(kernels)}
 t.write_csv(a["output"] + ".gemm.csv", res)
+if on and os.environ.get("KREX_CUTLASS_REPORTS"):
+    index = t.problem_indices(res)
+    c = t.clocks(1980, 600)
+    with open(os.environ["KREX_CUTLASS_REPORTS"], "a") as f:
+        for (p, k), ms in sorted(res.items()):
+            f.write(t.region_line(index[p], k, ms, c, c, pid=os.getpid()) + "\n")
 """
 
 
@@ -317,6 +467,16 @@ class CutlassCompareDriver(unittest.TestCase):
             self.assertEqual(r["modes"]["krex"]["samples"], 6 * 2 * 3)
             with open(os.path.join(out, "compare.log")) as f:
                 log = f.read()
+            # The modes with regions wrote their reports beside their CSVs, into runs.tar.gz.
+            with tarfile.open(os.path.join(out, "runs.tar.gz")) as tar:
+                names = sorted(os.path.basename(n) for n in tar.getnames() if n.endswith(".regions.jsonl"))
+            self.assertEqual(names, ["krex-p1-r1.regions.jsonl", "krex-p1-r2.regions.jsonl",
+                                     "krex-p2-r1.regions.jsonl", "krex-p2-r2.regions.jsonl",
+                                     "krex-p3-r1.regions.jsonl", "krex-p3-r2.regions.jsonl",
+                                     "solo-krex-p1-r1.regions.jsonl", "solo-krex-p1-r2.regions.jsonl"])
+            self.assertEqual(sorted(r["regions"]["modes"]), ["krex", "solo-krex"])
+            g = r["regions"]["modes"]["krex"]
+            self.assertEqual((g["samples"], g["joined"], g["runtime_mismatches"]), (36, 36, 0))
             self.assertIn("krex: 3 x 2 runs", log)
             self.assertIn("krex joins 6;", log)
             self.assertIn("unprotected: 3 x 2 runs", log)

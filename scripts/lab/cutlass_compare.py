@@ -29,11 +29,23 @@ closer than --min-gap are within the noise and only counted in the totals.
 
 --lost MODE=N adds the number of results a mode's logs reported as not protected
 to their end (krex lease lost) to the summary.
+
+Region reports: where a run X.gemm.csv has X.regions.jsonl beside it (the
+patched profiler's KREX_CUTLASS_REPORTS, docs/CUTLASS.md: one line per region,
+with the region's krex::region_report), each of the run's samples is joined to
+its region's line by (run, problem index, kernel): the CSV's Problem and
+Operation columns. A last section then relates, per mode with such files, each
+sample's inflation to the SM clock and power of its own region at entry and
+exit: inflation per group (SM clock at the highest seen or below it, power at
+exit above or at most the mode's median, a power or thermal slowdown reason at
+entry or exit), the Spearman correlation of inflation with the exit SM clock
+and power. Without any such file the section says so.
 """
 import csv
 import json
 import math
 import os
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -45,8 +57,9 @@ from quantiles import quantile  # noqa: E402  (scripts/quantiles.py: the scripts
 KEY_COLUMNS = ("m", "n", "k", "batch_count", "A", "B")
 
 
-def read_run(path):
-    """{(problem, kernel): [runtime_ms, ...]} and the number of failed rows of one CSV."""
+def read_run(path, samples=None):
+    """{(problem, kernel): [runtime_ms, ...]} and the number of failed rows of one CSV;
+    `samples`, if given, receives (problem index, problem, kernel, runtime_ms) of each timed row."""
     times = defaultdict(list)
     failed = []
     with open(path, newline="") as f:
@@ -71,6 +84,8 @@ def read_run(path):
                 failed.append((problem, kernel, "runtime " + row["Runtime"]))
                 continue
             times[(problem, kernel)].append(t)
+            if samples is not None:
+                samples.append((row.get("Problem"), problem, kernel, t))
     return times, failed
 
 
@@ -168,6 +183,180 @@ def fmt_pct(x):
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:+.1f}%"
 
 
+# NVML clocks-event reasons that slow a kernel down (include/krex/detail/clocks.hpp,
+# device_clocks::slowdown_mask): 0x4 software power cap, 0x8 hardware slowdown,
+# 0x20 software thermal, 0x40 hardware thermal, 0x80 power brake. 0x1 (idle),
+# 0x2 (application clocks), 0x10 (sync boost), 0x100 (display clock) are not.
+SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+NO_REGIONS = "no region reports (KREX_CUTLASS_REPORTS not set in this run)"
+
+
+def regions_path(csv_path):
+    """X.regions.jsonl for the profiler's X.<operation>.csv."""
+    return re.sub(r"(\.[A-Za-z0-9_]+)?\.csv$", "", csv_path) + ".regions.jsonl"
+
+
+def read_regions(path):
+    """{(problem index, kernel): [line, ...]} of one run's region reports, and the
+    number of lines that are not JSON objects (e.g. cut off by a killed profiler)."""
+    lines, bad = defaultdict(list), 0
+    with open(path) as f:
+        for text in f:
+            if not text.strip():
+                continue
+            try:
+                d = json.loads(text)
+                key = (str(d["problem_index"]), d["operation"])
+                d["report"]["level"]  # noqa: B018  (a line without a report is unreadable)
+            except (ValueError, KeyError, TypeError):
+                bad += 1
+                continue
+            lines[key].append(d)
+    return lines, bad
+
+
+def spearman(x, y):
+    """Spearman's rank correlation (ties get their average rank); None for fewer
+    than 3 pairs or a constant side."""
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(v):
+            j = i
+            while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2 + 1
+            i = j + 1
+        return r
+    if len(x) < 3:
+        return None
+    rx, ry = ranks(x), ranks(y)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    return None if sxx == 0 or syy == 0 else sxy / math.sqrt(sxx * syy)
+
+
+def join_regions(paths, samples_of, ref):
+    """The samples of one mode's runs joined to their region lines: (the joined
+    samples [{inflation, entry, exit}], counts). A sample's line is the run's line
+    with its problem index and kernel; of several (a kernel timed more than once),
+    the one whose runtime is closest to the sample's."""
+    joined = []
+    c = {"runs": len(paths), "runs_with_reports": 0, "region_lines": 0, "unreadable_lines": 0, "samples": 0,
+         "joined": 0, "lines_without_sample": 0, "runtime_mismatches": 0}
+    for path in paths:
+        samples = [s for s in samples_of[path] if (s[1], s[2]) in ref]
+        c["samples"] += len(samples)
+        rpath = regions_path(path)
+        if not os.path.exists(rpath):
+            continue
+        c["runs_with_reports"] += 1
+        lines, bad = read_regions(rpath)
+        c["unreadable_lines"] += bad
+        c["region_lines"] += sum(len(v) for v in lines.values())
+        used = 0
+        for index, problem, kernel, t in samples:
+            cand = lines.get((str(index), kernel))
+            if not cand:
+                continue
+            best = min(cand, key=lambda d: abs(d["runtime_ms"] - t) if d["runtime_ms"] is not None else math.inf)
+            cand.remove(best)
+            used += 1
+            # The CSV has 6 significant digits: a runtime further off is another loop's.
+            if best["runtime_ms"] is None or abs(best["runtime_ms"] / t - 1) > 1e-5:
+                c["runtime_mismatches"] += 1
+            rep_ = best["report"]
+            joined.append({"inflation": t / ref[(problem, kernel)] - 1,
+                           "entry": rep_.get("clocks_entry"), "exit": rep_.get("clocks_exit")})
+        c["joined"] += used
+        c["lines_without_sample"] += sum(len(v) for v in lines.values())
+    return joined, c
+
+
+def region_section(modes_paths, samples_of, ref):
+    """compare.md's region section (lines) and its JSON."""
+    title = "\n### Inflation against each region's own SM clock and power (region reports)\n"
+    per_mode = {}
+    for mode, paths in modes_paths.items():
+        if any(os.path.exists(regions_path(p)) for p in paths):
+            per_mode[mode] = join_regions(paths, samples_of, ref)
+    if not per_mode:
+        return [title, NO_REGIONS], {"note": NO_REGIONS}
+    sm_max = max((s[k]["sm_mhz"] for joined, _ in per_mode.values() for s in joined for k in ("entry", "exit")
+                  if s[k]), default=None)
+    lines = [title,
+             "Each timed sample joined to its region's report (KREX_CUTLASS_REPORTS) by run, problem index and "
+             f"kernel. SM max: the highest SM clock at entry or exit of any region here ({sm_max or 'n/a'} MHz). "
+             "Power median: the mode's, of the power at exit. Slowdown: an NVML clocks-event reason for power or "
+             "thermal (0x4 power cap, 0x8 hw slowdown, 0x20/0x40 sw/hw thermal, 0x80 power brake). "
+             "Spearman: rank correlation of inflation with the exit SM clock / exit power.\n",
+             "| mode | runs with reports | region lines | samples | joined | runtime mismatches | lines without a "
+             "sample | exit SM MHz median / min | exit power W median / max | slowdown at entry / exit | "
+             "Spearman inflation~exit SM | Spearman inflation~exit power |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    groups_md = ["", "| mode | group | samples | median inflation | p95 inflation |", "|---|---|---|---|---|"]
+    out = {"sm_max_mhz": sm_max, "modes": {}}
+
+    def fmt_r(r):
+        return "n/a" if r is None else f"{r:+.2f}"
+
+    def mm(a, b, d=0):
+        return "-" if a is None else f"{a:.{d}f} / {b:.{d}f}"
+
+    for mode, (joined, c) in per_mode.items():
+        both = [s for s in joined if s["entry"] and s["exit"]]
+        infl = [s["inflation"] for s in both]
+        sm_exit = [s["exit"]["sm_mhz"] for s in both]
+        pw_exit = [s["exit"]["power_mw"] / 1000 for s in both]
+        pw_med = statistics.median(pw_exit) if pw_exit else None
+        def slow(s, k):
+            return (int(s[k]["reasons"]) & SLOWDOWN_MASK) != 0
+        pw = "n/a" if pw_med is None else f"{pw_med:g}"
+        groups = [  # (JSON key, compare.md label, predicate)
+            ("exit_sm_at_max", f"exit SM clock at max ({sm_max} MHz)", lambda s: s["exit"]["sm_mhz"] == sm_max),
+            ("exit_sm_below_max", "exit SM clock below max", lambda s: s["exit"]["sm_mhz"] < sm_max),
+            ("entry_sm_at_max", f"entry SM clock at max ({sm_max} MHz)", lambda s: s["entry"]["sm_mhz"] == sm_max),
+            ("entry_sm_below_max", "entry SM clock below max", lambda s: s["entry"]["sm_mhz"] < sm_max),
+            ("exit_power_above_median", f"exit power > median ({pw} W)",
+             lambda s: s["exit"]["power_mw"] / 1000 > pw_med),
+            ("exit_power_at_most_median", "exit power <= median", lambda s: s["exit"]["power_mw"] / 1000 <= pw_med),
+            ("slowdown_at_entry", "a slowdown reason at entry", lambda s: slow(s, "entry")),
+            ("no_slowdown_at_entry", "no slowdown reason at entry", lambda s: not slow(s, "entry")),
+            ("slowdown_at_exit", "a slowdown reason at exit", lambda s: slow(s, "exit")),
+            ("no_slowdown_at_exit", "no slowdown reason at exit", lambda s: not slow(s, "exit")),
+        ]
+        m = dict(c, with_clocks=len(both),
+                 exit_sm_mhz_median=statistics.median(sm_exit) if sm_exit else None,
+                 exit_sm_mhz_min=min(sm_exit, default=None),
+                 exit_power_w_median=pw_med, exit_power_w_max=max(pw_exit, default=None),
+                 slowdown_at_entry=sum(1 for s in both if slow(s, "entry")),
+                 slowdown_at_exit=sum(1 for s in both if slow(s, "exit")),
+                 spearman_inflation_exit_sm=spearman(infl, sm_exit),
+                 spearman_inflation_exit_power=spearman(infl, pw_exit), groups={})
+        for key, label, pred in groups:
+            g = [s["inflation"] for s in both if pred(s)]
+            m["groups"][key] = {"label": label, "samples": len(g), "median_inflation": quantile(g, 0.5),
+                                "p95_inflation": quantile(g, 0.95)}
+            groups_md.append(f"| {mode} | {label} | {len(g)} | {fmt_pct(quantile(g, 0.5))} | "
+                             f"{fmt_pct(quantile(g, 0.95))} |")
+        out["modes"][mode] = m
+        lines.append(f"| {mode} | {c['runs_with_reports']} / {c['runs']} | {c['region_lines']} | {c['samples']} | "
+                     f"{c['joined']} | {c['runtime_mismatches']} | {c['lines_without_sample']} | "
+                     f"{mm(m['exit_sm_mhz_median'], m['exit_sm_mhz_min'])} | "
+                     f"{mm(pw_med, m['exit_power_w_max'], 1)} | {m['slowdown_at_entry']} / {m['slowdown_at_exit']} | "
+                     f"{fmt_r(m['spearman_inflation_exit_sm'])} | {fmt_r(m['spearman_inflation_exit_power'])} |")
+        if c["unreadable_lines"]:
+            notes.append(f"{mode}: {c['unreadable_lines']} region report line(s) unreadable, left out.")
+    if notes:
+        lines += [""] + notes
+    return lines + groups_md, out
+
+
 def main(argv):
     out_json = None
     min_gap = 0.02
@@ -205,12 +394,18 @@ def main(argv):
     solo_paths = [p for p in args[0].split(",") if p]
     solo_runs = [read_run(p) for p in solo_paths]
     modes = {}
+    modes_paths = {}  # for the region reports: each mode's CSV paths and their samples
+    samples_of = {}
     for spec in args[1:]:
         mode, sep, files = spec.partition("=")
         if not sep or not mode:
             print(f"not MODE=FILES: {spec}", file=sys.stderr)
             return 2
-        modes[mode] = [read_run(p) for p in files.split(",") if p]
+        modes_paths[mode] = [p for p in files.split(",") if p]
+        modes[mode] = []
+        for p in modes_paths[mode]:
+            samples_of[p] = []
+            modes[mode].append(read_run(p, samples_of[p]))
 
     solo_samples = defaultdict(list)
     for times, _ in solo_runs:
@@ -303,6 +498,8 @@ def main(argv):
                      f"{band['far_inversions']} / {band['far_pairs_compared']} | {failed} | "
                      f"{lost.get(mode, 'n/a')} |")
 
+    region_lines, result["regions"] = region_section(modes_paths, samples_of, ref)
+    lines += region_lines
     print("\n".join(lines))
     if out_json:
         with open(out_json, "w") as f:

@@ -12,7 +12,10 @@
 #   compare.md    the tables           compare.json  the same numbers, and failures
 #   compare.log   commands, GPU, wall times, krex joins / failures / lost leases per mode
 #   runs.tar.gz   every run's CSV (<mode>-p<i>-r<j>.gemm.csv) and its stdout/stderr,
-#                 phases.tsv (each phase's start and end, HH:MM:SS)
+#                 phases.tsv (each phase's start and end, HH:MM:SS); for the modes
+#                 with regions (solo-krex, krex) each run's region reports
+#                 (<mode>-p<i>-r<j>.regions.jsonl: KREX_CUTLASS_REPORTS, docs/CUTLASS.md),
+#                 which compare.md relates to each sample's inflation
 #   dmon.log.gz   where nvidia-smi is (and KREX_CUTLASS_DMON is not 0): `nvidia-smi dmon -s pc -d 1 -o T` over the whole
 #                 comparison (power, clocks); compare.md then ends with the SM clock and
 #                 power per phase (scripts/lab/dmon_phases.py)
@@ -86,13 +89,15 @@ fi
 stop_dmon() { [ -z "$dmon_pid" ] || { kill "$dmon_pid" 2>/dev/null; wait "$dmon_pid" 2>/dev/null; dmon_pid=""; }; }
 trap stop_dmon EXIT
 
-# one MODE I J [VAR=VALUE...]: profiler run J of process I of MODE.
+# one MODE I J [VAR=VALUE...]: profiler run J of process I of MODE. With regions
+# (KREX_CUTLASS=1) each region's report goes to <run>.regions.jsonl beside the CSV.
 one() {
   local mode="$1" i="$2" j="$3"
   shift 3
-  local base="$work/$mode-p$i-r$j"
-  env "$@" KREX_SEGMENT="$seg" timeout "$run_timeout" "$bin" "${args[@]}" --output="$base" \
-    >"$base.log" 2>&1
+  local base="$work/$mode-p$i-r$j" reports="" a
+  for a in "$@"; do [ "$a" = KREX_CUTLASS=1 ] && reports="$base.regions.jsonl"; done
+  env "$@" KREX_SEGMENT="$seg" KREX_CUTLASS_REPORTS="$reports" \
+    timeout "$run_timeout" "$bin" "${args[@]}" --output="$base" >"$base.log" 2>&1
   local rc=$?
   [ "$rc" -eq 0 ] || echo "$mode p$i r$j: exit $rc" >>"$log"
 }
