@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""scripts/lab/flip_forensics.py's pooled table (T10) on two synthetic
-eval.json files whose flips are counted by hand: one rank set of three
-members (1.5%, 1.5% and 3.0% apart by the reference), a native repeat of two
-copies and a krex configuration of one per run. Checks the pooled counts,
-the difference in points and the one-sided Fisher p, and fisher_greater
-against values worked out by hand. Exits 1 on a mismatch. No GPU.
+"""scripts/lab/flip_forensics.py's pooled table (T10) and sample-index table
+(T11) on two synthetic eval.json files whose flips are counted by hand: one
+rank set of three members (1.5%, 1.5% and 3.0% apart by the reference), a
+native repeat of two copies and a krex configuration of one per run, one of
+whose commands has alternating fast samples. Checks the pooled counts, the
+difference in points and the one-sided Fisher p, fisher_greater against
+values worked out by hand, and T11's counts. Exits 1 on a mismatch. No GPU.
 
 usage: flip_forensics_test.py
 """
@@ -21,27 +22,27 @@ SCRIPT = os.path.join(ROOT, "scripts", "lab", "flip_forensics.py")
 REF = {"a": 1.000, "b": 1.015, "c": 1.030}  # a-b 1.5%, b-c 1.48%: 1-2%; a-c 3.0%: 2-5%
 
 
-def command(cid, rep, ms, t):
+def command(cid, rep, ms, t, samples=None):
     return {"id": cid, "ok": True, "rep": rep,
-            "result": {"median_ms": ms, "samples_ms": [ms] * 3, "mono_start_ns": t * 10**6, "t_cmd_ms": 1.0,
+            "result": {"median_ms": ms, "samples_ms": samples or [ms] * 3, "mono_start_ns": t * 10**6, "t_cmd_ms": 1.0,
                        "mono_critical_ns": t * 10**6 + 100, "t_critical_ms": 0.5, "pid": 100 + rep,
                        "set": "axpby-16M", "timing": "batched"}}
 
 
-def config(label, role, reps):
+def config(label, role, reps, samples=None):
     cmds, t = [], 0
     for rep, times in enumerate(reps):
         for cid, ms in times.items():
-            cmds.append(command(cid, rep, ms, t))
+            cmds.append(command(cid, rep, ms, t, (samples or {}).get(cid)))
             t += 2
     return {"label": label, "role": role, "skipped": False, "commands": cmds, "ranking": {}}
 
 
-def write(folder, native, krex):
+def write(folder, native, krex, krex_samples=None):
     os.makedirs(folder)
     d = {"meta": {"run_start_mono_ns": 0}, "reference": REF,
          "configs": [config("reference (serial)", "reference", [REF]),
-                     config("krex C=16 persistent", "krex", [krex]),
+                     config("krex C=16 persistent", "krex", [krex], krex_samples),
                      config("native repeat (serial)", "repeat", native)]}
     with open(os.path.join(folder, "eval.json"), "w") as f:
         json.dump(d, f)
@@ -61,24 +62,32 @@ def main():
             bad.append(f"fisher_greater{table} = {got}, expected {want}")
     with tempfile.TemporaryDirectory() as tmp:
         # Run 1: native copy 2 swaps b and c (1 flip, 1-2%); krex swaps a and b (1 flip, 1-2%).
+        # Its "a" samples alternate: even indices +1.6% over a's native baseline (1.0), odd ones
+        # -3.5% (fast, below -1.5%): T11 counts one command alternating with odd samples fast.
         r1 = write(os.path.join(tmp, "run-one"), [dict(REF), {"a": 1.0, "b": 1.031, "c": 1.029}],
-                   {"a": 1.016, "b": 1.014, "c": 1.030})
+                   {"a": 1.016, "b": 1.014, "c": 1.030}, {"a": [1.016, 1.016 * 0.95] * 3})
         # Run 2: native in order twice; krex puts c first (flips a-c, 2-5%, and b-c, 1-2%).
         r2 = write(os.path.join(tmp, "run-two"), [dict(REF), dict(REF)], {"a": 1.0, "b": 1.015, "c": 0.99})
-        out = subprocess.run([sys.executable, SCRIPT, "--only", "T10", r1, r2], check=True,
+        out = subprocess.run([sys.executable, SCRIPT, "--only", "T10,T11", r1, r2], check=True,
                              stdout=subprocess.PIPE, universal_newlines=True).stdout
     want_rows = [
         "| krex C=16 pers. | 2 | 0/0 | 2/4 (50.0) vs 1/8 (12.5): +37.5 pts, p 0.236 "
         "| 1/2 (50.0) vs 0/4 (0.0): +50.0 pts, p 0.333 | 0/0 |",
         "| native repeat | 2 | 0/0 | 1/8 (12.5) | 0/4 (0.0) | 0/0 |",
+        # T11, run one: a's 6 samples alternate (3 of its 3 odd ones fast); b and c have 3 samples
+        # each (indices 0, 2 even, 1 odd), none fast: even 0/7, odd 3/5, all 3/12.
+        "| run-one | krex C=16 pers. | batched | 3 | 0.0 / 60.0 | 1 | 0 | 2 | 25.0 |",
+        # Run two: c (0.99 against its baseline 1.030, -3.9%) is fast in all 3 samples, a and b
+        # in none: even 2/6, odd 1/3; no command alternates.
+        "| run-two | krex C=16 pers. | batched | 3 | 33.3 / 33.3 | 0 | 0 | 3 | 33.3 |",
     ]
     for row in want_rows:
         if row not in out.splitlines():
-            bad.append("T10 lacks the row\n  " + row)
+            bad.append("the output lacks the row\n  " + row)
     if bad:
         print("flip_forensics_test: FAIL\n" + "\n".join(bad) + "\n--- output ---\n" + out, file=sys.stderr)
         return 1
-    print("flip_forensics_test: T10 pooled counts, differences and Fisher p as worked out by hand")
+    print("flip_forensics_test: T10 pooled counts, differences and Fisher p, and T11, as worked out by hand")
     return 0
 
 

@@ -51,6 +51,9 @@ Only for runs whose worker recorded them (bench/eval/worker.cu after issue
   T10 every run given pooled by configuration label: flips by gap class,
       each configuration against the native repeats of the runs it appears
       in (pooled), the difference in points and a one-sided Fisher exact p.
+  T11 the axpby-16M fast samples by their index in the command: the share at
+      even and at odd indices, and how many commands alternate (one parity
+      carries the fast samples: odd or even) or do not.
 """
 import gzip
 import json
@@ -271,6 +274,42 @@ def t10(runs):
                 cell += f" vs {pct(nf[g], nn[g])}: {diff:+.1f} pts, {fmt_p(p)}"
             cells.append(cell)
         print(f"| {label} | {len(runs_)} | " + " | ".join(cells) + " |")
+    print()
+
+
+def t11(runs):
+    """The fast samples of the axpby-16M commands by the sample's place in the
+    command: even or odd index, and per command whether one parity carries
+    them (the share of fast samples at odd indices minus that at even ones,
+    20 points or more either way) or neither."""
+    print("## T11: axpby-16M fast samples (T4's definition) by sample index: even / odd, and alternation per command\n")
+    print("A command alternates when its share of fast samples at odd indices and at even ones differ by 20 points "
+          "or more; the phase is which parity is fast.\n")
+    print("| run | configuration | timing | commands | fast % at even / odd index | odd fast | even fast "
+          "| no alternation | fast % of all |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for R in runs:
+        for c in R.configs:
+            for tim in ("batched", "sync"):
+                cmds = [x for x in c["ok_cmds"] if x["result"].get("set") == "axpby-16M" and x["result"]["timing"] == tim]
+                if not cmds:
+                    continue
+                fe = ne = fo = no = 0
+                odd = even = none = 0
+                for x in cmds:
+                    s = x["sdev"]
+                    e = sum(v < FAST_SAMPLE_PCT for v in s[0::2])
+                    o = sum(v < FAST_SAMPLE_PCT for v in s[1::2])
+                    fe, ne, fo, no = fe + e, ne + len(s[0::2]), fo + o, no + len(s[1::2])
+                    d = (o / len(s[1::2]) if s[1::2] else 0) - (e / len(s[0::2]) if s[0::2] else 0)
+                    if d >= 0.2:
+                        odd += 1
+                    elif d <= -0.2:
+                        even += 1
+                    else:
+                        none += 1
+                print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | {100 * fe / max(ne, 1):.1f} / "
+                      f"{100 * fo / max(no, 1):.1f} | {odd} | {even} | {none} | {100 * (fe + fo) / max(ne + no, 1):.1f} |")
     print()
 
 
@@ -756,9 +795,9 @@ def main(argv):
             return 64
         only = {t.strip().upper() for t in args[1].split(",")}
         args = args[2:]
-    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9, t10)
+    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11)
     if only is not None and not only <= {f.__name__.upper() for f in tables}:
-        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T10 (got {', '.join(sorted(only))})",
+        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T11 (got {', '.join(sorted(only))})",
               file=sys.stderr)
         return 64
     if not args:
