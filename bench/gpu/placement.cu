@@ -18,6 +18,18 @@
 //   own      this file's loop on the default stream: flush (a buffer of its
 //            own), event, kernel, event, synchronize, per sample (the default;
 //            docs/results/ranks.md's placement table)
+//   own-batched  the same operations, every sample enqueued before one
+//            synchronize (an event pair per sample), as krex::measure's
+//            batched timing
+//   The own timings' flush (--flush): memset (cudaMemsetAsync of byte
+//   --flush-byte, or of the sample's index & 0xff as krex::measure does:
+//   the default), write (a kernel storing to the buffer: dirty lines, no
+//   memset engine), read (a kernel loading the buffer: the L2 left clean),
+//   none. Issue 19: in fresh processes, krex::measure's batched samples are
+//   fast at odd indices and almost never at indices 4 and 6 mod 8; in
+//   long-lived ones the alternation comes in either phase or not at all
+//   (flip_forensics.py T11). These flushes tell whether the flush's value,
+//   its engine or its dirty lines set the two levels.
 //   sync     krex::measure (krex::unprotected) on a stream of its own with
 //            sync_each: the eval's @sync timing, krex's flush buffer
 //   batched  krex::measure without sync_each: the eval's default timing
@@ -44,7 +56,8 @@
 //
 //   krex_gpu_placement [--allocs 40] [--samples 100] [--spacer-mb 4096] [--settle-ms 200] [--seed 1]
 //                      [--floats 16777216] [--timing own|sync|batched] [--grid-per-sm 8]
-//                      [--fast-pct 1.5] [--churn-procs 0] [--churn-mb 2048] [--json FILE]
+//                      [--fast-pct 1.5] [--churn-procs 0] [--churn-mb 2048]
+//                      [--flush memset|write|read|none] [--flush-byte -1] [--json FILE]
 
 #include <krex/measure.hpp>
 #include <krex_tools/cli.hpp>
@@ -175,6 +188,25 @@ struct churners {
   }
 };
 
+/// --flush write: stores `v` over the flush buffer (dirty lines in L2).
+__global__ void flush_store(float4* p, size_t n4, float v) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n4;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    p[i] = make_float4(v, v, v, v);
+}
+
+/// --flush read: loads the flush buffer (the L2 left holding clean lines);
+/// the sum is stored only if it equals `never`, so the loads stay.
+__global__ void flush_load(const float4* p, size_t n4, float never, float* sink) {
+  float acc = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n4;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float4 v = p[i];
+    acc += v.x + v.y + v.z + v.w;
+  }
+  if (acc == never) *sink = acc;
+}
+
 /// One timing of one allocation.
 struct timing_result {
   std::vector<double> samples;
@@ -189,7 +221,8 @@ int main(int argc, char** argv) {
   long spacer_mb = 4096, churn_procs = 0, churn_mb = 2048;
   long long floats = 16LL << 20;
   double fast_pct = 1.5;
-  std::string json, timing = "own";
+  std::string json, timing = "own", flush_kind = "memset";
+  long flush_byte = -1;
   krex_tools::cli::program prog(
       "krex_gpu_placement",
       "Does where a long-lived process's buffers land move a bandwidth-bound kernel? (no krex)");
@@ -206,12 +239,25 @@ int main(int argc, char** argv) {
       .value(
           "--timing", "own|sync|batched",
           [&](const std::string& v) {
-            if (v != "own" && v != "sync" && v != "batched")
-              throw krex_tools::cli::usage_error("invalid value '" + v + "' for --timing: own, sync or batched");
+            if (v != "own" && v != "own-batched" && v != "sync" && v != "batched")
+              throw krex_tools::cli::usage_error("invalid value '" + v +
+                                                 "' for --timing: own, own-batched, sync or batched");
             timing = v;
           },
-          "own: this bench's synchronized loop (default); sync / batched: krex::measure with and "
-          "without sync_each (the eval's @sync and default timings)")
+          "own: this bench's synchronized loop (default); own-batched: the same, one synchronize at the "
+          "end; sync / batched: krex::measure with and without sync_each (the eval's @sync and default "
+          "timings)")
+      .value(
+          "--flush", "memset|write|read|none",
+          [&](const std::string& v) {
+            if (v != "memset" && v != "write" && v != "read" && v != "none")
+              throw krex_tools::cli::usage_error("invalid value '" + v +
+                                                 "' for --flush: memset, write, read or none");
+            flush_kind = v;
+          },
+          "the own timings' L2 flush before each sample (default memset, as krex::measure)")
+      .integer("--flush-byte", "B", flush_byte, -1, 255,
+               "the memset flush's byte (default -1: the sample's index & 0xff, as krex::measure)")
       .integer("--grid-per-sm", "N", grid_per_sm, 1, 1024,
                "blocks of 256 per SM, capped at n/4/256 (default 8; the eval's candidate: 16)")
       .number("--fast-pct", "PCT", fast_pct, 0, 50,
@@ -222,6 +268,12 @@ int main(int argc, char** argv) {
       .integer("--churn-mb", "MB", churn_mb, 64, 1L << 20, "device memory each sibling holds at most (default 2048)")
       .text("--json", "FILE", json, "also write every trial to FILE");
   prog.parse(argc, argv);
+  const bool own = timing == "own" || timing == "own-batched";
+  if (!own && (flush_kind != "memset" || flush_byte != -1)) {
+    std::fprintf(stderr, "krex_gpu_placement: --flush and --flush-byte apply to --timing own and own-batched "
+                         "only (krex::measure flushes with its own memset)\n");
+    return krex_tools::cli::exit_usage;
+  }
   // The siblings first: a process that has touched CUDA must not fork.
   churners sib;
   for (long i = 0; i < churn_procs; ++i) {
@@ -260,7 +312,6 @@ int main(int argc, char** argv) {
   const unsigned grid = static_cast<unsigned>(
       std::max<long long>(1, std::min<long long>((static_cast<long long>(n4) + 255) / 256,
                                                  static_cast<long long>(sms) * grid_per_sm)));
-  const bool own = timing == "own";
 
   // The flush buffer: this bench's own (--timing own), or krex::measure's
   // per-process scratch, allocated now as the eval's worker does
@@ -283,24 +334,50 @@ int main(int argc, char** argv) {
     scratch::lease l;
     if (scratch::get().take(flush_bytes, 2 * static_cast<size_t>(samples), l)) flush = l.flush;
   }
-  cudaEvent_t e0, e1;
-  KREX_GPU_CHECK(cudaEventCreate(&e0));
-  KREX_GPU_CHECK(cudaEventCreate(&e1));
+  // The own timings' events: a pair per sample (own-batched) or one pair.
+  std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(samples + 3));
+  for (auto& e : ev) KREX_GPU_CHECK(cudaEventCreate(&e));
+  float* sink = nullptr;  // --flush read's never-written result
+  if (own) KREX_GPU_CHECK(cudaMalloc(&sink, sizeof(float)));
   std::mt19937 rng(static_cast<unsigned>(seed));
   std::uniform_int_distribution<long> spacer_dist(0, spacer_mb / 2);  // in 2 MB pages
 
   auto time_it = [&](float4* x, float4* y, float4* z) {
     timing_result r;
     if (own) {
-      for (int s = 0; s < samples + 3; ++s) {
-        KREX_GPU_CHECK(cudaMemsetAsync(flush, s & 0xff, flush_bytes));
-        KREX_GPU_CHECK(cudaEventRecord(e0));
+      const auto do_flush = [&](int s) {
+        const size_t f4 = flush_bytes / sizeof(float4);
+        if (flush_kind == "memset")
+          KREX_GPU_CHECK(cudaMemsetAsync(flush, flush_byte < 0 ? (s & 0xff) : static_cast<int>(flush_byte),
+                                         flush_bytes));
+        else if (flush_kind == "write")
+          flush_store<<<static_cast<unsigned>(sms) * 8, 256>>>(static_cast<float4*>(flush), f4,
+                                                               static_cast<float>(s));
+        else if (flush_kind == "read")
+          flush_load<<<static_cast<unsigned>(sms) * 8, 256>>>(static_cast<const float4*>(flush), f4, -1.0f,
+                                                              sink);
+      };
+      const int total = samples + 3;  // 3 warm-up samples, not kept
+      const bool batched = timing == "own-batched";
+      for (int s = 0; s < total; ++s) {
+        do_flush(s);
+        KREX_GPU_CHECK(cudaEventRecord(ev[batched ? 2 * s : 0]));
         krex_gpu::axpby4<<<grid, 256>>>(x, y, z, n4, 2.0f, 3.0f);
-        KREX_GPU_CHECK(cudaEventRecord(e1));
-        KREX_GPU_CHECK(cudaEventSynchronize(e1));
+        KREX_GPU_CHECK(cudaEventRecord(ev[batched ? 2 * s + 1 : 1]));
+        if (batched) continue;
+        KREX_GPU_CHECK(cudaEventSynchronize(ev[1]));
         float ms = 0;
-        KREX_GPU_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        KREX_GPU_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
         if (s >= 3) r.samples.push_back(ms);
+      }
+      KREX_GPU_CHECK(cudaGetLastError());
+      if (batched) {
+        KREX_GPU_CHECK(cudaDeviceSynchronize());
+        for (int s = 3; s < total; ++s) {
+          float ms = 0;
+          KREX_GPU_CHECK(cudaEventElapsedTime(&ms, ev[2 * s], ev[2 * s + 1]));
+          r.samples.push_back(ms);
+        }
       }
     } else {
       const krex::measure_result m = krex::measure(
@@ -364,8 +441,11 @@ int main(int argc, char** argv) {
   std::vector<double> abs_across;
   for (double v : across) abs_across.push_back(std::fabs(v));
   std::printf("axpby %lld floats (%u blocks of 256), timing %s, %d allocations (spacer 0..%ld MB, settle %d ms), "
-              "%d samples per timing, median %.5f ms, %ld sibling process(es) holding up to %ld MB each\n",
-              floats, grid, timing.c_str(), allocs, spacer_mb, settle_ms, samples, center, churn_procs, churn_mb);
+              "%d samples per timing, median %.5f ms, %ld sibling process(es) holding up to %ld MB each, "
+              "flush %s (byte %s)\n",
+              floats, grid, timing.c_str(), allocs, spacer_mb, settle_ms, samples, center, churn_procs, churn_mb,
+              own ? flush_kind.c_str() : "krex::measure's memset",
+              flush_byte < 0 ? "the sample's index" : std::to_string(flush_byte).c_str());
   std::printf("| | p50 | p90 | max |\n|---|---|---|---|\n");
   std::printf("| across allocations: |median - all's median| %% | %.2f | %.2f | %.2f |\n", quantile(abs_across, 0.5),
               quantile(abs_across, 0.9), quantile(abs_across, 1.0));
@@ -390,6 +470,29 @@ int main(int argc, char** argv) {
   std::printf("fast share, 1st against 2nd timing of the same allocation: r = %.2f (near 1: the share "
               "belongs to the allocation)\n",
               correlation(share1, share2));
+  // The fast samples by index (flip_forensics.py T11): even / odd, and the
+  // timings in which one parity carries them by 20 points or more.
+  std::printf("| timing | fast %% at even / odd index | odd fast | even fast | no alternation |\n|---|---|---|---|---|\n");
+  for (int w = 0; w < 2; ++w) {
+    long fe = 0, ne = 0, fo = 0, no = 0;
+    int odd = 0, even = 0, none = 0;
+    for (int k = 0; k < allocs; ++k) {
+      const timing_result& t = w == 0 ? first[k] : second[k];
+      long e = 0, o = 0, en = 0, on = 0;
+      for (std::size_t i = 0; i < t.samples.size(); ++i) {
+        const bool fast = t.samples[i] < fast_below;
+        if (i % 2 == 0) e += fast, ++en;
+        else o += fast, ++on;
+      }
+      fe += e, ne += en, fo += o, no += on;
+      const double d = (on ? static_cast<double>(o) / static_cast<double>(on) : 0) -
+                       (en ? static_cast<double>(e) / static_cast<double>(en) : 0);
+      (d >= 0.2 ? odd : d <= -0.2 ? even : none) += 1;
+    }
+    std::printf("| %s | %.1f / %.1f | %d | %d | %d |\n", w == 0 ? "1st" : "2nd",
+                ne ? 100.0 * static_cast<double>(fe) / static_cast<double>(ne) : NAN,
+                no ? 100.0 * static_cast<double>(fo) / static_cast<double>(no) : NAN, odd, even, none);
+  }
   if (!json.empty()) {
     FILE* f = std::fopen(json.c_str(), "w");
     if (f == nullptr) {
@@ -399,9 +502,10 @@ int main(int argc, char** argv) {
     std::fprintf(f,
                  "{\"allocs\":%d,\"samples\":%d,\"spacer_mb\":%ld,\"settle_ms\":%d,\"median_ms\":%.6f,"
                  "\"floats\":%lld,\"timing\":\"%s\",\"grid\":%u,\"fast_pct\":%g,\"flush_addr\":%llu,"
-                 "\"flush_bytes\":%zu,\"churn_procs\":%ld,\"churn_mb\":%ld,\"trials\":[",
+                 "\"flush_bytes\":%zu,\"churn_procs\":%ld,\"churn_mb\":%ld,\"flush\":\"%s\",\"flush_byte\":%ld,"
+                 "\"trials\":[",
                  allocs, samples, spacer_mb, settle_ms, center, floats, timing.c_str(), grid, fast_pct, addr(flush),
-                 flush_bytes, churn_procs, churn_mb);
+                 flush_bytes, churn_procs, churn_mb, own ? flush_kind.c_str() : "measure", flush_byte);
     const auto samples_of = [&](const timing_result& t) {
       std::string s;
       char b[32];
@@ -423,5 +527,7 @@ int main(int argc, char** argv) {
     std::fclose(f);
   }
   if (stream != nullptr) KREX_GPU_CHECK(cudaStreamDestroy(stream));
+  for (auto& e : ev) KREX_GPU_CHECK(cudaEventDestroy(e));
+  if (sink != nullptr) KREX_GPU_CHECK(cudaFree(sink));
   return 0;
 }

@@ -3,9 +3,9 @@
 # Issue 19's device sessions in one call each (docs/results/ranks.md): one
 # H200, under 550 s, build included.
 #
-#   scripts/lab/issue19-next.sh [stage...]    stages: build eval placement shapes churn report
+#   scripts/lab/issue19-next.sh [stage...]    stages: build eval placement shapes churn flush report
 #                                             (default: build eval placement report, run 5)
-#   scripts/lab/issue19-next.sh build shapes churn report     the call after run 5 (ranks.md, runs 5-8)
+#   scripts/lab/issue19-next.sh build shapes churn flush report   the call after run 5 (ranks.md, runs 5-8)
 #
 #   build      configure the CUDA preset (build-cuda; Ninja if present, no tests,
 #              examples or Python) and build krex_eval, krex_eval_worker and
@@ -39,6 +39,13 @@
 #              none, at 16944128 floats (the candidate that kept a -0.8% offset in
 #              every copy of run 5), batched and @sync: whether other long-lived
 #              processes' memory widens the spread across allocations
+#   flush      krex_gpu_placement's own batched timing (krex::measure's batched
+#              loop written out) at 17615872 floats with each L2 flush: memset of
+#              the sample's index (as krex::measure), memset of a fixed byte, a
+#              store kernel, a load kernel, none; and the own synchronized loop
+#              with the memset: whether the flush's value, its engine or the dirty
+#              lines it leaves set the two levels and the odd/even alternation
+#              (flip_forensics.py T11)
 #   report     scripts/lab/flip_forensics.py on the eval: every table into
 #              forensics.md, and T1, T4, T6, T7, T8, T9, T10 printed last
 #
@@ -66,8 +73,8 @@ stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(build eval placement report)
 has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for s in "${stages[@]}"; do
-  case "$s" in build | eval | placement | shapes | churn | report) ;; *)
-    echo "usage: scripts/lab/issue19-next.sh [build] [eval | shapes] [placement] [churn] [report]" >&2
+  case "$s" in build | eval | placement | shapes | churn | flush | report) ;; *)
+    echo "usage: scripts/lab/issue19-next.sh [build] [eval | shapes] [placement] [churn] [flush] [report]" >&2
     exit 2
     ;;
   esac
@@ -141,7 +148,7 @@ if { has eval || has shapes; } && [ -x "$bin/eval/krex_eval" ]; then
 fi
 
 pdir="$work/placement"
-if { has placement || has churn; } && [ -x "$bin/krex_gpu_placement" ]; then
+if { has placement || has churn || has flush; } && [ -x "$bin/krex_gpu_placement" ]; then
   rm -rf "$pdir"
   mkdir -p "$pdir"
   : >"$out/placement.md"
@@ -185,13 +192,22 @@ if has churn && [ -x "$bin/krex_gpu_placement" ]; then
       --churn-procs 15 --churn-mb 2048
   done
 fi
+if has flush && [ -x "$bin/krex_gpu_placement" ]; then
+  f=(--floats 17615872)
+  place flush-memset-index "$per" "${common[@]}" "${f[@]}" --timing own-batched --flush memset
+  place flush-memset-5a "$per" "${common[@]}" "${f[@]}" --timing own-batched --flush memset --flush-byte 90
+  place flush-write "$per" "${common[@]}" "${f[@]}" --timing own-batched --flush write
+  place flush-read "$per" "${common[@]}" "${f[@]}" --timing own-batched --flush read
+  place flush-none "$per" "${common[@]}" "${f[@]}" --timing own-batched --flush none
+  place flush-memset-sync "$per" "${common[@]}" "${f[@]}" --timing own --flush memset
+fi
 [ -d "$pdir" ] && tar -czf "$out/placement.tgz" -C "$work" placement
 smi "after"
 
 # One line per placement run: the share of fast samples against the run's own
 # center (the median of its allocations' first medians) and against a center
-# common to every run of that size and timing (the fresh processes' own
-# center is only the median of two medians).
+# common to every run of that size, timing, flush and number of siblings (the
+# fresh processes' own center is only the median of two medians).
 placement_table() {
   python3 - "$1" <<'PY'
 import glob, json, os, statistics, sys
@@ -203,12 +219,14 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
         print(f"{f}: {e}")
 common = {}
 for _, d in runs:
-    common.setdefault((d["floats"], d["timing"]), []).extend(t["first_ms"] for t in d["trials"])
+    key = (d["floats"], d["timing"], d.get("flush"), d.get("flush_byte"), d.get("churn_procs"))
+    common.setdefault(key, []).extend(t["first_ms"] for t in d["trials"])
 print("| run | floats | timing | allocs | median ms | fast % (own center) | fast % (common center) "
       "| allocations by 1st-timing fast share <10 / 10-30 / 30-50 / >=50% | 1st vs 2nd share r |")
 print("|---|---|---|---|---|---|---|---|---|")
 for name, d in runs:
-    center = statistics.median(common[(d["floats"], d["timing"])])
+    center = statistics.median(common[(d["floats"], d["timing"], d.get("flush"), d.get("flush_byte"),
+                                       d.get("churn_procs"))])
     below = center * (1 - d["fast_pct"] / 100)
     s_all = [s for t in d["trials"] for s in t["first_samples_ms"] + t["second_samples_ms"]]
     own = 100 * statistics.fmean([t["first_fast_share"] + t["second_fast_share"] for t in d["trials"]]) / 2
