@@ -23,7 +23,8 @@
 //            batched timing
 //   The own timings' flush (--flush): memset (cudaMemsetAsync of byte
 //   --flush-byte, or of the sample's index & 0xff as krex::measure does:
-//   the default), write (a kernel storing to the buffer: dirty lines, no
+//   the default), memset2 (the same bytes in two memsets of half the buffer:
+//   an even number of memsets per sample), write (a kernel storing to the buffer: dirty lines, no
 //   memset engine), read (a kernel loading the buffer: the L2 left clean),
 //   none. Issue 19: in fresh processes, krex::measure's batched samples are
 //   fast at odd indices and almost never at indices 4 and 6 mod 8; in
@@ -57,7 +58,7 @@
 //   krex_gpu_placement [--allocs 40] [--samples 100] [--spacer-mb 4096] [--settle-ms 200] [--seed 1]
 //                      [--floats 16777216] [--timing own|sync|batched] [--grid-per-sm 8]
 //                      [--fast-pct 1.5] [--churn-procs 0] [--churn-mb 2048]
-//                      [--flush memset|write|read|none] [--flush-byte -1] [--json FILE]
+//                      [--flush memset|memset2|write|read|none] [--flush-byte -1] [--json FILE]
 
 #include <krex/measure.hpp>
 #include <krex_tools/cli.hpp>
@@ -248,11 +249,11 @@ int main(int argc, char** argv) {
           "end; sync / batched: krex::measure with and without sync_each (the eval's @sync and default "
           "timings)")
       .value(
-          "--flush", "memset|write|read|none",
+          "--flush", "memset|memset2|write|read|none",
           [&](const std::string& v) {
-            if (v != "memset" && v != "write" && v != "read" && v != "none")
+            if (v != "memset" && v != "memset2" && v != "write" && v != "read" && v != "none")
               throw krex_tools::cli::usage_error("invalid value '" + v +
-                                                 "' for --flush: memset, write, read or none");
+                                                 "' for --flush: memset, memset2, write, read or none");
             flush_kind = v;
           },
           "the own timings' L2 flush before each sample (default memset, as krex::measure)")
@@ -347,10 +348,15 @@ int main(int argc, char** argv) {
     if (own) {
       const auto do_flush = [&](int s) {
         const size_t f4 = flush_bytes / sizeof(float4);
-        if (flush_kind == "memset")
-          KREX_GPU_CHECK(cudaMemsetAsync(flush, flush_byte < 0 ? (s & 0xff) : static_cast<int>(flush_byte),
-                                         flush_bytes));
-        else if (flush_kind == "write")
+        const int byte = flush_byte < 0 ? (s & 0xff) : static_cast<int>(flush_byte);
+        if (flush_kind == "memset") {
+          KREX_GPU_CHECK(cudaMemsetAsync(flush, byte, flush_bytes));
+        } else if (flush_kind == "memset2") {  // the same bytes in two memsets of half the buffer
+          KREX_GPU_CHECK(cudaMemsetAsync(flush, byte, flush_bytes / 2));
+          KREX_GPU_CHECK(cudaMemsetAsync(static_cast<char*>(flush) + flush_bytes / 2, byte,
+                                         flush_bytes - flush_bytes / 2));
+        }
+        if (flush_kind == "write")
           flush_store<<<static_cast<unsigned>(sms) * 8, 256>>>(static_cast<float4*>(flush), f4,
                                                                static_cast<float>(s));
         else if (flush_kind == "read")

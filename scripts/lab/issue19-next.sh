@@ -41,8 +41,8 @@
 #              processes' memory widens the spread across allocations
 #   flush      krex_gpu_placement's own batched timing (krex::measure's batched
 #              loop written out) at 17615872 floats with each L2 flush: memset of
-#              the sample's index (as krex::measure), memset of a fixed byte, a
-#              store kernel, a load kernel, none; and the own synchronized loop
+#              the sample's index (as krex::measure), memset of a fixed byte, two
+#              memsets of half the buffer, a store kernel, a load kernel, none; and the own synchronized loop
 #              with the memset: whether the flush's value, its engine or the dirty
 #              lines it leaves set the two levels and the odd/even alternation
 #              (flip_forensics.py T11)
@@ -196,6 +196,7 @@ if has flush && [ -x "$bin/krex_gpu_placement" ]; then
   f=(--floats 17615872)
   place flush-memset-index "$per" "${common[@]}" "${f[@]}" --timing own-batched --flush memset
   place flush-memset-5a "$per" "${common[@]}" "${f[@]}" --timing own-batched --flush memset --flush-byte 90
+  place flush-memset2 "$per" "${common[@]}" "${f[@]}" --timing own-batched --flush memset2
   place flush-write "$per" "${common[@]}" "${f[@]}" --timing own-batched --flush write
   place flush-read "$per" "${common[@]}" "${f[@]}" --timing own-batched --flush read
   place flush-none "$per" "${common[@]}" "${f[@]}" --timing own-batched --flush none
