@@ -5,7 +5,7 @@
 #
 #   scripts/lab/issue19-next.sh [stage...]    stages: build eval placement shapes churn flush report
 #                                             (default: build eval placement report, run 5)
-#   scripts/lab/issue19-next.sh build shapes churn flush report   the call after run 5 (ranks.md, runs 5-8)
+#   scripts/lab/issue19-next.sh build flush churn, then shapes report   the two calls after run 5 (ranks.md)
 #
 #   build      configure the CUDA preset (build-cuda; Ninja if present, no tests,
 #              examples or Python) and build krex_eval, krex_eval_worker and
