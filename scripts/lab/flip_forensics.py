@@ -537,8 +537,11 @@ def fisher_rows(label, c, cmds, conds):
     return tests, low
 
 
-def t5(runs):
-    print(f"## T5: persistent configurations, short axpby commands: deviant (|dev| > {DEVIANT_PCT:g}%) against one condition at a time\n")
+def persistent_fisher_tests(runs, conds_for, note):
+    """T5's and T8's tests: for each persistent configuration's short axpby
+    commands, fisher_rows on the conditions conds_for(c, cmds) gives (None:
+    the configuration is left out), under one header, then the count of
+    tests and of p < 0.05, `note` added to its parenthesis."""
     print("| run | configuration | condition | with: deviant (fast, slow) / n | without: deviant (fast, slow) / n | Fisher p (two-sided) |")
     print("|---|---|---|---|---|---|")
     tests = low = 0
@@ -547,11 +550,20 @@ def t5(runs):
             if c["shape"] != "persistent":
                 continue
             cmds = [x for x in c["ok_cmds"] if x["result"]["set"] in SHORT_SETS]
-            t, lo = fisher_rows(R.label, c, cmds, conditions(c))
+            conds = conds_for(c, cmds)
+            if conds is None:
+                continue
+            t, lo = fisher_rows(R.label, c, cmds, conds)
             tests += t
             low += lo
     print(f"\n{tests} tests with both sides non-empty, {low} of them with p < 0.05 (no correction for "
-          "multiple tests; about 5% of them would be below 0.05 by chance alone).\n")
+          f"multiple tests{note}).\n")
+
+
+def t5(runs):
+    print(f"## T5: persistent configurations, short axpby commands: deviant (|dev| > {DEVIANT_PCT:g}%) against one condition at a time\n")
+    persistent_fisher_tests(runs, lambda c, cmds: conditions(c),
+                            "; about 5% of them would be below 0.05 by chance alone")
 
 
 def t6(runs):
@@ -686,21 +698,9 @@ def t8(runs):
     print()
     print(f"Deviant (|dev| > {DEVIANT_PCT:g}%) short axpby commands of the persistent configurations against one "
           "condition at a time (commands without the field left out):\n")
-    print("| run | configuration | condition | with: deviant (fast, slow) / n | without: deviant (fast, slow) / n | Fisher p (two-sided) |")
-    print("|---|---|---|---|---|---|")
-    tests = low = 0
-    for R in runs:
-        for c in R.configs:
-            if c["shape"] != "persistent":
-                continue
-            cmds = [x for x in c["ok_cmds"] if x["result"]["set"] in SHORT_SETS]
-            if not any("exit_sm_mhz" in x["result"] or "quiet_last_ratio" in x["result"] for x in cmds):
-                continue
-            t, lo = fisher_rows(R.label, c, cmds, state_conditions(cmds))
-            tests += t
-            low += lo
-    print(f"\n{tests} tests with both sides non-empty, {low} of them with p < 0.05 (no correction for "
-          "multiple tests).\n")
+    persistent_fisher_tests(
+        runs, lambda c, cmds: state_conditions(cmds)
+        if any("exit_sm_mhz" in x["result"] or "quiet_last_ratio" in x["result"] for x in cmds) else None, "")
 
 
 MIB2 = 2 << 20
