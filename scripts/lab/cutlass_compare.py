@@ -53,6 +53,7 @@ from itertools import combinations
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from quantiles import quantile  # noqa: E402  (scripts/quantiles.py: the scripts' one quantile)
+from krex_compare import _ranks as average_ranks  # noqa: E402  (scripts/krex_compare.py: ties averaged)
 
 KEY_COLUMNS = ("m", "n", "k", "batch_count", "A", "B")
 
@@ -218,21 +219,9 @@ def read_regions(path):
 def spearman(x, y):
     """Spearman's rank correlation (ties get their average rank); None for fewer
     than 3 pairs or a constant side."""
-    def ranks(v):
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0.0] * len(v)
-        i = 0
-        while i < len(v):
-            j = i
-            while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                r[order[k]] = (i + j) / 2 + 1
-            i = j + 1
-        return r
     if len(x) < 3:
         return None
-    rx, ry = ranks(x), ranks(y)
+    (rx, _), (ry, _) = average_ranks(x), average_ranks(y)
     mx, my = statistics.fmean(rx), statistics.fmean(ry)
     sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
     sxx = sum((a - mx) ** 2 for a in rx)
