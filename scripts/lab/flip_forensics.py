@@ -211,6 +211,14 @@ class Run:
                     out.append((gap_class(ra, rb), flipped, a, b, s, grp.split(", ")[1]))
         return out
 
+    def gap_counts(self, c):
+        """Pairs and flips of the configuration per gap class: ([pairs x4], [flips x4])."""
+        n, f = [0] * 4, [0] * 4
+        for g, flipped, *_ in self.pairs(c):
+            n[g] += 1
+            f[g] += flipped
+        return n, f
+
 
 def t1(runs):
     print("## T1: flips by gap class (recomputed; trials of set x timing x copy, against the reference pass)\n")
@@ -218,10 +226,7 @@ def t1(runs):
     print("|---|---|---|---|---|---|---|")
     for R in runs:
         for c in R.configs:
-            n, f = [0] * 4, [0] * 4
-            for g, flipped, *_ in R.pairs(c):
-                n[g] += 1
-                f[g] += flipped
+            n, f = R.gap_counts(c)
             js_n, js_f = defaultdict(int), defaultdict(int)
             for t in c["ranking"].values():
                 for k, v in t["by_gap"].items():
@@ -247,11 +252,7 @@ def t10(runs):
     for R in runs:
         counts = {}
         for c in R.configs:
-            n, f = [0] * 4, [0] * 4
-            for g, flipped, *_ in R.pairs(c):
-                n[g] += 1
-                f[g] += flipped
-            counts[c["short"]] = (n, f)
+            counts[c["short"]] = R.gap_counts(c)
         nat = counts.get("native repeat")
         for label, (n, f) in counts.items():
             e = pooled.setdefault(label, [[], [0] * 4, [0] * 4, [0] * 4, [0] * 4])
