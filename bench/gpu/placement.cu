@@ -335,8 +335,9 @@ int main(int argc, char** argv) {
     scratch::lease l;
     if (scratch::get().take(flush_bytes, 2 * static_cast<size_t>(samples), l)) flush = l.flush;
   }
-  // The own timings' events: a pair per sample (own-batched) or one pair.
-  std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(samples + 3));
+  // The own timings' events: a pair per sample (own-batched) or one pair (own);
+  // krex::measure brings its own.
+  std::vector<cudaEvent_t> ev(timing == "own-batched" ? 2 * static_cast<size_t>(samples + 3) : own ? 2 : 0);
   for (auto& e : ev) KREX_GPU_CHECK(cudaEventCreate(&e));
   float* sink = nullptr;  // --flush read's never-written result
   if (own) KREX_GPU_CHECK(cudaMalloc(&sink, sizeof(float)));
