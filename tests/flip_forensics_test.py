@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""scripts/lab/flip_forensics.py's pooled table (T10) and sample-index table
-(T11) on two synthetic eval.json files whose flips are counted by hand: one
+"""scripts/lab/flip_forensics.py's pooled table (T10), sample-index table
+(T11) and its classes against the deviation (T12) on two synthetic eval.json files whose flips are counted by hand: one
 rank set of three members (1.5%, 1.5% and 3.0% apart by the reference), a
 native repeat of two copies and a krex configuration of one per run, one of
 whose commands has alternating fast samples. Checks the pooled counts, the
 difference in points and the one-sided Fisher p, fisher_greater against
-values worked out by hand, and T11's counts. Exits 1 on a mismatch. No GPU.
+values worked out by hand, and T11's and T12's rows. Exits 1 on a mismatch. No GPU.
 
 usage: flip_forensics_test.py
 """
@@ -71,7 +71,7 @@ def main():
         # 50 points, between T11's 20-point threshold and a whole command).
         r2 = write(os.path.join(tmp, "run-two"), [dict(REF), dict(REF)], {"a": 1.0, "b": 1.015, "c": 0.99},
                    {"b": [1.015, 1.015 * 0.95, 1.015, 1.015]})
-        out = subprocess.run([sys.executable, SCRIPT, "--only", "T10,T11", r1, r2], check=True,
+        out = subprocess.run([sys.executable, SCRIPT, "--only", "T10,T11,T12", r1, r2], check=True,
                              stdout=subprocess.PIPE, universal_newlines=True).stdout
     want_rows = [
         "| krex C=16 pers. | 2 | 0/0 | 2/4 (50.0) vs 1/8 (12.5): +37.5 pts, p 0.236 "
@@ -83,6 +83,14 @@ def main():
         # Run two: c (0.99 against its baseline 1.030, -3.9%) is fast in all 3 samples, b in one
         # odd one of 4, a in none: even 2/6, odd 2/4, all 4/10; b alternates (odd), c does not.
         "| run-two | krex C=16 pers. | batched | 3 | 33.3 / 50.0 | 1 | 0 | 2 | 40.0 |",
+        # T12, run one: a (odd) at 1.016 against its baseline 1.0 (median of the native copies'
+        # 1.0 and 1.0): +1.60%, deviant, 3 of 6 samples fast. b and c (none): b 1.014 against
+        # median(1.015, 1.031) = 1.023: -0.880%; c 1.030 against median(1.030, 1.029) = 1.0295:
+        # +0.049%; median of the two -0.416, population sd 0.464; no fast sample.
+        "| run-one | krex C=16 pers. | odd | 1 | +1.60 | 0.00 | 1 | 50.0 |",
+        "| run-one | krex C=16 pers. | none | 2 | -0.42 | 0.46 | 0 | 0.0 |",
+        # Its native copies (none): 0, 0, -0.782, +0.782, +0.049, -0.049: median 0, sd 0.452.
+        "| run-one | native repeat | none | 6 | +0.00 | 0.45 | 0 | 0.0 |",
     ]
     for row in want_rows:
         if row not in out.splitlines():
@@ -90,7 +98,7 @@ def main():
     if bad:
         print("flip_forensics_test: FAIL\n" + "\n".join(bad) + "\n--- output ---\n" + out, file=sys.stderr)
         return 1
-    print("flip_forensics_test: T10 pooled counts, differences and Fisher p, and T11, as worked out by hand")
+    print("flip_forensics_test: T10 pooled counts, differences and Fisher p, T11 and T12, as worked out by hand")
     return 0
 
 

@@ -34,6 +34,12 @@
 // (NVML clocks-event reason bits), at exit the same with an exit_ prefix;
 // the quiet step's first and last probe ratios (quiet_ratio,
 // quiet_last_ratio). The line stays flat: krex_eval keeps it as it is.
+//
+// KREX_EVAL_SPACER_MB=M (in krex_eval's environment, every worker inherits it): before a
+// command allocates its inputs it allocates a spacer of a random size, 0 to
+// M MB in 2 MB steps, and frees it when the command ends, so that the inputs
+// land elsewhere in device memory than a fresh process's first allocations
+// would (spacer_mb in the result line). Unset or 0: no spacer.
 
 #include "candidates.hpp"
 #include "json.hpp"
@@ -62,6 +68,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -247,6 +254,33 @@ struct prepared {
   }
 };
 
+/// KREX_EVAL_SPACER_MB's spacer: device memory of a random size held for
+/// one command (see the header).
+class spacer {
+ public:
+  spacer() {
+    const char* v = std::getenv("KREX_EVAL_SPACER_MB");
+    if (v == nullptr || *v == '\0') return;
+    char* end = nullptr;
+    const long max_mb = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || max_mb < 0 || max_mb > (1L << 20))
+      throw failure(std::string("KREX_EVAL_SPACER_MB='") + v + "': expected an integer 0..1048576 (MB)");
+    static std::mt19937_64 rng(static_cast<std::uint64_t>(mono_ns()) ^ static_cast<std::uint64_t>(::getpid()));
+    m_mb = 2 * static_cast<long>(rng() % static_cast<std::uint64_t>(max_mb / 2 + 1));
+    if (m_mb > 0) ck(cudaMalloc(&m_p, static_cast<std::size_t>(m_mb) << 20), "cudaMalloc (spacer)");
+  }
+  ~spacer() {
+    if (m_p != nullptr) (void)cudaFree(m_p);
+  }
+  spacer(const spacer&) = delete;
+  spacer& operator=(const spacer&) = delete;
+  long mb() const noexcept { return m_mb; }
+
+ private:
+  void* m_p = nullptr;
+  long m_mb = 0;
+};
+
 class runner {
  public:
   explicit runner(worker_args a) : m_args(std::move(a)), m_all(krex_eval::all_candidates()) {}
@@ -280,6 +314,8 @@ class runner {
       compile_candidate(*c, &p);
       o.num("t_compile_ms", ms_since(t));
 
+      const spacer sp;  // held until the command ends
+      o.num("spacer_mb", static_cast<double>(sp.mb()));
       t = clk::now();
       make_inputs(*c, &p);
       ck(cudaStreamSynchronize(m_stream), "inputs");

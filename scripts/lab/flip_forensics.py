@@ -54,6 +54,8 @@ Only for runs whose worker recorded them (bench/eval/worker.cu after issue
   T11 the axpby-16M fast samples by their index in the command: the share at
       even and at odd indices, and how many commands alternate (one parity
       carries the fast samples: odd or even) or do not.
+  T12 the axpby-16M batched commands by T11's class (odd, even, none): their
+      deviation (median, sd), how many are deviant (T5), their fast share.
 """
 import gzip
 import json
@@ -278,6 +280,15 @@ def t10(runs):
     print()
 
 
+def alternation(x):
+    """T11's class of one command: "odd" or "even" when that parity's share of
+    fast samples is 20 points or more above the other's, else "none"."""
+    s = x["sdev"]
+    e = sum(v < FAST_SAMPLE_PCT for v in s[0::2]) / len(s[0::2]) if s[0::2] else 0
+    o = sum(v < FAST_SAMPLE_PCT for v in s[1::2]) / len(s[1::2]) if s[1::2] else 0
+    return "odd" if o - e >= 0.2 else "even" if o - e <= -0.2 else "none"
+
+
 def t11(runs):
     """The fast samples of the axpby-16M commands by the sample's place in the
     command: even or odd index, and per command whether one parity carries
@@ -296,21 +307,42 @@ def t11(runs):
                 if not cmds:
                     continue
                 fe = ne = fo = no = 0
-                odd = even = none = 0
+                kinds = defaultdict(int)
                 for x in cmds:
                     s = x["sdev"]
                     e = sum(v < FAST_SAMPLE_PCT for v in s[0::2])
                     o = sum(v < FAST_SAMPLE_PCT for v in s[1::2])
                     fe, ne, fo, no = fe + e, ne + len(s[0::2]), fo + o, no + len(s[1::2])
-                    d = (o / len(s[1::2]) if s[1::2] else 0) - (e / len(s[0::2]) if s[0::2] else 0)
-                    if d >= 0.2:
-                        odd += 1
-                    elif d <= -0.2:
-                        even += 1
-                    else:
-                        none += 1
+                    kinds[alternation(x)] += 1
+                odd, even, none = kinds["odd"], kinds["even"], kinds["none"]
                 print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | {100 * fe / max(ne, 1):.1f} / "
                       f"{100 * fo / max(no, 1):.1f} | {odd} | {even} | {none} | {100 * (fe + fo) / max(ne + no, 1):.1f} |")
+    print()
+
+
+def t12(runs):
+    """T11's classes against the commands' deviation: whether the commands
+    that lost the alternation are the deviant ones."""
+    print("## T12: axpby-16M batched commands by T11's class: deviation from the baseline and deviant commands\n")
+    print(f"Deviant: |deviation| > {DEVIANT_PCT:g}% (T5). Fast share: the command's share of fast samples "
+          "(T4's definition), averaged.\n")
+    print("| run | configuration | class | commands | median deviation % | sd % | deviant | fast share % |")
+    print("|---|---|---|---|---|---|---|---|")
+    for R in runs:
+        for c in R.configs:
+            by = defaultdict(list)
+            for x in c["ok_cmds"]:
+                if x["result"].get("set") == "axpby-16M" and x["result"]["timing"] == "batched":
+                    by[alternation(x)].append(x)
+            for kind in ("odd", "even", "none"):
+                xs = by.get(kind)
+                if not xs:
+                    continue
+                dev = [x["dev"] for x in xs]
+                fast = [100 * sum(v < FAST_SAMPLE_PCT for v in x["sdev"]) / len(x["sdev"]) for x in xs]
+                print(f"| {R.label} | {c['short']} | {kind} | {len(xs)} | {statistics.median(dev):+.2f} "
+                      f"| {statistics.pstdev(dev):.2f} | {sum(abs(v) > DEVIANT_PCT for v in dev)} "
+                      f"| {statistics.fmean(fast):.1f} |")
     print()
 
 
@@ -796,9 +828,9 @@ def main(argv):
             return 64
         only = {t.strip().upper() for t in args[1].split(",")}
         args = args[2:]
-    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11)
+    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12)
     if only is not None and not only <= {f.__name__.upper() for f in tables}:
-        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T11 (got {', '.join(sorted(only))})",
+        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T12 (got {', '.join(sorted(only))})",
               file=sys.stderr)
         return 64
     if not args:
