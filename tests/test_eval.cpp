@@ -659,6 +659,27 @@ TEST_F(EvalDriver, DevicesRunEveryConfigurationOnEveryDeviceAtOnce) {
       << p.output;
 }
 
+// --native-spacer-mb reaches the native repeat's workers alone (the worker
+// allocates the spacer: bench/eval/worker.cu), and the report says so.
+TEST_F(EvalDriver, NativeSpacerGoesToTheNativeRepeatOnly) {
+  const auto r = run(driver("--filter gemm-2K --configs serial:1,krex:2,serial:1 --native-copies 2 "
+                            "--native-spacer-mb 512",
+                            "KREX_FAKE_ENV=KREX_EVAL_SPACER_MB"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string md = slurp(dir + "/summary.md");
+  const std::string js = slurp(dir + "/eval.json");
+  // gemm-2K: 4 candidates; the native repeat runs the list twice.
+  EXPECT_EQ(count(js, "\"env\":\"512\""), 8u) << js.substr(0, 2000);
+  EXPECT_EQ(count(js, "\"env\":\"\""), 8u);  // the reference (4) and krex C=2 (4)
+  EXPECT_NE(js.find("\"native_spacer_mb\":512"), std::string::npos);
+  EXPECT_NE(md.find("behind a random spacer of 0-512 MB (--native-spacer-mb"), std::string::npos) << md;
+  // Without the option no worker sees the variable, and the summary says nothing of it.
+  const auto plain = run(driver("--filter gemm-2K --configs serial:1,serial:1", "KREX_FAKE_ENV=KREX_EVAL_SPACER_MB"));
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  EXPECT_EQ(count(slurp(dir + "/eval.json"), "\"env\":\"512\""), 0u);
+  EXPECT_EQ(slurp(dir + "/summary.md").find("random spacer"), std::string::npos);
+}
+
 TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
   struct bad_case {
     std::string args, says;
@@ -677,6 +698,8 @@ TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
       {"--loop-pct 95", "a number 1..90"},
       {"--min-per-worker -1", "an integer 0..1000"},
       {"--native-copies 0", "an integer 1..100"},
+      {"--native-spacer-mb -2", "an integer 0..1048576"},
+      {"--native-spacer-mb 2G", "invalid value '2G' for --native-spacer-mb"},
       {"--min-per-slot x", "invalid value 'x' for --min-per-slot"},
       {"--reps 0", "an integer 1..100"},
       {"--reps=1.5", "invalid value '1.5' for --reps"},

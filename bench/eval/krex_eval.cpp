@@ -264,6 +264,7 @@ struct options_t {
   int min_per_worker = -1;  // -1: the preset's
   int min_per_slot = -1;    // -1: the preset's
   int native_copies = -1;   // the native repeat runs the order this many times (more rank-set trials); -1: the preset's
+  long native_spacer_mb = 0;  // the native repeat's inputs behind a random spacer of 0..N MB (KREX_EVAL_SPACER_MB)
   bool plan_only = false;
   double timeout_s = 300;
   int device = 0;
@@ -439,6 +440,8 @@ class runner {
     config_result res;
     res.cfg = cfg;
     std::vector<std::pair<std::string, std::string>> env = mode_env(cfg.mode);
+    if (cfg.role == "repeat" && m_o.native_spacer_mb > 0)
+      env.push_back({"KREX_EVAL_SPACER_MB", std::to_string(m_o.native_spacer_mb)});
     if (cfg.mode == "krex-mps") {
       std::string why;
       if (!start_mps(&why)) {
@@ -880,6 +883,11 @@ void define_options(krex_tools::cli::program& prog, options_t& o) {
                "the native repeat (the last serial pass) runs the command list N times, each copy "
                "reshuffled, so its flips by gap class rest on as many pairs as the other configurations' "
                "(default: ranks 6, else 1)")
+      .integer("--native-spacer-mb", "MB", o.native_spacer_mb, 0, 1L << 20,
+               "the native repeat's commands allocate their inputs behind a spacer of a random size, "
+               "0 to MB MB, so that their buffers land in different places, as a long-lived or "
+               "concurrent worker's do, where fresh processes on an idle GPU get the same memory every "
+               "time; the reference pass does not (KREX_EVAL_SPACER_MB, docs/EVAL.md; default 0: none)")
       .flag("--plan", o.plan_only, "print the configurations, their commands and the estimated duration, and exit")
       .number("--timeout-s", "N", o.timeout_s, 1, 86400, "kill a command after N s (default 300)")
       .integer("--device", "N", o.device, 0, 15, "the GPU (default 0)")
@@ -1182,6 +1190,9 @@ void md_overview(std::ostream& md, const eval_plan& p, const report_data& d,
     md << "- some configurations run the list more than once, so each persistent worker has at least "
        << p.o.min_per_worker << " commands and each process-shape slot " << p.o.min_per_slot
        << " on average (\"list copies\" in \"Commands per worker\")\n";
+  if (p.o.native_spacer_mb > 0)
+    md << "- the native repeat's commands allocate their inputs behind a random spacer of 0-" << p.o.native_spacer_mb
+       << " MB (--native-spacer-mb; the reference pass does not)\n";
   md << "- took " << fmt(took_s, "%.0f") << " s; estimated " << fmt(p.est_total, "%.0f")
      << " s (bench/eval/plan.hpp)\n";
   md << "- serial throughput " << fmt(d.serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
@@ -1499,7 +1510,7 @@ std::string eval_json(const eval_plan& p, const report_data& d, const std::vecto
   for (const auto& t : p.timings_present) j.value(t);
   j.end_array();
   j.field("loop_pct", p.o.loop_pct, digits).field("min_per_worker", p.o.min_per_worker);
-  j.field("native_copies", p.o.native_copies);
+  j.field("native_copies", p.o.native_copies).field("native_spacer_mb", p.o.native_spacer_mb);
   j.field("run_start_mono_ns", p.run0_mono_ns);
   j.field("estimated_s", p.est_total, digits).field("took_s", took_s, digits);
   j.field("serial_cpm", d.serial_cpm, digits).field("reference_cmd_ms", d.ref.cmd_ms, digits);

@@ -3,9 +3,10 @@
 # Issue 19's device sessions in one call each (docs/results/ranks.md): one
 # H200, under 550 s, build included.
 #
-#   scripts/lab/issue19-next.sh [stage...]    stages: build eval placement shapes churn flush report
+#   scripts/lab/issue19-next.sh [stage...]    stages: build eval placement shapes spaced churn flush report
 #                                             (default: build eval placement report, run 5)
 #   scripts/lab/issue19-next.sh build flush churn, then shapes report   the two calls after run 5 (ranks.md)
+#   scripts/lab/issue19-next.sh build spaced report                      the call after runs 9-11 (ranks.md)
 #
 #   build      configure the CUDA preset (build-cuda; Ninja if present, no tests,
 #              examples or Python) and build krex_eval, krex_eval_worker and
@@ -34,6 +35,14 @@
 #                  --sync axpby-16M,axpby-16M-wide --min-per-worker 20 --native-copies 12 \
 #                  --configs serial:1,krex:16:persistent,krex:16,krex:4:persistent,serial:1
 #              into the folder issue19-shapes
+#   spaced     instead of eval and shapes (one of the three): the whole ranks list,
+#              krex C=16 persistent against a native repeat whose commands put
+#              their inputs behind a random 0-4 GB spacer (runs 9-11 found that
+#              this alone gives fresh serial processes the 1-2% flips of the
+#              persistent workers), the reference pass as always:
+#                krex_eval --config ranks --configs serial:1,krex:16:persistent,serial:1 \
+#                  --native-copies 6 --native-spacer-mb 4096
+#              into the folder issue19-spaced
 #   churn      krex_gpu_placement with siblings that hold and reallocate device
 #              memory between allocations (--churn-procs 15, 2 GB each) against
 #              none, at 16944128 floats (the candidate that kept a -0.8% offset in
@@ -73,14 +82,16 @@ stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(build eval placement report)
 has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for s in "${stages[@]}"; do
-  case "$s" in build | eval | placement | shapes | churn | flush | report) ;; *)
-    echo "usage: scripts/lab/issue19-next.sh [build] [eval | shapes] [placement] [churn] [flush] [report]" >&2
+  case "$s" in build | eval | placement | shapes | spaced | churn | flush | report) ;; *)
+    echo "usage: scripts/lab/issue19-next.sh [build] [eval | shapes | spaced] [placement] [churn] [flush] [report]" >&2
     exit 2
     ;;
   esac
 done
-if has eval && has shapes; then
-  echo "scripts/lab/issue19-next.sh: eval and shapes write the same files in \$OUT: run one per call" >&2
+evals=0
+for s in eval shapes spaced; do has "$s" && evals=$((evals + 1)); done
+if [ "$evals" -gt 1 ]; then
+  echo "scripts/lab/issue19-next.sh: eval, shapes and spaced write the same files in \$OUT: run one per call" >&2
   exit 2
 fi
 exec > >(tee -a "$out/issue19-next.log") 2>&1
@@ -92,6 +103,7 @@ export PATH="$PATH:/usr/local/cuda/bin"
 bin=build-cuda/bench
 evname=issue19-short  # flip_forensics.py labels a run by its folder
 has shapes && evname=issue19-shapes
+has spaced && evname=issue19-spaced
 evdir="$work/$evname"
 mkdir -p "$work"
 
@@ -120,8 +132,13 @@ if has build; then
 fi
 smi "before"
 
-if { has eval || has shapes; } && [ -x "$bin/eval/krex_eval" ]; then
-  if has shapes; then
+if { has eval || has shapes || has spaced; } && [ -x "$bin/eval/krex_eval" ]; then
+  sets=(--filter axpby-16M,axpby-16M-wide --sync axpby-16M,axpby-16M-wide)
+  if has spaced; then
+    say "spaced: the ranks list, krex C=16 persistent against a native repeat behind random spacers ($(left) s left)"
+    configs=(--configs serial:1,krex:16:persistent,serial:1 --native-copies 6 --native-spacer-mb 4096)
+    sets=()
+  elif has shapes; then
     say "shapes: the short sets alone, both shapes, C=16 and C=4 ($(left) s left)"
     configs=(--configs serial:1,krex:16:persistent,krex:16,krex:4:persistent,serial:1 --native-copies 12)
   else
@@ -132,8 +149,7 @@ if { has eval || has shapes; } && [ -x "$bin/eval/krex_eval" ]; then
   # eval: krex_eval --plan estimates ~164 s on the H200 (it took ~70 s); bounded so that the rest still runs.
   timeout --kill-after=10 "$(($(left) - 120 > 60 ? $(left) - 120 : 60))" \
     "$bin/eval/krex_eval" --config ranks --out "$evdir" --timeout-s 120 \
-    --filter axpby-16M,axpby-16M-wide --sync axpby-16M,axpby-16M-wide \
-    "${configs[@]}" --min-per-worker 20 \
+    "${sets[@]}" "${configs[@]}" --min-per-worker 20 \
     >"$work/eval-console.log" 2>&1
   rc=$?
   # Its progress counter (carriage returns) left out of the log.
