@@ -38,12 +38,12 @@ def config(label, role, reps, samples=None):
     return {"label": label, "role": role, "skipped": False, "commands": cmds, "ranking": {}}
 
 
-def write(folder, native, krex, krex_samples=None):
+def write(folder, native, krex, krex_samples=None, native_label="native repeat (serial)"):
     os.makedirs(folder)
     d = {"meta": {"run_start_mono_ns": 0}, "reference": REF,
          "configs": [config("reference (serial)", "reference", [REF]),
                      config("krex C=16 persistent", "krex", [krex], krex_samples),
-                     config("native repeat (serial)", "repeat", native)]}
+                     config(native_label, "repeat", native)]}
     with open(os.path.join(folder, "eval.json"), "w") as f:
         json.dump(d, f)
     return os.path.join(folder, "eval.json")
@@ -73,6 +73,12 @@ def main():
                    {"b": [1.015, 1.015 * 0.95, 1.015, 1.015]})
         out = subprocess.run([sys.executable, SCRIPT, "--only", "T10,T11,T12", r1, r2], check=True,
                              stdout=subprocess.PIPE, universal_newlines=True).stdout
+        # Run 3: a native repeat behind spacers (krex_eval --native-spacer-mb labels it apart),
+        # its copy 2 swapping b and c; krex in order. T10 finds it by its role and keeps its label.
+        r3 = write(os.path.join(tmp, "run-three"), [dict(REF), {"a": 1.0, "b": 1.031, "c": 1.029}], dict(REF),
+                   native_label="native repeat (serial, spaced)")
+        out3 = subprocess.run([sys.executable, SCRIPT, "--only", "T10", r3], check=True,
+                              stdout=subprocess.PIPE, universal_newlines=True).stdout
     want_rows = [
         "| krex C=16 pers. | 2 | 0/0 | 2/4 (50.0) vs 1/8 (12.5): +37.5 pts, p 0.236 "
         "| 1/2 (50.0) vs 0/4 (0.0): +50.0 pts, p 0.333 | 0/0 |",
@@ -95,6 +101,13 @@ def main():
     for row in want_rows:
         if row not in out.splitlines():
             bad.append("the output lacks the row\n  " + row)
+    # Run 3 alone: krex 0/2 (1-2%) and 0/1 (2-5%) against the spaced repeat's 1/4 and 0/2.
+    for row in ("| krex C=16 pers. | 1 | 0/0 | 0/2 (0.0) vs 1/4 (25.0): -25.0 pts, p 1.000 "
+                "| 0/1 (0.0) vs 0/2 (0.0): +0.0 pts, p 1.000 | 0/0 |",
+                "| native repeat, spaced | 1 | 0/0 | 1/4 (25.0) | 0/2 (0.0) | 0/0 |"):
+        if row not in out3.splitlines():
+            bad.append("run three's T10 lacks the row\n  " + row)
+    out += "\n--- run three ---\n" + out3
     if bad:
         print("flip_forensics_test: FAIL\n" + "\n".join(bad) + "\n--- output ---\n" + out, file=sys.stderr)
         return 1

@@ -673,11 +673,15 @@ TEST_F(EvalDriver, NativeSpacerGoesToTheNativeRepeatOnly) {
   EXPECT_EQ(count(js, "\"env\":\"\""), 8u);  // the reference (4) and krex C=2 (4)
   EXPECT_NE(js.find("\"native_spacer_mb\":512"), std::string::npos);
   EXPECT_NE(md.find("behind a random spacer of 0-512 MB (--native-spacer-mb"), std::string::npos) << md;
+  // ...and its label, so that a spaced repeat is never pooled with a plain one.
+  EXPECT_NE(md.find("| native repeat (serial, spaced) | 8 | 0 |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("| native repeat (serial) |"), std::string::npos) << md;
   // Without the option no worker sees the variable, and the summary says nothing of it.
   const auto plain = run(driver("--filter gemm-2K --configs serial:1,serial:1", "KREX_FAKE_ENV=KREX_EVAL_SPACER_MB"));
   ASSERT_EQ(plain.status, 0) << plain.output;
   EXPECT_EQ(count(slurp(dir + "/eval.json"), "\"env\":\"512\""), 0u);
   EXPECT_EQ(slurp(dir + "/summary.md").find("random spacer"), std::string::npos);
+  EXPECT_NE(slurp(dir + "/summary.md").find("| native repeat (serial) |"), std::string::npos);
 }
 
 TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {

@@ -133,9 +133,10 @@ struct config {
   int c = 1;
   bool persistent = false;
   std::string role;  // "reference", "repeat" or ""
+  long spacer_mb = 0;  // the native repeat's --native-spacer-mb (KREX_EVAL_SPACER_MB for its workers)
   std::string label() const {
     std::string l = role == "reference" ? "reference (serial)"
-                    : role == "repeat"  ? "native repeat (serial)"
+                    : role == "repeat"  ? (spacer_mb > 0 ? "native repeat (serial, spaced)" : "native repeat (serial)")
                                         : mode + " C=" + std::to_string(c);
     if (persistent) l += " persistent";
     return l;
@@ -440,8 +441,7 @@ class runner {
     config_result res;
     res.cfg = cfg;
     std::vector<std::pair<std::string, std::string>> env = mode_env(cfg.mode);
-    if (cfg.role == "repeat" && m_o.native_spacer_mb > 0)
-      env.push_back({"KREX_EVAL_SPACER_MB", std::to_string(m_o.native_spacer_mb)});
+    if (cfg.spacer_mb > 0) env.push_back({"KREX_EVAL_SPACER_MB", std::to_string(cfg.spacer_mb)});
     if (cfg.mode == "krex-mps") {
       std::string why;
       if (!start_mps(&why)) {
@@ -997,6 +997,7 @@ eval_plan parse_options(int argc, char** argv) {
 void make_lists(eval_plan& p) {
   p.cfgs.front().role = "reference";
   p.cfgs.back().role = "repeat";
+  p.cfgs.back().spacer_mb = p.o.native_spacer_mb;
   for (int r = 0; r < p.o.reps; ++r) p.order.insert(p.order.end(), p.ids.begin(), p.ids.end());
   std::mt19937 rng(p.o.seed);
   std::shuffle(p.order.begin(), p.order.end(), rng);  // the same order for every configuration

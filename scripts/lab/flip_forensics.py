@@ -164,7 +164,8 @@ class Run:
                 by_id[cmd["id"]].append(cmd["result"]["median_ms"])
         self.base = {k: statistics.median(v) for k, v in by_id.items()}
         for c in self.configs:
-            c["short"] = c["label"].replace(" (serial)", "").replace(" persistent", " pers.")
+            c["short"] = (c["label"].replace(" (serial)", "").replace(" (serial, spaced)", ", spaced")
+                          .replace(" persistent", " pers."))
             cmds = [x for x in c["commands"] if x["ok"]]
             for x in cmds:
                 r = x["result"]
@@ -251,27 +252,31 @@ def t10(runs):
     print("| configuration | runs | " + " | ".join(GAP_NAMES) + " |")
     print("|---|---|" + "---|" * 4)
     pooled = {}  # label -> [runs, n[4], f[4], native n[4], native f[4]]
+    natives = set()  # the native repeats' labels: "native repeat", "native repeat, spaced"
     for R in runs:
         counts = {}
+        nat = None
         for c in R.configs:
             counts[c["short"]] = R.gap_counts(c)
-        nat = counts.get("native repeat")
+            if c["role"] == "repeat":
+                natives.add(c["short"])
+                nat = counts[c["short"]]
         for label, (n, f) in counts.items():
             e = pooled.setdefault(label, [[], [0] * 4, [0] * 4, [0] * 4, [0] * 4])
             e[0].append(R.label)
             for g in range(4):
                 e[1][g] += n[g]
                 e[2][g] += f[g]
-                if nat and label != "native repeat":
+                if nat and label not in natives:
                     e[3][g] += nat[0][g]
                     e[4][g] += nat[1][g]
-    order = sorted(pooled, key=lambda k: (k == "native repeat", k))
+    order = sorted(pooled, key=lambda k: (k in natives, k))
     for label in order:
         runs_, n, f, nn, nf = pooled[label]
         cells = []
         for g in range(4):
             cell = pct(f[g], n[g])
-            if label != "native repeat" and n[g] and nn[g]:
+            if label not in natives and n[g] and nn[g]:
                 diff = 100.0 * (f[g] / n[g] - nf[g] / nn[g])
                 p = fisher_greater(f[g], n[g] - f[g], nf[g], nn[g] - nf[g])
                 cell += f" vs {pct(nf[g], nn[g])}: {diff:+.1f} pts, {fmt_p(p)}"
