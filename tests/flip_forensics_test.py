@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """scripts/lab/flip_forensics.py's pooled table (T10), sample-index table
-(T11) and its classes against the deviation (T12) on two synthetic eval.json files whose flips are counted by hand: one
+(T11), its classes against the deviation (T12) and the flip probability
+over k commands (T13) on two synthetic eval.json files whose flips are counted by hand: one
 rank set of three members (1.5%, 1.5% and 3.0% apart by the reference), a
 native repeat of two copies and a krex configuration of one per run, one of
 whose commands has alternating fast samples. Checks the pooled counts, the
 difference in points and the one-sided Fisher p, fisher_greater against
-values worked out by hand, and T11's and T12's rows. Exits 1 on a mismatch. No GPU.
+values worked out by hand, and T11's, T12's and T13's rows. Exits 1 on a mismatch. No GPU.
 
 usage: flip_forensics_test.py
 """
@@ -60,6 +61,12 @@ def main():
         got = ff.fisher_greater(*table)
         if abs(got - want) > 1e-12:
             bad.append(f"fisher_greater{table} = {got}, expected {want}")
+    # T13's helpers: the medians of every 3-subset of (1, 2, 3, 10) are 2, 2, 3, 3; x from (1, 2)
+    # lies below y from (2, 3) in 3 of 4 pairings and ties in 1: 3.5 / 4.
+    if ff.subset_medians([10, 1, 3, 2], 3) != [2, 2, 3, 3]:
+        bad.append(f"subset_medians([10, 1, 3, 2], 3) = {ff.subset_medians([10, 1, 3, 2], 3)}, expected [2, 2, 3, 3]")
+    if ff.p_before([1, 2], [2, 3]) != 0.875:
+        bad.append(f"p_before([1, 2], [2, 3]) = {ff.p_before([1, 2], [2, 3])}, expected 0.875")
     with tempfile.TemporaryDirectory() as tmp:
         # Run 1: native copy 2 swaps b and c (1 flip, 1-2%); krex swaps a and b (1 flip, 1-2%).
         # Its "a" samples alternate: even indices +1.6% over a's native baseline (1.0), odd ones
@@ -71,7 +78,7 @@ def main():
         # 50 points, between T11's 20-point threshold and a whole command).
         r2 = write(os.path.join(tmp, "run-two"), [dict(REF), dict(REF)], {"a": 1.0, "b": 1.015, "c": 0.99},
                    {"b": [1.015, 1.015 * 0.95, 1.015, 1.015]})
-        out = subprocess.run([sys.executable, SCRIPT, "--only", "T10,T11,T12", r1, r2], check=True,
+        out = subprocess.run([sys.executable, SCRIPT, "--only", "T10,T11,T12,T13", r1, r2], check=True,
                              stdout=subprocess.PIPE, universal_newlines=True).stdout
         # Run 3: a native repeat behind spacers (krex_eval --native-spacer-mb labels it apart),
         # its copy 2 swapping b and c; krex in order. T10 finds it by its role and keeps its label.
@@ -97,6 +104,13 @@ def main():
         "| run-one | krex C=16 pers. | none | 2 | -0.42 | 0.46 | 0 | 0.0 |",
         # Its native copies (none): 0, 0, -0.782, +0.782, +0.049, -0.049: median 0, sd 0.452.
         "| run-one | native repeat | none | 6 | +0.00 | 0.45 | 0 | 0.0 |",
+        # T13, run one, k = 1: krex (one command each) a 1.016 above b 1.014 (a flip of a-b, 1-2%),
+        # b-c and a-c in order: 1-2% (1 + 0) / 2, 2-5% 0; too few commands for k = 3.
+        "| run-one | krex C=16 pers. | 1 | - | 50.0 (2) | 0.0 (1) | - |",
+        "| run-one | krex C=16 pers. | 3 | - | - | - | - |",
+        # Its native repeat: b (1.015, 1.031) before c (1.030, 1.029) in 2 of 4 pairings: b-c 0.5,
+        # a-b 0: 1-2% 25.0; a-c 0.
+        "| run-one | native repeat | 1 | - | 25.0 (2) | 0.0 (1) | - |",
     ]
     for row in want_rows:
         if row not in out.splitlines():
@@ -111,7 +125,7 @@ def main():
     if bad:
         print("flip_forensics_test: FAIL\n" + "\n".join(bad) + "\n--- output ---\n" + out, file=sys.stderr)
         return 1
-    print("flip_forensics_test: T10 pooled counts, differences and Fisher p, T11 and T12, as worked out by hand")
+    print("flip_forensics_test: T10 pooled counts, differences and Fisher p, T11, T12 and T13, as worked out by hand")
     return 0
 
 

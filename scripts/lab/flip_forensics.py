@@ -56,8 +56,17 @@ Only for runs whose worker recorded them (bench/eval/worker.cu after issue
       carries the fast samples: odd or even) or do not.
   T12 the axpby-16M batched commands by T11's class (odd, even, none): their
       deviation (median, sd), how many are deviant (T5), their fast share.
+  T13 what timing a candidate over several allocations buys: for every pair
+      of candidates in a rank set and timing, the probability that their
+      order differs from the reference pass's when each one's time is the
+      median of k of its commands (k = 1, 3, 5; each command its own
+      allocation), exact over every k-subset of the commands (beyond 50,000
+      subsets, 50,000 drawn with seed 19), averaged over the pairs of each
+      gap class.
 """
+import bisect
 import gzip
+import itertools
 import json
 import math
 import os
@@ -348,6 +357,65 @@ def t12(runs):
                 print(f"| {R.label} | {c['short']} | {kind} | {len(xs)} | {statistics.median(dev):+.2f} "
                       f"| {statistics.pstdev(dev):.2f} | {sum(abs(v) > DEVIANT_PCT for v in dev)} "
                       f"| {statistics.fmean(fast):.1f} |")
+    print()
+
+
+T13_MAX_SUBSETS = 50_000
+
+
+def subset_medians(values, k):
+    """The medians of every k-element subset of `values` (by position), sorted;
+    beyond T13_MAX_SUBSETS subsets, that many drawn at random (seed 19)."""
+    if math.comb(len(values), k) <= T13_MAX_SUBSETS:
+        return sorted(statistics.median(c) for c in itertools.combinations(values, k))
+    rng = random.Random(19)
+    return sorted(statistics.median(rng.sample(values, k)) for _ in range(T13_MAX_SUBSETS))
+
+
+def p_before(a, b):
+    """P(x < y) for x drawn from the sorted list `a` and y from the sorted list
+    `b`, ties counted half."""
+    less = ties = 0
+    for x in a:
+        lo = bisect.bisect_left(b, x)
+        hi = bisect.bisect_right(b, x)
+        less += len(b) - hi  # y > x
+        ties += hi - lo
+    return (less + 0.5 * ties) / (len(a) * len(b))
+
+
+T13_K = (1, 3, 5)
+
+
+def t13(runs):
+    """Flip probability by gap class when each candidate is timed over k allocations."""
+    print("## T13: flip probability by gap class when each candidate's time is the median of k of its commands\n")
+    print("Every pair of candidates of a rank set and timing (a distinct pair, not a set trial), against the "
+          "reference pass's order; each member's time the median of k of its commands (each command its own "
+          "allocation), exact over every k-subset (beyond 50,000, that many drawn with seed 19), ties half; the mean over the pairs of a class, percent "
+          "(pairs). A k larger than a candidate's commands leaves its pairs out.\n")
+    print("| run | configuration | k | " + " | ".join(GAP_NAMES) + " |")
+    print("|---|---|---|" + "---|" * 4)
+    for R in runs:
+        for c in R.configs:
+            groups = defaultdict(lambda: defaultdict(list))  # (set, timing) -> id -> medians
+            for x in c["ok_cmds"]:
+                r = x["result"]
+                if r.get("set") and x["id"] in R.ref:
+                    groups[(r["set"], r["timing"])][x["id"]].append(r["median_ms"])
+            for k in T13_K:
+                tot, n = [0.0] * 4, [0] * 4
+                for ids in groups.values():
+                    meds = {i: subset_medians(v, k) for i, v in ids.items() if len(v) >= k}
+                    for a, b in itertools.combinations(sorted(meds), 2):
+                        if R.ref[a] == R.ref[b]:
+                            continue
+                        lo, hi = (a, b) if R.ref[a] < R.ref[b] else (b, a)
+                        g = gap_class(R.ref[a], R.ref[b])
+                        tot[g] += 1.0 - p_before(meds[lo], meds[hi])
+                        n[g] += 1
+                cells = [f"{100 * tot[g] / n[g]:.1f} ({n[g]})" if n[g] else "-" for g in range(4)]
+                print(f"| {R.label} | {c['short']} | {k} | " + " | ".join(cells) + " |")
     print()
 
 
@@ -833,9 +901,9 @@ def main(argv):
             return 64
         only = {t.strip().upper() for t in args[1].split(",")}
         args = args[2:]
-    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12)
+    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13)
     if only is not None and not only <= {f.__name__.upper() for f in tables}:
-        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T12 (got {', '.join(sorted(only))})",
+        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T13 (got {', '.join(sorted(only))})",
               file=sys.stderr)
         return 64
     if not args:
