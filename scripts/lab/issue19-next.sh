@@ -56,7 +56,7 @@
 #              lines it leaves set the two levels and the odd/even alternation
 #              (flip_forensics.py T11)
 #   report     scripts/lab/flip_forensics.py on the eval: every table into
-#              forensics.md, and T1, T4, T6, T7, T8, T9, T10 printed last
+#              forensics.md, and T1, T4, T6, T7, T8, T9, T10, T12, T13 printed last
 #
 # Output: $OUT (default build-cuda/issue19-out), at most 8 files:
 #   issue19-next.log   everything this script printed
@@ -266,7 +266,7 @@ if has report; then
   if [ -f "$ej" ]; then
     python3 scripts/lab/flip_forensics.py "$ej" >"$out/forensics.md" || status=1
     [ -d "$work/placement" ] && placement_table "$work/placement"
-    python3 scripts/lab/flip_forensics.py --only T1,T4,T6,T7,T8,T9,T10 "$ej" || status=1
+    python3 scripts/lab/flip_forensics.py --only T1,T4,T6,T7,T8,T9,T10,T12,T13 "$ej" || status=1
   else
     say "report: no eval.json at $ej"
     status=1
