@@ -10,6 +10,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -122,6 +123,11 @@ TEST(Drain, DeadlineFailsOrFlagsContended) {
     const std::string what = e.what();
     EXPECT_NE(what.find(std::to_string(stuck.pid())), std::string::npos) << what;
     EXPECT_NE(what.find("KREX_DRAIN_DEADLINE_MS"), std::string::npos) << what;
+    // What the laggard was doing: inside its submission.
+    EXPECT_NE(what.find("pid " + std::to_string(stuck.pid()) +
+                        ": inside a gated call (1 open); process state "),
+              std::string::npos)
+        << what;
   }
   EXPECT_EQ(krex::detail::member_of(strict).dev->gate.load() % 2, 0U) << "gate left raised";
   // The drain step counts a contended region, not a refused one.
@@ -136,12 +142,56 @@ TEST(Drain, DeadlineFailsOrFlagsContended) {
     ASSERT_EQ(r.report().undrained_pids.size(), 1U);
     EXPECT_EQ(r.report().undrained_pids[0], stuck.pid());
     EXPECT_EQ(r.report().level(), "gate+drain(contended)");
+    const auto& notes = r.report().notes;
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [&](const std::string& n) {
+      return n.rfind("drain: did not drain in time (pid " + std::to_string(stuck.pid()) +
+                         ": inside a gated call",
+                     0) == 0;
+    })) << "no drain note";
     EXPECT_EQ(krex::detail::member_of(lenient).dev->contended.load(), contended_before + 1);
   }
   log->stop.store(1);
   log->go.store(1);
   EXPECT_EQ(krex_test::exit_code(stuck.wait(30s)), 0);
   EXPECT_EQ(log->progress.load(), 1U);
+}
+
+// A drain that misses its deadline says what the laggard was doing: here a
+// sibling stopped (SIGSTOP, as a debugger or ^Z would) after it submitted, so
+// its agent never synchronizes that work.
+TEST(Drain, DeadlineSaysWhatTheSiblingWasDoing) {
+  scoped_segment seg;
+  shared<sync_log> log;
+  g_log = &*log;
+  child stopped = krex_test::spawn([&] {
+    krex::tenant t{seg.opts()};
+    t.submit([&] { log->progress.fetch_add(1); });  // device work since its last drain: dirty
+    log->ready.store(1);
+    while (log->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return log->ready.load() == 1; }, 30s));
+  ASSERT_EQ(::kill(stopped.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(krex_test::wait_until(
+      [&] { return krex::detail::read_proc_stat(stopped.pid()).state == 'T'; }, 10s));
+  {
+    krex::tenant h{seg.opts().drain_deadline(200ms)};
+    try {
+      krex::region r{h};
+      ADD_FAILURE() << "region did not fail";
+    } catch (const krex::error& e) {
+      EXPECT_EQ(e.where(), krex::step::drain);
+      const std::string what = e.what();
+      EXPECT_NE(what.find("(pid " + std::to_string(stopped.pid()) +
+                          ": device work its agent has not synchronized; process state T) did not "
+                          "drain within 200 ms"),
+                std::string::npos)
+          << what;
+    }
+  }
+  ASSERT_EQ(::kill(stopped.pid(), SIGCONT), 0);
+  log->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(stopped.wait(30s)), 0);
 }
 
 // Waiting longer than lock_wait for the region lock throws; the abandoned

@@ -146,6 +146,9 @@ class region_core {
       m_report.drained = true;
     else
       m_report.contended = true;
+    if (!d.undrained.empty())
+      m_report.notes.push_back("drain: did not drain in time (" + drain_step::undrained_text(d) +
+                               ")");
   }
 
   void record(const freeze_step& step) {

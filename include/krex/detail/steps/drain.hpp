@@ -15,6 +15,7 @@
 // siblings off the device until the gate step's undo).
 
 #include <krex/detail/futex.hpp>
+#include <krex/detail/proc.hpp>
 #include <krex/detail/sibling.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/detail/steps/context.hpp>
@@ -146,11 +147,26 @@ struct drain_result {
   std::uint32_t drained = 0;            ///< siblings that acked
   std::uint32_t gone = 0;               ///< siblings that left or died meanwhile
   std::vector<std::int32_t> undrained;  ///< pids that missed the deadline
+  std::vector<std::string> why;         ///< per undrained pid: undrained_why() at the deadline
   /// Not ok, but options::allow_contended: the region goes on, flagged
   /// contended (counted in the device's `contended`). Not ok and not
   /// contended: the region must not start.
   bool contended = false;
 };
+
+/// What a laggard's slot shows (an open gated call, a sync under way, work
+/// not yet synced) and its process state from /proc (S, D, T stopped, ...).
+inline std::string undrained_why(member& m, const sibling& sb) {
+  tenant_slot& s = m.slot_at(sb.slot);
+  const std::uint32_t open = s.in_submit.load();
+  const proc_stat st = read_proc_stat(sb.pid);
+  return (open > 0                ? "inside a gated call (" + std::to_string(open) + " open)"
+          : s.syncing.load() != 0 ? std::string("its agent is still synchronizing its device work")
+          : s.dirty.load() != 0   ? std::string("device work its agent has not synchronized")
+                                  : std::string("its agent has not answered")) +
+         (st.exists ? std::string("; process state ") + st.state
+                    : std::string("; no such process"));
+}
 
 /// Step 2, holder side: acks for every sibling with nothing to drain, wakes
 /// the agents of the others and waits for their acks until `deadline_ns`.
@@ -167,8 +183,10 @@ inline drain_result drain_siblings(member& m, std::vector<sibling>& sibs, std::u
       ++r.gone;
     else if (sb.acked)
       ++r.drained;
-    else
+    else {
       r.undrained.push_back(sb.pid);
+      r.why.push_back(undrained_why(m, sb));
+    }
   }
   if (r.undrained.empty()) r.ok = true;  // the laggards of the gate step turned out gone
   if (!r.ok && m.opts.allow_contended()) {
@@ -193,12 +211,10 @@ class drain_step {
     c.check_lease("draining the siblings");
     m_result = drain_siblings(m, sibs, epoch, deadline_ns, quiet);
     if (m_result.ok || m_result.contended) return;
-    std::string pids;
-    for (int p : m_result.undrained) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
     throw error(step::drain,
-                std::to_string(m_result.undrained.size()) + " sibling(s) (pid " + pids +
-                    ") did not drain within " + std::to_string(m.opts.drain_deadline().count()) +
-                    " ms",
+                std::to_string(m_result.undrained.size()) + " sibling(s) (" +
+                    undrained_text(m_result) + ") did not drain within " +
+                    std::to_string(m.opts.drain_deadline().count()) + " ms",
                 0,
                 "a sibling is stuck in a submission or a persistent kernel; raise "
                 "drain_deadline / KREX_DRAIN_DEADLINE_MS, or allow_contended(true) / "
@@ -206,6 +222,14 @@ class drain_step {
   }
 
   const drain_result& result() const noexcept { return m_result; }
+
+  /// "pid 4280: inside a gated call (1 open); process state S, pid ...".
+  static std::string undrained_text(const drain_result& r) {
+    std::string t;
+    for (std::size_t i = 0; i < r.undrained.size(); ++i)
+      t += (i == 0 ? "pid " : ", pid ") + std::to_string(r.undrained[i]) + ": " + r.why[i];
+    return t;
+  }
 
  private:
   drain_result m_result;
