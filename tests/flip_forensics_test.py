@@ -86,6 +86,21 @@ def main():
                    native_label="native repeat (serial, spaced)")
         out3 = subprocess.run([sys.executable, SCRIPT, "--only", "T10", r3], check=True,
                               stdout=subprocess.PIPE, universal_newlines=True).stdout
+        # Run 4: every krex command failed (its workers could not start): the configuration is
+        # left out with a note, and the tables still print (T4 with no fast sample at all).
+        r4 = write(os.path.join(tmp, "run-four"), [dict(REF), dict(REF)], dict(REF))
+        with open(r4) as f:
+            d4 = json.load(f)
+        for cmd in d4["configs"][1]["commands"]:
+            cmd["ok"] = False
+        with open(r4, "w") as f:
+            json.dump(d4, f)
+        p4 = subprocess.run([sys.executable, SCRIPT, "--only", "T4,T10,T11,T12,T13", r4], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, universal_newlines=True)
+        if p4.returncode != 0 or "run-four: krex C=16 persistent: no passed command, left out" not in p4.stderr:
+            bad.append(f"run four (no passed krex command): exit {p4.returncode}, stderr:\n{p4.stderr}")
+        elif "| run-four | native repeat | batched | 6 |" not in p4.stdout or "| 0.0 | - / +0.00 |" not in p4.stdout:
+            bad.append("run four: T4 lacks the native repeat's row with no fast sample:\n" + p4.stdout)
     want_rows = [
         "| krex C=16 pers. | 2 | 0/0 | 2/4 (50.0) vs 1/8 (12.5): +37.5 pts, p 0.236 "
         "| 1/2 (50.0) vs 0/4 (0.0): +50.0 pts, p 0.333 | 0/0 |",

@@ -148,6 +148,11 @@ def permutation_p(values, groups, shuffles=2000, seed=19):
     return obs, (hits + 1) / (shuffles + 1)
 
 
+def median_pct(values):
+    """A median deviation for a table cell; "-" when there is none."""
+    return f"{statistics.median(values):+.2f}" if values else "-"
+
+
 def fmt_p(p):
     return "p < 0.001" if p < 0.001 else f"p {p:.3f}"
 
@@ -166,6 +171,11 @@ class Run:
         self.ref = self.d["reference"]
         t0 = self.d["meta"]["run_start_mono_ns"]
         self.configs = [c for c in self.d["configs"] if c["role"] != "reference" and not c["skipped"]]
+        # A configuration without one passed command (its workers failed) has nothing to tell.
+        for c in self.configs:
+            if not any(x["ok"] for x in c["commands"]):
+                print(f"flip_forensics.py: {self.label}: {c['label']}: no passed command, left out", file=sys.stderr)
+        self.configs = [c for c in self.configs if any(x["ok"] for x in c["commands"])]
         native = [c for c in self.configs if c["role"] == "repeat"]
         by_id = defaultdict(list)
         for cmd in native[0]["commands"] if native else []:
@@ -541,7 +551,7 @@ def t4(runs):
                         elif run:
                             runs_len.append(run)
                             run = 0
-                    if abs(x["dev"]) > DEVIANT_PCT:
+                    if abs(x["dev"]) > DEVIANT_PCT and len(x["sdev"]) > 10:
                         first.append(statistics.median(x["sdev"][:10]))
                         rest.append(statistics.median(x["sdev"][10:]))
                 fl = (f"{statistics.median(first):+.2f} vs {statistics.median(rest):+.2f} ({len(first)})"
@@ -557,7 +567,7 @@ def t4(runs):
                     offs = f"{off}/{len(fr)}"
                 print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | "
                       + " | ".join(str(h) for h in hist(fr, FRAC_BINS))
-                      + f" | {offs} | {100.0 * nfast / nall:.1f} | {statistics.median(fast_s):+.2f} / {statistics.median(other_s):+.2f}"
+                      + f" | {offs} | {100.0 * nfast / nall:.1f} | {median_pct(fast_s)} / {median_pct(other_s)}"
                       + f" | {mr} | {fl} |")
     print()
 
