@@ -101,16 +101,19 @@ def gap_class(a, b):
     return 0 if g < 1 else 1 if g < 2 else 2 if g < 5 else 3
 
 
+def hypergeom(r1, r2, c1):
+    """The probability of a first-row count x in a 2x2 table with row sums r1,
+    r2 and first-column sum c1 (the Fisher tests' null distribution)."""
+    total = math.comb(r1 + r2, c1)
+    return lambda x: math.comb(r1, x) * math.comb(r2, c1 - x) / total
+
+
 def fisher_two_sided(a, b, c, d):
     """Two-sided Fisher exact p of the 2x2 table [[a, b], [c, d]]: the sum of
     the probabilities of every table with the same margins that is no more
     likely than the observed one."""
     r1, r2, c1 = a + b, c + d, a + c
-    n = r1 + r2
-
-    def prob(x):
-        return math.comb(r1, x) * math.comb(r2, c1 - x) / math.comb(n, c1)
-
+    prob = hypergeom(r1, r2, c1)
     p_obs = prob(a)
     lo, hi = max(0, c1 - r2), min(r1, c1)
     return min(1.0, sum(prob(x) for x in range(lo, hi + 1) if prob(x) <= p_obs * (1 + 1e-9)))
@@ -121,9 +124,8 @@ def fisher_greater(a, b, c, d):
     probability, with the same margins, of a first-row count of a or more
     (the first row flipping more often than the second)."""
     r1, r2, c1 = a + b, c + d, a + c
-    n = r1 + r2
-    hi = min(r1, c1)
-    return min(1.0, sum(math.comb(r1, x) * math.comb(r2, c1 - x) for x in range(a, hi + 1)) / math.comb(n, c1))
+    prob = hypergeom(r1, r2, c1)
+    return min(1.0, sum(prob(x) for x in range(a, min(r1, c1) + 1)))
 
 
 def eta_squared(values, groups):
@@ -304,13 +306,35 @@ def t10(runs):
     print()
 
 
-def alternation(x):
-    """T11's class of one command: "odd" or "even" when that parity's share of
-    fast samples is 20 points or more above the other's, else "none"."""
+def axpby16_cmds(c, tim):
+    """The configuration's passed commands of the axpby-16M set in timing `tim`."""
+    return [x for x in c["ok_cmds"] if x["result"].get("set") == "axpby-16M" and x["result"]["timing"] == tim]
+
+
+def fast_share(x):
+    """A command's share of fast samples (T4's definition)."""
+    return sum(v < FAST_SAMPLE_PCT for v in x["sdev"]) / len(x["sdev"])
+
+
+def parity_fast(x):
+    """A command's fast samples (T4's definition) by index parity: (fast at
+    even indices, even indices, fast at odd indices, odd indices)."""
     s = x["sdev"]
-    e = sum(v < FAST_SAMPLE_PCT for v in s[0::2]) / len(s[0::2]) if s[0::2] else 0
-    o = sum(v < FAST_SAMPLE_PCT for v in s[1::2]) / len(s[1::2]) if s[1::2] else 0
-    return "odd" if o - e >= 0.2 else "even" if o - e <= -0.2 else "none"
+    return (sum(v < FAST_SAMPLE_PCT for v in s[0::2]), len(s[0::2]),
+            sum(v < FAST_SAMPLE_PCT for v in s[1::2]), len(s[1::2]))
+
+
+def phase(fe, ne, fo, no):
+    """T11's class from parity_fast's counts: "odd" or "even" when that
+    parity's share of fast samples is 20 points or more above the other's,
+    else "none"."""
+    d = (fo / no if no else 0) - (fe / ne if ne else 0)
+    return "odd" if d >= 0.2 else "even" if d <= -0.2 else "none"
+
+
+def alternation(x):
+    """T11's class of one command (phase of its parity_fast)."""
+    return phase(*parity_fast(x))
 
 
 def t11(runs):
@@ -327,17 +351,15 @@ def t11(runs):
     for R in runs:
         for c in R.configs:
             for tim in ("batched", "sync"):
-                cmds = [x for x in c["ok_cmds"] if x["result"].get("set") == "axpby-16M" and x["result"]["timing"] == tim]
+                cmds = axpby16_cmds(c, tim)
                 if not cmds:
                     continue
                 fe = ne = fo = no = 0
                 kinds = defaultdict(int)
                 for x in cmds:
-                    s = x["sdev"]
-                    e = sum(v < FAST_SAMPLE_PCT for v in s[0::2])
-                    o = sum(v < FAST_SAMPLE_PCT for v in s[1::2])
-                    fe, ne, fo, no = fe + e, ne + len(s[0::2]), fo + o, no + len(s[1::2])
-                    kinds[alternation(x)] += 1
+                    counts = parity_fast(x)
+                    fe, ne, fo, no = (t + v for t, v in zip((fe, ne, fo, no), counts))
+                    kinds[phase(*counts)] += 1
                 odd, even, none = kinds["odd"], kinds["even"], kinds["none"]
                 print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | {100 * fe / max(ne, 1):.1f} / "
                       f"{100 * fo / max(no, 1):.1f} | {odd} | {even} | {none} | {100 * (fe + fo) / max(ne + no, 1):.1f} |")
@@ -355,15 +377,14 @@ def t12(runs):
     for R in runs:
         for c in R.configs:
             by = defaultdict(list)
-            for x in c["ok_cmds"]:
-                if x["result"].get("set") == "axpby-16M" and x["result"]["timing"] == "batched":
-                    by[alternation(x)].append(x)
+            for x in axpby16_cmds(c, "batched"):
+                by[alternation(x)].append(x)
             for kind in ("odd", "even", "none"):
                 xs = by.get(kind)
                 if not xs:
                     continue
                 dev = [x["dev"] for x in xs]
-                fast = [100 * sum(v < FAST_SAMPLE_PCT for v in x["sdev"]) / len(x["sdev"]) for x in xs]
+                fast = [100 * fast_share(x) for x in xs]
                 print(f"| {R.label} | {c['short']} | {kind} | {len(xs)} | {statistics.median(dev):+.2f} "
                       f"| {statistics.pstdev(dev):.2f} | {sum(abs(v) > DEVIANT_PCT for v in dev)} "
                       f"| {statistics.fmean(fast):.1f} |")
@@ -513,11 +534,7 @@ FRAC_NAMES = ["<10%", "10-30%", "30-50%", "50-70%", "70-90%", ">=90%"]
 
 
 def fast_shares(c, tim):
-    out = []
-    for x in c["ok_cmds"]:
-        if x["result"]["set"] == "axpby-16M" and x["result"]["timing"] == tim:
-            out.append(sum(s < FAST_SAMPLE_PCT for s in x["sdev"]) / len(x["sdev"]))
-    return out
+    return [fast_share(x) for x in axpby16_cmds(c, tim)]
 
 
 def t4(runs):
@@ -531,7 +548,7 @@ def t4(runs):
     for R in runs:
         for c in R.configs:
             for tim in ("batched", "sync"):
-                cmds = [x for x in c["ok_cmds"] if x["result"]["set"] == "axpby-16M" and x["result"]["timing"] == tim]
+                cmds = axpby16_cmds(c, tim)
                 if not cmds:
                     continue
                 fr, runs_len, nfast, nall = [], [], 0, 0
@@ -873,11 +890,10 @@ def t9(runs):
         for c in R.configs:
             feats = placement_features(c)
             for tim in ("batched", "sync"):
-                cmds = [x for x in c["ok_cmds"] if x["result"]["set"] == "axpby-16M" and x["result"]["timing"] == tim
-                        and "x_addr" in x["result"]]
+                cmds = [x for x in axpby16_cmds(c, tim) if "x_addr" in x["result"]]
                 if not cmds:
                     continue
-                share = {id(x): 100.0 * sum(s < FAST_SAMPLE_PCT for s in x["sdev"]) / len(x["sdev"]) for x in cmds}
+                share = {id(x): 100.0 * fast_share(x) for x in cmds}
                 distinct = len({x["result"]["x_addr"] for x in cmds})
                 for name, f in feats:
                     pts = [(f(x), share[id(x)]) for x in cmds if f(x) is not None]
