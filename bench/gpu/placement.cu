@@ -275,6 +275,10 @@ int main(int argc, char** argv) {
                          "only (krex::measure flushes with its own memset)\n");
     return krex_tools::cli::exit_usage;
   }
+  if (floats % 4 != 0) {
+    std::fprintf(stderr, "krex_gpu_placement: --floats must be a multiple of 4 (got %lld)\n", floats);
+    return krex_tools::cli::exit_usage;
+  }
   // The siblings first: a process that has touched CUDA must not fork.
   churners sib;
   for (long i = 0; i < churn_procs; ++i) {
@@ -300,10 +304,6 @@ int main(int argc, char** argv) {
     sib.pids.push_back(pid);
     sib.to.push_back(down[1]);
     sib.from.push_back(up[0]);
-  }
-  if (floats % 4 != 0) {
-    std::fprintf(stderr, "krex_gpu_placement: --floats must be a multiple of 4 (got %lld)\n", floats);
-    return krex_tools::cli::exit_usage;
   }
   int dev = 0, l2 = 0, sms = 0;
   KREX_GPU_CHECK(cudaGetDevice(&dev));
@@ -356,8 +356,7 @@ int main(int argc, char** argv) {
           KREX_GPU_CHECK(cudaMemsetAsync(flush, byte, flush_bytes / 2));
           KREX_GPU_CHECK(cudaMemsetAsync(static_cast<char*>(flush) + flush_bytes / 2, byte,
                                          flush_bytes - flush_bytes / 2));
-        }
-        if (flush_kind == "write")
+        } else if (flush_kind == "write")
           flush_store<<<static_cast<unsigned>(sms) * 8, 256>>>(static_cast<float4*>(flush), f4,
                                                                static_cast<float>(s));
         else if (flush_kind == "read")
