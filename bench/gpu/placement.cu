@@ -56,7 +56,7 @@
 // the lone process.
 //
 //   krex_gpu_placement [--allocs 40] [--samples 100] [--spacer-mb 4096] [--settle-ms 200] [--seed 1]
-//                      [--floats 16777216] [--timing own|sync|batched] [--grid-per-sm 8]
+//                      [--floats 16777216] [--timing own|own-batched|sync|batched] [--grid-per-sm 8]
 //                      [--fast-pct 1.5] [--churn-procs 0] [--churn-mb 2048]
 //                      [--flush memset|memset2|write|read|none] [--flush-byte -1] [--json FILE]
 
@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
                "floats per buffer, a multiple of 4 (default 16777216; the axpby-16M set: 16777216 "
                "16944128 17112064 17363968 17615872)")
       .value(
-          "--timing", "own|sync|batched",
+          "--timing", "own|own-batched|sync|batched",
           [&](const std::string& v) {
             if (v != "own" && v != "own-batched" && v != "sync" && v != "batched")
               throw krex_tools::cli::usage_error("invalid value '" + v +
