@@ -234,16 +234,16 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
         runs.append((os.path.basename(f)[:-5], json.load(open(f))))
     except (OSError, ValueError) as e:
         print(f"{f}: {e}")
+def key(d):  # the runs that share a center: size, timing, flush and siblings
+    return d["floats"], d["timing"], d.get("flush"), d.get("flush_byte"), d.get("churn_procs")
 common = {}
 for _, d in runs:
-    key = (d["floats"], d["timing"], d.get("flush"), d.get("flush_byte"), d.get("churn_procs"))
-    common.setdefault(key, []).extend(t["first_ms"] for t in d["trials"])
+    common.setdefault(key(d), []).extend(t["first_ms"] for t in d["trials"])
 print("| run | floats | timing | allocs | median ms | fast % (own center) | fast % (common center) "
       "| allocations by 1st-timing fast share <10 / 10-30 / 30-50 / >=50% | 1st vs 2nd share r |")
 print("|---|---|---|---|---|---|---|---|---|")
 for name, d in runs:
-    center = statistics.median(common[(d["floats"], d["timing"], d.get("flush"), d.get("flush_byte"),
-                                       d.get("churn_procs"))])
+    center = statistics.median(common[key(d)])
     below = center * (1 - d["fast_pct"] / 100)
     s_all = [s for t in d["trials"] for s in t["first_samples_ms"] + t["second_samples_ms"]]
     own = 100 * statistics.fmean([t["first_fast_share"] + t["second_fast_share"] for t in d["trials"]]) / 2
