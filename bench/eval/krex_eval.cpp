@@ -666,6 +666,8 @@ struct summary_row {
   std::map<std::string, accuracy_t> acc;
   /// "coarse, batched", "fine, sync", ...: the rank sets' agreement.
   std::map<std::string, krex_eval::rank_totals> ranking;
+  /// The same, each command's time its samples' krex_eval::rank_low_q quantile.
+  std::map<std::string, krex_eval::rank_totals> ranking_low;
   /// "all", then one per timing: the timed loop's share of the command.
   std::map<std::string, fraction_t> critical;
   std::vector<std::size_t> per_worker;  // commands each worker process ran, sorted
@@ -673,15 +675,27 @@ struct summary_row {
 
 struct reference_t {
   std::map<std::string, double> median;  // command id -> reference median (ms)
+  std::map<std::string, double> low;     // command id -> the median of its commands' low quantiles (ms)
   double cmd_ms = NAN, critical_ms = NAN, cpm = NAN;
 };
 
+/// A command's samples' krex_eval::rank_low_q quantile (ms); NaN without samples.
+double low_quantile_of(const command_record& c) {
+  auto sa = c.r.arrays.find("samples_ms");
+  return sa == c.r.arrays.end() ? NAN : krex_eval::quantile(sa->second, krex_eval::rank_low_q);
+}
+
 reference_t make_reference(const config_result& ref) {
   reference_t r;
-  std::map<std::string, std::vector<double>> per;
+  std::map<std::string, std::vector<double>> per, low;
   for (const auto& c : ref.cmds)
-    if (c.ok) per[c.id].push_back(c.r.num("median_ms"));
+    if (c.ok) {
+      per[c.id].push_back(c.r.num("median_ms"));
+      const double q = low_quantile_of(c);
+      if (std::isfinite(q)) low[c.id].push_back(q);
+    }
   for (auto& kv : per) r.median[kv.first] = krex_eval::quantile(kv.second, 0.5);
+  for (auto& kv : low) r.low[kv.first] = krex_eval::quantile(kv.second, 0.5);
   r.cmd_ms = mean(field(ref, "t_total_ms"));
   r.critical_ms = mean(field(ref, "t_critical_ms"));
   return r;
@@ -752,7 +766,9 @@ summary_row summarize(const config_result& r, const reference_t& ref, double ser
 
   // Ranking: per set, timing and repetition, this config's order against
   // the reference's and against the construction order.
-  std::map<std::tuple<std::string, std::string, int>, std::vector<krex_eval::rank_member>> trials;
+  // The same with every time a low quantile: the reference's gap classes
+  // then come from its low quantiles too.
+  std::map<std::tuple<std::string, std::string, int>, std::vector<krex_eval::rank_member>> trials, trials_low;
   for (const auto& cv : views) {
     const command_record& c = *cv.rec;
     if (!c.ok || cv.cand == nullptr || cv.cand->set.empty()) continue;
@@ -761,8 +777,13 @@ summary_row summarize(const config_result& r, const reference_t& ref, double ser
     const std::string group =
         std::string(krex_eval::set_kind(cv.cand->set)) + ", " + cv.t.name();
     trials[{group, cv.cand->set, c.rep}].push_back({it->second, c.r.num("median_ms"), cv.cand->set_pos});
+    auto lo = ref.low.find(c.id);
+    const double q = low_quantile_of(c);
+    if (lo != ref.low.end() && std::isfinite(q))
+      trials_low[{group, cv.cand->set, c.rep}].push_back({lo->second, q, cv.cand->set_pos});
   }
   for (const auto& kv : trials) s.ranking[std::get<0>(kv.first)].add_trial(kv.second);
+  for (const auto& kv : trials_low) s.ranking_low[std::get<0>(kv.first)].add_trial(kv.second);
   double tau_sum = 0;
   for (const auto& kv : s.ranking) {
     s.rank += kv.second.vs_reference;
@@ -1348,6 +1369,24 @@ void md_ranking(std::ostream& md, const report_data& d, const std::vector<config
   md << "\n";
 }
 
+/// Per timing ("all", then each): a ranking map's pairs and flips by gap
+/// class, against the reference (first) and against the construction order.
+using gap_row = std::array<krex_eval::rank_agreement, krex_eval::gap_classes>;
+std::map<std::string, std::pair<gap_row, gap_row>> gaps_by_timing(
+    const std::map<std::string, krex_eval::rank_totals>& ranking) {
+  std::map<std::string, std::pair<gap_row, gap_row>> out;
+  for (const auto& kv : ranking) {
+    const auto comma = kv.first.find(", ");
+    const std::string timing = kv.first.substr(comma == std::string::npos ? 0 : comma + 2);
+    for (const std::string& v : {std::string("all"), timing})
+      for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) {
+        out[v].first[k] += kv.second.by_gap[k];
+        out[v].second[k] += kv.second.by_gap_construction[k];
+      }
+  }
+  return out;
+}
+
 /// summary.md, flips by gap class (the study's classes), every rank set and timing together.
 void md_gap_classes(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
   md << "## Ranking by gap class\n\n";
@@ -1361,21 +1400,56 @@ void md_gap_classes(std::ostream& md, const report_data& d, const std::vector<co
   md << "\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].skipped) continue;
-    std::map<std::string, std::array<krex_eval::rank_agreement, krex_eval::gap_classes>> by_timing;
-    for (const auto& kv : d.rows[i].ranking) {
-      const std::string timing = kv.first.substr(kv.first.find(", ") == std::string::npos ? 0 : kv.first.find(", ") + 2);
-      for (const std::string& v : {std::string("all"), timing})
-        for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) by_timing[v][k] += kv.second.by_gap[k];
-    }
-    for (const auto& kv : by_timing) {
+    for (const auto& kv : gaps_by_timing(d.rows[i].ranking)) {
       md << "| " << results[i].cfg.label() << " | " << kv.first << " |";
-      for (const auto& g : kv.second)
+      for (const auto& g : kv.second.first)
         md << " " << g.flips << "/" << g.pairs << " (" << fmt(g.flip_rate() * 100, "%.1f") << ")"
            << (g.pairs < 30 ? "*" : "") << " |";
       md << "\n";
     }
   }
   md << "\n\\* fewer than 30 pairs.\n\n";
+}
+
+/// summary.md, flips by gap class with each command's median and with its
+/// samples' low quantile, against the reference and against the known
+/// construction order (docs/EVAL.md, "Which statistic ranks").
+void md_gap_classes_by_statistic(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
+  const int q = static_cast<int>(krex_eval::rank_low_q * 100 + 0.5);
+  md << "## Ranking by gap class: median or p" << q << ", against the reference and the construction order\n\n";
+  md << "The same pairs ranked by each command's median (as above) and by its samples' " << q
+     << "th percentile (the reference's gap classes and order then from its own " << q
+     << "th percentiles); flips against the reference order and against the construction order (more work "
+        "is slower: the known order, whatever the reference measured), classed by the reference's gap. "
+        "`flips/pairs (%)`, \\* fewer than 30 pairs. Short bandwidth-bound kernels' samples sit on two "
+        "levels whose shares follow the buffers' placement: the median jumps between them, a low quantile "
+        "does not (docs/EVAL.md).\n\n";
+  md << "| configuration | timing | statistic |";
+  for (const char* what : {"vs reference", "vs construction"})
+    for (std::size_t k = 0; k < krex_eval::gap_classes; ++k)
+      md << " " << krex_eval::gap_class_name(k) << " " << what << " |";
+  md << "\n|---|---|---|";
+  for (std::size_t k = 0; k < 2 * krex_eval::gap_classes; ++k) md << "---|";
+  md << "\n";
+  const auto cell = [&](const krex_eval::rank_agreement& g) {
+    md << " " << g.flips << "/" << g.pairs << " (" << fmt(g.flip_rate() * 100, "%.1f") << ")"
+       << (g.pairs < 30 ? "*" : "") << " |";
+  };
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    const auto med = gaps_by_timing(d.rows[i].ranking), low = gaps_by_timing(d.rows[i].ranking_low);
+    for (const auto& kv : med)
+      for (const auto* stat : {&med, &low}) {
+        auto it = stat->find(kv.first);
+        if (it == stat->end()) continue;
+        md << "| " << results[i].cfg.label() << " | " << kv.first << " | "
+           << (stat == &med ? std::string("median") : "p" + std::to_string(q)) << " |";
+        for (const auto& g : it->second.first) cell(g);
+        for (const auto& g : it->second.second) cell(g);
+        md << "\n";
+      }
+  }
+  md << "\n";
 }
 
 /// summary.md, the device's state per configuration: the quiet step and the clocks.
@@ -1484,6 +1558,7 @@ std::string summary_markdown(const eval_plan& p, const report_data& d, const std
   md_accuracy_targets(md, d, results);
   md_ranking(md, d, results);
   md_gap_classes(md, d, results);
+  md_gap_classes_by_statistic(md, d, results);
   md_device_state(md, results);
   md_critical_fraction(md, p.o.loop_pct, d, results);
   md_workers(md, d, results);
@@ -1575,23 +1650,31 @@ std::string eval_json(const eval_plan& p, const report_data& d, const std::vecto
     j.field("rank_pairs", s.rank.pairs);
     j.field("rank_flips", s.rank.flips);
     j.field("flip_rate", s.rank.flip_rate(), digits).field("kendall_tau", s.tau_mean, digits);
-    j.key("ranking").begin_object();
-    for (const auto& kv : s.ranking) {
-      const auto& t = kv.second;
-      j.key(kv.first).begin_object();
-      j.field("trials", t.trials).field("pairs", t.vs_reference.pairs);
-      j.field("flips_vs_reference", t.vs_reference.flips);
-      j.field("flip_rate_vs_reference", t.vs_reference.flip_rate(), digits);
-      j.field("flips_vs_construction", t.vs_construction.flips);
-      j.field("flip_rate_vs_construction", t.vs_construction.flip_rate(), digits);
-      j.field("kendall_tau", t.tau_mean(), digits);
-      j.key("by_gap").begin_object();
-      for (std::size_t k = 0; k < krex_eval::gap_classes; ++k)
-        j.key(krex_eval::gap_class_name(k)).begin_object().field("pairs", t.by_gap[k].pairs).field("flips", t.by_gap[k].flips).end_object();
-      j.end_object();
+    // "ranking": each command's median; "ranking_p10": its samples' low quantile.
+    for (const auto* ranking : {&s.ranking, &s.ranking_low}) {
+      j.key(ranking == &s.ranking ? std::string("ranking")
+                                  : "ranking_p" + std::to_string(static_cast<int>(krex_eval::rank_low_q * 100 + 0.5)))
+          .begin_object();
+      for (const auto& kv : *ranking) {
+        const auto& t = kv.second;
+        j.key(kv.first).begin_object();
+        j.field("trials", t.trials).field("pairs", t.vs_reference.pairs);
+        j.field("flips_vs_reference", t.vs_reference.flips);
+        j.field("flip_rate_vs_reference", t.vs_reference.flip_rate(), digits);
+        j.field("flips_vs_construction", t.vs_construction.flips);
+        j.field("flip_rate_vs_construction", t.vs_construction.flip_rate(), digits);
+        j.field("kendall_tau", t.tau_mean(), digits);
+        for (const auto* by : {&t.by_gap, &t.by_gap_construction}) {
+          j.key(by == &t.by_gap ? "by_gap" : "by_gap_construction").begin_object();
+          for (std::size_t k = 0; k < krex_eval::gap_classes; ++k)
+            j.key(krex_eval::gap_class_name(k)).begin_object().field("pairs", (*by)[k].pairs)
+                .field("flips", (*by)[k].flips).end_object();
+          j.end_object();
+        }
+        j.end_object();
+      }
       j.end_object();
     }
-    j.end_object();
     j.key("critical_fraction").begin_object();
     for (const auto& kv : s.critical) {
       j.key(kv.first).begin_object();

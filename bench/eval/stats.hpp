@@ -229,22 +229,39 @@ inline std::size_t gap_class(double a_ms, double b_ms) {
   return gap < 1 ? 0 : gap < 2 ? 1 : gap < 5 ? 2 : 3;
 }
 
-/// Flips against `reference` counted per gap class of the reference pair.
-inline std::array<rank_agreement, gap_classes> compare_by_gap(const std::vector<double>& reference,
+/// Flips against the order of `truth`, counted per gap class of the pair in
+/// `classes` (the reference's times): against the reference pass
+/// (truth = classes) or against the construction order (truth = positions).
+inline std::array<rank_agreement, gap_classes> compare_by_gap(const std::vector<double>& classes,
+                                                              const std::vector<double>& truth,
                                                               const std::vector<double>& measured) {
   std::array<rank_agreement, gap_classes> g{};
-  const std::size_t n = std::min(reference.size(), measured.size());
+  const std::size_t n = std::min({classes.size(), truth.size(), measured.size()});
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = i + 1; j < n; ++j) {
-      if (!(reference[i] > 0) || !(reference[j] > 0)) continue;
-      rank_agreement& r = g[gap_class(reference[i], reference[j])];
+      if (!(classes[i] > 0) || !(classes[j] > 0)) continue;
+      rank_agreement& r = g[gap_class(classes[i], classes[j])];
       ++r.pairs;
-      const double a = reference[i] - reference[j], b = measured[i] - measured[j];
+      const double a = truth[i] - truth[j], b = measured[i] - measured[j];
       if (a * b > 0) ++r.concordant;
       else if (a * b < 0) ++r.flips;
     }
   return g;
 }
+
+/// Flips against `reference` counted per gap class of the reference pair.
+inline std::array<rank_agreement, gap_classes> compare_by_gap(const std::vector<double>& reference,
+                                                              const std::vector<double>& measured) {
+  return compare_by_gap(reference, reference, measured);
+}
+
+/// The low quantile the evaluation ranks by beside the median (docs/EVAL.md,
+/// "Which statistic ranks"): a command's time is then the 10th percentile of
+/// its samples, and the reference's the median of its commands' 10th
+/// percentiles. Short bandwidth-bound kernels' samples sit on two levels
+/// whose shares change with the buffers' placement; the median jumps
+/// between the levels, a low quantile stays on the fast one.
+inline constexpr double rank_low_q = 0.10;
 
 /// Rank agreement summed over set trials: flips against the reference
 /// pass's order and against the construction order, and Kendall tau against
@@ -252,6 +269,8 @@ inline std::array<rank_agreement, gap_classes> compare_by_gap(const std::vector<
 struct rank_totals {
   rank_agreement vs_reference, vs_construction;
   std::array<rank_agreement, gap_classes> by_gap{};  ///< vs_reference, by the pair's gap class
+  /// vs_construction, by the pair's gap class (the reference's): errors against the known order
+  std::array<rank_agreement, gap_classes> by_gap_construction{};
   std::size_t trials = 0;
   double tau_sum = 0;
   double tau_mean() const { return trials == 0 ? NAN : tau_sum / static_cast<double>(trials); }
@@ -270,7 +289,11 @@ struct rank_totals {
     vs_reference += a;
     vs_construction += compare_order(pos, got);
     const auto g = compare_by_gap(ref, got);
-    for (std::size_t k = 0; k < gap_classes; ++k) by_gap[k] += g[k];
+    const auto gc = compare_by_gap(ref, pos, got);
+    for (std::size_t k = 0; k < gap_classes; ++k) {
+      by_gap[k] += g[k];
+      by_gap_construction[k] += gc[k];
+    }
     if (a.pairs > 0) {
       tau_sum += a.tau();
       ++trials;
