@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """scripts/lab/flip_forensics.py's pooled table (T10), sample-index table
 (T11), its classes against the deviation (T12) and the flip probability
-over k commands (T13) on two synthetic eval.json files whose flips are counted by hand: one
+over k commands (T13) and its flips against construction by median and p10 (T14) on two synthetic eval.json files whose flips are counted by hand: one
 rank set of three members (1.5%, 1.5% and 3.0% apart by the reference), a
 native repeat of two copies and a krex configuration of one per run, one of
 whose commands has alternating fast samples. Checks the pooled counts, the
@@ -23,9 +23,12 @@ SCRIPT = os.path.join(ROOT, "scripts", "lab", "flip_forensics.py")
 REF = {"a": 1.000, "b": 1.015, "c": 1.030}  # a-b 1.5%, b-c 1.48%: 1-2%; a-c 3.0%: 2-5%
 
 
+POS = {"a": 0, "b": 1, "c": 2}  # the construction order: a has the least work
+
+
 def command(cid, rep, ms, t, samples=None):
     return {"id": cid, "ok": True, "rep": rep,
-            "result": {"median_ms": ms, "samples_ms": samples or [ms] * 3, "mono_start_ns": t * 10**6, "t_cmd_ms": 1.0,
+            "result": {"set_pos": POS[cid], "median_ms": ms, "samples_ms": samples or [ms] * 3, "mono_start_ns": t * 10**6, "t_cmd_ms": 1.0,
                        "mono_critical_ns": t * 10**6 + 100, "t_critical_ms": 0.5, "pid": 100 + rep,
                        "set": "axpby-16M", "timing": "batched"}}
 
@@ -67,6 +70,10 @@ def main():
         bad.append(f"subset_medians([10, 1, 3, 2], 3) = {ff.subset_medians([10, 1, 3, 2], 3)}, expected [2, 2, 3, 3]")
     if ff.p_before([1, 2], [2, 3]) != 0.875:
         bad.append(f"p_before([1, 2], [2, 3]) = {ff.p_before([1, 2], [2, 3])}, expected 0.875")
+    # T14's p10: krex::measure's interpolation, 0.3 of the way from the first sample to the second.
+    p10 = dict(ff.T14_STATS)["p10"]({"samples_ms": [1.015, 0.96425, 1.015, 1.015]})
+    if abs(p10 - (0.96425 + 0.3 * 0.05075)) > 1e-12:
+        bad.append(f"T14's p10 of (1.015, 0.96425, 1.015, 1.015) = {p10}, expected 0.979475")
     with tempfile.TemporaryDirectory() as tmp:
         # Run 1: native copy 2 swaps b and c (1 flip, 1-2%); krex swaps a and b (1 flip, 1-2%).
         # Its "a" samples alternate: even indices +1.6% over a's native baseline (1.0), odd ones
@@ -78,7 +85,7 @@ def main():
         # 50 points, between T11's 20-point threshold and a whole command).
         r2 = write(os.path.join(tmp, "run-two"), [dict(REF), dict(REF)], {"a": 1.0, "b": 1.015, "c": 0.99},
                    {"b": [1.015, 1.015 * 0.95, 1.015, 1.015]})
-        out = subprocess.run([sys.executable, SCRIPT, "--only", "T10,T11,T12,T13", r1, r2], check=True,
+        out = subprocess.run([sys.executable, SCRIPT, "--only", "T10,T11,T12,T13,T14", r1, r2], check=True,
                              stdout=subprocess.PIPE, universal_newlines=True).stdout
         # Run 3: a native repeat behind spacers (krex_eval --native-spacer-mb labels it apart),
         # its copy 2 swapping b and c; krex in order. T10 finds it by its role and keeps its label.
@@ -126,6 +133,16 @@ def main():
         # Its native repeat: b (1.015, 1.031) before c (1.030, 1.029) in 2 of 4 pairings: b-c 0.5,
         # a-b 0: 1-2% 25.0; a-c 0.
         "| run-one | native repeat | 1 | - | 25.0 (2) | 0.0 (1) | - |",
+        # T14 against the construction order (a, b, c), both runs. krex by the median: run one
+        # a 1.016 > b 1.014 (1-2%), run two b 1.015 > c 0.99 (1-2%) and a 1.0 > c (2-5%): 2/4,
+        # 1/2. By p10: run one a's samples (0.9652 x3, 1.016 x3) give 0.9652 < b: no flip; run
+        # two b's (0.96425, 1.015 x3) give 0.96425 + 0.3 x 0.05075 = 0.9795 < a 1.0 (1-2%) and
+        # < c, and a > c (2-5%): 1/4, 1/2. The native repeat (3 equal samples a command):
+        # run one's second copy b 1.031 > c 1.029, 1/8 and 0/4 by either.
+        "| krex C=16 pers. | 2 | batched | median | 0/0 | 2/4 (50.0) | 1/2 (50.0) | 0/0 |",
+        "| krex C=16 pers. | 2 | batched | p10 | 0/0 | 1/4 (25.0) | 1/2 (50.0) | 0/0 |",
+        "| native repeat | 2 | batched | median | 0/0 | 1/8 (12.5) | 0/4 (0.0) | 0/0 |",
+        "| native repeat | 2 | batched | p10 | 0/0 | 1/8 (12.5) | 0/4 (0.0) | 0/0 |",
     ]
     for row in want_rows:
         if row not in out.splitlines():
@@ -140,7 +157,7 @@ def main():
     if bad:
         print("flip_forensics_test: FAIL\n" + "\n".join(bad) + "\n--- output ---\n" + out, file=sys.stderr)
         return 1
-    print("flip_forensics_test: T10 pooled counts, differences and Fisher p, T11, T12 and T13, as worked out by hand")
+    print("flip_forensics_test: T10 pooled counts, differences and Fisher p, T11, T12, T13 and T14, as worked out by hand")
     return 0
 
 

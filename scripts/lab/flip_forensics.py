@@ -63,6 +63,11 @@ Only for runs whose worker recorded them (bench/eval/worker.cu after issue
       allocation), exact over every k-subset of the commands (beyond 50,000
       subsets, 50,000 drawn with seed 19), averaged over the pairs of each
       gap class.
+  T14 which statistic ranks: every run given pooled by configuration label,
+      flips against the construction order (more work is slower: the known
+      order) by the reference's gap class, per timing, each command's time
+      its median or its samples' 10th percentile (krex_eval's rank_low_q,
+      interpolated as krex::measure's quantiles).
 """
 import bisect
 import gzip
@@ -447,6 +452,47 @@ def t13(runs):
                         n[g] += 1
                 cells = [f"{100 * tot[g] / n[g]:.1f} ({n[g]})" if n[g] else "-" for g in range(4)]
                 print(f"| {R.label} | {c['short']} | {k} | " + " | ".join(cells) + " |")
+    print()
+
+
+def quantile(values, q):
+    """Quantile q of `values`, interpolated as krex::detail::quantile_sorted."""
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+T14_STATS = (("median", lambda r: r["median_ms"]), ("p10", lambda r: quantile(r["samples_ms"], 0.10)))
+
+
+def t14(runs):
+    """Flips against the construction order by gap class, ranked by the median or by p10."""
+    print("## T14: which statistic ranks: flips against the construction order, by the median or by p10\n")
+    print("Every set trial's pairs (as T1), the order known by construction (the member with more work is "
+          "slower), classed by the reference's gap; each command's time its median or its samples' 10th "
+          "percentile; every run given pooled by configuration label.\n")
+    print("| configuration | runs | timing | statistic | " + " | ".join(GAP_NAMES) + " |")
+    print("|---|---|---|---|" + "---|" * 4)
+    pooled = {}  # (label, timing, statistic) -> [runs, n[4], f[4]]
+    for R in runs:
+        for c in R.configs:
+            for (grp, _s, _rep), m in R.trials(c).items():
+                timing = grp.split(", ")[1]
+                for name, stat in T14_STATS:
+                    e = pooled.setdefault((c["short"], timing, name), [set(), [0] * 4, [0] * 4])
+                    e[0].add(R.label)
+                    for a, b in itertools.combinations(m, 2):
+                        if a["result"]["set_pos"] > b["result"]["set_pos"]:
+                            a, b = b, a
+                        g = gap_class(R.ref[a["id"]], R.ref[b["id"]])
+                        e[1][g] += 1
+                        e[2][g] += stat(a["result"]) > stat(b["result"])
+    for key in sorted(pooled, key=lambda k: (k[0].startswith("native"), k[0], k[1], k[2])):
+        runs_, n, f = pooled[key]
+        print(f"| {key[0]} | {len(runs_)} | {key[1]} | {key[2]} | " + " | ".join(pct(f[g], n[g]) for g in range(4))
+              + " |")
     print()
 
 
@@ -927,9 +973,9 @@ def main(argv):
             return 64
         only = {t.strip().upper() for t in args[1].split(",")}
         args = args[2:]
-    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13)
+    tables = (t1, t2a, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14)
     if only is not None and not only <= {f.__name__.upper() for f in tables}:
-        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T13 (got {', '.join(sorted(only))})",
+        print(f"flip_forensics.py: --only names tables T1, T2A, T2, T3 ... T14 (got {', '.join(sorted(only))})",
               file=sys.stderr)
         return 64
     if not args:
