@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import quantiles  # noqa: E402
 
 USERS = ["scripts/lab/gbench_compare.py", "scripts/lab/cutlass_compare.py", "scripts/krex_compare.py",
-         "bench/python/kernelbench_style.py", "bench/python/ray_bench.py"]
+         "bench/python/kernelbench_style.py", "bench/python/ray_bench.py", "scripts/lab/flip_forensics.py"]
 
 
 def load(rel):

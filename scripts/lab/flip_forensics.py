@@ -80,6 +80,9 @@ import statistics
 import sys
 from collections import defaultdict
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from quantiles import quantile  # noqa: E402  (scripts/quantiles.py: the scripts' one quantile)
+
 GAP_NAMES = ["0-1%", "1-2%", "2-5%", ">5%"]
 SHORT_SETS = ("axpby-16M", "axpby-16M-wide")
 BIG_SET = "axpby-448M-fine"  # four 448M-float buffers: ~7.5 GB allocated and freed per command
@@ -453,15 +456,6 @@ def t13(runs):
                 cells = [f"{100 * tot[g] / n[g]:.1f} ({n[g]})" if n[g] else "-" for g in range(4)]
                 print(f"| {R.label} | {c['short']} | {k} | " + " | ".join(cells) + " |")
     print()
-
-
-def quantile(values, q):
-    """Quantile q of `values`, interpolated as krex::detail::quantile_sorted."""
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 T14_STATS = (("median", lambda r: r["median_ms"]), ("p10", lambda r: quantile(r["samples_ms"], 0.10)))
