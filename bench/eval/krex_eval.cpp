@@ -1387,6 +1387,12 @@ std::map<std::string, std::pair<gap_row, gap_row>> gaps_by_timing(
   return out;
 }
 
+/// A gap-class cell of summary.md: ` flips/pairs (%) |`, starred under 30 pairs.
+void md_gap_cell(std::ostream& md, const krex_eval::rank_agreement& g) {
+  md << " " << g.flips << "/" << g.pairs << " (" << fmt(g.flip_rate() * 100, "%.1f") << ")"
+     << (g.pairs < 30 ? "*" : "") << " |";
+}
+
 /// summary.md, flips by gap class (the study's classes), every rank set and timing together.
 void md_gap_classes(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
   md << "## Ranking by gap class\n\n";
@@ -1402,9 +1408,7 @@ void md_gap_classes(std::ostream& md, const report_data& d, const std::vector<co
     if (results[i].skipped) continue;
     for (const auto& kv : gaps_by_timing(d.rows[i].ranking)) {
       md << "| " << results[i].cfg.label() << " | " << kv.first << " |";
-      for (const auto& g : kv.second.first)
-        md << " " << g.flips << "/" << g.pairs << " (" << fmt(g.flip_rate() * 100, "%.1f") << ")"
-           << (g.pairs < 30 ? "*" : "") << " |";
+      for (const auto& g : kv.second.first) md_gap_cell(md, g);
       md << "\n";
     }
   }
@@ -1415,7 +1419,7 @@ void md_gap_classes(std::ostream& md, const report_data& d, const std::vector<co
 /// samples' low quantile, against the reference and against the known
 /// construction order (docs/EVAL.md, "Which statistic ranks").
 void md_gap_classes_by_statistic(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
-  const int q = static_cast<int>(krex_eval::rank_low_q * 100 + 0.5);
+  const int q = krex_eval::rank_low_pct;
   md << "## Ranking by gap class: median or p" << q << ", against the reference and the construction order\n\n";
   md << "The same pairs ranked by each command's median (as above) and by its samples' " << q
      << "th percentile (the reference's gap classes and order then from its own " << q
@@ -1431,10 +1435,6 @@ void md_gap_classes_by_statistic(std::ostream& md, const report_data& d, const s
   md << "\n|---|---|---|";
   for (std::size_t k = 0; k < 2 * krex_eval::gap_classes; ++k) md << "---|";
   md << "\n";
-  const auto cell = [&](const krex_eval::rank_agreement& g) {
-    md << " " << g.flips << "/" << g.pairs << " (" << fmt(g.flip_rate() * 100, "%.1f") << ")"
-       << (g.pairs < 30 ? "*" : "") << " |";
-  };
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (results[i].skipped) continue;
     const auto med = gaps_by_timing(d.rows[i].ranking), low = gaps_by_timing(d.rows[i].ranking_low);
@@ -1444,8 +1444,8 @@ void md_gap_classes_by_statistic(std::ostream& md, const report_data& d, const s
         if (it == stat->end()) continue;
         md << "| " << results[i].cfg.label() << " | " << kv.first << " | "
            << (stat == &med ? std::string("median") : "p" + std::to_string(q)) << " |";
-        for (const auto& g : it->second.first) cell(g);
-        for (const auto& g : it->second.second) cell(g);
+        for (const auto& g : it->second.first) md_gap_cell(md, g);
+        for (const auto& g : it->second.second) md_gap_cell(md, g);
         md << "\n";
       }
   }
@@ -1652,8 +1652,7 @@ std::string eval_json(const eval_plan& p, const report_data& d, const std::vecto
     j.field("flip_rate", s.rank.flip_rate(), digits).field("kendall_tau", s.tau_mean, digits);
     // "ranking": each command's median; "ranking_p10": its samples' low quantile.
     for (const auto* ranking : {&s.ranking, &s.ranking_low}) {
-      j.key(ranking == &s.ranking ? std::string("ranking")
-                                  : "ranking_p" + std::to_string(static_cast<int>(krex_eval::rank_low_q * 100 + 0.5)))
+      j.key(ranking == &s.ranking ? std::string("ranking") : "ranking_p" + std::to_string(krex_eval::rank_low_pct))
           .begin_object();
       for (const auto& kv : *ranking) {
         const auto& t = kv.second;

@@ -261,7 +261,8 @@ inline std::array<rank_agreement, gap_classes> compare_by_gap(const std::vector<
 /// percentiles. Short bandwidth-bound kernels' samples sit on two levels
 /// whose shares change with the buffers' placement; the median jumps
 /// between the levels, a low quantile stays on the fast one.
-inline constexpr double rank_low_q = 0.10;
+inline constexpr int rank_low_pct = 10;
+inline constexpr double rank_low_q = rank_low_pct / 100.0;
 
 /// Rank agreement summed over set trials: flips against the reference
 /// pass's order and against the construction order, and Kendall tau against
