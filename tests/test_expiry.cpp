@@ -616,6 +616,41 @@ TEST_F(expiry, SiblingThawedDuringTheBodyIsReported) {
   }
 }
 
+// Cgroup freezing freezes a leaf, not a process: a sibling moved out of its
+// leaf during the body ran there, unfrozen, while the report listed it as
+// frozen. The thaw now sees it gone from its leaf: freeze_broken.
+TEST_F(expiry, SiblingMovedOutOfItsLeafIsFreezeBroken) {
+  kd::segment seg{base()};
+  spawn_spinner(0);
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  m_b->in_body.store(0);
+  m_b->release.store(0);
+  child holder = krex_test::spawn([this] {
+    krex::tenant t{base()};
+    krex::region r{t};
+    m_b->in_body.store(1);
+    while (m_b->release.load() == 0) std::this_thread::sleep_for(1ms);
+    r.exit();
+    const bool broken = r.report().freeze_broken;
+    return (broken ? 1 : 0) + (contains(r.report().level(), "broken") == broken ? 0 : 10);
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+  const int s0 = m_b->slot[0].load();
+  ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
+  // The spinner escapes to the test's own cgroup, and runs there.
+  const std::string procs = krex_test::read_text(leaf(s0) + "/cgroup.procs");
+  ASSERT_FALSE(procs.empty());
+  const int spinner = std::atoi(procs.c_str());
+  ASSERT_EQ(kd::cgroup::write_file(m_base + "/cgroup.procs", std::to_string(spinner)), 0);
+  const std::uint64_t before = m_b->spins.load();
+  EXPECT_TRUE(krex_test::wait_until([&] { return m_b->spins.load() > before; }, 5s))
+      << "the escaped spinner did not run";
+  m_b->release.store(1);
+  EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 1) << "freeze_broken not reported";
+  // Back into its leaf, so that it leaves through it as a tenant does.
+  kd::cgroup::write_file(leaf(s0) + "/cgroup.procs", std::to_string(spinner));
+}
+
 // Finding 8b, made deterministic with release_hook: a skipper running between
 // the release of the lease and the move of the lock used to find the served
 // ticket unowned (the slot's ticket was cleared first), skip it, and leave the

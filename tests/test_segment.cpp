@@ -490,3 +490,56 @@ TEST(Segment, KillSoakOfTheFirstTenantsJoin) {
       10s))
       << "guardians still running";
 }
+
+// A creator's temporary file name is predictable (<name>+tmp-<pid>-<start>):
+// another user may plant a file there that a non-root creator cannot
+// remove. The creator then takes a name with a random nonce and joins,
+// instead of failing with an error that blames the directory.
+TEST(Segment, PlantedTemporaryNameDoesNotStopANonRootCreator) {
+  if (::geteuid() != 0) GTEST_SKIP() << "planting another user's file needs root";
+  scoped_segment seg;
+  struct board {
+    std::atomic<int> named;
+    std::atomic<int> planted;
+    char tmp[512];
+    char error[512];
+  };
+  krex_test::shared<board> b;
+  krex_test::child c = krex_test::spawn([&] {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 3;
+    const krex::options o = seg.opts();
+    std::snprintf(b->tmp, sizeof b->tmp, "%s/%s", kd::segment_id_of(o).dir.c_str(),
+                  kd::temp_file_name(kd::segment_id_of(o).name).c_str());
+    b->named.store(1);
+    if (!krex_test::wait_until([&] { return b->planted.load() == 1; }, 20s)) return 4;
+    int rc = 0;
+    try {
+      krex::tenant t{o};
+    } catch (const krex::error& e) {
+      std::snprintf(b->error, sizeof b->error, "%s", e.what());
+      rc = 5;
+    }
+    krex::remove_segment(o);
+    return rc;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->named.load() == 1; }, 20s));
+  const std::string planted = b->tmp;
+  ASSERT_TRUE(krex_test::plant_file(planted, "x", 0600));  // root's: nobody cannot remove it
+  b->planted.store(1);
+  EXPECT_EQ(krex_test::exit_code(c.wait(20s)), 0) << b->error;
+  ::unlink(planted.c_str());
+}
+
+// The nonce form of a temporary name is still recognised (and removed once
+// its creator is dead); malformed ones are not.
+TEST(Segment, TemporaryNamesWithANonceParse) {
+  std::int64_t pid = 0;
+  std::uint64_t start = 0;
+  EXPECT_TRUE(kd::parse_temp_name("seg+tmp-12-345-678", "seg", pid, start));
+  EXPECT_EQ(pid, 12);
+  EXPECT_EQ(start, 345U);
+  EXPECT_TRUE(kd::parse_temp_name("seg+tmp-12-345", "seg", pid, start));
+  EXPECT_FALSE(kd::parse_temp_name("seg+tmp-12-345-", "seg", pid, start));
+  EXPECT_FALSE(kd::parse_temp_name("seg+tmp-12-345-x", "seg", pid, start));
+  EXPECT_FALSE(kd::parse_temp_name("seg+tmp-12-345-6-7", "seg", pid, start));
+}

@@ -23,12 +23,16 @@
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
+#include <dirent.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <system_error>
@@ -194,10 +198,28 @@ class freezer {
   bool still_frozen(const sibling& s) const noexcept {
     bool ok = true;
     try {
+      // Cgroup freezing freezes the leaf, not the process: a sibling moved
+      // out of its leaf during the body ran there, unfrozen.
+      if (table().cgroup() && left_its_leaf(s)) return false;
       return is_frozen(s, ok) != 0 || ok;
     } catch (...) {
       return true;
     }
+  }
+
+  /// Cgroup methods: the sibling's process runs, but not in its leaf any more
+  /// (its leaf's process list is readable and lacks it).
+  bool left_its_leaf(const sibling& s) const {
+    std::string text;
+    if (cgroup::read_file(file(leaf(s.slot), table().procs), text) != 0) return false;
+    const std::string pid = std::to_string(s.pid);
+    for (std::size_t i = 0; i < text.size();) {
+      std::size_t j = text.find('\n', i);
+      if (j == std::string::npos) j = text.size();
+      if (text.compare(i, j - i, pid) == 0) return false;
+      i = j + 1;
+    }
+    return ::kill(s.pid, 0) == 0;  // gone is not escaped
   }
 
   /// Thaws these siblings: tries every one, returns false if any thaw failed
@@ -309,11 +331,28 @@ class freezer {
       bool busy = false;
       if (const int e = is_busy(t, l, busy))
         cgroup::fail("cannot inspect the stale leaf", l, e, hint_text);
-      if (busy)
-        cgroup::fail("the leaf of slot " + std::to_string(slot) + " still has live processes:", l,
-                     EBUSY,
-                     "another tenant holds this slot, or a crashed run left processes "
-                     "there: kill them (krexctl clean) and join again");
+      if (busy) {
+        // This process claimed the slot, so no live tenant holds it: what
+        // runs there was started inside a tenant's region (a child it
+        // exec'd) and outlived it. Moved to this process's own cgroup (the
+        // job's), off the reserved cores, instead of failing every join.
+        const std::string here = cgroup::self_view::read().locate(t.v2).own;
+        const int moved = here.empty() ? -ENOENT : evacuate(t, l, here);
+        if (moved < 0)
+          cgroup::fail("the leaf of slot " + std::to_string(slot) +
+                           " still has live processes, and they cannot be moved out:",
+                       l, -moved,
+                       "a crashed run left processes there: kill them (krexctl clean) and "
+                       "join again");
+        m_evacuated += moved;
+        if (const int e = is_busy(t, l, busy))
+          cgroup::fail("cannot inspect the stale leaf", l, e, hint_text);
+        if (busy)
+          cgroup::fail("the leaf of slot " + std::to_string(slot) + " still has live processes:",
+                       l, EBUSY,
+                       "a crashed run left processes there that cannot be moved: kill them "
+                       "(krexctl clean) and join again");
+      }
       // Left by a crashed run: thaw it, so nothing that enters it stays frozen.
       if (const int e = request(t, l, false))
         cgroup::fail("cannot thaw the stale leaf", l, e, hint_text);
@@ -372,6 +411,12 @@ class freezer {
         if (const int e = cgroup::write_file(file(m_origin, t.procs), std::to_string(::getpid())))
           note_error("cannot move this process back to " + m_origin, e);
         m_entered = false;
+        // Processes this tenant started that outlive it (a child exec'd
+        // inside a region) follow it back, off the reserved cores: a leaf
+        // left busy would fail every later join of this slot.
+        const int moved = evacuate(t, l, m_origin);
+        if (moved < 0) note_error("cannot move this tenant's children out of " + l, -moved);
+        else m_evacuated += moved;
       }
       if (const int e = request(t, l, false); e && e != ENOENT) note_error("cannot thaw " + l, e);
       if (sys().rmdir(l.c_str()) != 0 && errno != ENOENT)
@@ -510,6 +555,41 @@ class freezer {
   }
   /// `busy`: some live process is in `leaf` (v2: or below it; v1 has no
   /// "populated" flag, and a child cgroup makes the leaf's rmdir fail instead).
+  /// Moves every process left in leaf `l` to cgroup `to` and gives each of
+  /// its threads this thread's CPU mask (off the reserved cores: a child
+  /// forked by a pinned measuring thread inherited them). Returns how many
+  /// processes it moved, or -errno when one could not be moved.
+  static int evacuate(const freeze_table& t, const std::string& l, const std::string& to) {
+    std::string text;
+    if (const int e = cgroup::read_file(file(l, t.procs), text)) return e == ENOENT ? 0 : -e;
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    const bool have_mask = ::sched_getaffinity(0, sizeof mask, &mask) == 0;
+    int moved = 0;
+    std::size_t i = 0;
+    while (i < text.size()) {
+      std::size_t j = text.find('\n', i);
+      if (j == std::string::npos) j = text.size();
+      const std::string pid = text.substr(i, j - i);
+      i = j + 1;
+      if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (const int e = cgroup::write_file(file(to, t.procs), pid)) {
+        if (e == ESRCH) continue;  // it ended meanwhile
+        return -e;
+      }
+      ++moved;
+      if (!have_mask) continue;
+      // Every thread of it (a task list read fails only if it ended).
+      if (DIR* d = ::opendir(("/proc/" + pid + "/task").c_str())) {
+        while (const dirent* e = ::readdir(d))  // NOLINT(concurrency-mt-unsafe): one reader
+          if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
+            ::sched_setaffinity(static_cast<pid_t>(std::atoi(e->d_name)), sizeof mask, &mask);
+        ::closedir(d);
+      }
+    }
+    return moved;
+  }
+
   static int is_busy(const freeze_table& t, const std::string& dir, bool& busy) {
     std::string text;
     if (const int e = cgroup::read_file(file(dir, t.busy_file), text)) return e;
@@ -533,6 +613,7 @@ class freezer {
   std::string m_notes;
   std::string m_last_error;
   std::string m_origin;  // filesystem path of the cgroup this process left at enter
+  int m_evacuated = 0;   // processes moved out of a leaf (left there by a tenant's children)
   std::uint32_t m_slot = 0;
   bool m_entered = false;
 };

@@ -141,6 +141,24 @@ inline std::uint64_t claim_recovery(device_state& dev, bool force) noexcept {
   return mine;
 }
 
+/// True only on positive evidence that device `dev`'s lease holder (slot `h`,
+/// 1-based) is gone: its pid is dead (probe_life), or, for a holder that
+/// joined from another pid namespace (whose pid means nothing here), its slot
+/// was left or its heartbeat went stale (probe_slot). A holder krex cannot
+/// see is alive; its lease bounds it.
+inline bool lease_holder_dead(node_state& n, const device_state& dev, std::uint32_t h) noexcept {
+  const std::int32_t pid = dev.lease_pid.load();
+  if (h != 0 && h <= max_tenants) {
+    const tenant_slot& hs = n.tenants[h - 1];
+    const std::uint64_t theirs = hs.pidns.load();
+    if (theirs != 0 && theirs != as_safe::pid_namespace()) {
+      if (hs.owner.load() != pid) return true;  // its slot was left (or reaped)
+      return probe_slot(hs).l.verdict == liveness::dead;
+    }
+  }
+  return !as_safe::alive(pid, dev.lease_start_time.load());
+}
+
 inline void release_recovery(device_state& dev, std::uint64_t mine) noexcept {
   dev.recover_claim.compare_exchange_strong(mine, 0);
 }
@@ -190,7 +208,7 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
   }
   const std::uint32_t h = ls & lease_slot_mask;
   const auto judge = [&](bool& dead, bool& expired) {
-    dead = !as_safe::alive(dev.lease_pid.load(), dev.lease_start_time.load());
+    dead = lease_holder_dead(n, dev, h);
     const std::uint64_t deadline = dev.lease_deadline_ns.load();
     expired = !dead && deadline != 0 && now > deadline;
   };

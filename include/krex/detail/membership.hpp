@@ -45,6 +45,9 @@ class slot_claim {
     m.index = claim_slot(*m.node, m.device);
     m.slot = &m.node->tenants[m.index];
     m.slot->syncing.store(0);  // a reaped slot may keep a dead agent's flag
+    m_pid = m.slot->owner.load();
+    m_start_time = m.slot->start_time.load();
+    m_pidns = m.slot->pidns.load();
   }
   slot_claim(const slot_claim&) = delete;
   slot_claim& operator=(const slot_claim&) = delete;
@@ -55,19 +58,42 @@ class slot_claim {
   /// region), and mark the slot leaving (holders skip it from here on).
   template <class Inside>
   void leave_through_gate(Inside&& inside) noexcept {
+    if (!still_ours()) {  // reaped: the slot (and its gate count) is not ours to touch
+      inside();
+      return;
+    }
     submit_enter(m_m);
     m_passed = true;
     inside();
     m_m.slot->state.store(slot_leaving);
   }
 
+  /// True while the slot is still this claim's: a tenant that was reaped
+  /// (wrongly judged dead, or stopped past a foreign tenant's heartbeat) and
+  /// whose slot another tenant claimed since must not free that tenant.
+  bool still_ours() const noexcept {
+    const tenant_slot& s = *m_m.slot;
+    return s.owner.load() == m_pid && s.start_time.load() == m_start_time &&
+           s.pidns.load() == m_pidns;
+  }
+
   ~slot_claim() {
     tenant_slot& s = *m_m.slot;
+    if (!still_ours()) {  // reaped meanwhile: the slot is someone else's (or free)
+      if (!m_passed) return;
+      --submit_depth;  // and our own pass through its gate given back (never below 0:
+      // a reap that came after our pass zeroed the count already)
+      std::uint32_t v = s.in_submit.load();
+      while (v > 0 && !s.in_submit.compare_exchange_weak(v, v - 1)) {
+      }
+      futex_wake_all(s.in_submit);
+      return;
+    }
     s.ticket.store(no_ticket);
     s.start_time.store(0);
     s.domain_hash.store(0);
     s.state.store(slot_free);
-    std::int32_t me = s.owner.load();
+    std::int32_t me = m_pid;
     s.owner.compare_exchange_strong(me, 0);
     if (!m_passed) return;
     --submit_depth;
@@ -79,6 +105,9 @@ class slot_claim {
  private:
   member& m_m;
   bool m_passed = false;
+  std::int32_t m_pid = 0;            ///< the owner word this claim wrote
+  std::uint64_t m_start_time = 0;    ///< with the start time and pid namespace it recorded
+  std::uint64_t m_pidns = 0;
 };
 
 /// Steps 3 and 4, tenant side: the freeze leaf of this tenant's slot, and

@@ -28,6 +28,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -228,14 +229,29 @@ class segment {
   // Whether it published or found the final name taken (or its temporary
   // file removed), the caller's next round maps the file by its final name.
   void create_and_publish() {
-    const std::string tmp = m_id.dir + "/" + temp_file_name(m_id.name);
+    std::string tmp = m_id.dir + "/" + temp_file_name(m_id.name);
     ::unlink(tmp.c_str());  // this very process's, from an earlier round
     unique_fd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    // The name is predictable: another user may have planted a file there
+    // that this process cannot remove. Then a name with a random nonce.
+    std::string planted;
+    for (int tries = 0; fd.get() < 0 && errno == EEXIST && tries < 8; ++tries) {
+      if (planted.empty()) planted = tmp;
+      std::uint32_t nonce = 0;
+      if (::getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof nonce))
+        nonce = static_cast<std::uint32_t>(now_ns());
+      tmp = m_id.dir + "/" + temp_file_name(m_id.name, nonce | 1U);
+      fd = unique_fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    }
     if (fd.get() < 0) {
       const int e = errno;
       throw error(step::segment, "cannot create segment " + tmp, e,
                   e == ENOSPC || e == EDQUOT ? space_hint()
-                                             : "check that " + m_id.dir + " is writable");
+                  : e == EEXIST
+                      ? "temporary names in " + m_id.dir + " are taken by files this user cannot "
+                            "remove (" + planted + " and 8 more): remove them as root, or set "
+                            "KREX_SHM_DIR to a directory only this user can write"
+                      : "check that " + m_id.dir + " is writable");
     }
     struct unlink_guard {
       const std::string& path;

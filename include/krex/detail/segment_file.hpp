@@ -265,10 +265,14 @@ inline found_file open_segment_file(const segment_id& id, bool writable) {
   return f;
 }
 
-/// Temporary file names of creators: `<name>+tmp-<pid>-<start time>` (no
-/// segment base name contains a `+`, so no segment is ever taken for one).
-inline std::string temp_file_name(const std::string& name) {
-  return name + "+tmp-" + std::to_string(::getpid()) + "-" + std::to_string(self_start_time());
+/// Temporary file names of creators: `<name>+tmp-<pid>-<start time>`, or,
+/// when that name is taken by a file this process cannot remove (planted by
+/// another user: the name is predictable), `...-<start time>-<nonce>` with a
+/// random nonce (no segment base name contains a `+`, so no segment is ever
+/// taken for one).
+inline std::string temp_file_name(const std::string& name, std::uint32_t nonce = 0) {
+  return name + "+tmp-" + std::to_string(::getpid()) + "-" + std::to_string(self_start_time()) +
+         (nonce != 0 ? "-" + std::to_string(nonce) : std::string());
 }
 
 /// If `entry` is a temporary file of segment `name`, its creator's pid and
@@ -277,7 +281,16 @@ inline bool parse_temp_name(const std::string& entry, const std::string& name, s
                             std::uint64_t& start) {
   const std::string prefix = name + "+tmp-";
   if (entry.compare(0, prefix.size(), prefix) != 0) return false;
-  const std::string rest = entry.substr(prefix.size());
+  std::string rest = entry.substr(prefix.size());
+  // An optional third field: the nonce (digits).
+  const size_t last = rest.rfind('-');
+  if (last != std::string::npos && rest.find('-') != last) {
+    const std::string nonce = rest.substr(last + 1);
+    if (nonce.empty() || nonce.size() > 10 ||
+        nonce.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    rest.resize(last);
+  }
   const size_t dash = rest.find('-');
   if (dash == 0 || dash == std::string::npos || dash + 1 == rest.size()) return false;
   for (size_t i = 0; i < rest.size(); ++i)

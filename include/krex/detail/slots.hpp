@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace krex::detail {
@@ -73,12 +74,63 @@ inline void set_phase(device_state& dev, std::uint32_t phase) noexcept {
   if (phase_hook != nullptr) phase_hook(phase);
 }
 
-/// A slot that belongs to a live process. Claiming slots (start time not yet
-/// written) count as alive while their pid exists.
-inline bool slot_alive(const tenant_slot& s) noexcept {
+/// A tenant of another pid namespace (its pid means nothing here) counts as
+/// alive while its agent thread's heartbeat (every 100 ms) is younger than
+/// this, or while it is frozen (a frozen agent cannot beat; recovery thaws
+/// it and clears the mark).
+inline constexpr std::uint64_t foreign_heartbeat_stale_ns = 30'000'000'000ULL;
+
+/// How slot `s`'s owner is judged: by its pid where it joined from this
+/// process's pid namespace, by its heartbeat otherwise (`foreign`).
+struct slot_life {
+  life l;
+  bool foreign = false;        ///< judged by heartbeat: another pid namespace
+  std::uint64_t beat_age_ns = 0;  ///< foreign: age of its last heartbeat
+};
+
+/// Judges the owner of slot `s` (see probe_life and foreign_heartbeat_stale_ns).
+/// Async-signal-safe.
+inline slot_life probe_slot(const tenant_slot& s) noexcept {
+  slot_life out;
   const std::int32_t pid = s.owner.load();
-  if (pid <= 0) return false;
-  return alive(pid, s.start_time.load());
+  if (pid <= 0) {
+    out.l = {liveness::dead, 0};
+    return out;
+  }
+  const std::uint64_t theirs = s.pidns.load();
+  if (theirs != 0 && theirs != as_safe::pid_namespace()) {
+    out.foreign = true;
+    const std::uint64_t beat = s.heartbeat_ns.load();
+    const std::uint64_t now = now_ns();
+    out.beat_age_ns = now > beat ? now - beat : 0;
+    const bool fresh = out.beat_age_ns < foreign_heartbeat_stale_ns || s.frozen.load() != 0;
+    out.l = {fresh ? liveness::alive : liveness::dead, 0};
+    return out;
+  }
+  out.l = probe_life(pid, s.start_time.load());
+  return out;
+}
+
+/// A slot that belongs to a live process, or one krex cannot prove dead
+/// (probe_slot). Claiming slots (start time not yet written) count as alive
+/// while their pid exists.
+inline bool slot_alive(const tenant_slot& s) noexcept {
+  return probe_slot(s).l.verdict != liveness::dead;
+}
+
+/// Why slot `s`'s owner counts as alive without krex being able to see it,
+/// for errors and notes ("" when it was seen alive or dead).
+inline std::string unverified_why(const tenant_slot& s) {
+  const slot_life sl = probe_slot(s);
+  const std::string pid = std::to_string(s.owner.load());
+  if (sl.foreign)
+    return "pid " + pid + " is in another pid namespace (" + std::to_string(s.pidns.load()) +
+           "): judged by its heartbeat, " + std::to_string(sl.beat_age_ns / 1'000'000) +
+           " ms old";
+  if (sl.l.verdict != liveness::unknown) return "";
+  return "/proc/" + pid + " cannot be read (" + std::string(std::strerror(sl.l.err)) +
+         (sl.l.err == ENOENT ? ": /proc mounted with hidepid?" : "") +
+         "): treated as alive until its lease ends";
 }
 
 /// Frees the slot of a dead owner: its in_submit is discarded, its ticket

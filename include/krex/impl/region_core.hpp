@@ -149,6 +149,9 @@ class region_core {
     if (!d.undrained.empty())
       m_report.notes.push_back("drain: did not drain in time (" + drain_step::undrained_text(d) +
                                ")");
+    for (const std::string& r : d.released)
+      m_report.notes.push_back("drain: released the slot of a sibling that is no tenant any "
+                               "more (" + r + ")");
   }
 
   void record(const freeze_step& step) {

@@ -148,6 +148,9 @@ struct drain_result {
   std::uint32_t gone = 0;               ///< siblings that left or died meanwhile
   std::vector<std::int32_t> undrained;  ///< pids that missed the deadline
   std::vector<std::string> why;         ///< per undrained pid: undrained_why() at the deadline
+  /// Laggards whose process is, readably, no longer a tenant (it exec()ed or
+  /// dropped the segment): their slots were released ("pid N: why").
+  std::vector<std::string> released;
   /// Not ok, but options::allow_contended: the region goes on, flagged
   /// contended (counted in the device's `contended`). Not ok and not
   /// contended: the region must not start.
@@ -168,6 +171,21 @@ inline std::string undrained_why(member& m, const sibling& sb) {
                     : std::string("; no such process"));
 }
 
+/// Why a laggard's process is, by positive evidence, no longer the tenant of
+/// its slot: its /proc entries are readable and show it no longer maps the
+/// segment (it exec()ed, or unmapped it) or runs no agent thread for the
+/// slot. nullptr when it may still be one (verified, unreadable, another
+/// namespace or domain: those are never released here).
+inline const char* no_longer_member(member& m, const sibling& sb) noexcept {
+  const identity_domain& d = recovery_of(m).identity;
+  // Only an active slot's tenant must run its agent (named before the slot
+  // turns active); a joiner or a leaver may not.
+  if (!d.valid() || sb.start_time == 0 || m.slot_at(sb.slot).state.load() != slot_active)
+    return nullptr;
+  const identity_verdict v = as_safe::verify_member(d, sb.pid, sb.start_time, sb.slot);
+  return v == identity_not_mapped || v == identity_no_agent ? to_string(v) : nullptr;
+}
+
 /// Step 2, holder side: acks for every sibling with nothing to drain, wakes
 /// the agents of the others and waits for their acks until `deadline_ns`.
 /// `quiet`: whether the gate step saw every in-flight submission end. Counts
@@ -178,12 +196,22 @@ inline drain_result drain_siblings(member& m, std::vector<sibling>& sibs, std::u
   if (proxy_acks(m, sibs, epoch) > 0) ring_agents(m);
   drain_result r;
   r.ok = wait_drained(m, sibs, epoch, deadline_ns) && quiet;
-  for (const auto& sb : sibs) {
+  for (auto& sb : sibs) {
     if (sb.gone)
       ++r.gone;
     else if (sb.acked)
       ++r.drained;
-    else {
+    else if (const char* not_member = no_longer_member(m, sb)) {
+      // Its process runs but is no tenant any more: it cannot ack, and every
+      // later region would wait for it. Its slot is released (as a dead
+      // tenant's; its leaf, with the process in it, is evacuated by the next
+      // claimant of the slot).
+      if (reap_slot(*m.node, sb.slot, sb.pid, m.recovery))
+        m.node->reaped.fetch_add(1, std::memory_order_relaxed);
+      sb.gone = true;
+      ++r.gone;
+      r.released.push_back("pid " + std::to_string(sb.pid) + ": " + not_member);
+    } else {
       r.undrained.push_back(sb.pid);
       r.why.push_back(undrained_why(m, sb));
     }

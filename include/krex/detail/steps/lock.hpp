@@ -40,6 +40,20 @@ inline void skip_abandoned_tickets(member& m) noexcept {
 /// and before the lock moves on. Never set in production.
 inline void (*release_hook)() noexcept = nullptr;
 
+/// "; <why>" when the current lease holder (pid `lp`) counts as alive only
+/// because krex cannot see it (unverified_why): the wait lasts until its
+/// lease ends, and the error says so. "" otherwise.
+inline std::string holder_unverified(member& m, std::int32_t lp) {
+  const std::uint32_t h = m.dev->lease_slot.load() & lease_slot_mask;
+  if (lp <= 0 || h == 0 || h > max_tenants || m.slot_at(h - 1).owner.load() != lp) return "";
+  const std::string why = unverified_why(m.slot_at(h - 1));
+  if (why.empty()) return "";
+  const std::uint64_t deadline = m.dev->lease_deadline_ns.load();
+  const std::uint64_t now = now_ns();
+  return "; it cannot be verified: " + why +
+         (deadline > now ? ", in " + std::to_string((deadline - now) / 1'000'000) + " ms" : "");
+}
+
 /// Waits for this tenant's turn and takes the region: claims the served
 /// ticket (see handoff.hpp) and publishes the lease. Returns its ticket. A
 /// waiter whose turn passed while it did not run (stopped past the hand-off
@@ -79,7 +93,8 @@ inline std::uint32_t acquire_region_lock(member& m) {
                   "timed out after " + std::to_string(m.opts.lock_wait().count()) +
                       " ms waiting for the region lock (" +
                       std::to_string(static_cast<std::uint32_t>(t - now)) +
-                      " regions ahead; holder pid " + std::to_string(lp) + ")",
+                      " regions ahead; holder pid " + std::to_string(lp) +
+                      holder_unverified(m, lp) + ")",
                   0, "raise lock_wait / KREX_LOCK_WAIT_MS, or check `krexctl status`");
     }
     futex_wait(m.dev->now_serving, now, deadline, park);
