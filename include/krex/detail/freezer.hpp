@@ -332,12 +332,15 @@ class freezer {
       if (const int e = is_busy(t, l, busy))
         cgroup::fail("cannot inspect the stale leaf", l, e, hint_text);
       if (busy) {
-        // This process claimed the slot, so no live tenant holds it: what
-        // runs there was started inside a tenant's region (a child it
-        // exec'd) and outlived it. Moved to this process's own cgroup (the
-        // job's), off the reserved cores, instead of failing every join.
+        // This process claimed the slot. What runs there and, readably,
+        // does not map the segment is no tenant: a child a tenant exec'd
+        // inside a region that outlived it. Those are moved to this
+        // process's own cgroup (the job's), off the reserved cores, instead
+        // of failing every join; a process that maps the segment (or cannot
+        // be read) stays, and the join fails as before.
         const std::string here = cgroup::self_view::read().locate(t.v2).own;
-        const int moved = here.empty() ? -ENOENT : evacuate(t, l, here);
+        const int moved =
+            here.empty() || !m_identity.valid() ? 0 : evacuate(t, l, here, &m_identity);
         if (moved < 0)
           cgroup::fail("the leaf of slot " + std::to_string(slot) +
                            " still has live processes, and they cannot be moved out:",
@@ -350,8 +353,8 @@ class freezer {
         if (busy)
           cgroup::fail("the leaf of slot " + std::to_string(slot) + " still has live processes:",
                        l, EBUSY,
-                       "a crashed run left processes there that cannot be moved: kill them "
-                       "(krexctl clean) and join again");
+                       "another tenant holds this slot, or a crashed run left processes "
+                       "there: kill them (krexctl clean) and join again");
       }
       // Left by a crashed run: thaw it, so nothing that enters it stays frozen.
       if (const int e = request(t, l, false))
@@ -559,7 +562,8 @@ class freezer {
   /// its threads this thread's CPU mask (off the reserved cores: a child
   /// forked by a pinned measuring thread inherited them). Returns how many
   /// processes it moved, or -errno when one could not be moved.
-  static int evacuate(const freeze_table& t, const std::string& l, const std::string& to) {
+  static int evacuate(const freeze_table& t, const std::string& l, const std::string& to,
+                      const identity_domain* unmapped_only = nullptr) {
     std::string text;
     if (const int e = cgroup::read_file(file(l, t.procs), text)) return e == ENOENT ? 0 : -e;
     cpu_set_t mask;
@@ -573,6 +577,13 @@ class freezer {
       const std::string pid = text.substr(i, j - i);
       i = j + 1;
       if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (unmapped_only != nullptr) {
+        bool mapped = true;
+        if (as_safe::maps_file(std::atoll(pid.c_str()), unmapped_only->shm_dev,
+                               unmapped_only->shm_ino, mapped) != 0 ||
+            mapped)
+          continue;  // a tenant (or unreadable): not ours to move
+      }
       if (const int e = cgroup::write_file(file(to, t.procs), pid)) {
         if (e == ESRCH) continue;  // it ended meanwhile
         return -e;

@@ -18,7 +18,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 namespace krex::detail {
@@ -118,20 +117,6 @@ inline bool slot_alive(const tenant_slot& s) noexcept {
   return probe_slot(s).l.verdict != liveness::dead;
 }
 
-/// Why slot `s`'s owner counts as alive without krex being able to see it,
-/// for errors and notes ("" when it was seen alive or dead).
-inline std::string unverified_why(const tenant_slot& s) {
-  const slot_life sl = probe_slot(s);
-  const std::string pid = std::to_string(s.owner.load());
-  if (sl.foreign)
-    return "pid " + pid + " is in another pid namespace (" + std::to_string(s.pidns.load()) +
-           "): judged by its heartbeat, " + std::to_string(sl.beat_age_ns / 1'000'000) +
-           " ms old";
-  if (sl.l.verdict != liveness::unknown) return "";
-  return "/proc/" + pid + " cannot be read (" + std::string(std::strerror(sl.l.err)) +
-         (sl.l.err == ENOENT ? ": /proc mounted with hidepid?" : "") +
-         "): treated as alive until its lease ends";
-}
 
 /// Frees the slot of a dead owner: its in_submit is discarded, its ticket
 /// dropped, and (given the reaper's recovery config) its leaf cgroup thawed

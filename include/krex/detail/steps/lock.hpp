@@ -21,6 +21,7 @@
 #include <krex/error.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace krex::detail {
@@ -39,6 +40,21 @@ inline void skip_abandoned_tickets(member& m) noexcept {
 /// Test seam: called inside release_region_lock after the lease is given up
 /// and before the lock moves on. Never set in production.
 inline void (*release_hook)() noexcept = nullptr;
+
+/// Why slot `s`'s owner counts as alive without krex being able to see it,
+/// for errors and notes ("" when it was seen alive or dead).
+inline std::string unverified_why(const tenant_slot& s) {
+  const slot_life sl = probe_slot(s);
+  const std::string pid = std::to_string(s.owner.load());
+  if (sl.foreign)
+    return "pid " + pid + " is in another pid namespace (" + std::to_string(s.pidns.load()) +
+           "): judged by its heartbeat, " + std::to_string(sl.beat_age_ns / 1'000'000) +
+           " ms old";
+  if (sl.l.verdict != liveness::unknown) return "";
+  return "/proc/" + pid + " cannot be read (" + std::string(std::strerror(sl.l.err)) +
+         (sl.l.err == ENOENT ? ": /proc mounted with hidepid?" : "") +
+         "): treated as alive until its lease ends";
+}
 
 /// "; <why>" when the current lease holder (pid `lp`) counts as alive only
 /// because krex cannot see it (unverified_why): the wait lasts until its
