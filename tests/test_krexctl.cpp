@@ -625,6 +625,9 @@ TEST(Krexctl, CleanRefusesSegmentWithAllAndNamesNearOptions) {
   r = krexctl("status --segmnet x");
   EXPECT_EQ(r.rc, 64) << r.out;
   EXPECT_TRUE(contains(r.out, "unknown option '--segmnet'; did you mean --segment?")) << r.out;
+  r = krexctl("status --hlep");
+  EXPECT_EQ(r.rc, 64) << r.out;
+  EXPECT_TRUE(contains(r.out, "did you mean --help?")) << r.out;
   r = krexctl("stauts");
   EXPECT_EQ(r.rc, 64) << r.out;
   EXPECT_TRUE(contains(r.out, "unknown command 'stauts'; did you mean status?")) << r.out;

@@ -209,7 +209,7 @@ class program {
       const command::option* o = c->find(name);
       if (o == nullptr) {
         const bool elsewhere = c != &m_root && used_elsewhere(name);
-        std::vector<std::string> names;
+        std::vector<std::string> names = {"--help", "--version"};
         for (const command::option& k : c->m_options) names.push_back(k.name);
         fail(elsewhere ? "option " + name + " is not used by `" + full_name(c) + "`"
                        : "unknown option '" + name + "'" + did_you_mean(name, names),
@@ -326,7 +326,7 @@ class program {
     return s + "\n";
   }
   /// "; did you mean X?" for the name in `names` at most 2 edits from
-  /// `given` (1 for names of up to 4 letters), else "".
+  /// `given` (1 for names of up to 2 letters), else "".
   static std::string did_you_mean(const std::string& given, const std::vector<std::string>& names) {
     std::string best;
     std::size_t best_d = ~std::size_t{0};
@@ -338,7 +338,7 @@ class program {
       }
     }
     const std::size_t letters = best.size() - std::min(best.find_first_not_of('-'), best.size());
-    const std::size_t most = letters <= 4 ? 1 : 2;
+    const std::size_t most = letters <= 2 ? 1 : 2;  // a hint to an error: a swap is 2
     return !best.empty() && best_d <= most ? "; did you mean " + best + "?" : "";
   }
   static std::string pad(std::string s, std::size_t width) {
