@@ -158,12 +158,10 @@ options make_options(const py::object& device, const py::kwargs& kw) {
       if (k == s.python) spec = &s;
     if (spec == nullptr) {
       const std::string near = meant_keyword(k);
-      throw error(step::options,
-                  "unknown option '" + k + "'" +
-                      (near.empty() ? "" : "; did you mean '" + near + "'?"),
-                  0,
-                  (near.empty() ? "" : "write " + near + "=...; ") + "accepted: " +
-                      option_names());
+      throw error(
+          step::options,
+          "unknown option '" + k + "'" + (near.empty() ? "" : "; did you mean '" + near + "'?"), 0,
+          (near.empty() ? "" : "write " + near + "=...; ") + "accepted: " + option_names());
     }
     o.visit(spec->id, [&](const auto& field) {
       using field_t = std::decay_t<decltype(field)>;

@@ -266,9 +266,10 @@ class region_core {
       // their load on the reserved CPUs is not blamed on a non-krex process.
       std::vector<other_segment> late = m_tenant->other_segments();
       const auto& known = m_report.other_segments;
-      late.erase(std::remove_if(late.begin(), late.end(), [&](const other_segment& o) {
-                   return std::find(known.begin(), known.end(), o.path) != known.end();
-                 }), late.end());
+      const auto seen = [&](const other_segment& o) {
+        return std::find(known.begin(), known.end(), o.path) != known.end();
+      };
+      late.erase(std::remove_if(late.begin(), late.end(), seen), late.end());
       record_split(std::move(late), "came to this device during the body");
       record_cpu_activity(a);
     } catch (...) {
@@ -299,8 +300,7 @@ class region_core {
         m_report.warnings.push_back(
             "other tasks ran about " + std::to_string(a.foreign_ns / 1'000'000) +
             " ms on the reserved CPUs " + format_cpulist(m_report.pinned_cpus) + " during the " +
-            std::to_string(static_cast<long long>(body_ms)) +
-            " ms body: " +
+            std::to_string(static_cast<long long>(body_ms)) + " ms body: " +
             (m_report.other_segments.empty()
                  ? std::string("a non-krex process or kernel work")
                  : "another krex segment's tenants (" + m_report.other_segments.front() +
