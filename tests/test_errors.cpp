@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstring>
 
 #include <chrono>
@@ -229,30 +230,87 @@ TEST(Errors, KnownEnvironmentVariablesAreTheParsedOnes) {
   EXPECT_GE(parsed, 20);
 }
 
-// A KREX_* variable close to a known one is a misspelling: warned about,
-// naming the nearest; a script's own variables (far from all) are not.
+// A KREX_* variable close to a known one is a misspelling, named with the
+// nearest; a script's own variables (far from all) are not.
 TEST(Errors, MisspelledEnvironmentVariablesAreNamed) {
+  using m = krex::detail::env_misspelling;
   const char* env[] = {"KREX_FREZE=signal",     "KREX_FREEZE=none",   "KREX_CUTLASS_REPS=3",
                        "PATH=/bin",             "KREX_HOST_DEVICE=2", "KREX_GBENCH_STRCT=1",
-                       "KREX_DRAIN_DEADLINE=5", "KREX_FAKE_HANG=1",   nullptr};
+                       "KREX_DRAIN_DEADLINE=5", "KREX_FAKE_HANG=1",   "KREX_CONFIG=x",
+                       nullptr};
   const auto found = krex::detail::misspelled_env(env, krex::options::env_variables());
-  const std::vector<std::pair<std::string, std::string>> want = {
-      {"KREX_FREZE", "KREX_FREEZE"},
-      {"KREX_HOST_DEVICE", "KREX_HOST_DEVICES"},
-      {"KREX_GBENCH_STRCT", "KREX_GBENCH_STRICT"},
-      {"KREX_DRAIN_DEADLINE", "KREX_DRAIN_DEADLINE_MS"},
+  const std::vector<m> want = {
+      {"KREX_FREZE", "KREX_FREEZE", true},
+      {"KREX_HOST_DEVICE", "KREX_HOST_DEVICES", true},
+      {"KREX_GBENCH_STRCT", "KREX_GBENCH_STRICT", true},
+      {"KREX_DRAIN_DEADLINE", "KREX_DRAIN_DEADLINE_MS", true},  // the setter's name
+      {"KREX_CONFIG", "KREX_CONFINE", false},  // two letters off a short one: maybe a script's
   };
-  EXPECT_EQ(found, want);
-  // with_env() says so on stderr, once per name, and ignores the variable.
+  ASSERT_EQ(found.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(found[i].name, want[i].name);
+    EXPECT_EQ(found[i].near, want[i].near) << found[i].name;
+    EXPECT_EQ(found[i].sure, want[i].sure) << found[i].name;
+  }
+  // A loose one: with_env() warns on stderr, once per name, and ignores it.
+  {
+    scoped_env loose("KREX_CONFIG", "1");
+    testing::internal::CaptureStderr();
+    const krex::options o = krex::options{}.with_env();
+    (void)krex::options{}.with_env();
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(o.confine(), krex::options{}.confine());
+    const std::string line =
+        "krex: options: warning: KREX_CONFIG is not a krex variable and is ignored; did you "
+        "mean KREX_CONFINE?";
+    EXPECT_NE(err.find(line), std::string::npos) << err;
+    EXPECT_EQ(err.find(line), err.rfind(line)) << "warned twice: " << err;
+  }
+  // A sure one is an error naming the variable meant, with the fix.
   scoped_env typo("KREX_LEASE_MSS", "1");
-  testing::internal::CaptureStderr();
-  const krex::options o = krex::options{}.with_env();
-  (void)krex::options{}.with_env();
-  const std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_EQ(o.lease(), krex::options{}.lease());
-  const std::string line =
-      "krex: options: warning: KREX_LEASE_MSS is not a krex variable and is ignored; did you "
-      "mean KREX_LEASE_MS?";
-  EXPECT_NE(err.find(line), std::string::npos) << err;
-  EXPECT_EQ(err.find(line), err.rfind(line)) << "warned twice: " << err;
+  expect_error([] { (void)krex::options{}.with_env(); }, krex::step::options,
+               {"KREX_LEASE_MSS is not a krex variable and would be ignored: did you mean "
+                "KREX_LEASE_MS (milliseconds)?",
+                "rename KREX_LEASE_MSS to KREX_LEASE_MS, or unset it"});
+}
+
+// Issue 38 (a new user's findings): the names a user builds from the C++
+// setters and the Python keywords (KREX_SCOPE from options::scope,
+// KREX_LEASE from options::lease, KREX_GATE_MODE from options::gate_mode)
+// were ignored without a word. Each is an error naming the real variable;
+// every option's setter and keyword name is caught the same way; a script's
+// own variable far from all of them still passes.
+TEST(Errors, VariablesNamedAfterSettersOrKeywordsAreErrors) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"KREX_SCOPE", "KREX_FREEZE_SCOPE"},
+      {"KREX_LEASE", "KREX_LEASE_MS"},
+      {"KREX_GATE_MODE", "KREX_GATING"},
+      {"KREX_ACCESS", "KREX_SEGMENT_ACCESS"},
+      {"KREX_LOCK_WAIT", "KREX_LOCK_WAIT_MS"},
+  };
+  for (const auto& [name, real] : cases) {
+    SCOPED_TRACE(name);
+    scoped_env env(name, "1");
+    expect_error([] { (void)krex::options{}.with_env(); }, krex::step::options,
+                 {std::string(name) + " is not a krex variable and would be ignored: did you mean " +
+                      real,
+                  std::string("rename ") + name + " to " + real});
+  }
+  for (const krex::detail::option_spec& s : krex::detail::option_table) {
+    for (const char* alias : {s.name, s.python}) {
+      std::string upper = "KREX_";
+      for (const char* c = alias; *c != '\0'; ++c)
+        upper += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
+      if (upper == s.env) continue;
+      EXPECT_EQ(krex::detail::env_of_option_name(upper), s.env) << upper;
+    }
+  }
+  {
+    scoped_env two_a("KREX_SCOPE", "all");
+    scoped_env two_b("KREX_GATE_MODE", "explicit");
+    expect_error([] { (void)krex::options{}.with_env(); }, krex::step::options,
+                 {"KREX_SCOPE is not", "; KREX_GATE_MODE is not", "rename each"});
+  }
+  scoped_env own("KREX_CUTLASS_REPS", "3");
+  EXPECT_NO_THROW((void)krex::options{}.with_env());
 }

@@ -96,6 +96,9 @@ TEST(gbench, each_run_holds_a_region_and_siblings_never_submit_inside_it) {
   ASSERT_EQ(log->ready.load(), 1) << "sibling did not join";
 
   krex::gbench::configure(seg.opts());
+  // bm_without_hooks fails on purpose: its error row must not fail this test
+  // program (strict mode, the default, would make it exit 1).
+  krex::gbench::strict(false);
   KREX_BENCHMARK(bm_protected)->Iterations(25)->Repetitions(4);
   BENCHMARK(bm_without_hooks)->Iterations(5)->UseManualTime();
   capture rep;
@@ -205,28 +208,40 @@ TEST(gbench_example, labels_say_protected_unprotected_or_why_not) {
   (void)std::system(("rm -rf '" + registry + "'").c_str());
 }
 
-// Strict mode: a krex error fails the program (exit status 1); without it the
-// error is only the run's error row (status 0, Google Benchmark's own rule).
+// Strict mode, the default (issue 38: a bad KREX_* value gave error rows and
+// exit status 0 unless KREX_GBENCH_STRICT=1): a krex error fails the program
+// (exit status 1); KREX_GBENCH_STRICT=0 turns it off, the error row only
+// (status 0, Google Benchmark's own rule).
 TEST(gbench_example, strict_mode_makes_a_krex_error_fail_the_program) {
   krex_test::scoped_segment seg;
   // Its own device registry: alone on its device, as in the test above.
   const std::string registry = "/dev/shm/" + krex_test::unique_name("krex-registry");
   const std::string base = "KREX_SEGMENT=" + seg.name() +
                            " KREX_FREEZE=none KREX_PIN=0 KREX_DEVICE_REGISTRY=" + registry;
-  const auto lax = run_example_rc(base + " KREX_FREEZE=sometimes");
+  for (const char* strict : {"", " KREX_GBENCH_STRICT=1"}) {
+    SCOPED_TRACE(strict);
+    const auto r = run_example_rc(base + " KREX_FREEZE=sometimes" + strict);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("ERROR OCCURRED"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("krex: gbench: strict mode: 1 benchmark run(s) had a krex error"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("krex: krex:"), std::string::npos) << r.out;
+  }
+  // A misnamed variable (issue 38) fails it too, naming the right one.
+  const auto misnamed = run_example_rc(base + " KREX_SCOPE=all");
+  EXPECT_EQ(misnamed.rc, 1) << misnamed.out;
+  EXPECT_NE(misnamed.out.find("did you mean KREX_FREEZE_SCOPE?"), std::string::npos)
+      << misnamed.out;
+  const auto lax = run_example_rc(base + " KREX_FREEZE=sometimes KREX_GBENCH_STRICT=0");
   EXPECT_EQ(lax.rc, 0) << lax.out;
   EXPECT_NE(lax.out.find("ERROR OCCURRED"), std::string::npos) << lax.out;
-  const auto strict = run_example_rc(base + " KREX_FREEZE=sometimes KREX_GBENCH_STRICT=1");
-  EXPECT_EQ(strict.rc, 1) << strict.out;
-  EXPECT_NE(strict.out.find("ERROR OCCURRED"), std::string::npos) << strict.out;
-  EXPECT_NE(strict.out.find("krex: gbench: strict mode: 1 benchmark run(s) had a krex error"),
-            std::string::npos)
-      << strict.out;
-  EXPECT_EQ(strict.out.find("krex: krex:"), std::string::npos) << strict.out;
-  const auto fine = run_example_rc(base + " KREX_GBENCH_STRICT=1");
+  EXPECT_EQ(lax.out.find("strict mode"), std::string::npos) << lax.out;
+  const auto fine = run_example_rc(base);
   EXPECT_EQ(fine.rc, 0) << fine.out;
   EXPECT_NE(fine.out.find("gate+drain"), std::string::npos) << fine.out;
   const auto bad = run_example_rc(base + " KREX_GBENCH_STRICT=maybe");
+  EXPECT_EQ(bad.rc, 1) << bad.out;
   EXPECT_NE(bad.out.find("invalid value 'maybe' for KREX_GBENCH_STRICT"), std::string::npos)
       << bad.out;
   (void)std::system(("rm -rf '" + registry + "'").c_str());

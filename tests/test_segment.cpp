@@ -7,6 +7,7 @@
 // a child process with a deadline, so a hang or a crash is reported as such.
 
 #include "krex_test.hpp"
+#include "load_util.hpp"
 #include "segment_util.hpp"
 
 #include <krex/region.hpp>
@@ -428,9 +429,10 @@ TEST(Segment, KillSoakOfTheFirstTenantsJoin) {
       done->store(krex_test::now_ns());
       return 0;
     });
-    ASSERT_TRUE(krex_test::wait_until([&] { return done->load() != 0; }, 20s));
+    ASSERT_TRUE(
+        krex_test::wait_until([&] { return done->load() != 0; }, krex_test::load_scaled(20s)));
     join_ns = std::max(join_ns, done->load() - start);
-    (void)c.wait(10s);
+    (void)c.wait(krex_test::load_scaled(10s));
   }
   std::uniform_int_distribution<int> delay_us(0, 5000);
   std::uniform_int_distribution<std::uint64_t> delay_in_join_ns(0, join_ns);
@@ -451,14 +453,14 @@ TEST(Segment, KillSoakOfTheFirstTenantsJoin) {
     else
       krex_test::spin_for(delay_in_join_ns(rng));
     ::kill(first.pid(), SIGKILL);
-    (void)first.wait(5s);
+    (void)first.wait(krex_test::load_scaled(5s));
     if (::access(path.c_str(), F_OK) == 0)
       ++published;
     else
       ++unpublished;
     temps_left += static_cast<int>(
         entries_with_prefix("/dev/shm", kd::segment_name(seg.opts()) + "+tmp-").size());
-    const join_result r = krex_test::try_join(seg.opts(), 10s);
+    const join_result r = krex_test::try_join(seg.opts(), krex_test::load_scaled(10s));
     switch (r.how) {
       case join_result::joined: ++joined; break;
       case join_result::krex_error: ++refused; break;
@@ -487,7 +489,7 @@ TEST(Segment, KillSoakOfTheFirstTenantsJoin) {
         krex_test::reap_orphans();
         return ::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD;
       },
-      10s))
+      krex_test::load_scaled(10s)))
       << "guardians still running";
 }
 
@@ -542,4 +544,19 @@ TEST(Segment, TemporaryNamesWithANonceParse) {
   EXPECT_FALSE(kd::parse_temp_name("seg+tmp-12-345-", "seg", pid, start));
   EXPECT_FALSE(kd::parse_temp_name("seg+tmp-12-345-x", "seg", pid, start));
   EXPECT_FALSE(kd::parse_temp_name("seg+tmp-12-345-6-7", "seg", pid, start));
+}
+
+// Issue 38: the kill soak hung once at load 33-51 (its 5 s kill timeout, an
+// idle machine's bound). Its timeouts stretch with the load average per CPU,
+// never below the idle bound and at most 10x it.
+TEST(Segment, KillSoakTimeoutsScaleWithLoad) {
+  EXPECT_EQ(krex_test::load_factor(0.5, 16), 1.0);
+  EXPECT_EQ(krex_test::load_factor(16, 16), 1.0);
+  EXPECT_EQ(krex_test::load_factor(48, 16), 3.0);  // the audit's load, on 16 CPUs
+  EXPECT_EQ(krex_test::load_factor(51, 2), 10.0);  // ... on 2: bounded
+  EXPECT_EQ(krex_test::load_factor(-1, 2), 1.0);
+  EXPECT_EQ(krex_test::load_factor(4, 0), 1.0);
+  const auto t = krex_test::load_scaled(5s);
+  EXPECT_GE(t, std::chrono::milliseconds(5s));
+  EXPECT_LE(t, std::chrono::milliseconds(50s));
 }

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -153,6 +154,60 @@ TEST_F(split, an_unsafe_registry_turns_the_check_off_with_a_note) {
   EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [&](const std::string& n) {
     return contains(n, "split segments: not checked") && contains(n, m_registry);
   }));
+}
+
+// Issue 38 (a new user's findings): the earlier holder of a split segment
+// (in its body when the other segment's tenant came) saw that tenant's load
+// on its reserved CPUs and blamed "a non-krex process". At exit it lists the
+// registry again: the other segment is named (warning, other_segments,
+// level), and so is it in the reserved-CPU warning.
+TEST_F(split, a_segment_that_comes_during_the_body_is_named_at_exit) {
+  scoped_segment mine, theirs;
+  shared<board> b;
+  krex::tenant t{mine.opts().pin(true).confine(true)};
+  const std::string their_path = krex::detail::segment_id_of(theirs.opts()).path();
+  krex::region_report rep;
+  {
+    krex::region r{t};
+    ASSERT_TRUE(r.report().other_segments.empty()) << "nobody else was there at entry";
+    // Joins during the body, then spins where the body's thread is pinned.
+    child other = krex_test::spawn([&] {
+      krex::tenant o{theirs.opts()};
+      b->joined++;
+      while (b->stop.load() == 0) {
+      }
+      return 0;
+    });
+    ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 1; }, 20s));
+    if (!t.reserved_cpus().empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(t.reserved_cpus().front(), &set);
+      EXPECT_EQ(::sched_setaffinity(other.pid(), sizeof set, &set), 0);
+    }
+    krex_test::spin_for(400'000'000);
+    r.exit();
+    rep = r.report();
+    b->stop.store(1);
+    EXPECT_EQ(krex_test::exit_code(other.wait(10s)), 0);
+  }
+  EXPECT_EQ(rep.other_segments, std::vector<std::string>{their_path}) << rep;
+  EXPECT_EQ(rep.level().find("-split(1 other segment)"), rep.level().size() - 23) << rep.level();
+  const auto named = std::find_if(rep.warnings.begin(), rep.warnings.end(), [&](const auto& w) {
+    return contains(w, "another krex segment came to this device during the body: " + their_path);
+  });
+  EXPECT_NE(named, rep.warnings.end()) << rep;
+  // Its load on the reserved CPU: blamed on it, not on "a non-krex process".
+  if (rep.pinned && rep.reserved_foreign_ns > 50'000'000LL) {
+    EXPECT_TRUE(std::any_of(rep.warnings.begin(), rep.warnings.end(),
+                            [](const std::string& w) { return contains(w, "reserved CPUs"); }))
+        << rep;
+  }
+  for (const std::string& w : rep.warnings)
+    if (contains(w, "reserved CPUs")) {
+      EXPECT_TRUE(contains(w, "another krex segment's tenants (" + their_path)) << w;
+      EXPECT_FALSE(contains(w, "body: a non-krex process")) << w;
+    }
 }
 
 // The print: every other segment on a line of its own.

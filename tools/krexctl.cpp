@@ -197,6 +197,12 @@ args parse(int argc, char** argv) {
           "[--kill] [--force] [--dry-run] [--any-owner] [--json]");
   a.command = prog.parse(argc, argv);
   if (a.command == "options") return a;  // a listing: the environment does not matter
+  // `clean --segment X --all` once removed every other segment: one or the other.
+  if (a.all && std::find(given.begin(), given.end(), "--segment") != given.end())
+    prog.fail(
+        "--segment and --all do not go together: --all cleans every segment of this domain, "
+        "--segment NAME only NAME's; pass one of them (--dry-run shows what either would remove)",
+        a.command);
   // An invalid variable krexctl uses would point it at another segment or
   // freeze domain: an error, unless the command line replaces it.
   for (const auto& b : bad_env) {

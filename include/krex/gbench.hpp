@@ -21,11 +21,14 @@
 // Google Benchmark prints counters with SI prefixes: krex_drain_s=8.1u is
 // 8.1 microseconds.
 //
-// Strict mode (KREX_GBENCH_STRICT=1, or krex::gbench::strict(true)): a krex
-// error in any run (the tenant cannot join, a bad KREX_* value, no region,
-// a lease lost) still becomes that run's error row, and the program then
-// exits with status 1 instead of 0 (BENCHMARK_MAIN() included). failures()
-// counts them for a harness with its own main().
+// Strict mode, the default: a krex error in any run (the tenant cannot join,
+// a bad KREX_* value, no region, a lease lost) still becomes that run's error
+// row, and the program then exits with status 1 instead of 0
+// (BENCHMARK_MAIN() included), so that a script or CI job cannot take a run
+// krex did not protect for a good one. KREX_GBENCH_STRICT=0 (or
+// krex::gbench::strict(false)) turns it off: the error rows only, status 0
+// (Google Benchmark's own rule). failures() counts them for a harness with
+// its own main().
 //
 //     #include <krex/gbench.hpp>
 //
@@ -116,22 +119,24 @@ inline std::string krex_prefixed(const std::string& what) {
   return what.rfind("krex:", 0) == 0 ? what : "krex: " + what;
 }
 
-/// KREX_GBENCH_STRICT: unset or 0 = off, 1 = on; anything else is an error
-/// (reported like KREX_GBENCH's).
+/// KREX_GBENCH_STRICT: unset or 1 = on (the default), 0 = off; anything
+/// else is an error (reported like KREX_GBENCH's, and failing the program).
 struct strict_env {
-  bool on = false;
+  bool on = true;
   std::string error;
 };
 inline const strict_env& strict_from_env() {
   static const strict_env s = [] {
     strict_env r;
     const char* v = std::getenv("KREX_GBENCH_STRICT");
-    if (v == nullptr || std::string(v) == "0") return r;
-    if (std::string(v) == "1") {
-      r.on = true;
+    if (v == nullptr || std::string(v) == "1") return r;
+    if (std::string(v) == "0") {
+      r.on = false;
       return r;
     }
-    r.error = std::string("invalid value '") + v + "' for KREX_GBENCH_STRICT (accepted: 0, 1)";
+    r.error = std::string("invalid value '") + v +
+              "' for KREX_GBENCH_STRICT (accepted: 1, the default: a krex error fails the "
+              "program; 0: it only makes error rows)";
     return r;
   }();
   return s;
@@ -181,8 +186,9 @@ inline void count_failure(state& s) {
 
 }  // namespace detail
 
-/// Strict mode on or off for this process (overrides KREX_GBENCH_STRICT):
-/// with it, a krex error in any run makes the program exit with status 1.
+/// Strict mode (the default) on or off for this process (overrides
+/// KREX_GBENCH_STRICT): with it, a krex error in any run makes the program
+/// exit with status 1; without it, the runs' error rows are all.
 inline void strict(bool on) {
   std::lock_guard<std::mutex> g(detail::global().lock);
   detail::global().strict = on ? 1 : 0;

@@ -167,35 +167,66 @@ inline std::size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-/// The known variable nearest to `name` if it is close enough to be a
-/// misspelling of it (at most 2 edits, 3 for names over 16 characters),
-/// else "". `KREX_*` variables far from every known one (a script's own,
-/// such as KREX_CUTLASS_REPS) are not krex's business and get "".
-inline std::string misspelling_of(const std::string& name, const std::vector<std::string>& known) {
-  std::string best;
+/// The variable of the option whose setter or Python keyword `name` spells
+/// after `KREX_`, in upper case (KREX_SCOPE, KREX_LEASE, KREX_GATE_MODE: names
+/// built from the C++ or Python API, not the table's), else "".
+inline std::string env_of_option_name(const std::string& name) {
+  if (name.compare(0, 5, "KREX_") != 0) return "";
+  for (const option_spec& s : option_table) {
+    for (const char* alias : {s.name, s.python}) {
+      std::string upper = "KREX_";
+      for (const char* c = alias; *c != '\0'; ++c)
+        upper += static_cast<char>(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+      if (upper == name && name != s.env) return s.env;
+    }
+  }
+  return "";
+}
+
+/// A set `KREX_*` variable krex does not read that looks meant as one it
+/// does (`near`). `sure`: an option's setter or Python keyword name
+/// (env_of_option_name), or a letter off a known variable (two for one over
+/// 7 letters after KREX_, three over 16 characters): an error at join.
+/// Otherwise up to 2 edits off (3 over 16 characters): a warning, since a
+/// script's own variable may be that close (KREX_CONFIG, KREX_CONFINE).
+struct env_misspelling {
+  std::string name, near;
+  bool sure = false;
+};
+
+/// What `name` was meant as, if it looks like a misspelling of a known
+/// variable (see env_misspelling; `near` empty: far from all of them, such
+/// as a script's own KREX_CUTLASS_REPS, which is not krex's business).
+inline env_misspelling misspelling_of(const std::string& name,
+                                      const std::vector<std::string>& known) {
+  env_misspelling m{name, "", true};
+  if (std::find(known.begin(), known.end(), name) != known.end()) return m;
+  m.near = env_of_option_name(name);
+  if (!m.near.empty()) return m;
   std::size_t best_d = ~std::size_t{0};
   for (const std::string& k : known) {
-    if (k == name) return "";
     const std::size_t d = edit_distance(name, k);
     if (d < best_d) {
       best_d = d;
-      best = k;
+      m.near = k;
     }
   }
-  return best_d <= (name.size() > 16 ? 3U : 2U) ? best : "";
+  const std::size_t loose = name.size() > 16 ? 3U : 2U;
+  if (best_d > loose) m.near.clear();
+  m.sure = best_d <= (m.near.size() <= 12 ? 1U : loose);
+  return m;
 }
 
 /// Every `KREX_*` name in `env` (name=value strings, nullptr-terminated)
-/// that looks like a misspelling of a known one, as (name, nearest) pairs.
-inline std::vector<std::pair<std::string, std::string>> misspelled_env(
-    const char* const* env, const std::vector<std::string>& known) {
-  std::vector<std::pair<std::string, std::string>> out;
+/// that looks like a misspelling of a known one (misspelling_of).
+inline std::vector<env_misspelling> misspelled_env(const char* const* env,
+                                                   const std::vector<std::string>& known) {
+  std::vector<env_misspelling> out;
   for (; env != nullptr && *env != nullptr; ++env) {
     const std::string kv = *env;
     if (kv.compare(0, 5, "KREX_") != 0) continue;
-    const std::string name = kv.substr(0, kv.find('='));
-    std::string near = misspelling_of(name, known);
-    if (!near.empty()) out.emplace_back(name, std::move(near));
+    env_misspelling m = misspelling_of(kv.substr(0, kv.find('=')), known);
+    if (!m.near.empty()) out.push_back(std::move(m));
   }
   return out;
 }
@@ -354,18 +385,19 @@ class options {
   int quiet_tolerance_pct() const noexcept { return m_quiet_tolerance_pct; }
 
   /// A copy with every set `KREX_*` variable applied (see detail::option_table).
-  /// Throws krex::error naming the variable for an unparsable value. A set
-  /// `KREX_*` variable that looks like a misspelling of a known one
-  /// (`KREX_FREZE`) is ignored with a warning on stderr naming the nearest
-  /// known variable, once per process and name.
+  /// Throws krex::error naming the variable for an unparsable value, and for
+  /// a set `KREX_*` variable krex does not read that is surely meant as one
+  /// it does (detail::misspelling_of: `KREX_SCOPE`, `KREX_LEASE`,
+  /// `KREX_FREZE`), naming the right one. One only loosely close is ignored
+  /// with a warning on stderr naming the nearest, once per process and name.
   options with_env() const {
+    check_env_names();
     options o = *this;
     // getenv races only with setenv, which a harness does not call while joining.
     o.apply_env([](const char* n) -> const char* {
       return std::getenv(n);  // NOLINT(concurrency-mt-unsafe)
     });
     o.check_lease();
-    warn_misspelled_env();
     return o;
   }
 
@@ -502,19 +534,32 @@ class options {
     return detail::parse_choice(s.env, v, e);
   }
 
-  /// Warns (stderr, once per name) about set variables that look like
-  /// misspellings of env_variables().
-  static void warn_misspelled_env() {
+  /// Set variables that look like misspellings of env_variables(): an
+  /// error for the sure ones, all named; a warning (stderr, once per name)
+  /// for the others.
+  static void check_env_names() {
     static std::mutex lock;
     static std::set<std::string> warned;
-    const std::lock_guard<std::mutex> g(lock);
-    for (const auto& [name, near] : detail::misspelled_env(environ, env_variables())) {
-      if (!warned.insert(name).second) continue;
+    std::string wrong, fix;
+    for (const detail::env_misspelling& m : detail::misspelled_env(environ, env_variables())) {
+      if (m.sure) {
+        const bool ms = m.near.compare(m.near.size() - 3, 3, "_MS") == 0;
+        wrong += (wrong.empty() ? "" : "; ") + m.name +
+                 " is not a krex variable and would be ignored: did you mean " + m.near +
+                 (ms ? " (milliseconds)" : "") + "?";
+        fix = fix.empty() ? "rename " + m.name + " to " + m.near : "rename each";
+        continue;
+      }
+      const std::lock_guard<std::mutex> g(lock);
+      if (!warned.insert(m.name).second) continue;
       std::fprintf(stderr,
                    "krex: options: warning: %s is not a krex variable and is ignored; did you "
                    "mean %s?\n",
-                   name.c_str(), near.c_str());
+                   m.name.c_str(), m.near.c_str());
     }
+    if (!wrong.empty())
+      throw error(step::options, wrong, 0,
+                  fix + ", or unset it (`krexctl options` lists every KREX_* variable)");
   }
 
   /// Applies the `KREX_*` variables `env(name)` returns (nullptr: unset), in

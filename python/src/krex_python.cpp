@@ -92,6 +92,28 @@ const std::string& option_names() {
   return names;
 }
 
+/// The keyword an unknown one `k` was meant as, or "": the keyword of the
+/// option whose setter (gate_mode), variable (KREX_LEASE_MS) or variable in
+/// lower case (lease_ms, freeze_scope) `k` is; else a keyword at most 2 edits
+/// off (lease_mss).
+std::string meant_keyword(const std::string& k) {
+  for (const detail::option_spec& s : detail::option_table) {
+    std::string lower = s.env + 5;
+    for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    if (k == s.name || k == s.env || k == lower) return s.python;
+  }
+  std::string best;
+  std::size_t best_d = 3;
+  for (const detail::option_spec& s : detail::option_table) {
+    const std::size_t d = detail::edit_distance(k, s.python);
+    if (d < best_d) {
+      best_d = d;
+      best = s.python;
+    }
+  }
+  return best;
+}
+
 /// device=True is an int to Python and a mistake to krex: a TypeError.
 int to_device(py::handle v) {
   const long long d = to_int("device", v, "0.." + std::to_string(options::max_devices - 1));
@@ -134,9 +156,13 @@ options make_options(const py::object& device, const py::kwargs& kw) {
     const detail::option_spec* spec = nullptr;
     for (const detail::option_spec& s : detail::option_table)
       if (k == s.python) spec = &s;
-    if (spec == nullptr)
-      throw error(step::options, "unknown option '" + k + "'", 0,
-                  "accepted: " + option_names());
+    if (spec == nullptr) {
+      const std::string near = meant_keyword(k);
+      throw error(
+          step::options,
+          "unknown option '" + k + "'" + (near.empty() ? "" : "; did you mean '" + near + "'?"), 0,
+          (near.empty() ? "" : "write " + near + "=...; ") + "accepted: " + option_names());
+    }
     o.visit(spec->id, [&](const auto& field) {
       using field_t = std::decay_t<decltype(field)>;
       o.set(spec->id, from_python<field_t>(*spec, k, item.second));

@@ -40,6 +40,16 @@ def test_bad_options_raise_krex_error_with_message_step_and_hint():
     _expect_error(lambda: krex.Tenant(reserved_cores=0), "options", "reserved_cores", "1..64")
     _expect_error(lambda: krex.Tenant(colour="red"), "options", "unknown option 'colour'",
                   "lease_ms")
+    # Issue 38: a keyword named after the C++ setter or the variable gets a
+    # "did you mean" (and a far one none).
+    for given, meant in (("lease", "lease_ms"), ("gate_mode", "gating"),
+                         ("freeze_scope", "scope"), ("KREX_LOCK_WAIT_MS", "lock_wait_ms"),
+                         ("quiet_deadline", "quiet_deadline_ms"), ("lease_mss", "lease_ms")):
+        e = _expect_error(lambda: krex.Tenant(**{given: 1}), "options",
+                          "unknown option '%s'; did you mean '%s'?" % (given, meant))
+        assert e.hint.startswith("write %s=...; accepted: " % meant), e.hint
+    e = _expect_error(lambda: krex.Tenant(colour="red"), "options", "unknown option 'colour'")
+    assert "did you mean" not in str(e), str(e)
     # The backend has fewer devices than asked for: named, with the range to use.
     _expect_error(lambda: krex.Tenant(device=15, host_devices=1), "options", "out of range")
 
@@ -58,6 +68,27 @@ def test_bad_environment_value_names_the_variable():
         assert got["step"] == "options"
         assert "KREX_FREEZE" in got["msg"] and "'bogus'" in got["msg"], got
         assert "cgroup2" in got["hint"], got
+        assert c.wait() == 0
+    finally:
+        cleanup(name, [c])
+
+
+def test_misnamed_environment_variable_names_the_real_one():
+    # Issue 38: KREX_SCOPE (the keyword's name, not the variable's) was ignored.
+    name = unique_name("pyenvname")
+    c = Child("""
+        try:
+            krex.Tenant(segment=sys.argv[1])
+            say("joined")
+        except krex.Error as e:
+            say("error", {"msg": str(e), "step": e.step, "hint": e.hint})
+    """, env={"KREX_SCOPE": "all"}, args=[name])
+    try:
+        got = c.expect("error")
+        assert got["step"] == "options", got
+        assert "KREX_SCOPE is not a krex variable" in got["msg"], got
+        assert "did you mean KREX_FREEZE_SCOPE?" in got["msg"], got
+        assert "rename KREX_SCOPE to KREX_FREEZE_SCOPE" in got["hint"], got
         assert c.wait() == 0
     finally:
         cleanup(name, [c])

@@ -14,6 +14,8 @@
 //   message names it, the usage follows on stderr, and the exit status is 64
 //   (EX_USAGE, sysexits.h).
 
+#include <krex/options.hpp>  // detail::edit_distance
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -185,7 +187,11 @@ class program {
         exit_with(help(h));
       }
       c = find_command(first);
-      if (c == nullptr) fail("unknown command '" + first + "'");
+      if (c == nullptr) {
+        std::vector<std::string> names;
+        for (const command& k : m_commands) names.push_back(k.name());
+        fail("unknown command '" + first + "'" + did_you_mean(first, names));
+      }
       i = 2;
     }
     // Help first: `status --segment --help` still prints status's help.
@@ -203,8 +209,10 @@ class program {
       const command::option* o = c->find(name);
       if (o == nullptr) {
         const bool elsewhere = c != &m_root && used_elsewhere(name);
+        std::vector<std::string> names = {"--help", "--version"};
+        for (const command::option& k : c->m_options) names.push_back(k.name);
         fail(elsewhere ? "option " + name + " is not used by `" + full_name(c) + "`"
-                       : "unknown option '" + name + "'",
+                       : "unknown option '" + name + "'" + did_you_mean(name, names),
              c);
       }
       std::string v;
@@ -316,6 +324,22 @@ class program {
       line += groups[i];
     }
     return s + "\n";
+  }
+  /// "; did you mean X?" for the name in `names` at most 2 edits from
+  /// `given` (1 for names of up to 2 letters), else "".
+  static std::string did_you_mean(const std::string& given, const std::vector<std::string>& names) {
+    std::string best;
+    std::size_t best_d = ~std::size_t{0};
+    for (const std::string& n : names) {
+      const std::size_t d = krex::detail::edit_distance(given, n);
+      if (d < best_d) {
+        best_d = d;
+        best = n;
+      }
+    }
+    const std::size_t letters = best.size() - std::min(best.find_first_not_of('-'), best.size());
+    const std::size_t most = letters <= 2 ? 1 : 2;  // a hint to an error: a swap is 2
+    return !best.empty() && best_d <= most ? "; did you mean " + best + "?" : "";
   }
   static std::string pad(std::string s, std::size_t width) {
     s += s.size() + 1 < width ? std::string(width - s.size(), ' ') : std::string("  ");

@@ -186,7 +186,9 @@ struct env_variable {
 inline constexpr env_variable other_env_table[] = {
     {"KREX_SHM_DIR", "the segment directory (default `/dev/shm`; detail/segment_file.hpp)"},
     {"KREX_GBENCH", "`0`: krex off for a Google Benchmark program (gbench.hpp)"},
-    {"KREX_GBENCH_STRICT", "`1`: a krex error fails the Google Benchmark program (gbench.hpp)"},
+    {"KREX_GBENCH_STRICT",
+     "`0`: a krex error only makes error rows; by default it fails the Google Benchmark "
+     "program, exit status 1 (gbench.hpp)"},
     {"KREX_PATCH",
      "`0`: krex.patch() and `python -m krex.run` turn krex off, a control run (Python)"},
 };

@@ -176,17 +176,17 @@ class region_core {
                                  " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
                                  "freezes them too)");
     }
-    record_split(m_tenant->other_segments());
+    record_split(m_tenant->other_segments(), "uses this device");
   }
 
   // Tenants of another segment on this device (detail/device_registry.hpp)
   // run beside the body: nothing here drained or froze them.
-  void record_split(std::vector<other_segment>&& others) {
+  void record_split(std::vector<other_segment>&& others, const char* what) {
     for (other_segment& o : others) {
       std::string pids;
       for (int p : o.pids) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
       m_report.warnings.push_back(
-          "another krex segment uses this device: " + o.path + " (tenant pid " + pids +
+          "another krex segment " + std::string(what) + ": " + o.path + " (tenant pid " + pids +
           (o.other_pidns ? ", in another pid namespace: it may have ended" : "") +
           "): its tenants were not drained or frozen for this region, nor is this region "
           "visible to them; give every harness on a device the same KREX_SEGMENT, "
@@ -264,9 +264,19 @@ class region_core {
       // A failed reading leaves the exit clocks invalid.
     }
     try {
-      record_cpu_activity(m_watch.stop());
+      const cpu_activity a = m_watch.stop();
+      // Another segment's tenants that came during the body: named, so that
+      // their load on the reserved CPUs is not blamed on a non-krex process.
+      std::vector<other_segment> late = m_tenant->other_segments();
+      const auto& known = m_report.other_segments;
+      const auto seen = [&](const other_segment& o) {
+        return std::find(known.begin(), known.end(), o.path) != known.end();
+      };
+      late.erase(std::remove_if(late.begin(), late.end(), seen), late.end());
+      record_split(std::move(late), "came to this device during the body");
+      record_cpu_activity(a);
     } catch (...) {
-      // Only allocation can fail here; the report then lacks the warning.
+      // Only allocation can fail here; the report then lacks the warnings.
     }
     m_context.body_ns = m_report.body_ns;
     m_context.body_ended = true;
@@ -293,8 +303,12 @@ class region_core {
         m_report.warnings.push_back(
             "other tasks ran about " + std::to_string(a.foreign_ns / 1'000'000) +
             " ms on the reserved CPUs " + format_cpulist(m_report.pinned_cpus) + " during the " +
-            std::to_string(static_cast<long long>(body_ms)) +
-            " ms body: a non-krex process or kernel work shares the measuring cores");
+            std::to_string(static_cast<long long>(body_ms)) + " ms body: " +
+            (m_report.other_segments.empty()
+                 ? std::string("a non-krex process or kernel work")
+                 : "another krex segment's tenants (" + m_report.other_segments.front() +
+                       ", see its warning), a non-krex process or kernel work") +
+            " shares the measuring cores");
     }
     if (static_cast<double>(a.involuntary_switches) > 2.0 + body_ms / 100.0)
       m_report.warnings.push_back("the measuring thread was preempted " +
