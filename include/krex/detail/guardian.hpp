@@ -23,6 +23,7 @@
 // after fork: raw system calls on the already mapped segment and on paths
 // built from the forking tenant's own freeze configuration.
 
+#include <krex/detail/device_registry.hpp>
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/guardian_sys.hpp>
 #include <krex/detail/layout.hpp>
@@ -47,6 +48,9 @@ inline constexpr std::uint64_t guardian_reap_ns = 200'000'000ULL;
 /// How often it removes leaves of free slots (a reaper's rmdir fails while
 /// the dead tenant's last threads are still exiting).
 inline constexpr std::uint64_t guardian_sweep_ns = 500'000'000ULL;
+/// How often it removes its segment's dead tenants' device registry entries
+/// (detail/device_registry.hpp; again when it leaves).
+inline constexpr std::uint64_t guardian_registry_ns = 5'000'000'000ULL;
 /// How long it stays with no live tenant before it leaves.
 inline constexpr std::uint64_t guardian_linger_ns = 300'000'000ULL;
 /// A guardian whose heartbeat is older than this is replaced.
@@ -137,6 +141,7 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
   }
   std::uint64_t last_reap = 0;
   std::uint64_t last_sweep = 0;
+  std::uint64_t last_registry = 0;
   std::uint64_t idle_since = 0;
   for (;;) {
     std::uint64_t now = as_safe::now_ns();
@@ -177,6 +182,10 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
         last_sweep = now;
         clean_stale_leaves(n, c, max_tenants);
       }
+      if (now - last_registry >= guardian_registry_ns) {
+        last_registry = now;
+        sweep_segment_entries(n);
+      }
       if (any_live_tenant(n)) {
         idle_since = 0;
       } else if (idle_since == 0) {
@@ -184,6 +193,7 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
       } else if (now - idle_since >= guardian_linger_ns) {
         if (retire(n, me)) {
           remove_segment_dir(n, c);
+          sweep_segment_entries(n);
           ::_exit(0);
         }
         idle_since = 0;

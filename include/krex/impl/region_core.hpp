@@ -174,6 +174,8 @@ class region_core {
                                  "freezes them too)");
     }
     record_split(m_tenant->other_segments());
+    if (std::string note = m_tenant->split_note(); !note.empty())
+      m_report.notes.push_back(std::move(note));
   }
 
   // Tenants of another segment on this device (detail/device_registry.hpp)

@@ -154,6 +154,10 @@ class tenant_core {
   std::vector<other_segment> other_segments() const {
     return m_device_entry ? m_device_entry->others() : std::vector<other_segment>{};
   }
+  /// What the last split check could not do (a flooded registry); "" if nothing.
+  std::string split_note() const {
+    return m_device_entry ? m_device_entry->note() : std::string();
+  }
 
  private:
   // The membership's pieces (detail/membership.hpp), in join order: the
@@ -210,7 +214,7 @@ class tenant_core {
     try {
       isolate(j.isolation.emplace(m_member.index), count, clk);
       // Found by device, whatever the segment: see detail/device_registry.hpp.
-      m_device_entry.emplace(key, m_segment->file_stat(), m_segment->path());
+      m_device_entry.emplace(key, m_segment->file_stat(), m_segment->path(), &n);
       if (!m_device_entry->available())
         m_notes.push_back("split segments: not checked (" + m_device_entry->why() +
                           "): another segment on this device would go unreported");
@@ -354,6 +358,7 @@ class tenant_core {
       // bell, so the wait below returns at once instead of missing it.
       const std::uint32_t bell = m.dev->agent_bell.load();
       m.slot->heartbeat_ns.store(now_ns(), std::memory_order_relaxed);
+      if (m_device_entry) m_device_entry->beat(now_ns());  // the registry entry's heartbeat
       agent_drain(m, m_backend, m.dev->gate.load(), stop);
       // A guardian killed mid-region is replaced by any tenant still running
       // (the holder's own agent included) within about half a second.
