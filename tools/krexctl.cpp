@@ -527,6 +527,17 @@ int cmd_recover(const args& a) {
     if (a.device >= 0 && d != static_cast<std::uint32_t>(a.device)) continue;
     if (!in_use(d)) continue;
     kd::device_state& dev = n.devices[d];
+    std::uint32_t serving = 0, next = 0;
+    if (kd::repair_queue(dev, serving, next)) {
+      std::snprintf(line, sizeof line,
+                    "device %u: repaired its corrupt region-lock queue (now_serving %u was ahead "
+                    "of next_ticket %u): next_ticket set to %u, waiters queue anew",
+                    d, serving, next, serving);
+      out.add(line, [&](json::writer& j) {
+        j.field("kind", "queue").field("device", d).field("result", "repaired");
+        j.field("now_serving", serving).field("next_ticket", next);
+      });
+    }
     const std::int32_t holder = dev.lease_pid.load();
     const kd::recovery r = kd::recover_device(n, d, c, a.force);
     const auto device = [&](const char* result, const char* reason) {

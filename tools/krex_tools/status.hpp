@@ -113,6 +113,7 @@ inline node_view read_status(const node_state& n, const std::string& segment_pat
   node_view v;
   v.segment = segment_path;
   v.problems = validate(n);
+  for (std::string& p : queue_problems(n)) v.problems.push_back(std::move(p));
   v.freeze_domain = load_text(n.cgroup_root_text);
   v.guardian_pid = n.guardian_pid.load();
   v.guardian_alive =

@@ -18,6 +18,7 @@
 #include <krex/detail/slots.hpp>
 #include <krex/detail/steps/drain.hpp>
 #include <krex/detail/steps/pin.hpp>
+#include <krex/detail/validate.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
@@ -204,6 +205,11 @@ class tenant_core {
     m_member.node = &n;
     m_member.device = device_index(n, key, dev_name);
     m_member.dev = &n.devices[m_member.device];
+    if (std::uint32_t serving = 0, next = 0; !queue_consistent(*m_member.dev, serving, next))
+      throw error(step::segment,
+                  "segment " + m_segment->path() + ": " +
+                      queue_problem(m_member.device, serving, next),
+                  0, "run `krexctl recover --segment " + o.segment() + "`, then join again");
     clk.lap(m_join.segment_ns);
     m_membership = std::make_unique<membership>(m_backend, m_member);
     membership& j = *m_membership;
