@@ -375,6 +375,69 @@ TEST(Krexctl, CorruptLockQueue) {
   EXPECT_TRUE(reg.report().gated);
 }
 
+// Issue 38: a SIGSTOPped guardian was shown as "running", and status said
+// "healthy" about tenants it could not check. Now a stopped guardian is
+// "stopped" (a problem: it recovers nothing), and a tenant recorded in
+// another pid namespace is listed as unverified, never called healthy or dead.
+TEST(Krexctl, StoppedGuardianAndUnverifiedTenants) {
+  scoped_segment seg;
+  shared<board> b;
+  child tenant = krex_test::spawn([&] {
+    krex::tenant t{seg.opts()};
+    b->ready.store(1);
+    while (b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->ready.load() == 1; }, 20s));
+  krex::detail::segment s{seg.opts()};
+  const int g = krex_test::wait_guardian_pid(s.node(), 10s);
+  ASSERT_GT(g, 0);
+  const std::string where = " --segment " + seg.name() + " --freeze none";
+  // The tenant first: a running tenant replaces a guardian that stopped beating.
+  ASSERT_EQ(::kill(tenant.pid(), SIGSTOP), 0);
+  ASSERT_EQ(::kill(g, SIGSTOP), 0);
+  ASSERT_TRUE(krex_test::wait_until(
+      [&] { return contains(krex_test::read_text("/proc/" + std::to_string(g) + "/stat"), ") T "); },
+      5s));
+  result r = krexctl("status" + where);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "guardian  pid " + std::to_string(g) + " (stopped)")) << r.out;
+  EXPECT_FALSE(contains(r.out, "(running)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "problem: the guardian (pid " + std::to_string(g) + ") is stopped"))
+      << r.out;
+  EXPECT_FALSE(contains(r.out, "healthy")) << r.out;
+  r = krexctl("status --json" + where);
+  EXPECT_TRUE(contains(r.out, "\"state\":\"stopped\"")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"healthy\":false")) << r.out;
+  ::kill(g, SIGCONT);
+  ::kill(tenant.pid(), SIGCONT);
+
+  // The tenant as if it had joined from another pid namespace (a container
+  // sharing the segment): its pid cannot be checked here.
+  std::uint32_t slot = krex::detail::max_tenants;
+  for (std::uint32_t i = 0; i < krex::detail::max_tenants; ++i)
+    if (s.node().tenants[i].owner.load() == tenant.pid()) slot = i;
+  ASSERT_LT(slot, krex::detail::max_tenants);
+  const std::uint64_t ns = s.node().tenants[slot].pidns.load();
+  s.node().tenants[slot].pidns.store(ns + 12345);
+  ASSERT_TRUE(krex_test::wait_until([&] { return krexctl("status" + where).rc == 0; }, 10s))
+      << krexctl("status" + where).out;
+  r = krexctl("status" + where);
+  EXPECT_TRUE(contains(r.out, "unverified: tenant slot " + std::to_string(slot) + " pid " +
+                                  std::to_string(tenant.pid()) + ": recorded in another pid namespace"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "could not be verified")) << r.out;
+  EXPECT_FALSE(contains(r.out, "healthy")) << r.out;
+  EXPECT_FALSE(contains(r.out, "dead pid")) << r.out;
+  r = krexctl("status --json" + where);
+  EXPECT_TRUE(contains(r.out, "\"verified\":false")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"unverified\":[\"tenant slot ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"healthy\":false")) << r.out;
+  s.node().tenants[slot].pidns.store(ns);
+  b->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(tenant.wait(10s)), 0);
+}
+
 class krexctl_cgroup : public krex_test::cgroup2_test<board> {
  protected:
   krexctl_cgroup() : cgroup2_test("krex-ctl") {}

@@ -627,9 +627,12 @@ int cmd_recover(const args& a) {
     j.begin_object().field("command", "recover").field("segment", id.path());
     j.key("actions").raw(out.items()).key("problems").begin_array();
     for (const std::string& p : v.problems) j.value(p);
-    j.end_array().field("healthy", v.problems.empty()).end_object();
+    j.end_array().key("unverified").begin_array();
+    for (const std::string& u : v.unverified) j.value(u);
+    j.end_array().field("healthy", v.problems.empty() && v.unverified.empty()).end_object();
     std::printf("%s\n", j.str().c_str());
   } else {
+    for (const std::string& u : v.unverified) std::printf("unverified: %s\n", u.c_str());
     for (const std::string& p : v.problems) std::printf("problem left: %s\n", p.c_str());
   }
   return v.problems.empty() ? ok : problems;
