@@ -158,6 +158,17 @@ class region_core {
       const freeze_result& f = step.result();
       m_report.siblings_gone += f.gone;
       m_report.unverified_pids = f.unverified;
+      for (std::size_t i = 0; i < f.leafless.size(); ++i) {
+        const sibling& l = f.leafless[i];
+        m_report.unverified_pids.push_back(l.pid);
+        m_report.warnings.push_back(
+            "freeze: sibling slot " + std::to_string(l.slot) + " (pid " + std::to_string(l.pid) +
+            ") has no leaf under the krex cgroup root, so its process is no tenant of this "
+            "freeze domain (a slot written into the segment by hand?): it ran unfrozen beside "
+            "this region" +
+            (f.reaped[i] ? "; its slot was freed"
+                         : "; its slot is kept while its heartbeat is fresh (`krexctl status`)"));
+      }
       for (const auto& t : f.found_stopped) {
         m_report.stopped_pids.push_back(t.pid);
         m_report.notes.push_back("freeze: sibling pid " + std::to_string(t.pid) +
