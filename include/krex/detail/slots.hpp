@@ -146,94 +146,51 @@ inline bool reap_if_dead(node_state& n, std::uint32_t i,
   return true;
 }
 
-/// How long a joiner retries when every slot is taken but some only for a
-/// moment (being claimed, reaped or left).
-inline constexpr std::uint64_t claim_retry_ns = 2'000'000'000ULL;
-
 /// Claims a free slot for this process on device `device`. The second pass
-/// reaps dead slots and claims the first one it frees. When every slot is
-/// taken and some only for a moment (a joiner claiming, a tenant leaving, a
-/// reaper's reservation), it tries again, sleeping, for claim_retry_ns; the
-/// error counts the slots of each kind.
+/// reaps dead slots and claims the first one it frees. Returns max_tenants
+/// when every slot is taken (membership.hpp's claim_free_slot waits out
+/// slots taken for a moment, and says who holds them).
 inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
   const auto me = static_cast<std::int32_t>(::getpid());
   const std::uint64_t start = self_start_time();
   const std::uint64_t pidns = as_safe::pid_namespace();
-  const std::uint64_t give_up = now_ns() + claim_retry_ns;
-  std::uint64_t nap_ns = 2'000'000;
-  for (;;) {
-    for (int pass = 0; pass < 2; ++pass) {
-      for (std::uint32_t i = 0; i < max_tenants; ++i) {
-        tenant_slot& s = n.tenants[i];
-        std::int32_t expected = 0;
-        if (s.owner.load() != 0) {
-          if (pass == 0) continue;
-          if (!reap_if_dead(n, i)) continue;  // a live tenant's
-        }
-        if (!s.owner.compare_exchange_strong(expected, me)) continue;
-        s.domain_hash.store(0);  // the previous owner's, if any: not this tenant's
-        s.state.store(slot_claiming);
-        s.start_time.store(start);
-        s.device.store(device);
-        s.pidns.store(pidns);
-        s.uid.store(static_cast<std::uint32_t>(::getuid()));
-        s.gid.store(static_cast<std::uint32_t>(::getgid()));
-        s.stop_target.store(0);
-        s.stop_start_time.store(0);
-        s.in_submit.store(0);
-        s.parked.store(0);
-        s.in_submit_waiters.store(0);
-        s.dirty.store(0);
-        s.submits.store(0);
-        s.ack_epoch.store(0);
-        s.frozen.store(0);
-        s.active.store(0);
-        s.ticket.store(no_ticket);
-        s.drains.store(0);
-        s.syncs.store(0);
-        s.joined_ns.store(now_ns());
-        s.heartbeat_ns.store(now_ns());
-        // Stays slot_claiming until the tenant has joined its freeze domain
-        // (the tenant core marks it slot_active): no holder proxy-acks it before.
-        return i;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::uint32_t i = 0; i < max_tenants; ++i) {
+      tenant_slot& s = n.tenants[i];
+      std::int32_t expected = 0;
+      if (s.owner.load() != 0) {
+        if (pass == 0) continue;
+        if (!reap_if_dead(n, i)) continue;  // a live tenant's
       }
+      if (!s.owner.compare_exchange_strong(expected, me)) continue;
+      s.domain_hash.store(0);  // the previous owner's, if any: not this tenant's
+      s.state.store(slot_claiming);
+      s.start_time.store(start);
+      s.device.store(device);
+      s.pidns.store(pidns);
+      s.uid.store(static_cast<std::uint32_t>(::getuid()));
+      s.gid.store(static_cast<std::uint32_t>(::getgid()));
+      s.stop_target.store(0);
+      s.stop_start_time.store(0);
+      s.in_submit.store(0);
+      s.parked.store(0);
+      s.in_submit_waiters.store(0);
+      s.dirty.store(0);
+      s.submits.store(0);
+      s.ack_epoch.store(0);
+      s.frozen.store(0);
+      s.active.store(0);
+      s.ticket.store(no_ticket);
+      s.drains.store(0);
+      s.syncs.store(0);
+      s.joined_ns.store(now_ns());
+      s.heartbeat_ns.store(now_ns());
+      // Stays slot_claiming until the tenant has joined its freeze domain
+      // (the tenant core marks it slot_active): no holder proxy-acks it before.
+      return i;
     }
-    // Every slot is taken: by whom.
-    std::uint32_t joined = 0, claiming = 0, leaving = 0, reserved = 0;
-    for (const tenant_slot& t : n.tenants) {
-      const std::int32_t pid = t.owner.load();
-      const std::uint32_t st = t.state.load();
-      if (pid < 0)
-        ++reserved;
-      else if (pid == 0)
-        continue;
-      else if (st == slot_active)
-        ++joined;
-      else if (st == slot_leaving)
-        ++leaving;
-      else
-        ++claiming;  // claiming, or being reaped
-    }
-    const std::uint32_t moment = claiming + leaving + reserved;
-    const std::uint64_t now = now_ns();
-    if (moment != 0 && now < give_up) {
-      const std::uint64_t nap = nap_ns < give_up - now ? nap_ns : give_up - now;
-      timespec ts{0, static_cast<long>(nap)};
-      ::nanosleep(&ts, nullptr);
-      nap_ns = nap_ns * 2 > 50'000'000 ? 50'000'000 : nap_ns * 2;
-      continue;
-    }
-    throw error(step::join,
-                "no free tenant slot: all " + std::to_string(max_tenants) +
-                    " slots of this node's segment are taken: " + std::to_string(joined) +
-                    " by joined tenants, " + std::to_string(claiming) +
-                    " by tenants still joining, " + std::to_string(leaving) +
-                    " by tenants leaving, " + std::to_string(reserved) + " reserved by reapers" +
-                    (moment != 0 ? " (still so after retrying for " +
-                                       std::to_string(claim_retry_ns / 1'000'000) + " ms)"
-                                 : std::string()),
-                0, "wait for some to leave, or run `krexctl status` to see who holds them");
   }
+  return max_tenants;
 }
 
 /// Signal freezing reaches only processes of the holder's own pid namespace
