@@ -29,6 +29,27 @@
 namespace krex::detail {
 
 
+/// Mends device `dev`'s corrupt region-lock queue (now_serving ahead of
+/// next_ticket, krex/detail/validate.hpp): next_ticket moves up to now_serving, so the
+/// queue is empty and consistent; waiters holding older tickets see their
+/// turn passed and queue anew. Returns true if it was corrupt (and `serving`,
+/// `next` its words then). Async-signal-safe.
+inline bool repair_queue(device_state& dev, std::uint32_t& serving, std::uint32_t& next) noexcept {
+  bool was = false;
+  for (int guard = 0; guard < 64; ++guard) {
+    const std::uint32_t s = dev.now_serving.load();
+    std::uint32_t n = dev.next_ticket.load();
+    if (!ticket_after(s, n)) return was;
+    if (!was) {
+      serving = s;
+      next = n;
+      was = true;
+    }
+    dev.next_ticket.compare_exchange_strong(n, s);
+  }
+  return was;
+}
+
 /// One device as krexctl shows it.
 struct device_view {
   std::uint32_t index = 0;

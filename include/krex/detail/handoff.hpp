@@ -111,27 +111,6 @@ inline bool skip_served(device_state& dev, std::uint32_t s, std::uint64_t m) noe
   return serve_next(dev, s);
 }
 
-/// Mends device `dev`'s corrupt region-lock queue (now_serving ahead of
-/// next_ticket, validate.hpp): next_ticket moves up to now_serving, so the
-/// queue is empty and consistent; waiters holding older tickets see their
-/// turn passed and queue anew. Returns true if it was corrupt (and `serving`,
-/// `next` its words then). Async-signal-safe.
-inline bool repair_queue(device_state& dev, std::uint32_t& serving, std::uint32_t& next) noexcept {
-  bool was = false;
-  for (int guard = 0; guard < 64; ++guard) {
-    const std::uint32_t s = dev.now_serving.load();
-    std::uint32_t n = dev.next_ticket.load();
-    if (!ticket_after(s, n)) return was;
-    if (!was) {
-      serving = s;
-      next = n;
-      was = true;
-    }
-    dev.next_ticket.compare_exchange_strong(n, s);
-  }
-  return was;
-}
-
 /// Moves device `d`'s lock queue past served tickets nobody takes: tickets
 /// whose owner died or gave up (at once), and tickets whose live owner has not
 /// claimed them within handoff_ns (stopped, frozen; `force`: at once). A
@@ -150,7 +129,7 @@ inline std::uint32_t advance_queue(node_state& n, std::uint32_t d, const recover
     const std::uint32_t next = dev.next_ticket.load();
     if (s == next) return skipped;  // nobody waiting
     // A corrupt queue (now_serving ahead): skipping would only move it
-    // further ahead. repair_queue (krexctl recover) mends it.
+    // further ahead. `krexctl recover` mends it (krex_tools/status.hpp).
     if (ticket_after(s, next)) return skipped;
     const std::uint32_t ls = dev.lease_slot.load();
     if (ls != 0 && dev.lease_ticket.load() == s) {
