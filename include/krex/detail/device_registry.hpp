@@ -47,7 +47,6 @@
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -58,6 +57,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -65,6 +65,7 @@
 #include <mutex>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace krex::detail {
@@ -305,13 +306,40 @@ inline void add_link(const void* node, std::uint64_t dev, std::uint64_t ino,
   l->node.store(node);
 }
 
-struct linux_dirent64 {
-  std::uint64_t d_ino;
-  std::int64_t d_off;
-  unsigned short d_reclen;
-  unsigned char d_type;
-  char d_name[1];
-};
+/// Calls f(name, segment dev, segment ino, fields, fstat) for each well-formed
+/// entry of directory `dir` (its name's pid the one its text names), at most
+/// registry_scan_cap names. Returns false if there were more. Async-signal-safe
+/// (getdents64 into a fixed buffer) when `f` is.
+template <class F>
+bool visit_entries(int dir, F&& f) noexcept(noexcept(f("", 0, 0, std::declval<const entry_fields&>(),
+                                                         std::declval<const struct stat&>()))) {
+  struct dirent64_head {
+    std::uint64_t d_ino;
+    std::int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+  };
+  alignas(8) char dents[8192];
+  char buf[4096];
+  std::size_t seen = 0;
+  for (long got; (got = ::syscall(SYS_getdents64, dir, dents, sizeof dents)) > 0;) {
+    for (long at = 0; at < got;) {
+      const char* name = dents + at + offsetof(dirent64_head, d_type) + 1;
+      at += reinterpret_cast<const dirent64_head*>(dents + at)->d_reclen;
+      if (name[0] == '.') continue;
+      if (++seen > registry_scan_cap) return false;
+      std::uint64_t dev = 0, ino = 0;
+      std::int64_t pid = 0;
+      std::size_t nb = 0;
+      struct stat st {};
+      entry_fields fl;
+      if (parse_name(name, dev, ino, pid) && read_entry(dir, name, buf, nb, st) &&
+          parse_fields(buf, nb, fl) && fl.pid == pid)
+        f(name, dev, ino, fl, st);
+    }
+  }
+  return true;
+}
 
 }  // namespace registry_impl
 
@@ -351,34 +379,15 @@ inline unsigned sweep_segment_entries(const node_state& n) noexcept {
     registry_impl::key_hex(key, path + len);
     const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dir < 0) continue;
-    alignas(8) char dents[8192];
-    std::size_t seen = 0;
-    for (;;) {
-      const long got = ::syscall(SYS_getdents64, dir, dents, sizeof dents);
-      if (got <= 0) break;
-      for (long at = 0; at < got;) {
-        const auto* e = reinterpret_cast<const registry_impl::linux_dirent64*>(dents + at);
-        at += e->d_reclen;
-        if (e->d_name[0] == '.') continue;
-        if (++seen > registry_scan_cap) break;
-        std::uint64_t sdev = 0, sino = 0;
-        std::int64_t pid = 0;
-        if (!registry_impl::parse_name(e->d_name, sdev, sino, pid) || sdev != l->dev ||
-            sino != l->ino)
-          continue;
-        char buf[4096];
-        std::size_t nb = 0;
-        struct stat st {};
-        registry_impl::entry_fields f;
-        if (!registry_impl::read_entry(dir, e->d_name, buf, nb, st) ||
-            !registry_impl::parse_fields(buf, nb, f) || f.pid != pid)
-          continue;
-        if (registry_impl::classify(f, st, pidns, now) != registry_impl::verdict::dead) continue;
-        registry_impl::remove_if_same(dir, e->d_name, st.st_ino);
-        ++removed;
-      }
-      if (seen > registry_scan_cap) break;
-    }
+    registry_impl::visit_entries(dir, [&](const char* name, std::uint64_t sdev, std::uint64_t sino,
+                                          const registry_impl::entry_fields& f,
+                                          const struct stat& st) noexcept {
+      if (sdev != l->dev || sino != l->ino ||
+          registry_impl::classify(f, st, pidns, now) != registry_impl::verdict::dead)
+        return;
+      registry_impl::remove_if_same(dir, name, st.st_ino);
+      ++removed;
+    });
     ::close(dir);
   }
   return removed;
@@ -509,44 +518,24 @@ class device_entry {
   std::vector<other_segment> scan() const {
     std::vector<other_segment> out;
     std::vector<std::string> seen;  // the segment (entry prefix) of each out[i]
-    m_note.clear();
-    const int fd = ::openat(m_dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
-    if (d == nullptr) {
-      if (fd >= 0) ::close(fd);
-      return out;
-    }
+    const int dir = ::openat(m_dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return out;
     const std::uint64_t pidns = as_safe::pid_namespace();
     const std::int64_t now = registry_impl::realtime_ns();
     const std::int64_t self = ::getpid();
-    std::size_t names = 0;
-    // readdir is only unsafe on a DIR shared between threads; this one is not.
-    while (const dirent* e = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe)
-      const char* name = e->d_name;
-      if (name[0] == '.') continue;
-      if (++names > registry_scan_cap) {
-        m_note = "split segments: the device registry " + m_dir + " holds more than " +
-                 std::to_string(registry_scan_cap) + " entries; only " +
-                 std::to_string(registry_scan_cap) +
-                 " were read, so another segment on this device may have gone unreported "
-                 "(entries of live tenants, or planted ones: their owner or root can remove them)";
-        break;
-      }
-      std::uint64_t dev = 0, ino = 0;
-      std::int64_t pid = 0;
-      if (!registry_impl::parse_name(name, dev, ino, pid)) continue;
+    // This segment's entries (siblings) are read only to sweep, every 5 s.
+    const std::uint64_t mono = now_ns();
+    const bool own_too = mono >= m_own_sweep_at;
+    if (own_too) m_own_sweep_at = mono + 5 * registry_recheck_ns;
+    const bool all = registry_impl::visit_entries(dir, [&](const char* name, std::uint64_t dev,
+                                                           std::uint64_t ino,
+                                                           const registry_impl::entry_fields& f,
+                                                           const struct stat& st) {
       const bool own = dev == m_dev && ino == m_ino;
-      if (own && pid == self) continue;
-      char buf[4096];
-      std::size_t nb = 0;
-      struct stat st {};
-      registry_impl::entry_fields f;
-      if (!registry_impl::read_entry(::dirfd(d), name, buf, nb, st) ||
-          !registry_impl::parse_fields(buf, nb, f) || f.pid != pid)
-        continue;
+      if ((own && !own_too) || (own && f.pid == self)) return;
       const registry_impl::verdict v = registry_impl::classify(f, st, pidns, now);
-      if (v == registry_impl::verdict::dead) registry_impl::remove_if_same(::dirfd(d), name, st.st_ino);
-      if (v != registry_impl::verdict::live || own) continue;
+      if (v == registry_impl::verdict::dead) registry_impl::remove_if_same(dir, name, st.st_ino);
+      if (v != registry_impl::verdict::live || own) return;
       // One segment file is named by its device and inode: the prefix.
       const std::string seg(name, static_cast<std::size_t>(std::strrchr(name, '-') - name));
       other_segment* o = nullptr;
@@ -557,10 +546,16 @@ class device_entry {
         seen.push_back(seg);
         o = &out.back();
       }
-      o->pids.push_back(static_cast<int>(pid));
+      o->pids.push_back(static_cast<int>(f.pid));
       o->other_pidns = o->other_pidns || pidns == 0 || f.ns != pidns;
-    }
-    ::closedir(d);
+    });
+    ::close(dir);
+    m_note = all ? std::string()
+                 : "split segments: the device registry " + m_dir + " holds more than " +
+                       std::to_string(registry_scan_cap) +
+                       " entries; only that many were read, so another segment on this device "
+                       "may have gone unreported (entries of live tenants, or planted ones: their "
+                       "owner or root can remove them)";
     return out;
   }
 
@@ -581,6 +576,7 @@ class device_entry {
   mutable std::int64_t m_cache_mtime = 0;
   mutable off_t m_cache_size = 0;
   mutable std::string m_note;
+  mutable std::uint64_t m_own_sweep_at = 0;  // now_ns of the next sweep of this segment's entries
 };
 
 }  // namespace krex::detail
