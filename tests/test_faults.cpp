@@ -9,7 +9,6 @@
 
 #include <krex/detail/device_registry.hpp>
 #include <krex/region.hpp>
-#include <krex_tools/status.hpp>
 
 #include <gtest/gtest.h>
 
@@ -22,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <krex_tools/status.hpp>
 #include <random>
 #include <string>
 #include <thread>

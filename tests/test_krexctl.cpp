@@ -335,9 +335,9 @@ TEST(Krexctl, CorruptLockQueue) {
              (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1000;
     };
     b->cpu_ms.store(cpu(r1) - cpu(r0));
-    b->wall_ms.store(std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::steady_clock::now() - t0)
-                         .count());
+    b->wall_ms.store(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count());
     return 0;
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 1; }, 20s));
@@ -397,7 +397,9 @@ TEST(Krexctl, StoppedGuardianAndUnverifiedTenants) {
   ASSERT_EQ(::kill(tenant.pid(), SIGSTOP), 0);
   ASSERT_EQ(::kill(g, SIGSTOP), 0);
   ASSERT_TRUE(krex_test::wait_until(
-      [&] { return contains(krex_test::read_text("/proc/" + std::to_string(g) + "/stat"), ") T "); },
+      [&] {
+        return contains(krex_test::read_text("/proc/" + std::to_string(g) + "/stat"), ") T ");
+      },
       5s));
   result r = krexctl("status" + where);
   EXPECT_EQ(r.rc, 1) << r.out;
@@ -424,7 +426,8 @@ TEST(Krexctl, StoppedGuardianAndUnverifiedTenants) {
       << krexctl("status" + where).out;
   r = krexctl("status" + where);
   EXPECT_TRUE(contains(r.out, "unverified: tenant slot " + std::to_string(slot) + " pid " +
-                                  std::to_string(tenant.pid()) + ": recorded in another pid namespace"))
+                                  std::to_string(tenant.pid()) +
+                                  ": recorded in another pid namespace"))
       << r.out;
   EXPECT_TRUE(contains(r.out, "could not be verified")) << r.out;
   EXPECT_FALSE(contains(r.out, "healthy")) << r.out;

@@ -18,7 +18,6 @@
 #include <pwd.h>
 #include <sys/stat.h>
 
-
 #include <cstdlib>
 #include <string>
 
@@ -135,8 +134,9 @@ TEST(slots, a_full_table_says_who_holds_it_and_a_joiner_waits_out_a_moment) {
   const auto timed_join = [&](long long& ms) {
     const auto t0 = std::chrono::steady_clock::now();
     const krex_test::join_result r = krex_test::try_join(seg.opts(), 20s);
-    ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
-             .count();
+    ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     return r;
   };
   long long ms = 0;

@@ -22,12 +22,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <vector>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -318,9 +318,8 @@ TEST_F(split, a_tenant_refreshes_its_entry_and_restores_it) {
   EXPECT_TRUE(krex_test::wait_until(
       [&] {
         struct stat now {};
-        return ::stat(entry.c_str(), &now) == 0 &&
-               (now.st_mtim.tv_sec != before.st_mtim.tv_sec ||
-                now.st_mtim.tv_nsec != before.st_mtim.tv_nsec);
+        return ::stat(entry.c_str(), &now) == 0 && (now.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+                                                    now.st_mtim.tv_nsec != before.st_mtim.tv_nsec);
       },
       5s))
       << "the entry's mtime was not refreshed";

@@ -28,7 +28,6 @@
 
 namespace krex::detail {
 
-
 /// Mends device `dev`'s corrupt region-lock queue (now_serving ahead of
 /// next_ticket, krex/detail/validate.hpp): next_ticket moves up to now_serving, so the
 /// queue is empty and consistent; waiters holding older tickets see their
@@ -130,10 +129,10 @@ struct node_view {
 
 /// What krexctl can tell about a recorded process.
 struct pid_check {
-  bool alive = false;     ///< not dead on positive evidence
-  bool verified = true;   ///< false: alive only because it cannot be checked
-  bool stopped = false;   ///< state T or t (SIGSTOP, a tracer)
-  const char* why = "";   ///< why not verified
+  bool alive = false;    ///< not dead on positive evidence
+  bool verified = true;  ///< false: alive only because it cannot be checked
+  bool stopped = false;  ///< state T or t (SIGSTOP, a tracer)
+  const char* why = "";  ///< why not verified
 };
 
 /// Checks `pid` with /proc start time `start` (0: not recorded), recorded in
@@ -194,7 +193,10 @@ inline node_view read_status(const node_state& n, const std::string& segment_pat
   if (v.guardian_pid > 0) {
     const pid_check g = check_pid(v.guardian_pid, n.guardian_start_time.load(), 0);
     v.guardian_alive = g.alive;
-    v.guardian_state = !g.alive ? "dead" : !g.verified ? "unverified" : g.stopped ? "stopped" : "running";
+    v.guardian_state = !g.alive      ? "dead"
+                       : !g.verified ? "unverified"
+                       : g.stopped   ? "stopped"
+                                     : "running";
     if (!g.verified)
       v.unverified.push_back("guardian pid " + std::to_string(v.guardian_pid) + ": " + g.why);
     if (g.stopped)

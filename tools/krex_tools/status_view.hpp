@@ -155,13 +155,13 @@ inline std::string to_text(const node_view& v) {
     if (d.lease_slot != 0)
       o += "  holder  slot " + std::to_string((d.lease_slot & lease_slot_mask) - 1) + " pid " +
            std::to_string(d.lease_pid) +
-           (!d.lease_holder_alive        ? " (DEAD)"
+           (!d.lease_holder_alive      ? " (DEAD)"
             : !d.lease_holder_verified ? " (unverified)"
             : d.lease_holder_stopped   ? " (stopped)"
                                        : "") +
-           ", region age " +
-           fmt("%.1f", d.region_age_ms) + " ms, lease left " + fmt("%.1f", d.lease_left_ms) +
-           " ms" + ((d.lease_slot & lease_exiting) ? ", exiting" : "") +
+           ", region age " + fmt("%.1f", d.region_age_ms) + " ms, lease left " +
+           fmt("%.1f", d.lease_left_ms) + " ms" +
+           ((d.lease_slot & lease_exiting) ? ", exiting" : "") +
            ((d.lease_slot & lease_recovering) ? ", being recovered" : "") + "\n";
     o += "  counters regions " + std::to_string(d.regions) + ", drains " +
          std::to_string(d.drains) + ", freezes " + std::to_string(d.freezes) + ", gate parks " +
@@ -187,7 +187,10 @@ inline std::string to_text(const node_view& v) {
     char b[160];
     std::snprintf(b, sizeof b, "%-5u %-9d %-7u %-9s %-6s %-7s %-10u %.1f s\n", t.slot, t.pid,
                   t.device, slot_state_name(t.state),
-                  !t.alive ? "NO" : !t.verified ? "?" : t.stopped ? "stop" : "yes",
+                  !t.alive      ? "NO"
+                  : !t.verified ? "?"
+                  : t.stopped   ? "stop"
+                                : "yes",
                   t.frozen ? "yes" : "no", t.in_submit, t.joined_s);
     o += b;
   }

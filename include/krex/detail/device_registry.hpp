@@ -311,8 +311,9 @@ inline void add_link(const void* node, std::uint64_t dev, std::uint64_t ino,
 /// registry_scan_cap names. Returns false if there were more. Async-signal-safe
 /// (getdents64 into a fixed buffer) when `f` is.
 template <class F>
-bool visit_entries(int dir, F&& f) noexcept(noexcept(f("", 0, 0, std::declval<const entry_fields&>(),
-                                                         std::declval<const struct stat&>()))) {
+bool visit_entries(int dir,
+                   F&& f) noexcept(noexcept(f("", 0, 0, std::declval<const entry_fields&>(),
+                                              std::declval<const struct stat&>()))) {
   struct dirent64_head {
     std::uint64_t d_ino;
     std::int64_t d_off;
@@ -379,15 +380,15 @@ inline unsigned sweep_segment_entries(const node_state& n) noexcept {
     registry_impl::key_hex(key, path + len);
     const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dir < 0) continue;
-    registry_impl::visit_entries(dir, [&](const char* name, std::uint64_t sdev, std::uint64_t sino,
-                                          const registry_impl::entry_fields& f,
-                                          const struct stat& st) noexcept {
-      if (sdev != l->dev || sino != l->ino ||
-          registry_impl::classify(f, st, pidns, now) != registry_impl::verdict::dead)
-        return;
-      registry_impl::remove_if_same(dir, name, st.st_ino);
-      ++removed;
-    });
+    registry_impl::visit_entries(
+        dir, [&](const char* name, std::uint64_t sdev, std::uint64_t sino,
+                 const registry_impl::entry_fields& f, const struct stat& st) noexcept {
+          if (sdev != l->dev || sino != l->ino ||
+              registry_impl::classify(f, st, pidns, now) != registry_impl::verdict::dead)
+            return;
+          registry_impl::remove_if_same(dir, name, st.st_ino);
+          ++removed;
+        });
     ::close(dir);
   }
   return removed;
@@ -418,8 +419,8 @@ class device_entry {
       m_ino = static_cast<std::uint64_t>(segment.st_ino);
       m_name = registry_impl::entry_prefix(m_dev, m_ino) + std::to_string(::getpid());
       m_text = std::to_string(::getpid()) + " " + std::to_string(self_start_time()) + " " +
-               std::to_string(::geteuid()) + " " + std::to_string(as_safe::pid_namespace()) +
-               "\n" + path + "\n";
+               std::to_string(::geteuid()) + " " + std::to_string(as_safe::pid_namespace()) + "\n" +
+               path + "\n";
       // A file under this name is a dead process's of the same pid (ours to replace).
       ::unlinkat(dir, m_name.c_str(), 0);
       m_registered.store(write_entry());
@@ -463,8 +464,7 @@ class device_entry {
     m_last_beat.store(now);
     std::lock_guard<std::mutex> hold(m_mu);
     if (!m_registered.load()) return;
-    if (::utimensat(m_dir_fd, m_name.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) != 0 &&
-        errno == ENOENT)
+    if (::utimensat(m_dir_fd, m_name.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT)
       (void)write_entry();
   }
 
@@ -527,28 +527,28 @@ class device_entry {
     const std::uint64_t mono = now_ns();
     const bool own_too = mono >= m_own_sweep_at;
     if (own_too) m_own_sweep_at = mono + 5 * registry_recheck_ns;
-    const bool all = registry_impl::visit_entries(dir, [&](const char* name, std::uint64_t dev,
-                                                           std::uint64_t ino,
-                                                           const registry_impl::entry_fields& f,
-                                                           const struct stat& st) {
-      const bool own = dev == m_dev && ino == m_ino;
-      if ((own && !own_too) || (own && f.pid == self)) return;
-      const registry_impl::verdict v = registry_impl::classify(f, st, pidns, now);
-      if (v == registry_impl::verdict::dead) registry_impl::remove_if_same(dir, name, st.st_ino);
-      if (v != registry_impl::verdict::live || own) return;
-      // One segment file is named by its device and inode: the prefix.
-      const std::string seg(name, static_cast<std::size_t>(std::strrchr(name, '-') - name));
-      other_segment* o = nullptr;
-      for (std::size_t i = 0; i < out.size() && o == nullptr; ++i)
-        if (seen[i] == seg) o = &out[i];
-      if (o == nullptr) {
-        out.push_back({std::string(f.path, f.path_len), {}, false});
-        seen.push_back(seg);
-        o = &out.back();
-      }
-      o->pids.push_back(static_cast<int>(f.pid));
-      o->other_pidns = o->other_pidns || pidns == 0 || f.ns != pidns;
-    });
+    const bool all = registry_impl::visit_entries(
+        dir, [&](const char* name, std::uint64_t dev, std::uint64_t ino,
+                 const registry_impl::entry_fields& f, const struct stat& st) {
+          const bool own = dev == m_dev && ino == m_ino;
+          if ((own && !own_too) || (own && f.pid == self)) return;
+          const registry_impl::verdict v = registry_impl::classify(f, st, pidns, now);
+          if (v == registry_impl::verdict::dead)
+            registry_impl::remove_if_same(dir, name, st.st_ino);
+          if (v != registry_impl::verdict::live || own) return;
+          // One segment file is named by its device and inode: the prefix.
+          const std::string seg(name, static_cast<std::size_t>(std::strrchr(name, '-') - name));
+          other_segment* o = nullptr;
+          for (std::size_t i = 0; i < out.size() && o == nullptr; ++i)
+            if (seen[i] == seg) o = &out[i];
+          if (o == nullptr) {
+            out.push_back({std::string(f.path, f.path_len), {}, false});
+            seen.push_back(seg);
+            o = &out.back();
+          }
+          o->pids.push_back(static_cast<int>(f.pid));
+          o->other_pidns = o->other_pidns || pidns == 0 || f.ns != pidns;
+        });
     ::close(dir);
     m_note = all ? std::string()
                  : "split segments: the device registry " + m_dir + " holds more than " +
@@ -567,7 +567,7 @@ class device_entry {
   std::uint64_t m_ino = 0;
   std::atomic<bool> m_registered{false};
   std::atomic<std::uint64_t> m_last_beat{0};
-  std::mutex m_mu;  // remove() against beat()'s rewrite
+  std::mutex m_mu;    // remove() against beat()'s rewrite
   int m_dir_fd = -1;  // the device's directory
   // others(): the last answer, when it was taken (now_ns; 0: not kept) and
   // the directory's mtime and size then; the last scan's note.

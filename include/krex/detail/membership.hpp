@@ -58,8 +58,10 @@ inline std::uint32_t claim_free_slot(node_state& n, std::uint32_t device) {
     for (const tenant_slot& t : n.tenants) {
       const std::int32_t pid = t.owner.load();
       const std::uint32_t st = t.state.load();
-      if (pid < 0) ++reserved;
-      else if (pid > 0) ++(st == slot_active ? joined : st == slot_leaving ? leaving : joining);
+      if (pid < 0)
+        ++reserved;
+      else if (pid > 0)
+        ++(st == slot_active ? joined : st == slot_leaving ? leaving : joining);
     }
     const std::uint32_t moment = joining + leaving + reserved;
     const std::uint64_t now = now_ns();

@@ -197,7 +197,9 @@ class region_core {
       for (int p : o.pids) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
       m_report.warnings.push_back(
           "another krex segment uses this device: " + o.path + " (tenant pid " + pids +
-          (o.other_pidns ? ", in another pid namespace: it may have ended" : "") +
+          (o.other_pidns ? ", in another pid namespace or not checkable here: its entry was "
+                           "refreshed within the last 10 s"
+                         : "") +
           "): its tenants were not drained or frozen for this region, nor is this region "
           "visible to them; give every harness on a device the same KREX_SEGMENT, "
           "KREX_SEGMENT_ACCESS and KREX_SHM_DIR (and one user, or group mode)");

@@ -156,9 +156,7 @@ class tenant_core {
     return m_device_entry ? m_device_entry->others() : std::vector<other_segment>{};
   }
   /// What the last split check could not do (a flooded registry); "" if nothing.
-  std::string split_note() const {
-    return m_device_entry ? m_device_entry->note() : std::string();
-  }
+  std::string split_note() const { return m_device_entry ? m_device_entry->note() : std::string(); }
 
  private:
   // The membership's pieces (detail/membership.hpp), in join order: the
@@ -206,10 +204,10 @@ class tenant_core {
     m_member.device = device_index(n, key, dev_name);
     m_member.dev = &n.devices[m_member.device];
     if (std::uint32_t serving = 0, next = 0; !queue_consistent(*m_member.dev, serving, next))
-      throw error(step::segment,
-                  "segment " + m_segment->path() + ": " +
-                      queue_problem(m_member.device, serving, next),
-                  0, "run `krexctl recover --segment " + o.segment() + "`, then join again");
+      throw error(
+          step::segment,
+          "segment " + m_segment->path() + ": " + queue_problem(m_member.device, serving, next), 0,
+          "run `krexctl recover --segment " + o.segment() + "`, then join again");
     clk.lap(m_join.segment_ns);
     m_membership = std::make_unique<membership>(m_backend, m_member);
     membership& j = *m_membership;

@@ -178,7 +178,8 @@ class freeze_step {
         tenant_slot& s = m.slot_at(f.slot);
         const std::uint64_t hb = s.heartbeat_ns.load();
         const std::uint64_t now = now_ns();
-        const bool reap = s.owner.load() == f.pid && (hb > now ? 0 : now - hb) >= leafless_reap_ns &&
+        const bool reap = s.owner.load() == f.pid &&
+                          (hb > now ? 0 : now - hb) >= leafless_reap_ns &&
                           reap_slot(*m.node, f.slot, f.pid, m.recovery);
         if (reap) m.node->reaped.fetch_add(1, std::memory_order_relaxed);
         m_result.leafless.push_back(f);
