@@ -50,7 +50,8 @@ struct freeze_result {
 };
 
 /// How long a leafless slot's heartbeat must be still before its slot is
-/// freed (a tenant's agent beats every 100 ms).
+/// freed (a tenant's agent beats every 100 ms; the guardian frees such slots
+/// too, guardian.hpp's reap_leafless_slots).
 inline constexpr std::uint64_t leafless_reap_ns = 2'000'000'000ULL;
 
 /// Holder side: freezes the candidates that m's scope selects, with
