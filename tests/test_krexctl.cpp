@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -300,6 +301,145 @@ TEST(Krexctl, CorruptSegment) {
   r = krexctl("clean --freeze none --segment " + seg.name());
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "no live member, removed")) << r.out;
+}
+
+// Issue 38: one corrupted queue word (now_serving ahead of next_ticket)
+// passed validation, status said healthy, and a region spun 32 s at 100% CPU
+// past its 2 s lock_wait. Now status names the corrupt queue, a joiner is
+// refused and a waiting region fails at once, both telling the user to run
+// `krexctl recover`, which repairs it.
+TEST(Krexctl, CorruptLockQueue) {
+  scoped_segment seg;
+  struct qboard {
+    std::atomic<int> joined, go, how;
+    std::atomic<long long> wall_ms, cpu_ms;
+    char what[1024];
+  };
+  shared<qboard> b;
+  child waiter = krex_test::spawn([&] {
+    krex::tenant t{seg.opts().lock_wait(2s)};
+    b->joined.store(1);
+    while (b->go.load() == 0) std::this_thread::sleep_for(1ms);
+    const auto t0 = std::chrono::steady_clock::now();
+    rusage r0{}, r1{};
+    ::getrusage(RUSAGE_SELF, &r0);
+    try {
+      krex::region r{t};
+      b->how.store(1);
+    } catch (const krex::error& e) {
+      b->how.store(e.where() == krex::step::lock ? 2 : 3);
+      std::snprintf(b->what, sizeof b->what, "%s", e.what());
+    }
+    ::getrusage(RUSAGE_SELF, &r1);
+    const auto cpu = [](const rusage& r) {
+      return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000LL +
+             (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1000;
+    };
+    b->cpu_ms.store(cpu(r1) - cpu(r0));
+    b->wall_ms.store(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count());
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 1; }, 20s));
+  {
+    krex::detail::segment s{seg.opts()};
+    krex::detail::device_state& dev = s.node().devices[0];
+    dev.now_serving.store(dev.next_ticket.load() + (1U << 30));
+  }
+  const std::string where = " --segment " + seg.name() + " --freeze none";
+  result r = krexctl("status" + where);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "region-lock queue is corrupt: now_serving")) << r.out;
+  EXPECT_TRUE(contains(r.out, "krexctl recover")) << r.out;
+  EXPECT_FALSE(contains(r.out, "healthy")) << r.out;
+  try {
+    krex::tenant t{seg.opts()};
+    ADD_FAILURE() << "joined a segment with a corrupt lock queue";
+  } catch (const krex::error& e) {
+    EXPECT_TRUE(contains(e.what(), "region-lock queue is corrupt")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "krexctl recover")) << e.what();
+  }
+  b->go.store(1);
+  EXPECT_EQ(krex_test::exit_code(waiter.wait(15s)), 0) << "the region spun past its lock_wait";
+  EXPECT_EQ(b->how.load(), 2) << b->what;
+  EXPECT_TRUE(contains(b->what, "region-lock queue is corrupt")) << b->what;
+  EXPECT_TRUE(contains(b->what, "krexctl recover --segment " + seg.name())) << b->what;
+  EXPECT_LT(b->wall_ms.load(), 2500) << "past its 2 s lock_wait";
+  EXPECT_LT(b->cpu_ms.load(), 500) << "it spun";
+  r = krexctl("recover" + where);
+  EXPECT_TRUE(contains(r.out, "device 0: repaired its corrupt region-lock queue")) << r.out;
+  r = krexctl("status" + where);
+  EXPECT_FALSE(contains(r.out, "corrupt")) << r.out;
+  krex::tenant t{seg.opts().lock_wait(2s)};
+  krex::region reg{t};
+  EXPECT_TRUE(reg.report().gated);
+}
+
+// Issue 38: a SIGSTOPped guardian was shown as "running", and status said
+// "healthy" about tenants it could not check. Now a stopped guardian is
+// "stopped" (a problem: it recovers nothing), and a tenant recorded in
+// another pid namespace is listed as unverified, never called healthy or dead.
+TEST(Krexctl, StoppedGuardianAndUnverifiedTenants) {
+  scoped_segment seg;
+  shared<board> b;
+  child tenant = krex_test::spawn([&] {
+    krex::tenant t{seg.opts()};
+    b->ready.store(1);
+    while (b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    return 0;
+  });
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->ready.load() == 1; }, 20s));
+  krex::detail::segment s{seg.opts()};
+  const int g = krex_test::wait_guardian_pid(s.node(), 10s);
+  ASSERT_GT(g, 0);
+  const std::string where = " --segment " + seg.name() + " --freeze none";
+  // The tenant first: a running tenant replaces a guardian that stopped beating.
+  ASSERT_EQ(::kill(tenant.pid(), SIGSTOP), 0);
+  ASSERT_EQ(::kill(g, SIGSTOP), 0);
+  ASSERT_TRUE(krex_test::wait_until(
+      [&] {
+        return contains(krex_test::read_text("/proc/" + std::to_string(g) + "/stat"), ") T ");
+      },
+      5s));
+  result r = krexctl("status" + where);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "guardian  pid " + std::to_string(g) + " (stopped)")) << r.out;
+  EXPECT_FALSE(contains(r.out, "(running)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "problem: the guardian (pid " + std::to_string(g) + ") is stopped"))
+      << r.out;
+  EXPECT_FALSE(contains(r.out, "healthy")) << r.out;
+  r = krexctl("status --json" + where);
+  EXPECT_TRUE(contains(r.out, "\"state\":\"stopped\"")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"healthy\":false")) << r.out;
+  ::kill(g, SIGCONT);
+  ::kill(tenant.pid(), SIGCONT);
+
+  // The tenant as if it had joined from another pid namespace (a container
+  // sharing the segment): its pid cannot be checked here.
+  std::uint32_t slot = krex::detail::max_tenants;
+  for (std::uint32_t i = 0; i < krex::detail::max_tenants; ++i)
+    if (s.node().tenants[i].owner.load() == tenant.pid()) slot = i;
+  ASSERT_LT(slot, krex::detail::max_tenants);
+  const std::uint64_t ns = s.node().tenants[slot].pidns.load();
+  s.node().tenants[slot].pidns.store(ns + 12345);
+  ASSERT_TRUE(krex_test::wait_until([&] { return krexctl("status" + where).rc == 0; }, 10s))
+      << krexctl("status" + where).out;
+  r = krexctl("status" + where);
+  EXPECT_TRUE(contains(r.out, "unverified: tenant slot " + std::to_string(slot) + " pid " +
+                                  std::to_string(tenant.pid()) +
+                                  ": recorded in another pid namespace"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "could not be verified")) << r.out;
+  EXPECT_FALSE(contains(r.out, "healthy")) << r.out;
+  EXPECT_FALSE(contains(r.out, "dead pid")) << r.out;
+  r = krexctl("status --json" + where);
+  EXPECT_TRUE(contains(r.out, "\"verified\":false")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"unverified\":[\"tenant slot ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"healthy\":false")) << r.out;
+  s.node().tenants[slot].pidns.store(ns);
+  b->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(tenant.wait(10s)), 0);
 }
 
 class krexctl_cgroup : public krex_test::cgroup2_test<board> {

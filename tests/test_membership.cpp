@@ -7,6 +7,7 @@
 #include "cgroup_util.hpp"
 #include "krex_test.hpp"
 #include "proc_util.hpp"
+#include "segment_util.hpp"
 
 #include <krex/detail/segment.hpp>
 #include <krex/region.hpp>
@@ -16,7 +17,6 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
-
 
 #include <cstdlib>
 #include <string>
@@ -103,6 +103,71 @@ TEST(slots, join_takes_a_dead_slot_when_every_slot_is_taken) {
   krex::tenant t{seg.opts()};  // used to fail: "no free tenant slot"
   ASSERT_LT(t.slot(), kd::max_tenants);
   EXPECT_EQ(krex::detail::member_of(t).node->tenants[t.slot()].owner.load(), ::getpid());
+}
+
+// Issue 38: 300 simultaneous joiners were told "256 tenants are already
+// joined" when 254 were (the rest were being claimed). The error now counts
+// the slots of each kind, and a joiner waits out slots that are taken only
+// for a moment (bounded), while a table of joined tenants fails at once.
+TEST(slots, a_full_table_says_who_holds_it_and_a_joiner_waits_out_a_moment) {
+  krex_test::scoped_segment seg;
+  kd::segment s{seg.opts()};
+  const pid_t me = ::getpid();
+  const std::uint64_t start = kd::self_start_time();
+  // Every slot held by this (live) process: the first `claiming` still joining.
+  const auto fill = [&](std::uint32_t claiming) {
+    for (std::uint32_t i = 0; i < kd::max_tenants; ++i) {
+      kd::tenant_slot& ts = s.node().tenants[i];
+      ts.start_time.store(start);
+      ts.ticket.store(kd::no_ticket);
+      ts.device.store(0);
+      ts.state.store(i < claiming ? kd::slot_claiming : kd::slot_active);
+      ts.owner.store(me);
+    }
+  };
+  const auto clear = [&] {
+    for (kd::tenant_slot& ts : s.node().tenants) {
+      ts.owner.store(0);
+      ts.state.store(kd::slot_free);
+    }
+  };
+  const auto timed_join = [&](long long& ms) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const krex_test::join_result r = krex_test::try_join(seg.opts(), 20s);
+    ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    return r;
+  };
+  long long ms = 0;
+
+  fill(0);  // all joined: refused at once
+  krex_test::join_result r = timed_join(ms);
+  EXPECT_EQ(r.how, krex_test::join_result::krex_error) << krex_test::to_string(r.how) << r.what;
+  EXPECT_NE(r.what.find("256 by joined tenants, 0 by tenants still joining"), std::string::npos)
+      << r.what;
+  EXPECT_LT(ms, 1500) << "a table of joined tenants is no moment to wait out";
+
+  fill(2);  // two still joining, for good: refused after the retry, counted
+  r = timed_join(ms);
+  EXPECT_EQ(r.how, krex_test::join_result::krex_error) << krex_test::to_string(r.how) << r.what;
+  EXPECT_NE(r.what.find("254 by joined tenants, 2 by tenants still joining"), std::string::npos)
+      << r.what;
+  EXPECT_NE(r.what.find("after retrying"), std::string::npos) << r.what;
+  EXPECT_GE(ms, 1500) << "gave up without waiting for the slots being claimed";
+  EXPECT_LT(ms, 6000);
+
+  fill(2);  // one of the two joiners gives its slot up 300 ms later: the join waits and gets it
+  auto freer = krex_test::spawn([&] {
+    std::this_thread::sleep_for(300ms);
+    s.node().tenants[0].state.store(kd::slot_free);
+    s.node().tenants[0].owner.store(0);
+    return 0;
+  });
+  r = timed_join(ms);
+  EXPECT_EQ(r.how, krex_test::join_result::joined) << krex_test::to_string(r.how) << ": " << r.what;
+  EXPECT_EQ(krex_test::exit_code(freer.wait(5s)), 0);
+  clear();
 }
 
 // --- finding 8d: group mode, two users, cgroup v2 -----------------------------

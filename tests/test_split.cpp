@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 
 #include <sched.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,9 +24,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -63,6 +67,46 @@ class split : public ::testing::Test {
       while (b->stop.load() == 0) std::this_thread::sleep_for(1ms);
       return 0;
     });
+  }
+  /// The names in directory `dir` (not "." and "..").
+  static std::vector<std::string> names_in(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = ::opendir(dir.c_str())) {
+      while (const dirent* e = ::readdir(d))
+        if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+      ::closedir(d);
+    }
+    return out;
+  }
+  /// The device's directory in this test's registry (there is one device key).
+  std::string device_dir() const {
+    const std::vector<std::string> keys = names_in(m_registry);
+    return keys.size() == 1 ? m_registry + "/" + keys[0] : std::string();
+  }
+  /// Entries in the device's directory whose name ends in "-<pid>".
+  std::size_t entries_of(int pid) const {
+    const std::string tail = "-" + std::to_string(pid);
+    std::size_t k = 0;
+    for (const std::string& n : names_in(device_dir()))
+      if (n.size() > tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0) ++k;
+    return k;
+  }
+  /// Plants entry `name` with `text` in the device's directory, its mtime
+  /// `age_s` seconds in the past. Its file owner: `owner` (-1: ours).
+  bool plant(const std::string& name, const std::string& text, int age_s, int owner = -1) const {
+    const std::string path = device_dir() + "/" + name;
+    {
+      std::ofstream f(path);
+      f << text;
+      if (!f) return false;
+    }
+    if (owner >= 0 && ::chown(path.c_str(), static_cast<uid_t>(owner), static_cast<gid_t>(-1)) != 0)
+      return false;
+    timespec t[2];
+    ::clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= age_s;
+    t[1] = t[0];
+    return ::utimensat(AT_FDCWD, path.c_str(), t, 0) == 0;
   }
   std::string m_registry;
 };
@@ -208,6 +252,138 @@ TEST_F(split, a_segment_that_comes_during_the_body_is_named_at_exit) {
       EXPECT_TRUE(contains(w, "another krex segment's tenants (" + their_path)) << w;
       EXPECT_FALSE(contains(w, "body: a non-krex process")) << w;
     }
+}
+
+// Issue 38: entries of killed tenants are removed, whichever segment they
+// name (the soak left 273-509 behind): by the next scan of a tenant of the
+// same user, whatever segment it is in.
+TEST_F(split, entries_of_killed_tenants_are_swept_by_the_next_scan) {
+  scoped_segment mine, theirs;
+  shared<board> b;
+  child same = tenant_in_child(mine.opts(), b);
+  child other = tenant_in_child(theirs.opts(), b);
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 2; }, 20s));
+  const int same_pid = same.pid(), other_pid = other.pid();
+  ASSERT_EQ(entries_of(same_pid), 1U);
+  ASSERT_EQ(entries_of(other_pid), 1U);
+  ::kill(same_pid, SIGKILL);
+  ::kill(other_pid, SIGKILL);
+  ASSERT_TRUE(same.wait(5s).has_value());
+  ASSERT_TRUE(other.wait(5s).has_value());
+  krex::tenant t{mine.opts()};
+  {
+    krex::region r{t};
+    EXPECT_TRUE(r.report().other_segments.empty()) << r.report();
+  }
+  EXPECT_EQ(entries_of(same_pid), 0U) << "a killed sibling's entry (same segment) is left behind";
+  EXPECT_EQ(entries_of(other_pid), 0U) << "a killed tenant's entry (other segment) is left behind";
+}
+
+// Issue 38: the guardian removes its segment's dead tenants' entries, so a
+// node whose last tenant was killed keeps none.
+TEST_F(split, the_guardian_sweeps_entries_of_its_killed_tenants) {
+  scoped_segment mine;
+  shared<board> b;
+  child killed = tenant_in_child(mine.opts(), b);
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 1; }, 20s));
+  const int pid = killed.pid();
+  ASSERT_EQ(entries_of(pid), 1U);
+  ::kill(pid, SIGKILL);
+  ASSERT_TRUE(killed.wait(5s).has_value());
+  // Nobody scans: only the guardian (it reaps, then leaves, sweeping).
+  EXPECT_TRUE(krex_test::wait_until([&] { return entries_of(pid) == 0; }, 15s))
+      << "the killed tenant's registry entry is still there";
+}
+
+// Issue 38: an entry whose liveness cannot be judged (another pid namespace)
+// counts only while its tenant refreshes it: one from a pid namespace that
+// is gone no longer splits every later region.
+TEST_F(split, an_unjudgeable_entry_counts_only_while_it_is_refreshed) {
+  scoped_segment mine;
+  krex::tenant t{mine.opts()};
+  const std::string uid = std::to_string(::geteuid());
+  // ns 1 is no pid namespace of this node; pid 999999 means nothing there.
+  ASSERT_TRUE(plant("1-11-999999", "999999 5 " + uid + " 1\n/dev/shm/gone-segment\n", 60));
+  ASSERT_TRUE(plant("1-12-999998", "999998 5 " + uid + " 1\n/dev/shm/live-segment\n", 0));
+  krex::region r{t};
+  EXPECT_EQ(r.report().other_segments, std::vector<std::string>{"/dev/shm/live-segment"})
+      << r.report();
+}
+
+// Issue 38: entries are owned: one whose file owner is not the uid it claims
+// (nor root), or that claims another user's process, is ignored.
+TEST_F(split, forged_entries_are_ignored) {
+  scoped_segment mine;
+  krex::tenant t{mine.opts()};
+  const bool root = ::geteuid() == 0;
+  // Claims uid 0 (root's tenant) in a file owned by uid 4242 (or by us).
+  ASSERT_TRUE(plant("1-21-" + std::to_string(::getppid()),
+                    std::to_string(::getppid()) + " 0 0 1\n/dev/shm/forged-uid\n", 0,
+                    root ? 4242 : -1));
+  krex::region r{t};
+  EXPECT_TRUE(r.report().other_segments.empty()) << r.report();
+}
+
+// Issue 38: another user's flood of entries costs a region one capped scan a
+// second, never a full scan per region, and the note says the check was cut.
+TEST_F(split, a_flooded_registry_is_read_in_bounded_time) {
+  scoped_segment mine;
+  krex::tenant t{mine.opts()};
+  const std::string uid = std::to_string(::geteuid());
+  const int flood = 20000;
+  for (int i = 0; i < flood; ++i) {
+    const std::string pid = std::to_string(100000 + i);
+    // Unjudgeable (another pid namespace), refreshed now: each counts.
+    ASSERT_TRUE(plant("2-" + std::to_string(i) + "-" + pid,
+                      pid + " 5 " + uid + " 1\n/dev/shm/flood-" + std::to_string(i) + "\n", 0));
+  }
+  std::uint64_t worst_later = 0;
+  for (int k = 0; k < 6; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    krex::region r{t};
+    const auto ns = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count());
+    if (k > 0) worst_later = std::max(worst_later, ns);
+    EXPECT_LE(r.report().other_segments.size(), 1024U);
+    const auto& notes = r.report().notes;
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+      return contains(n, "holds more than") && contains(n, "may have gone unreported");
+    })) << r.report();
+  }
+  EXPECT_LT(worst_later, 100'000'000U) << "a region entry read the whole flooded registry again";
+}
+
+// Issue 38: a tenant refreshes its entry (its heartbeat for readers that
+// cannot judge its pid), and writes it again if a sweep removed it.
+TEST_F(split, a_tenant_refreshes_its_entry_and_restores_it) {
+  scoped_segment mine;
+  shared<board> b;
+  child c = tenant_in_child(mine.opts(), b);
+  ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 1; }, 20s));
+  const int pid = c.pid();
+  const std::string tail = "-" + std::to_string(pid);
+  std::string entry;
+  for (const std::string& n : names_in(device_dir()))
+    if (n.size() > tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0)
+      entry = device_dir() + "/" + n;
+  ASSERT_FALSE(entry.empty());
+  struct stat before {};
+  ASSERT_EQ(::stat(entry.c_str(), &before), 0);
+  EXPECT_TRUE(krex_test::wait_until(
+      [&] {
+        struct stat now {};
+        return ::stat(entry.c_str(), &now) == 0 && (now.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+                                                    now.st_mtim.tv_nsec != before.st_mtim.tv_nsec);
+      },
+      5s))
+      << "the entry's mtime was not refreshed";
+  ASSERT_EQ(::unlink(entry.c_str()), 0);
+  EXPECT_TRUE(krex_test::wait_until([&] { return ::access(entry.c_str(), F_OK) == 0; }, 5s))
+      << "a removed entry of a live tenant was not written again";
+  b->stop.store(1);
+  EXPECT_EQ(krex_test::exit_code(c.wait(10s)), 0);
+  EXPECT_EQ(entries_of(pid), 0U) << "the entry outlived its tenant's leave";
 }
 
 // The print: every other segment on a line of its own.

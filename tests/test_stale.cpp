@@ -46,6 +46,72 @@ class stale : public krex_test::cgroup2_test<board> {
 
 }  // namespace
 
+// Issue 38: a slot written into the segment by hand (its owner a live
+// process that never joined) made every region under cgroup freezing fail
+// (its leaf does not exist) and was never reaped. Now the region leaves it
+// unfrozen, says so, and frees its slot (its heartbeat is still).
+TEST_F(stale, ForgedSlotUnderCgroupFreezingIsReportedAndFreed) {
+  child outsider = krex_test::spawn([&] {
+    while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    return 0;
+  });
+  krex::tenant t{opts()};
+  krex::detail::member& m = krex::detail::member_of(t);
+  const std::uint32_t forged = (t.slot() + 7) % krex::detail::max_tenants;
+  krex::detail::tenant_slot& s = m.node->tenants[forged];
+  s.start_time.store(krex::detail::read_proc_stat(outsider.pid()).start_time);
+  s.device.store(m.device);
+  s.ticket.store(krex::detail::no_ticket);
+  s.heartbeat_ns.store(krex::detail::now_ns());  // fresh: nobody frees it for 2 s
+  s.state.store(krex::detail::slot_active);
+  s.owner.store(outsider.pid());
+  {
+    krex::region r{t};  // used to throw krex::error(step::freeze): no leaf t<forged>
+    const krex::region_report& rep = r.report();
+    EXPECT_EQ(rep.unverified_pids, std::vector<int>{outsider.pid()}) << rep;
+    ASSERT_EQ(rep.warnings.size(), 1U) << rep;
+    EXPECT_NE(rep.warnings[0].find("has no leaf"), std::string::npos) << rep.warnings[0];
+    EXPECT_NE(rep.warnings[0].find("its slot is kept"), std::string::npos) << rep.warnings[0];
+  }
+  EXPECT_EQ(s.owner.load(), outsider.pid());
+  s.heartbeat_ns.store(1);  // still: the next region (or the guardian, first) frees it
+  {
+    krex::region r{t};
+    const krex::region_report& rep = r.report();
+    for (const std::string& w : rep.warnings)
+      EXPECT_NE(w.find("its slot was freed"), std::string::npos) << w;
+  }
+  EXPECT_TRUE(krex_test::wait_until([&] { return s.owner.load() == 0; }, 5s))
+      << "the forged slot was not freed";
+  {
+    krex::region r{t};
+    EXPECT_TRUE(r.report().warnings.empty()) << r.report();
+  }
+}
+
+// Issue 38: with no region to notice it, the guardian frees a forged slot
+// (no leaf, a still heartbeat); it used to keep it forever (its pid lives).
+TEST_F(stale, ForgedSlotIsFreedByTheGuardian) {
+  child outsider = krex_test::spawn([&] {
+    while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    return 0;
+  });
+  krex::tenant t{opts()};
+  krex::detail::member& m = krex::detail::member_of(t);
+  ASSERT_GT(krex_test::wait_guardian_pid(*m.node, 10s), 0);
+  const std::uint32_t forged = (t.slot() + 9) % krex::detail::max_tenants;
+  krex::detail::tenant_slot& s = m.node->tenants[forged];
+  s.start_time.store(krex::detail::read_proc_stat(outsider.pid()).start_time);
+  s.device.store(m.device);
+  s.ticket.store(krex::detail::no_ticket);
+  s.heartbeat_ns.store(1);
+  s.state.store(krex::detail::slot_active);
+  s.owner.store(outsider.pid());
+  EXPECT_TRUE(krex_test::wait_until([&] { return s.owner.load() == 0; }, 10s))
+      << "the guardian did not free the forged slot";
+  EXPECT_EQ(m.node->tenants[t.slot()].owner.load(), ::getpid()) << "it freed a real tenant's slot";
+}
+
 // A run that crashed mid-region (holder, sibling and guardian SIGKILLed):
 // gate raised, lock held, a frozen leaf, dead slots. The next tenant to join
 // recovers the device, reaps the dead and removes their leaves, and gets a

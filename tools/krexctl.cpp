@@ -533,6 +533,17 @@ int cmd_recover(const args& a) {
     if (a.device >= 0 && d != static_cast<std::uint32_t>(a.device)) continue;
     if (!in_use(d)) continue;
     kd::device_state& dev = n.devices[d];
+    std::uint32_t serving = 0, next = 0;
+    if (kd::repair_queue(dev, serving, next)) {
+      std::snprintf(line, sizeof line,
+                    "device %u: repaired its corrupt region-lock queue (now_serving %u was ahead "
+                    "of next_ticket %u): next_ticket set to %u, waiters queue anew",
+                    d, serving, next, serving);
+      out.add(line, [&](json::writer& j) {
+        j.field("kind", "queue").field("device", d).field("result", "repaired");
+        j.field("now_serving", serving).field("next_ticket", next);
+      });
+    }
     const std::int32_t holder = dev.lease_pid.load();
     const kd::recovery r = kd::recover_device(n, d, c, a.force);
     const auto device = [&](const char* result, const char* reason) {
@@ -622,9 +633,12 @@ int cmd_recover(const args& a) {
     j.begin_object().field("command", "recover").field("segment", id.path());
     j.key("actions").raw(out.items()).key("problems").begin_array();
     for (const std::string& p : v.problems) j.value(p);
-    j.end_array().field("healthy", v.problems.empty()).end_object();
+    j.end_array().key("unverified").begin_array();
+    for (const std::string& u : v.unverified) j.value(u);
+    j.end_array().field("healthy", v.problems.empty() && v.unverified.empty()).end_object();
     std::printf("%s\n", j.str().c_str());
   } else {
+    for (const std::string& u : v.unverified) std::printf("unverified: %s\n", u.c_str());
     for (const std::string& p : v.problems) std::printf("problem left: %s\n", p.c_str());
   }
   return v.problems.empty() ? ok : problems;

@@ -17,6 +17,9 @@
 #include <krex/detail/slots.hpp>
 #include <krex/detail/validate.hpp>
 
+#include <signal.h>
+
+#include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +28,26 @@
 
 namespace krex::detail {
 
+/// Mends device `dev`'s corrupt region-lock queue (now_serving ahead of
+/// next_ticket, krex/detail/validate.hpp): next_ticket moves up to now_serving, so the
+/// queue is empty and consistent; waiters holding older tickets see their
+/// turn passed and queue anew. Returns true if it was corrupt (and `serving`,
+/// `next` its words then). Async-signal-safe.
+inline bool repair_queue(device_state& dev, std::uint32_t& serving, std::uint32_t& next) noexcept {
+  bool was = false;
+  for (int guard = 0; guard < 64; ++guard) {
+    const std::uint32_t s = dev.now_serving.load();
+    std::uint32_t n = dev.next_ticket.load();
+    if (!ticket_after(s, n)) return was;
+    if (!was) {
+      serving = s;
+      next = n;
+      was = true;
+    }
+    dev.next_ticket.compare_exchange_strong(n, s);
+  }
+  return was;
+}
 
 /// One device as krexctl shows it.
 struct device_view {
@@ -37,6 +60,8 @@ struct device_view {
   std::uint32_t lease_slot = 0;  ///< raw (slot + 1 | flags)
   std::int32_t lease_pid = 0;
   bool lease_holder_alive = false;
+  bool lease_holder_verified = true;  ///< false: alive as far as can be told (see pid_check)
+  bool lease_holder_stopped = false;
   double region_age_ms = 0;  ///< since the lease was taken (0: none)
   double lease_left_ms = 0;  ///< negative: expired
   std::uint32_t now_serving = 0, next_ticket = 0;
@@ -70,6 +95,8 @@ struct tenant_view {
   std::uint32_t slot = 0;
   std::int32_t pid = 0;
   bool alive = false;
+  bool verified = true;  ///< false: its liveness could not be checked (see pid_check)
+  bool stopped = false;  ///< SIGSTOPped (state T)
   std::uint32_t state = 0;
   std::uint32_t device = 0;
   std::uint32_t in_submit = 0;
@@ -87,12 +114,59 @@ struct node_view {
   std::string freeze_domain;  ///< as recorded by the first tenant (display only)
   std::int32_t guardian_pid = 0;
   bool guardian_alive = false;
+  /// "running", "stopped" (SIGSTOPped: it recovers nothing), "dead",
+  /// "unverified" (its /proc entry cannot be read), "none".
+  std::string guardian_state = "none";
   std::uint32_t guardian_starts = 0;
   std::uint64_t reaped = 0;
   std::vector<device_view> devices;   ///< devices in use (key set, or holding state)
   std::vector<tenant_view> tenants;   ///< slots in use (owner != 0)
   std::vector<std::string> problems;  ///< validate() and liveness findings
+  /// What could not be checked (a pid in another pid namespace, a /proc
+  /// entry that cannot be read): never called healthy, never called dead.
+  std::vector<std::string> unverified;
 };
+
+/// What krexctl can tell about a recorded process.
+struct pid_check {
+  bool alive = false;    ///< not dead on positive evidence
+  bool verified = true;  ///< false: alive only because it cannot be checked
+  bool stopped = false;  ///< state T or t (SIGSTOP, a tracer)
+  const char* why = "";  ///< why not verified
+};
+
+/// Checks `pid` with /proc start time `start` (0: not recorded), recorded in
+/// pid namespace `pidns` (0: not recorded). Dead only on positive evidence:
+/// the pid's start time differs, or kill(pid, 0) says ESRCH. A pid of
+/// another pid namespace, or one whose /proc entry cannot be read, is
+/// unverified, never dead.
+inline pid_check check_pid(std::int64_t pid, std::uint64_t start, std::uint64_t pidns) noexcept {
+  pid_check c;
+  const std::uint64_t own = as_safe::pid_namespace();
+  if (pidns != 0 && own != 0 && pidns != own) {
+    c.alive = true;
+    c.verified = false;
+    c.why = "recorded in another pid namespace: its pid names nothing here";
+    return c;
+  }
+  if (pid <= 0 || pid > INT_MAX) return c;
+  const proc_stat st = read_proc_stat(pid);
+  if (st.exists) {
+    if (start != 0 && st.start_time != 0 && st.start_time != start) return c;  // reused
+    if (st.state == 'Z' || st.state == 'X') {
+      c.alive = as_safe::alive(pid, start);  // a zombie leader: the liveness core judges
+      return c;
+    }
+    c.alive = true;
+    c.stopped = st.state == 'T' || st.state == 't';
+    return c;
+  }
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return c;
+  c.alive = true;
+  c.verified = false;
+  c.why = "its /proc entry cannot be read (hidepid, or no file descriptor left)";
+  return c;
+}
 
 inline const char* phase_name(std::uint32_t p) noexcept {
   static const char* const names[] = {"idle",   "locked", "gated", "draining", "freezing",
@@ -113,10 +187,24 @@ inline node_view read_status(const node_state& n, const std::string& segment_pat
   node_view v;
   v.segment = segment_path;
   v.problems = validate(n);
+  for (std::string& p : queue_problems(n)) v.problems.push_back(std::move(p));
   v.freeze_domain = load_text(n.cgroup_root_text);
   v.guardian_pid = n.guardian_pid.load();
-  v.guardian_alive =
-      v.guardian_pid > 0 && as_safe::alive(v.guardian_pid, n.guardian_start_time.load());
+  if (v.guardian_pid > 0) {
+    const pid_check g = check_pid(v.guardian_pid, n.guardian_start_time.load(), 0);
+    v.guardian_alive = g.alive;
+    v.guardian_state = !g.alive      ? "dead"
+                       : !g.verified ? "unverified"
+                       : g.stopped   ? "stopped"
+                                     : "running";
+    if (!g.verified)
+      v.unverified.push_back("guardian pid " + std::to_string(v.guardian_pid) + ": " + g.why);
+    if (g.stopped)
+      v.problems.push_back("the guardian (pid " + std::to_string(v.guardian_pid) +
+                           ") is stopped: it recovers nothing until continued (a running "
+                           "tenant replaces it within a second; `kill -CONT " +
+                           std::to_string(v.guardian_pid) + "` or `krexctl recover`)");
+  }
   v.guardian_starts = n.guardian_starts.load();
   v.reaped = n.reaped.load();
   const std::uint64_t now = as_safe::now_ns();
@@ -135,7 +223,13 @@ inline node_view read_status(const node_state& n, const std::string& segment_pat
     tenant_view t;
     t.slot = i;
     t.pid = pid;
-    t.alive = pid > 0 && as_safe::alive(pid, s.start_time.load());
+    const pid_check pc = check_pid(pid, s.start_time.load(), s.pidns.load());
+    t.alive = pc.alive;
+    t.verified = pc.verified;
+    t.stopped = pc.stopped;
+    if (!pc.verified)
+      v.unverified.push_back("tenant slot " + std::to_string(i) + " pid " + std::to_string(pid) +
+                             ": " + pc.why);
     t.state = s.state.load();
     t.device = s.device.load();
     t.in_submit = s.in_submit.load();
@@ -168,7 +262,21 @@ inline node_view read_status(const node_state& n, const std::string& segment_pat
     x.phase = dev.phase.load();
     x.lease_slot = ls;
     x.lease_pid = dev.lease_pid.load();
-    x.lease_holder_alive = ls != 0 && as_safe::alive(x.lease_pid, dev.lease_start_time.load());
+    if (ls != 0) {
+      // The holder's pid namespace is its slot's (when the slot is still its).
+      const std::uint32_t hs = (ls & lease_slot_mask) - 1;
+      const std::uint64_t hns = hs < max_tenants && n.tenants[hs].owner.load() == x.lease_pid
+                                    ? n.tenants[hs].pidns.load()
+                                    : 0;
+      const pid_check hc = check_pid(x.lease_pid, dev.lease_start_time.load(), hns);
+      x.lease_holder_alive = hc.alive;
+      x.lease_holder_verified = hc.verified;
+      x.lease_holder_stopped = hc.stopped;
+      if (!hc.verified)
+        v.unverified.push_back("device " + std::to_string(d) + " region holder pid " +
+                               std::to_string(x.lease_pid) + ": " + hc.why +
+                               " (its lease bounds it)");
+    }
     const std::uint64_t acq = dev.lease_acquired_ns.load();
     const std::uint64_t dl = dev.lease_deadline_ns.load();
     if (ls != 0 && acq != 0 && acq <= now) x.region_age_ms = static_cast<double>(now - acq) / 1e6;

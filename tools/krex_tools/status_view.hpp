@@ -38,6 +38,7 @@ inline std::string to_json(const node_view& v) {
       .begin_object()
       .field("pid", v.guardian_pid)
       .field("alive", v.guardian_alive)
+      .field("state", v.guardian_state)
       .field("starts", v.guardian_starts)
       .end_object();
   j.field("reaped", v.reaped).key("devices").begin_array();
@@ -50,6 +51,8 @@ inline std::string to_json(const node_view& v) {
           .field("slot", (d.lease_slot & lease_slot_mask) - 1)
           .field("pid", d.lease_pid)
           .field("alive", d.lease_holder_alive)
+          .field("verified", d.lease_holder_verified)
+          .field("stopped", d.lease_holder_stopped)
           .key("region_age_ms")
           .raw(fixed("%.1f", d.region_age_ms))
           .key("lease_left_ms")
@@ -111,6 +114,8 @@ inline std::string to_json(const node_view& v) {
         .field("slot", t.slot)
         .field("pid", t.pid)
         .field("alive", t.alive)
+        .field("verified", t.verified)
+        .field("stopped", t.stopped)
         .field("state", slot_state_name(t.state))
         .field("device", t.device)
         .field("in_submit", t.in_submit)
@@ -126,7 +131,10 @@ inline std::string to_json(const node_view& v) {
   }
   j.end_array().key("problems").begin_array();
   for (const std::string& p : v.problems) j.value(p);
-  j.end_array().field("healthy", v.problems.empty()).end_object();
+  j.end_array().key("unverified").begin_array();
+  for (const std::string& u : v.unverified) j.value(u);
+  // Healthy only when nothing is wrong and everything could be checked.
+  j.end_array().field("healthy", v.problems.empty() && v.unverified.empty()).end_object();
   return j.str();
 }
 
@@ -135,8 +143,7 @@ inline std::string to_text(const node_view& v) {
   std::string o = "segment   " + v.segment + "\n";
   o += "freeze    " + (v.freeze_domain.empty() ? std::string("-") : v.freeze_domain) + "\n";
   o += "guardian  " +
-       (v.guardian_pid > 0 ? "pid " + std::to_string(v.guardian_pid) +
-                                 (v.guardian_alive ? " (running)" : " (dead)")
+       (v.guardian_pid > 0 ? "pid " + std::to_string(v.guardian_pid) + " (" + v.guardian_state + ")"
                            : std::string("none")) +
        ", " + std::to_string(v.guardian_starts) + " started, " + std::to_string(v.reaped) +
        " dead tenant(s) reaped\n";
@@ -147,9 +154,14 @@ inline std::string to_text(const node_view& v) {
          std::to_string(d.next_ticket) + "\n";
     if (d.lease_slot != 0)
       o += "  holder  slot " + std::to_string((d.lease_slot & lease_slot_mask) - 1) + " pid " +
-           std::to_string(d.lease_pid) + (d.lease_holder_alive ? "" : " (DEAD)") + ", region age " +
-           fmt("%.1f", d.region_age_ms) + " ms, lease left " + fmt("%.1f", d.lease_left_ms) +
-           " ms" + ((d.lease_slot & lease_exiting) ? ", exiting" : "") +
+           std::to_string(d.lease_pid) +
+           (!d.lease_holder_alive      ? " (DEAD)"
+            : !d.lease_holder_verified ? " (unverified)"
+            : d.lease_holder_stopped   ? " (stopped)"
+                                       : "") +
+           ", region age " + fmt("%.1f", d.region_age_ms) + " ms, lease left " +
+           fmt("%.1f", d.lease_left_ms) + " ms" +
+           ((d.lease_slot & lease_exiting) ? ", exiting" : "") +
            ((d.lease_slot & lease_recovering) ? ", being recovered" : "") + "\n";
     o += "  counters regions " + std::to_string(d.regions) + ", drains " +
          std::to_string(d.drains) + ", freezes " + std::to_string(d.freezes) + ", gate parks " +
@@ -174,12 +186,20 @@ inline std::string to_text(const node_view& v) {
   for (const tenant_view& t : v.tenants) {
     char b[160];
     std::snprintf(b, sizeof b, "%-5u %-9d %-7u %-9s %-6s %-7s %-10u %.1f s\n", t.slot, t.pid,
-                  t.device, slot_state_name(t.state), t.alive ? "yes" : "NO",
+                  t.device, slot_state_name(t.state),
+                  !t.alive      ? "NO"
+                  : !t.verified ? "?"
+                  : t.stopped   ? "stop"
+                                : "yes",
                   t.frozen ? "yes" : "no", t.in_submit, t.joined_s);
     o += b;
   }
-  if (v.problems.empty()) {
+  for (const std::string& u : v.unverified) o += "unverified: " + u + "\n";
+  if (v.problems.empty() && v.unverified.empty()) {
     o += "healthy\n";
+  } else if (v.problems.empty()) {
+    o += "no problem found, but " + std::to_string(v.unverified.size()) +
+         " process(es) could not be verified (see unverified above)\n";
   } else {
     for (const std::string& p : v.problems) o += "problem: " + p + "\n";
   }

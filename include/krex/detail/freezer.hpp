@@ -192,6 +192,21 @@ class freezer {
     }
   }
 
+  /// Cgroup methods: true when sibling `s`'s leaf does not exist under this
+  /// root. A tenant becomes slot_active only once it is in its leaf, and a
+  /// leaf with a process in it cannot be removed, so such a slot names no
+  /// tenant of this freeze domain: a slot written into the segment by hand
+  /// (issue 38). False for the other methods, or when it cannot be told.
+  bool leaf_missing(const sibling& s) const noexcept {
+    if (m_method != freeze_method::cgroup_v2 && m_method != freeze_method::cgroup_v1) return false;
+    try {
+      struct stat st {};
+      return ::stat(leaf(s.slot).c_str(), &st) != 0 && errno == ENOENT;
+    } catch (...) {
+      return false;
+    }
+  }
+
   /// False when sibling `s` is known to run again: its leaf no longer frozen,
   /// or (signal) its process not stopped. A sibling that is gone, or whose
   /// state cannot be read, does not count as thawed.

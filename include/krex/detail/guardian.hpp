@@ -23,6 +23,7 @@
 // after fork: raw system calls on the already mapped segment and on paths
 // built from the forking tenant's own freeze configuration.
 
+#include <krex/detail/device_registry.hpp>
 #include <krex/detail/guardian_recover.hpp>
 #include <krex/detail/guardian_sys.hpp>
 #include <krex/detail/layout.hpp>
@@ -31,6 +32,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,6 +49,12 @@ inline constexpr std::uint64_t guardian_reap_ns = 200'000'000ULL;
 /// How often it removes leaves of free slots (a reaper's rmdir fails while
 /// the dead tenant's last threads are still exiting).
 inline constexpr std::uint64_t guardian_sweep_ns = 500'000'000ULL;
+/// How often it removes its segment's dead tenants' device registry entries
+/// (detail/device_registry.hpp; again when it leaves).
+inline constexpr std::uint64_t guardian_registry_ns = 5'000'000'000ULL;
+/// How long a leafless slot's heartbeat must be still before the guardian
+/// frees it (reap_leafless_slots; the freeze step's leafless_reap_ns).
+inline constexpr std::uint64_t guardian_leafless_ns = 2'000'000'000ULL;
 /// How long it stays with no live tenant before it leaves.
 inline constexpr std::uint64_t guardian_linger_ns = 300'000'000ULL;
 /// A guardian whose heartbeat is older than this is replaced.
@@ -74,6 +82,37 @@ inline bool any_live_tenant(node_state& n) noexcept {
   for (const tenant_slot& s : n.tenants)
     if (s.owner.load() > 0 && slot_alive(s)) return true;
   return false;
+}
+
+/// Cgroup methods: frees the slots that name a live process but have no leaf
+/// under the guardian's root, once their heartbeat has been still for
+/// guardian_leafless_ns. A tenant is slot_active only once in its leaf, and a
+/// leaf with a process cannot be removed: such a slot was written into the
+/// segment by hand, and its live pid would keep it from ever being reaped.
+/// Slots of another freeze domain are left alone. Returns the slots freed.
+inline std::uint32_t reap_leafless_slots(node_state& n, const recovery_config& c) noexcept {
+  if ((c.method != freeze_method::cgroup_v2 && c.method != freeze_method::cgroup_v1) ||
+      c.root[0] != '/')
+    return 0;
+  std::uint32_t freed = 0;
+  const std::uint64_t now = as_safe::now_ns();
+  for (std::uint32_t i = 0; i < max_tenants; ++i) {
+    tenant_slot& s = n.tenants[i];
+    const std::int32_t pid = s.owner.load();
+    const std::uint64_t hb = s.heartbeat_ns.load();
+    const std::uint64_t dh = s.domain_hash.load();
+    if (pid <= 0 || s.state.load() != slot_active || hb > now || now - hb < guardian_leafless_ns ||
+        (dh != 0 && dh != c.domain_hash))
+      continue;
+    const as_safe::path_buf leaf = as_safe::leaf_path(c, i, "");
+    struct stat st {};
+    if (!leaf.ok() || ::stat(leaf.c_str(), &st) == 0 || errno != ENOENT) continue;
+    if (reap_slot(n, i, pid, &c)) {
+      n.reaped.fetch_add(1, std::memory_order_relaxed);
+      ++freed;
+    }
+  }
+  return freed;
 }
 
 inline void detach_from_tenant() noexcept {
@@ -137,6 +176,7 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
   }
   std::uint64_t last_reap = 0;
   std::uint64_t last_sweep = 0;
+  std::uint64_t last_registry = 0;
   std::uint64_t idle_since = 0;
   for (;;) {
     std::uint64_t now = as_safe::now_ns();
@@ -173,9 +213,14 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
     if (now - last_reap >= guardian_reap_ns) {
       last_reap = now;
       reap_dead_tenants(n, c);
+      reap_leafless_slots(n, c);
       if (now - last_sweep >= guardian_sweep_ns) {
         last_sweep = now;
         clean_stale_leaves(n, c, max_tenants);
+      }
+      if (now - last_registry >= guardian_registry_ns) {
+        last_registry = now;
+        sweep_segment_entries(n);
       }
       if (any_live_tenant(n)) {
         idle_since = 0;
@@ -184,6 +229,7 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
       } else if (now - idle_since >= guardian_linger_ns) {
         if (retire(n, me)) {
           remove_segment_dir(n, c);
+          sweep_segment_entries(n);
           ::_exit(0);
         }
         idle_since = 0;

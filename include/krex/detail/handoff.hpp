@@ -126,7 +126,11 @@ inline std::uint32_t advance_queue(node_state& n, std::uint32_t d, const recover
   std::uint32_t skipped = 0;
   for (int guard = 0; guard < 4 * static_cast<int>(max_tenants); ++guard) {
     const std::uint32_t s = dev.now_serving.load();
-    if (s == dev.next_ticket.load()) return skipped;  // nobody waiting
+    const std::uint32_t next = dev.next_ticket.load();
+    if (s == next) return skipped;  // nobody waiting
+    // A corrupt queue (now_serving ahead): skipping would only move it
+    // further ahead. `krexctl recover` mends it (krex_tools/status.hpp).
+    if (ticket_after(s, next)) return skipped;
     const std::uint32_t ls = dev.lease_slot.load();
     if (ls != 0 && dev.lease_ticket.load() == s) {
       if (recover == nullptr || !recover(n, d, c)) return skipped;

@@ -23,17 +23,67 @@
 #include <krex/detail/slots.hpp>
 #include <krex/detail/steps/pin.hpp>
 #include <krex/detail/submit.hpp>
+#include <krex/error.hpp>
 
 #include <pthread.h>
+#include <time.h>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 namespace krex::detail {
+
+/// How long a joiner retries when every slot is taken but some only for a
+/// moment (being claimed, reaped or left).
+inline constexpr std::uint64_t claim_retry_ns = 2'000'000'000ULL;
+
+/// claim_slot, waiting out a full table whose slots are partly taken only
+/// for a moment (a joiner claiming, a tenant leaving, a reaper's
+/// reservation): it tries again, sleeping (2 ms doubling to 50 ms), for
+/// claim_retry_ns. A table of joined tenants fails at once. The error counts
+/// the slots of each kind (issue 38: 300 joiners were told "256 tenants are
+/// already joined" when 254 were).
+inline std::uint32_t claim_free_slot(node_state& n, std::uint32_t device) {
+  const std::uint64_t give_up = now_ns() + claim_retry_ns;
+  std::uint64_t nap = 2'000'000;
+  for (;;) {
+    const std::uint32_t i = claim_slot(n, device);
+    if (i < max_tenants) return i;
+    std::uint32_t joined = 0, joining = 0, leaving = 0, reserved = 0;
+    for (const tenant_slot& t : n.tenants) {
+      const std::int32_t pid = t.owner.load();
+      const std::uint32_t st = t.state.load();
+      if (pid < 0)
+        ++reserved;
+      else if (pid > 0)
+        ++(st == slot_active ? joined : st == slot_leaving ? leaving : joining);
+    }
+    const std::uint32_t moment = joining + leaving + reserved;
+    const std::uint64_t now = now_ns();
+    if (moment != 0 && now < give_up) {
+      const std::uint64_t ns = nap < give_up - now ? nap : give_up - now;
+      timespec ts{0, static_cast<long>(ns)};
+      ::nanosleep(&ts, nullptr);
+      nap = nap * 2 > 50'000'000 ? 50'000'000 : nap * 2;
+      continue;
+    }
+    throw error(step::join,
+                "no free tenant slot: all " + std::to_string(max_tenants) +
+                    " slots of this node's segment are taken: " + std::to_string(joined) +
+                    " by joined tenants, " + std::to_string(joining) +
+                    " by tenants still joining, " + std::to_string(leaving) +
+                    " by tenants leaving, " + std::to_string(reserved) + " reserved by reapers" +
+                    (moment != 0 ? " (still so after retrying for " +
+                                       std::to_string(claim_retry_ns / 1'000'000) + " ms)"
+                                 : std::string()),
+                0, "wait for some to leave, or run `krexctl status` to see who holds them");
+  }
+}
 
 /// The tenant's slot: claimed at construction (m.index and m.slot point at
 /// it), freed at destruction. A claimed slot is never left by itself: the
@@ -42,7 +92,7 @@ namespace krex::detail {
 class slot_claim {
  public:
   explicit slot_claim(member& m) : m_m(m) {
-    m.index = claim_slot(*m.node, m.device);
+    m.index = claim_free_slot(*m.node, m.device);
     m.slot = &m.node->tenants[m.index];
     m.slot->syncing.store(0);  // a reaped slot may keep a dead agent's flag
     m_pid = m.slot->owner.load();

@@ -14,6 +14,38 @@
 
 namespace krex::detail {
 
+/// The region-lock queue of `dev` (a ticket lock): now_serving never passes
+/// next_ticket (it moves only to a ticket taken). Read in that order, both
+/// only growing, a consistent queue always passes, whatever runs meanwhile;
+/// a corrupted word (now_serving ahead, or next_ticket behind) fails. Its
+/// words are returned in `serving` and `next`.
+inline bool queue_consistent(const device_state& dev, std::uint32_t& serving,
+                             std::uint32_t& next) noexcept {
+  serving = dev.now_serving.load();
+  next = dev.next_ticket.load();
+  return static_cast<std::int32_t>(serving - next) <= 0;
+}
+
+/// The line naming device `d`'s corrupt queue (see queue_consistent).
+inline std::string queue_problem(std::uint32_t d, std::uint32_t serving, std::uint32_t next) {
+  return "device " + std::to_string(d) + " region-lock queue is corrupt: now_serving " +
+         std::to_string(serving) + " is ahead of next_ticket " + std::to_string(next) +
+         " (a word of the segment was overwritten); `krexctl recover` repairs it";
+}
+
+/// The queue words checked against each other, device by device: one line
+/// per corrupt queue. Kept out of validate(): `krexctl recover` must be able
+/// to open a segment whose queue it is to repair.
+inline std::vector<std::string> queue_problems(const node_state& n) {
+  std::vector<std::string> out;
+  for (std::uint32_t d = 0; d < max_devices; ++d) {
+    std::uint32_t serving = 0, next = 0;
+    if (!queue_consistent(n.devices[d], serving, next))
+      out.push_back(queue_problem(d, serving, next));
+  }
+  return out;
+}
+
 /// Every problem found in `n`, as one line each; empty when it is a node state
 /// this build can use. Checks every header field (magic, layout, ready, sizes,
 /// counts; segment.hpp checked the file's size) and that every index and enumerated

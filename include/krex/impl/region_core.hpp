@@ -161,6 +161,17 @@ class region_core {
       const freeze_result& f = step.result();
       m_report.siblings_gone += f.gone;
       m_report.unverified_pids = f.unverified;
+      for (std::size_t i = 0; i < f.leafless.size(); ++i) {
+        const sibling& l = f.leafless[i];
+        m_report.unverified_pids.push_back(l.pid);
+        m_report.warnings.push_back(
+            "freeze: sibling slot " + std::to_string(l.slot) + " (pid " + std::to_string(l.pid) +
+            ") has no leaf under the krex cgroup root, so its process is no tenant of this "
+            "freeze domain (a slot written into the segment by hand?): it ran unfrozen beside "
+            "this region" +
+            (f.reaped[i] ? "; its slot was freed"
+                         : "; its slot is kept while its heartbeat is fresh (`krexctl status`)"));
+      }
       for (const auto& t : f.found_stopped) {
         m_report.stopped_pids.push_back(t.pid);
         m_report.notes.push_back("freeze: sibling pid " + std::to_string(t.pid) +
@@ -177,6 +188,8 @@ class region_core {
                                  "freezes them too)");
     }
     record_split(m_tenant->other_segments(), "uses this device");
+    if (std::string note = m_tenant->split_note(); !note.empty())
+      m_report.notes.push_back(std::move(note));
   }
 
   // Tenants of another segment on this device (detail/device_registry.hpp)
@@ -187,7 +200,9 @@ class region_core {
       for (int p : o.pids) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
       m_report.warnings.push_back(
           "another krex segment " + std::string(what) + ": " + o.path + " (tenant pid " + pids +
-          (o.other_pidns ? ", in another pid namespace: it may have ended" : "") +
+          (o.other_pidns ? ", in another pid namespace or not checkable here: its entry was "
+                           "refreshed within the last 10 s"
+                         : "") +
           "): its tenants were not drained or frozen for this region, nor is this region "
           "visible to them; give every harness on a device the same KREX_SEGMENT, "
           "KREX_SEGMENT_ACCESS and KREX_SHM_DIR (and one user, or group mode)");

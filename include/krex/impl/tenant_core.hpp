@@ -18,6 +18,7 @@
 #include <krex/detail/slots.hpp>
 #include <krex/detail/steps/drain.hpp>
 #include <krex/detail/steps/pin.hpp>
+#include <krex/detail/validate.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
@@ -154,6 +155,8 @@ class tenant_core {
   std::vector<other_segment> other_segments() const {
     return m_device_entry ? m_device_entry->others() : std::vector<other_segment>{};
   }
+  /// What the last split check could not do (a flooded registry); "" if nothing.
+  std::string split_note() const { return m_device_entry ? m_device_entry->note() : std::string(); }
 
  private:
   // The membership's pieces (detail/membership.hpp), in join order: the
@@ -200,6 +203,11 @@ class tenant_core {
     m_member.node = &n;
     m_member.device = device_index(n, key, dev_name);
     m_member.dev = &n.devices[m_member.device];
+    if (std::uint32_t serving = 0, next = 0; !queue_consistent(*m_member.dev, serving, next))
+      throw error(
+          step::segment,
+          "segment " + m_segment->path() + ": " + queue_problem(m_member.device, serving, next), 0,
+          "run `krexctl recover --segment " + o.segment() + "`, then join again");
     clk.lap(m_join.segment_ns);
     m_membership = std::make_unique<membership>(m_backend, m_member);
     membership& j = *m_membership;
@@ -210,7 +218,7 @@ class tenant_core {
     try {
       isolate(j.isolation.emplace(m_member.index), count, clk);
       // Found by device, whatever the segment: see detail/device_registry.hpp.
-      m_device_entry.emplace(key, m_segment->file_stat(), m_segment->path());
+      m_device_entry.emplace(key, m_segment->file_stat(), m_segment->path(), &n);
       if (!m_device_entry->available())
         m_notes.push_back("split segments: not checked (" + m_device_entry->why() +
                           "): another segment on this device would go unreported");
@@ -354,6 +362,7 @@ class tenant_core {
       // bell, so the wait below returns at once instead of missing it.
       const std::uint32_t bell = m.dev->agent_bell.load();
       m.slot->heartbeat_ns.store(now_ns(), std::memory_order_relaxed);
+      if (m_device_entry) m_device_entry->beat(now_ns());  // the registry entry's heartbeat
       agent_drain(m, m_backend, m.dev->gate.load(), stop);
       // A guardian killed mid-region is replaced by any tenant still running
       // (the holder's own agent included) within about half a second.

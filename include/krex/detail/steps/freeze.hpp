@@ -43,7 +43,16 @@ struct freeze_result {
   std::vector<sibling> found_stopped;
   std::uint32_t idle = 0;  ///< left running by scope `device` (they do not touch the device)
   std::uint32_t gone = 0;  ///< died between their drain and the freeze
+  /// Slots whose leaf does not exist (cgroup methods): no tenant of this
+  /// freeze domain, left running; `reaped` says whose slot was freed.
+  std::vector<sibling> leafless;
+  std::vector<bool> reaped;
 };
+
+/// How long a leafless slot's heartbeat must be still before its slot is
+/// freed (a tenant's agent beats every 100 ms; the guardian frees such slots
+/// too, guardian.hpp's reap_leafless_slots).
+inline constexpr std::uint64_t leafless_reap_ns = 2'000'000'000ULL;
 
 /// Holder side: freezes the candidates that m's scope selects, with
 /// m's freeze deadline. A sibling that dies meanwhile is dropped and the rest
@@ -154,9 +163,30 @@ class freeze_step {
     member& m = c.m;
     set_phase(*m.dev, phase_freezing);
     if (fz != nullptr && fz->method() != freeze_method::none) {
+      std::vector<sibling> leafless;
       m_result = freeze_siblings(
-          m, *fz, candidates(m, sibs), [&](const sibling& f) { return sibling_gone(m, f); },
+          m, *fz, candidates(m, sibs),
+          [&](const sibling& f) {
+            if (sibling_gone(m, f)) return true;
+            if (!fz->leaf_missing(f)) return false;
+            leafless.push_back(f);
+            return true;
+          },
           [&] { c.check_lease("freezing the siblings"); });
+      // A slot naming a live process that never entered a leaf: not frozen
+      // (it cannot be), reported, and freed once its heartbeat is still.
+      for (const sibling& f : leafless) {
+        tenant_slot& s = m.slot_at(f.slot);
+        const std::uint64_t hb = s.heartbeat_ns.load();
+        const std::uint64_t now = now_ns();
+        const bool reap = s.owner.load() == f.pid &&
+                          (hb > now ? 0 : now - hb) >= leafless_reap_ns &&
+                          reap_slot(*m.node, f.slot, f.pid, m.recovery);
+        if (reap) m.node->reaped.fetch_add(1, std::memory_order_relaxed);
+        m_result.leafless.push_back(f);
+        m_result.reaped.push_back(reap);
+        if (m_result.gone > 0) --m_result.gone;
+      }
       m_ran = true;
     }
     set_phase(*m.dev, phase_frozen);

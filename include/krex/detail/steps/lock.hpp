@@ -18,6 +18,7 @@
 #include <krex/detail/handoff.hpp>
 #include <krex/detail/slots.hpp>
 #include <krex/detail/steps/context.hpp>
+#include <krex/detail/validate.hpp>
 #include <krex/error.hpp>
 
 #include <cstdint>
@@ -95,10 +96,21 @@ inline std::uint32_t acquire_region_lock(member& m) {
     const std::uint32_t now = m.dev->now_serving.load();
     if (now == t && claim_served(*m.dev, t)) break;
     if (now == t || ticket_after(now, t)) {
+      std::uint32_t serving = 0, next = 0;
+      if (!queue_consistent(*m.dev, serving, next)) {
+        // A corrupt queue word: queueing again would chase now_serving up
+        // to 2^31 tickets (a spin past any lock_wait). Give up at once.
+        s.ticket.store(no_ticket);
+        throw error(step::lock, queue_problem(m.device, serving, next), 0,
+                    "run `krexctl recover --segment " + m.opts.segment() +
+                        "` to repair it, then retry the region");
+      }
       // Our turn was skipped (we did not take it within the hand-off
       // deadline): queue again rather than fail a caller that merely ran late.
-      t = take_ticket();
-      continue;
+      if (now_ns() < deadline) {
+        t = take_ticket();
+        continue;
+      }
     }
     if (now_ns() >= deadline) {
       // Give the ticket up. If it was granted in the meantime, pass it on.
