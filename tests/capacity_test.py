@@ -164,10 +164,10 @@ class MeasuredRuns(unittest.TestCase):
     the hand-off: issue 11 runs 2 and 3, the quiet run): every modelled
     configuration within 10% of its measured steady-state throughput."""
 
-    RUNS = ["docs/results/h200-issue11/run2/eval.json.gz", "docs/results/h200-issue11/run3/eval.json.gz",
-            "docs/results/h200-quiet/eval.json.gz", "docs/results/h200-quiet-native/eval.json.gz",
-            "docs/results/h200-ranks/run1-krex/eval.json.gz", "docs/results/h200-ranks/run3-scope-all/eval.json.gz",
-            "docs/results/h200-ranks/run4-c4/eval.json.gz"]
+    RUNS = ["lab/results/h200-issue11/run2/eval.json.gz", "lab/results/h200-issue11/run3/eval.json.gz",
+            "lab/results/h200-quiet/eval.json.gz", "lab/results/h200-quiet-native/eval.json.gz",
+            "lab/results/h200-ranks/run1-krex/eval.json.gz", "lab/results/h200-ranks/run3-scope-all/eval.json.gz",
+            "lab/results/h200-ranks/run4-c4/eval.json.gz"]
 
     def test_within_ten_percent(self):
         n = walls = 0
@@ -202,14 +202,14 @@ class DocsMatchTheModel(unittest.TestCase):
     check table (predicted and measured cmd/min of each run), the fleet table
     and the README's fleet answer, for the command FLEET.md gives."""
 
-    FLEET_RUN = "docs/results/h200-quiet/eval.json.gz"
-    RUN_NAMES = {"issue 11 run 2": "docs/results/h200-issue11/run2/eval.json.gz",
-                 "issue 11 run 3": "docs/results/h200-issue11/run3/eval.json.gz",
-                 "quiet run": "docs/results/h200-quiet/eval.json.gz",
-                 "3-copy run": "docs/results/h200-quiet-native/eval.json.gz",
-                 "ranks run 1": "docs/results/h200-ranks/run1-krex/eval.json.gz",
-                 "ranks run 3": "docs/results/h200-ranks/run3-scope-all/eval.json.gz",
-                 "ranks run 4": "docs/results/h200-ranks/run4-c4/eval.json.gz"}
+    FLEET_RUN = "lab/results/h200-quiet/eval.json.gz"
+    RUN_NAMES = {"issue 11 run 2": "lab/results/h200-issue11/run2/eval.json.gz",
+                 "issue 11 run 3": "lab/results/h200-issue11/run3/eval.json.gz",
+                 "quiet run": "lab/results/h200-quiet/eval.json.gz",
+                 "3-copy run": "lab/results/h200-quiet-native/eval.json.gz",
+                 "ranks run 1": "lab/results/h200-ranks/run1-krex/eval.json.gz",
+                 "ranks run 3": "lab/results/h200-ranks/run3-scope-all/eval.json.gz",
+                 "ranks run 4": "lab/results/h200-ranks/run4-c4/eval.json.gz"}
 
     @staticmethod
     def read(rel):
