@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""docs/RESULTS.md, the page of current results, against the notes it links
-(lab/results/<topic>.md): every table on the page is a copy of a table in a
-note, so a headline number cannot drift from the run it came from; and every
+"""docs/RESULTS.md, the page of current results, and README.md's result
+table against the notes they link (lab/results/<topic>.md): every such table
+is a copy of a table in a note, so a headline number cannot drift from the run it came from; and every
 relative link of the docs (README.md, scripts/README.md, docs/, lab/results/)
 names a file that exists and, with #anchor, a heading of that file. Exits 1
 naming every problem.
@@ -61,6 +61,14 @@ def check_tables(root):
     for t in page[1:]:  # the first table is the list of notes
         if t not in notes:
             problems.append("docs/RESULTS.md: a table that is in no note of lab/results/: " + t[0][:80])
+    # README.md's result table too; its options table is krexctl's (tests/test_tables.cpp).
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as fh:
+        readme = [t for t in tables(fh.read()) if not t[0].startswith("| setter |")]
+    if not readme:
+        problems.append("README.md has no result table")
+    for t in readme:
+        if t not in notes:
+            problems.append("README.md: a table that is in no note of lab/results/: " + t[0][:80])
     return problems
 
 
