@@ -129,7 +129,10 @@ def run_python(root):
         return 1
     problems = []
     with tempfile.TemporaryDirectory(prefix="krex-readme-") as d:
-        env = dict(os.environ, KREX_SEGMENT="readme-py-%d" % os.getpid())
+        # The segment in a directory of the test's own (KREX_SHM_DIR), removed with it.
+        shm = os.path.join(d, "shm")
+        os.mkdir(shm, 0o700)
+        env = dict(os.environ, KREX_SEGMENT="readme-py", KREX_SHM_DIR=shm)
         for f, text in sorted(b.items()):
             path = os.path.join(d, f)
             with open(path, "w", encoding="utf-8") as fh:
