@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The rules of the product documentation (README.md and docs/); the lab
-(lab/) is exempt. Exits 1 naming every problem.
+"""The rules of the product documentation (README.md, docs/, and the READMEs
+of python/ and scripts/); the lab (lab/) is exempt. Exits 1 naming every problem.
 
 - No internal bookkeeping in prose: issue numbers ("issue 19"), run numbers
   ("run 12", "runs 12-13", "run B"), p-values, dates of sessions
@@ -200,7 +200,8 @@ def main(argv):
     problems += readme_problems(readme, tests)
     problems += numbering_problems("README.md", readme) + fence_problems("README.md", readme, tests)
     problems += docs_dir_problems(root) + report_fields_problems(root)
-    for path in sorted(glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True)):
+    others = [os.path.join(root, "python", "README.md"), os.path.join(root, "scripts", "README.md")]
+    for path in sorted(glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True)) + others:
         problems += numbering_problems(os.path.relpath(path, root), open(path, encoding="utf-8").read())
     index = os.path.join(root, "docs", "README.md")
     if os.path.exists(index):
