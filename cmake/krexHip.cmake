@@ -16,7 +16,7 @@
 #   krex_hip_sources(<src>...)  marks sources as HIP for hipcc (the C++ compiler)
 #
 # Composable Kernel (KREX_WITH_CK, preset `hip`): the pinned, patched CK tree
-# from scripts/lab/ck.sh at KREX_CK_DIR; defines the INTERFACE target krex_ck
+# from lab/scripts/ck.sh at KREX_CK_DIR; defines the INTERFACE target krex_ck
 # (CK's include directories, as SYSTEM so CK's warnings are not krex's).
 
 get_filename_component(krex_cxx_name "${CMAKE_CXX_COMPILER}" NAME)
@@ -36,15 +36,15 @@ function(krex_hip_sources)
   set_source_files_properties(${ARGN} PROPERTIES LANGUAGE CXX COMPILE_OPTIONS -xhip)
 endfunction()
 
-option(KREX_WITH_CK "Build the Composable Kernel example and the patched ckProfiler GEMM profiler (needs scripts/lab/ck.sh)" OFF)
+option(KREX_WITH_CK "Build the Composable Kernel example and the patched ckProfiler GEMM profiler (needs lab/scripts/ck.sh)" OFF)
 set(KREX_CK_DIR "${PROJECT_SOURCE_DIR}/.deps/composable_kernel" CACHE PATH
-    "Pinned, patched Composable Kernel source tree (scripts/lab/ck.sh puts it here)")
+    "Pinned, patched Composable Kernel source tree (lab/scripts/ck.sh puts it here)")
 
 if(KREX_WITH_CK AND krex_hip_device_sources)
   if(NOT EXISTS "${KREX_CK_DIR}/include/ck/ck.hpp"
      OR NOT EXISTS "${KREX_CK_DIR}/profiler/include/krex_ck_region.hpp")
     message(FATAL_ERROR "KREX_WITH_CK=ON: no patched Composable Kernel at ${KREX_CK_DIR}: run "
-                        "scripts/lab/ck.sh (it fetches the pinned CK release and applies "
+                        "lab/scripts/ck.sh (it fetches the pinned CK release and applies "
                         "patches/ck-krex-regions.patch), set KREX_CK_DIR, or reconfigure with "
                         "-DKREX_WITH_CK=OFF")
   endif()

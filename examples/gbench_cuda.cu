@@ -7,7 +7,7 @@
 //   for i in $(seq 8); do build-cuda/examples/krex_gbench_cuda --benchmark_format=json > krex$i.json & done; wait
 //   for i in $(seq 8); do KREX_GBENCH=0 build-cuda/examples/krex_gbench_cuda ... > none$i.json & done; wait
 //
-// scripts/lab/gbench_compare.py compares the medians with the solo run.
+// lab/scripts/gbench_compare.py compares the medians with the solo run.
 
 #include <krex/gbench.hpp>
 

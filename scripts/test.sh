@@ -6,7 +6,8 @@
 #   scripts/test.sh --quick   only the targets of the tests labelled "quick"
 #                             (krex_quick_tests) and those tests (ctest -L quick)
 #
-# How long each takes is in README.md ("Quick start"). Exits with ctest's
+# --quick is chosen to take under 3 minutes on 2 cores and never runs the lab
+# label (lab/CMakeLists.txt); the full run does. Exits with ctest's
 # status. Other arguments go to ctest (e.g. -L unit, -R gate, -j2).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,7 +3,7 @@
 """scripts/capacity.py: the capacity model on a synthetic eval JSON whose
 answers are known in closed form, its command line, and its predictions for
 the committed H200 runs of the current protocol (within 10% of what was
-measured, docs/FLEET.md), and the numbers FLEET.md and README.md quote
+measured, lab/results/fleet.md), and the numbers FLEET.md and that note quote
 from it. Exits 1 on failure.
 
 usage: capacity_test.py [SOURCE_DIR]
@@ -164,10 +164,10 @@ class MeasuredRuns(unittest.TestCase):
     the hand-off: issue 11 runs 2 and 3, the quiet run): every modelled
     configuration within 10% of its measured steady-state throughput."""
 
-    RUNS = ["docs/results/h200-issue11/run2/eval.json.gz", "docs/results/h200-issue11/run3/eval.json.gz",
-            "docs/results/h200-quiet/eval.json.gz", "docs/results/h200-quiet-native/eval.json.gz",
-            "docs/results/h200-ranks/run1-krex/eval.json.gz", "docs/results/h200-ranks/run3-scope-all/eval.json.gz",
-            "docs/results/h200-ranks/run4-c4/eval.json.gz"]
+    RUNS = ["lab/results/h200-issue11/run2/eval.json.gz", "lab/results/h200-issue11/run3/eval.json.gz",
+            "lab/results/h200-quiet/eval.json.gz", "lab/results/h200-quiet-native/eval.json.gz",
+            "lab/results/h200-ranks/run1-krex/eval.json.gz", "lab/results/h200-ranks/run3-scope-all/eval.json.gz",
+            "lab/results/h200-ranks/run4-c4/eval.json.gz"]
 
     def test_within_ten_percent(self):
         n = walls = 0
@@ -198,18 +198,18 @@ class MeasuredRuns(unittest.TestCase):
 
 
 class DocsMatchTheModel(unittest.TestCase):
-    """The numbers docs/FLEET.md and README.md quote are the script's: the
-    check table (predicted and measured cmd/min of each run), the fleet table
-    and the README's fleet answer, for the command FLEET.md gives."""
+    """The numbers the docs quote are the script's: the check table of
+    lab/results/fleet.md (predicted and measured cmd/min of each run) and
+    docs/FLEET.md's fleet table, for the command FLEET.md gives."""
 
-    FLEET_RUN = "docs/results/h200-quiet/eval.json.gz"
-    RUN_NAMES = {"issue 11 run 2": "docs/results/h200-issue11/run2/eval.json.gz",
-                 "issue 11 run 3": "docs/results/h200-issue11/run3/eval.json.gz",
-                 "quiet run": "docs/results/h200-quiet/eval.json.gz",
-                 "3-copy run": "docs/results/h200-quiet-native/eval.json.gz",
-                 "ranks run 1": "docs/results/h200-ranks/run1-krex/eval.json.gz",
-                 "ranks run 3": "docs/results/h200-ranks/run3-scope-all/eval.json.gz",
-                 "ranks run 4": "docs/results/h200-ranks/run4-c4/eval.json.gz"}
+    FLEET_RUN = "lab/results/h200-quiet/eval.json.gz"
+    RUN_NAMES = {"issue 11 run 2": "lab/results/h200-issue11/run2/eval.json.gz",
+                 "issue 11 run 3": "lab/results/h200-issue11/run3/eval.json.gz",
+                 "quiet run": "lab/results/h200-quiet/eval.json.gz",
+                 "3-copy run": "lab/results/h200-quiet-native/eval.json.gz",
+                 "ranks run 1": "lab/results/h200-ranks/run1-krex/eval.json.gz",
+                 "ranks run 3": "lab/results/h200-ranks/run3-scope-all/eval.json.gz",
+                 "ranks run 4": "lab/results/h200-ranks/run4-c4/eval.json.gz"}
 
     @staticmethod
     def read(rel):
@@ -235,7 +235,7 @@ class DocsMatchTheModel(unittest.TestCase):
         return capacity.fleet(q, 300000, 8, 16, 16, capacity.EXIT_SHARE, 0.8)
 
     def test_check_table(self):
-        doc = self.rows(self.section(self.read("docs/FLEET.md"), "### Checked against the H200 runs"))
+        doc = self.rows(self.section(self.read("lab/results/fleet.md"), "## Checked against the H200 runs"))
         self.assertGreaterEqual(len(doc), 10, doc)
         want = {}
         for name, rel in self.RUN_NAMES.items():
@@ -251,7 +251,7 @@ class DocsMatchTheModel(unittest.TestCase):
                                             werr.replace("\u2212", "-")))
         self.assertEqual({k: sorted(v) for k, v in got.items()}, want)
 
-    def test_fleet_table_and_readme_answer(self):
+    def test_fleet_table(self):
         fl = self.fleet_rows()
         doc = self.rows(self.section(self.read("docs/FLEET.md"), "### The fleet answer"))
         self.assertEqual(len(doc), len(fl), doc)
@@ -260,10 +260,6 @@ class DocsMatchTheModel(unittest.TestCase):
             self.assertEqual(day, "{:,.0f}".format(r["per_gpu_day"]), r["mode"])
             self.assertEqual(gpus, "%.1f \u2192 %d" % (r["gpus"], r["gpus_whole"]), r["mode"])
             self.assertEqual(nodes, str(r["nodes"]), r["mode"])
-        readme = " ".join(self.read("README.md").split())
-        answer = ("**%d GPUs serial, %d with krex and a process per command, %d with a krex pool**"
-                  % tuple(r["gpus_whole"] for r in fl))
-        self.assertTrue(answer in readme, "README.md lacks the script's fleet answer: " + answer)
 
 
 if __name__ == "__main__":

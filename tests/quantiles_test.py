@@ -19,8 +19,8 @@ ROOT = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import quantiles  # noqa: E402
 
-USERS = ["scripts/lab/gbench_compare.py", "scripts/lab/cutlass_compare.py", "scripts/krex_compare.py",
-         "bench/python/kernelbench_style.py", "bench/python/ray_bench.py", "scripts/lab/flip_forensics.py"]
+USERS = ["lab/scripts/gbench_compare.py", "lab/scripts/cutlass_compare.py", "scripts/krex_compare.py",
+         "bench/python/kernelbench_style.py", "bench/python/ray_bench.py", "lab/scripts/flip_forensics.py"]
 
 
 def load(rel):
@@ -55,8 +55,8 @@ class Quantiles(unittest.TestCase):
                                     "a copy of its own")
                 self.assertIs(load(rel).quantile, quantiles.quantile)
 
-    def test_no_other_copy_in_scripts_or_bench(self):
-        for top in ("scripts", "bench"):
+    def test_no_other_copy_in_scripts_bench_or_lab(self):
+        for top in ("scripts", "bench", "lab"):
             for d, _, files in os.walk(os.path.join(ROOT, top)):
                 for name in files:
                     path = os.path.join(d, name)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""docs/RESULTS.md, the page of current results, against the notes it links
-(docs/results/<topic>.md): every table on the page is a copy of a table in a
-note, so a headline number cannot drift from the run it came from; and every
-relative link of the docs (README.md, scripts/README.md, docs/, docs/results/)
+"""docs/RESULTS.md, the page of current results, and README.md's result
+table against the notes they link (lab/results/<topic>.md): every such table
+is a copy of a table in a note, so a headline number cannot drift from the run it came from; and every
+relative link of the docs (README.md, scripts/README.md, docs/, lab/results/)
 names a file that exists and, with #anchor, a heading of that file. Exits 1
 naming every problem.
 
@@ -53,14 +53,22 @@ def check_tables(root):
     with open(os.path.join(root, "docs", "RESULTS.md"), encoding="utf-8") as fh:
         page = tables(fh.read())
     notes = []
-    for path in sorted(glob.glob(os.path.join(root, "docs", "results", "*.md"))):
+    for path in sorted(glob.glob(os.path.join(root, "lab", "results", "*.md"))):
         with open(path, encoding="utf-8") as fh:
             notes += tables(fh.read())
     if not page:
         problems.append("docs/RESULTS.md has no table")
     for t in page[1:]:  # the first table is the list of notes
         if t not in notes:
-            problems.append("docs/RESULTS.md: a table that is in no note of docs/results/: " + t[0][:80])
+            problems.append("docs/RESULTS.md: a table that is in no note of lab/results/: " + t[0][:80])
+    # README.md's result table too; its options table is krexctl's (tests/test_tables.cpp).
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as fh:
+        readme = [t for t in tables(fh.read()) if not t[0].startswith("| setter |")]
+    if not readme:
+        problems.append("README.md has no result table")
+    for t in readme:
+        if t not in notes:
+            problems.append("README.md: a table that is in no note of lab/results/: " + t[0][:80])
     return problems
 
 
@@ -68,7 +76,8 @@ def check_links(root):
     problems = []
     docs = [os.path.join(root, "README.md"), os.path.join(root, "scripts", "README.md")]
     docs += sorted(glob.glob(os.path.join(root, "docs", "*.md")))
-    docs += sorted(glob.glob(os.path.join(root, "docs", "results", "*.md")))
+    docs += [os.path.join(root, "lab", "README.md")]
+    docs += sorted(glob.glob(os.path.join(root, "lab", "results", "*.md")))
     for doc in docs:
         with open(doc, encoding="utf-8") as fh:
             text = re.sub(r"```.*?```", "", fh.read(), flags=re.S)

@@ -3,7 +3,7 @@
 // (bench/eval/candidates.hpp) under every sharing mode, side by side in one
 // run, and reports throughput (shape for shape), accuracy by duration band
 // (command medians and every sample), ranking fidelity and where the time
-// goes. docs/EVAL.md has the method; scripts/lab/eval.sh runs it.
+// goes. docs/EVAL.md has the method; lab/scripts/eval.sh runs it.
 //
 //   krex_eval [--config smoke|quick|full|issue11|ranks] [--out DIR] [--worker PATH]
 //             [--configs LIST] [--reps N] [--filter S1,S2,...] [--sync S1,...]

@@ -4,7 +4,7 @@
 // Planning a run of the evaluation (bench/eval): how long the loop workload's
 // timed loop is, and a rough duration of each configuration, printed before
 // the run starts (krex_eval --plan prints it and exits). The figures are
-// rough H200 numbers from docs/results/eval.md (runs A and B); they size the
+// rough H200 numbers from lab/results/eval.md (runs A and B); they size the
 // presets, they are never reported as results. Plain C++; tested in
 // tests/test_eval.cpp.
 
@@ -36,7 +36,7 @@ inline double est_command_s(const candidate& c, const timing& t) {
 }
 
 /// A configuration's rough throughput over serial (a process per command,
-/// one at a time) on an H200, from docs/results/eval.md runs A and B (wall
+/// one at a time) on an H200, from lab/results/eval.md runs A and B (wall
 /// time, 43-84 commands): lock-only and unprotected ~0.95 C up to ~5x, krex
 /// modes ~0.9 C up to ~4.2x; persistent workers reuse contexts (~2x for one
 /// worker) up to ~8x (lock) and ~6x (krex). On the low side of what was

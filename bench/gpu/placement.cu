@@ -17,7 +17,7 @@
 // Timings (--timing):
 //   own      this file's loop on the default stream: flush (a buffer of its
 //            own), event, kernel, event, synchronize, per sample (the default;
-//            docs/results/ranks.md's placement table)
+//            lab/results/ranks.md's placement table)
 //   own-batched  the same operations, every sample enqueued before one
 //            synchronize (an event pair per sample), as krex::measure's
 //            batched timing
@@ -459,7 +459,7 @@ int main(int argc, char** argv) {
               quantile(within, 0.9), quantile(within, 1.0));
   std::printf("across allocations: min %+.2f%%, max %+.2f%%\n", quantile(across, 0.0), quantile(across, 1.0));
   // The fast level: allocations by their share of fast samples (the bins of
-  // scripts/lab/flip_forensics.py's T4).
+  // lab/scripts/flip_forensics.py's T4).
   static const double edges[] = {0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.01};
   std::printf("fast samples (> %.2f%% below %.5f ms): %.1f%% of all; allocations by their share:\n", fast_pct,
               center, all_n ? 100.0 * static_cast<double>(fast_n) / static_cast<double>(all_n) : NAN);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // krex_gpu_pool_bench: the C++ krex::pool on a fixed synthetic workload, the
 // twin of bench/python/pool_bench.py (krex.Pool), so the two pools can be
-// compared command for command (bench/pool_compare.sh runs both).
+// compared command for command (lab/scripts/pool_compare.sh runs both).
 //
 // Each command: a CPU phase of --prep-ms (a busy spin standing in for
 // compiling, generating inputs and checking; concurrent with the other

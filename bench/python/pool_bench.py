@@ -7,7 +7,7 @@ compiling, generating inputs and checking; concurrent with the other
 workers), then a krex region around krex.measure of torch.cuda._sleep(C)
 (one thread spinning C GPU clock cycles on clock64, the same kernel as the
 C++ twin), --samples samples after 3 warm-ups, L2 flushed before each sample.
-Needs a CUDA build of krex and PyTorch; bench/pool_compare.sh runs it beside
+Needs a CUDA build of krex and PyTorch; lab/scripts/pool_compare.sh runs it beside
 the C++ pool.
 
     python3 bench/python/pool_bench.py --workers 16 --commands 400 --json out.json

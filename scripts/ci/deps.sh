@@ -6,7 +6,7 @@
 #
 # KREX_WITH_HIP=ON (or the argument --hip) adds the HIP toolchain: Debian 12's
 # hipcc (ROCm 5.2: hipcc, clang 15, libamdhip64-dev, the device libraries) and
-# git (scripts/lab/ck.sh fetches Composable Kernel): 26 packages, 66 MB to download,
+# git (lab/scripts/ck.sh fetches Composable Kernel): 26 packages, 66 MB to download,
 # 353 MB installed on Debian 12 (clang 15 and LLVM 15 included); only
 # for the `hip` preset (scripts/ci/test-hip.sh).
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The HIP CI stage (no AMD GPU needed): installs hipcc (Debian 12: ROCm 5.2),
-# fetches and patches the pinned Composable Kernel (scripts/lab/ck.sh), configures
+# fetches and patches the pinned Composable Kernel (lab/scripts/ck.sh), configures
 # preset `hip` (hipcc, gfx90a), builds the HIP backend's test, the header
 # self-tests (compiled by hipcc, host and device passes, and by g++), the CK GEMM example
 # and the patched ckProfiler GEMM profiler, and runs test_hip: the tests that
@@ -15,7 +15,7 @@ KREX_WITH_HIP=ON scripts/ci/deps.sh
 # fetched (CI runners reach only Debian's archive), the stage goes on without
 # the CK example and the patched ckProfiler, and says so.
 ck=()
-if ! scripts/lab/ck.sh; then
+if ! lab/scripts/ck.sh; then
   echo "test-hip.sh: Composable Kernel could not be fetched: the CK example and the patched" \
        "ckProfiler are NOT compiled in this run (KREX_WITH_CK=OFF); set KREX_CK_GIT to a" \
        "local CK repository to include them" >&2
