@@ -120,8 +120,10 @@ inline std::uint32_t acquire_region_lock(member& m) {
       throw error(step::lock,
                   "timed out after " + std::to_string(m.opts.lock_wait().count()) +
                       " ms waiting for the region lock (" +
-                      std::to_string(static_cast<std::uint32_t>(t - now)) +
-                      " regions ahead; holder pid " + std::to_string(lp) +
+                      (ticket_after(t, now)
+                           ? std::to_string(static_cast<std::uint32_t>(t - now)) + " regions ahead"
+                           : std::string("its turn passed while it did not run")) +
+                      "; holder pid " + std::to_string(lp) +
                       holder_unverified(m, lp) + ")",
                   0, "raise lock_wait / KREX_LOCK_WAIT_MS, or check `krexctl status`");
     }
