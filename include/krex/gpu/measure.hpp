@@ -398,7 +398,7 @@ measure_result measure_loop(typename V::stream_t stream, F& fn, const measure_op
     if (flush != nullptr)
       gpu_call<V>(V::memset_async(flush, i & 0xff, flush_bytes, stream), "MemsetAsync (L2 flush)");
   };
-  const int k = o.placements;
+  const int places = o.placements;
   sample_runner<V, F> runner(stream, fn, o);
   const auto run = [&](int i) { runner.run(i); };
   const bool graph = o.graph_batch > 0;
@@ -460,7 +460,7 @@ measure_result measure_loop(typename V::stream_t stream, F& fn, const measure_op
     r.clocks_checked = t.checked;
   }
   summarize(r);
-  summarize_placements(r, k, o.placement_bytes);
+  summarize_placements(r, places, o.placement_bytes);
   return r;
 }
 
