@@ -20,7 +20,7 @@
 //
 //   krex_gpu_compare [--comparisons 100] [--samples 60] [--placements 8] [--tolerance 0.005]
 //                    [--confidence 0.95] [--floats-a 16777216] [--floats-b 16944128]
-//                    [--grid-per-sm 16] [--spacer-mb 2048] [--budget-mb 0] [--seed 1]
+//                    [--grid-per-sm 16] [--spacer-mb 2048] [--budget-mb 0] [--settle-ms 100] [--seed 1]
 //                    [--sync-each] [--unprotected] [--segment NAME] [--json FILE]
 //
 // One process; the tenant joins the node's segment for the current device
@@ -40,6 +40,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels.cuh"
@@ -68,7 +69,7 @@ struct record {
 
 int main(int argc, char** argv) {
   long comparisons = 100, samples = 60, placements = 8, grid_per_sm = 16, spacer_mb = 2048,
-       budget_mb = 0, seed = 1;
+       budget_mb = 0, seed = 1, settle_ms = 100;
   long long floats_a = 16777216, floats_b = 16944128;
   double tolerance = 0.005, confidence = 0.95;
   bool sync_each = false, unprotected = false;
@@ -89,6 +90,8 @@ int main(int argc, char** argv) {
                "the random spacer allocated before each comparison's placements, at most (default 2048)")
       .integer("--budget-mb", "MB", budget_mb, 0, 1L << 30,
                "the placements' memory budget (default 0: none; over it, krex::error)")
+      .integer("--settle-ms", "MS", settle_ms, 0, 600000,
+               "idle time after each comparison's allocations (default 100)")
       .integer("--seed", "N", seed, 0, 1000000000, "seed of the spacers and of compare (default 1)")
       .flag("--sync-each", sync_each, "synchronize after every sample (the do_bench style)")
       .flag("--unprotected", unprotected, "take no region (a baseline)")
@@ -131,7 +134,11 @@ int main(int argc, char** argv) {
     o.tolerance = tolerance;
     o.confidence = confidence;
     o.measure.sync_each = sync_each;
-    krex::prepare_measure(o.measure);
+    // The scratch a compare of two candidates uses (2 x samples event pairs),
+    // made now, not inside the first region.
+    krex::measure_options prep = o.measure;
+    prep.samples *= 2;
+    krex::prepare_measure(prep);
 
     std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
     std::vector<record> recs;
@@ -152,6 +159,10 @@ int main(int argc, char** argv) {
       in.upload(1, host.data());
       in.configure(o.measure);
       placement_bytes = in.bytes();
+      KREX_GPU_CHECK(cudaDeviceSynchronize());
+      // The driver's work after large allocations (bench/gpu/quiet.cu) is
+      // over before anything is timed.
+      std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
       const auto axpby = [&](long long floats, unsigned grid) {
         return [&in, &stream, floats, grid](krex::placement p) {
           krex_gpu::axpby4<<<grid, 256, 0, stream>>>(in.get<const float4>(p, 0), in.get<const float4>(p, 1),
