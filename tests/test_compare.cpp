@@ -191,19 +191,26 @@ TEST(Compare, StatisticsErrorsSayWhatToDo) {
   const std::vector<double> ten(10, 1.0);
   EXPECT_NE(what_of([&] { krex::compare_samples({ten}); }).find("needs at least 2"),
             std::string::npos);
-  EXPECT_NE(what_of([&] { krex::compare_samples({ten, std::vector<double>(9, 1.0)}); })
-                .find("same number of samples"),
+  EXPECT_NE(what_of([&] {
+              krex::compare_samples({ten, std::vector<double>(9, 1.0)});
+            }).find("same number of samples"),
             std::string::npos);
   std::vector<double> zero = ten;
   zero[3] = 0;
-  EXPECT_NE(what_of([&] { krex::compare_samples({ten, zero}); }).find("not a positive time"),
+  EXPECT_NE(what_of([&] {
+              krex::compare_samples({ten, zero});
+            }).find("not a positive time"),
             std::string::npos);
   const std::vector<double> five(5, 1.0);
   const std::string few = what_of([&] { krex::compare_samples({five, five}); });
   EXPECT_NE(few.find("needs at least 6"), std::string::npos) << few;
-  EXPECT_NE(what_of([&] { krex::compare_samples({ten, ten}, -0.1); }).find("tolerance"),
+  EXPECT_NE(what_of([&] {
+              krex::compare_samples({ten, ten}, -0.1);
+            }).find("tolerance"),
             std::string::npos);
-  EXPECT_NE(what_of([&] { krex::compare_samples({ten, ten}, 0.005, 1.0); }).find("confidence"),
+  EXPECT_NE(what_of([&] {
+              krex::compare_samples({ten, ten}, 0.005, 1.0);
+            }).find("confidence"),
             std::string::npos);
 }
 
@@ -226,9 +233,8 @@ TEST(Compare, HostLoopInsideARegion) {
   o.measure.placements = 2;
   o.measure.placement_bytes = 4096;
   o.tolerance = 0.05;  // a shared CI machine: spins are exact, preemption is not
-  const krex::compare_result c =
-      krex::compare(r, {{"a", spin(0, 300'000)}, {"b", spin(1, 450'000)}, {"a2", spin(2, 300'000)}},
-                    o);
+  const krex::compare_result c = krex::compare(
+      r, {{"a", spin(0, 300'000)}, {"b", spin(1, 450'000)}, {"a2", spin(2, 300'000)}}, o);
   ASSERT_EQ(c.candidates.size(), 3U);
   EXPECT_EQ(c.names, (std::vector<std::string>{"a", "b", "a2"}));
   EXPECT_EQ(c.method, "host");
@@ -258,17 +264,16 @@ TEST(Compare, HostLoopInsideARegion) {
   krex::compare_options two;
   two.measure.warmup = 0;
   two.measure.samples = 8;
-  const krex::compare_result d = krex::compare(
-      krex::unprotected,
-      {[&] {
-         calls.push_back('A');
-         krex_test::spin_for(100'000);
-       },
-       [&](int) {
-         calls.push_back('B');
-         krex_test::spin_for(100'000);
-       }},
-      two);
+  const krex::compare_result d = krex::compare(krex::unprotected,
+                                               {[&] {
+                                                  calls.push_back('A');
+                                                  krex_test::spin_for(100'000);
+                                                },
+                                                [&](int) {
+                                                  calls.push_back('B');
+                                                  krex_test::spin_for(100'000);
+                                                }},
+                                               two);
   EXPECT_EQ(std::string(calls.begin(), calls.end()), "ABBAABBAABBAABBA");
   EXPECT_EQ(d.order, krex::detail::compare_order(2, 8, 1));
 }
@@ -286,13 +291,15 @@ TEST(Compare, LoopErrorsSayWhatToDo) {
   EXPECT_NE(w.find("candidate 1 (plain) does not take a krex::placement"), std::string::npos) << w;
   o.measure.placements = 1;
   o.measure.retake_throttled = true;
-  EXPECT_NE(what_of([&] { krex::compare(krex::unprotected, {body, body}, o); })
-                .find("retake_throttled"),
+  EXPECT_NE(what_of([&] {
+              krex::compare(krex::unprotected, {body, body}, o);
+            }).find("retake_throttled"),
             std::string::npos);
   o.measure.retake_throttled = false;
   o.measure.samples = 6;  // enough for two candidates, not for three (Bonferroni)
   EXPECT_NO_THROW(krex::compare(krex::unprotected, {body, body}, o));
-  EXPECT_NE(what_of([&] { krex::compare(krex::unprotected, {body, body, body}, o); })
-                .find("raise samples"),
+  EXPECT_NE(what_of([&] {
+              krex::compare(krex::unprotected, {body, body, body}, o);
+            }).find("raise samples"),
             std::string::npos);
 }

@@ -175,20 +175,28 @@ TEST(Measure, PlacementErrorsSayWhatToDo) {
   krex::measure_options o;
   o.samples = 4;
   o.placements = 0;
-  EXPECT_NE(what_of([&] { krex::measure(krex::unprotected, [](krex::placement) {}, o); })
-                .find("placements = 0 is not >= 1"),
+  EXPECT_NE(what_of([&] {
+              krex::measure(
+                  krex::unprotected, [](krex::placement) {}, o);
+            }).find("placements = 0 is not >= 1"),
             std::string::npos);
   o.placements = 5;
-  EXPECT_NE(what_of([&] { krex::measure(krex::unprotected, [](krex::placement) {}, o); })
-                .find("raise samples"),
+  EXPECT_NE(what_of([&] {
+              krex::measure(
+                  krex::unprotected, [](krex::placement) {}, o);
+            }).find("raise samples"),
             std::string::npos);
   // With K > 1 the body must take the placement it is recorded on.
   o.placements = 2;
-  EXPECT_NE(what_of([&] { krex::measure(krex::unprotected, [] {}, o); })
-                .find("[&](krex::placement p)"),
+  EXPECT_NE(what_of([&] {
+              krex::measure(
+                  krex::unprotected, [] {}, o);
+            }).find("[&](krex::placement p)"),
             std::string::npos);
-  EXPECT_NE(what_of([&] { krex::measure(krex::unprotected, [](int) {}, o); })
-                .find("does not take a krex::placement"),
+  EXPECT_NE(what_of([&] {
+              krex::measure(
+                  krex::unprotected, [](int) {}, o);
+            }).find("does not take a krex::placement"),
             std::string::npos);
 }
 

@@ -20,16 +20,18 @@
 //
 //   krex_gpu_compare [--comparisons 100] [--samples 60] [--placements 8] [--tolerance 0.005]
 //                    [--confidence 0.95] [--floats-a 16777216] [--floats-b 16944128]
-//                    [--grid-per-sm 16] [--spacer-mb 2048] [--budget-mb 0] [--settle-ms 100] [--seed 1]
+//                    [--grid-per-sm 16] [--spacer-mb 2048] [--budget-mb 0] [--settle-ms 100]
+//                    [--seed 1]
 //                    [--sync-each] [--unprotected] [--segment NAME] [--json FILE]
 //
 // One process; the tenant joins the node's segment for the current device
 // (or --segment), so it can run beside other krex workers.
 
+#include "kernels.cuh"
+
 #include <krex/compare.hpp>
 #include <krex/measure.hpp>
 #include <krex/region.hpp>
-#include <krex_tools/cli.hpp>
 
 #include <cuda_runtime.h>
 
@@ -37,13 +39,12 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <krex_tools/cli.hpp>
 #include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "kernels.cuh"
 
 namespace {
 
@@ -55,9 +56,9 @@ double quantile(std::vector<double> v, double q) {
 
 struct record {
   int index = 0;
-  bool b_first = false;      ///< the pair's reference (first candidate) was B
-  krex::comparison pair;     ///< second vs first
-  krex::comparison same;     ///< A vs A
+  bool b_first = false;   ///< the pair's reference (first candidate) was B
+  krex::comparison pair;  ///< second vs first
+  krex::comparison same;  ///< A vs A
   double median_a_ms = 0, median_b_ms = 0;
   double spread_a = 0, spread_b = 0;  ///< placement spread of each in the pair
   double region_ms = 0;
@@ -79,15 +80,21 @@ int main(int argc, char** argv) {
       "krex::compare on two axpby variants 1% apart, and on identical candidates (issue 35)");
   prog.root()
       .integer("--comparisons", "N", comparisons, 1, 100000, "comparisons (default 100)")
-      .integer("--samples", "N", samples, 6, 100000, "samples per candidate per compare (default 60)")
+      .integer("--samples", "N", samples, 6, 100000,
+               "samples per candidate per compare (default 60)")
       .integer("--placements", "K", placements, 1, 1024, "placements of the inputs (default 8)")
       .number("--tolerance", "F", tolerance, 0, 0.5, "the 'same' band, a fraction (default 0.005)")
-      .number("--confidence", "F", confidence, 0.5, 0.9999, "the interval's confidence (default 0.95)")
-      .integer("--floats-a", "N", floats_a, 1024, 1L << 32, "floats of variant A, a multiple of 4 (default 16777216)")
-      .integer("--floats-b", "N", floats_b, 1024, 1L << 32, "floats of variant B, a multiple of 4 (default 16944128)")
-      .integer("--grid-per-sm", "N", grid_per_sm, 1, 1024, "blocks of 256 per SM, capped at n/4/256 (default 16)")
-      .integer("--spacer-mb", "MB", spacer_mb, 0, 1L << 30,
-               "the random spacer allocated before each comparison's placements, at most (default 2048)")
+      .number("--confidence", "F", confidence, 0.5, 0.9999,
+              "the interval's confidence (default 0.95)")
+      .integer("--floats-a", "N", floats_a, 1024, 1L << 32,
+               "floats of variant A, a multiple of 4 (default 16777216)")
+      .integer("--floats-b", "N", floats_b, 1024, 1L << 32,
+               "floats of variant B, a multiple of 4 (default 16944128)")
+      .integer("--grid-per-sm", "N", grid_per_sm, 1, 1024,
+               "blocks of 256 per SM, capped at n/4/256 (default 16)")
+      .integer(
+          "--spacer-mb", "MB", spacer_mb, 0, 1L << 30,
+          "the random spacer allocated before each comparison's placements, at most (default 2048)")
       .integer("--budget-mb", "MB", budget_mb, 0, 1L << 30,
                "the placements' memory budget (default 0: none; over it, krex::error)")
       .integer("--settle-ms", "MS", settle_ms, 0, 600000,
@@ -153,7 +160,8 @@ int main(int argc, char** argv) {
         rec.spacer_bytes = (rng() % static_cast<std::uint64_t>(spacer_mb + 1)) << 20;
         if (rec.spacer_bytes != 0) KREX_GPU_CHECK(cudaMalloc(&spacer, rec.spacer_bytes));
       }
-      krex::cuda::placement_buffers in(static_cast<int>(placements), {buf_bytes, buf_bytes, buf_bytes},
+      krex::cuda::placement_buffers in(static_cast<int>(placements),
+                                       {buf_bytes, buf_bytes, buf_bytes},
                                        static_cast<std::size_t>(budget_mb) << 20);
       in.upload(0, host.data());
       in.upload(1, host.data());
@@ -165,9 +173,9 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
       const auto axpby = [&](long long floats, unsigned grid) {
         return [&in, &stream, floats, grid](krex::placement p) {
-          krex_gpu::axpby4<<<grid, 256, 0, stream>>>(in.get<const float4>(p, 0), in.get<const float4>(p, 1),
-                                                    in.get<float4>(p, 2),
-                                                    static_cast<std::size_t>(floats / 4), 2.0F, 3.0F);
+          krex_gpu::axpby4<<<grid, 256, 0, stream>>>(
+              in.get<const float4>(p, 0), in.get<const float4>(p, 1), in.get<float4>(p, 2),
+              static_cast<std::size_t>(floats / 4), 2.0F, 3.0F);
         };
       };
       const krex::candidate a{"A", axpby(floats_a, grid_a)};
@@ -176,7 +184,8 @@ int main(int argc, char** argv) {
       krex::compare_result pair, same;
       const auto t0 = std::chrono::steady_clock::now();
       const auto both = [&](auto& held) {
-        pair = rec.b_first ? krex::compare(held, stream, {b, a}, o) : krex::compare(held, stream, {a, b}, o);
+        pair = rec.b_first ? krex::compare(held, stream, {b, a}, o)
+                           : krex::compare(held, stream, {a, b}, o);
         same = krex::compare(held, stream, {a, a}, o);
       };
       if (t) {
@@ -185,7 +194,8 @@ int main(int argc, char** argv) {
       } else {
         both(krex::unprotected);
       }
-      rec.region_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      rec.region_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (spacer != nullptr) KREX_GPU_CHECK(cudaFree(spacer));
       rec.pair = pair.vs_first[1];
       rec.same = same.vs_first[1];
@@ -196,11 +206,14 @@ int main(int argc, char** argv) {
       rec.spread_a = ma.placement_spread;
       rec.spread_b = mb.placement_spread;
       // The bigger variant is slower: B vs A "slower", A vs B "faster".
-      const krex::verdict want = (floats_b > floats_a) != rec.b_first ? krex::verdict::slower : krex::verdict::faster;
-      const krex::verdict opposite = want == krex::verdict::slower ? krex::verdict::faster : krex::verdict::slower;
+      const krex::verdict want =
+          (floats_b > floats_a) != rec.b_first ? krex::verdict::slower : krex::verdict::faster;
+      const krex::verdict opposite =
+          want == krex::verdict::slower ? krex::verdict::faster : krex::verdict::slower;
       rec.right = rec.pair.verdict == want;
       rec.wrong = rec.pair.verdict == opposite;
-      rec.same_ok = rec.same.verdict == krex::verdict::same || rec.same.verdict == krex::verdict::unsure;
+      rec.same_ok =
+          rec.same.verdict == krex::verdict::same || rec.same.verdict == krex::verdict::unsure;
       recs.push_back(rec);
     }
 
@@ -221,28 +234,34 @@ int main(int argc, char** argv) {
     const double right = pct([](const record& r) { return r.right; });
     const double wrong = pct([](const record& r) { return r.wrong; });
     const double same_ok = pct([](const record& r) { return r.same_ok; });
-    std::printf("krex_gpu_compare: %ld comparisons, %s, K=%ld placements, %ld samples per candidate, "
-                "tolerance %.2f%%, confidence %.3f%s\n",
-                comparisons, unprotected ? "unprotected" : "one krex::region each", placements, samples,
-                100 * tolerance, confidence, sync_each ? ", sync each" : "");
-    std::printf("A: %lld floats (grid %u), B: %lld floats (grid %u), %.2f%% apart; placements cost %.1f MiB\n",
-                floats_a, grid_a, floats_b, grid_b,
-                100.0 * (static_cast<double>(floats_b) / static_cast<double>(floats_a) - 1),
-                static_cast<double>(placement_bytes) / (1 << 20));
-    std::printf("\n%-16s %8s %8s %8s %8s %8s %14s %14s\n", "pair", "right%", "wrong%", "same%", "unsure%",
-                "target", "median B/A", "median CI w%");
+    std::printf(
+        "krex_gpu_compare: %ld comparisons, %s, K=%ld placements, %ld samples per candidate, "
+        "tolerance %.2f%%, confidence %.3f%s\n",
+        comparisons, unprotected ? "unprotected" : "one krex::region each", placements, samples,
+        100 * tolerance, confidence, sync_each ? ", sync each" : "");
+    std::printf(
+        "A: %lld floats (grid %u), B: %lld floats (grid %u), %.2f%% apart; placements cost %.1f "
+        "MiB\n",
+        floats_a, grid_a, floats_b, grid_b,
+        100.0 * (static_cast<double>(floats_b) / static_cast<double>(floats_a) - 1),
+        static_cast<double>(placement_bytes) / (1 << 20));
+    std::printf("\n%-16s %8s %8s %8s %8s %8s %14s %14s\n", "pair", "right%", "wrong%", "same%",
+                "unsure%", "target", "median B/A", "median CI w%");
     std::printf("%-16s %8.1f %8.1f %8.1f %8.1f %8s %14.4f %14.3f\n", "A vs B (1%)", right, wrong,
                 pct([](const record& r) { return r.pair.verdict == krex::verdict::same; }),
                 pct([](const record& r) { return r.pair.verdict == krex::verdict::unsure; }),
-                right >= 95 ? "met" : "MISSED", quantile(ratio_ab, 0.5), 100 * quantile(width_pair, 0.5));
-    std::printf("%-16s %8s %8.1f %8.1f %8.1f %8s %14s %14.3f\n", "A vs A", "-",
-                100 - same_ok, pct([](const record& r) { return r.same.verdict == krex::verdict::same; }),
+                right >= 95 ? "met" : "MISSED", quantile(ratio_ab, 0.5),
+                100 * quantile(width_pair, 0.5));
+    std::printf("%-16s %8s %8.1f %8.1f %8.1f %8s %14s %14.3f\n", "A vs A", "-", 100 - same_ok,
+                pct([](const record& r) { return r.same.verdict == krex::verdict::same; }),
                 pct([](const record& r) { return r.same.verdict == krex::verdict::unsure; }),
                 same_ok >= 95 ? "met" : "MISSED", "-", 100 * quantile(width_same, 0.5));
-    std::printf("\n(A vs A: wrong%% = called faster or slower.) placement spread: median %.2f%%, p95 %.2f%%; "
-                "region: median %.1f ms, p95 %.1f ms\n",
-                100 * quantile(spreads, 0.5), 100 * quantile(spreads, 0.95), quantile(region_ms, 0.5),
-                quantile(region_ms, 0.95));
+    std::printf(
+        "\n(A vs A: wrong%% = called faster or slower.) placement spread: median %.2f%%, p95 "
+        "%.2f%%; "
+        "region: median %.1f ms, p95 %.1f ms\n",
+        100 * quantile(spreads, 0.5), 100 * quantile(spreads, 0.95), quantile(region_ms, 0.5),
+        quantile(region_ms, 0.95));
 
     if (!json.empty()) {
       FILE* f = std::fopen(json.c_str(), "w");
@@ -250,28 +269,31 @@ int main(int argc, char** argv) {
         std::perror(json.c_str());
         return 1;
       }
-      std::fprintf(f,
-                   "{\"bench\":\"krex_gpu_compare\",\"comparisons\":%ld,\"samples\":%ld,\"placements\":%ld,"
-                   "\"tolerance\":%g,\"confidence\":%g,\"floats_a\":%lld,\"floats_b\":%lld,\"grid_a\":%u,"
-                   "\"grid_b\":%u,\"spacer_mb\":%ld,\"seed\":%ld,\"sync_each\":%s,\"unprotected\":%s,"
-                   "\"placement_bytes\":%zu,\"right_pct\":%g,\"wrong_pct\":%g,\"identical_same_or_unsure_pct\":%g,"
-                   "\"records\":[",
-                   comparisons, samples, placements, tolerance, confidence, floats_a, floats_b, grid_a, grid_b,
-                   spacer_mb, seed, sync_each ? "true" : "false", unprotected ? "true" : "false", placement_bytes,
-                   right, wrong, same_ok);
+      std::fprintf(
+          f,
+          "{\"bench\":\"krex_gpu_compare\",\"comparisons\":%ld,\"samples\":%ld,\"placements\":%ld,"
+          "\"tolerance\":%g,\"confidence\":%g,\"floats_a\":%lld,\"floats_b\":%lld,\"grid_a\":%u,"
+          "\"grid_b\":%u,\"spacer_mb\":%ld,\"seed\":%ld,\"sync_each\":%s,\"unprotected\":%s,"
+          "\"placement_bytes\":%zu,\"right_pct\":%g,\"wrong_pct\":%g,\"identical_same_or_unsure_"
+          "pct\":%g,"
+          "\"records\":[",
+          comparisons, samples, placements, tolerance, confidence, floats_a, floats_b, grid_a,
+          grid_b, spacer_mb, seed, sync_each ? "true" : "false", unprotected ? "true" : "false",
+          placement_bytes, right, wrong, same_ok);
       for (std::size_t i = 0; i < recs.size(); ++i) {
         const record& r = recs[i];
-        std::fprintf(f,
-                     "%s{\"i\":%d,\"b_first\":%s,\"pair\":{\"ratio\":%.6f,\"low\":%.6f,\"high\":%.6f,"
-                     "\"coverage\":%.4f,\"verdict\":\"%s\"},\"identical\":{\"ratio\":%.6f,\"low\":%.6f,"
-                     "\"high\":%.6f,\"verdict\":\"%s\"},\"median_a_ms\":%.6f,\"median_b_ms\":%.6f,"
-                     "\"spread_a\":%.6f,\"spread_b\":%.6f,\"region_ms\":%.3f,\"spacer_bytes\":%llu,"
-                     "\"right\":%s,\"wrong\":%s}",
-                     i == 0 ? "" : ",", r.index, r.b_first ? "true" : "false", r.pair.ratio, r.pair.low,
-                     r.pair.high, r.pair.coverage, krex::to_string(r.pair.verdict), r.same.ratio, r.same.low,
-                     r.same.high, krex::to_string(r.same.verdict), r.median_a_ms, r.median_b_ms, r.spread_a,
-                     r.spread_b, r.region_ms, r.spacer_bytes, r.right ? "true" : "false",
-                     r.wrong ? "true" : "false");
+        std::fprintf(
+            f,
+            "%s{\"i\":%d,\"b_first\":%s,\"pair\":{\"ratio\":%.6f,\"low\":%.6f,\"high\":%.6f,"
+            "\"coverage\":%.4f,\"verdict\":\"%s\"},\"identical\":{\"ratio\":%.6f,\"low\":%.6f,"
+            "\"high\":%.6f,\"verdict\":\"%s\"},\"median_a_ms\":%.6f,\"median_b_ms\":%.6f,"
+            "\"spread_a\":%.6f,\"spread_b\":%.6f,\"region_ms\":%.3f,\"spacer_bytes\":%llu,"
+            "\"right\":%s,\"wrong\":%s}",
+            i == 0 ? "" : ",", r.index, r.b_first ? "true" : "false", r.pair.ratio, r.pair.low,
+            r.pair.high, r.pair.coverage, krex::to_string(r.pair.verdict), r.same.ratio, r.same.low,
+            r.same.high, krex::to_string(r.same.verdict), r.median_a_ms, r.median_b_ms, r.spread_a,
+            r.spread_b, r.region_ms, r.spacer_bytes, r.right ? "true" : "false",
+            r.wrong ? "true" : "false");
       }
       std::fprintf(f, "]}\n");
       std::fclose(f);

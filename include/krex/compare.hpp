@@ -9,10 +9,9 @@
 // same, unsure). Use it to decide between close candidates (docs/COMPARE.md).
 //
 //     krex::region r{t};
-//     krex::compare_result c = krex::compare(r, stream, {
-//         krex::candidate{"old", [&](krex::placement p) { old_kernel<<<g, b, 0, stream>>>(x[p.index]); }},
-//         krex::candidate{"new", [&](krex::placement p) { new_kernel<<<g, b, 0, stream>>>(x[p.index]); }}},
-//         o);
+//     krex::candidate a{"old", [&](krex::placement p) { old_kernel<<<g, b, 0, s>>>(x[p.index]); }};
+//     krex::candidate b{"new", [&](krex::placement p) { new_kernel<<<g, b, 0, s>>>(x[p.index]); }};
+//     krex::compare_result c = krex::compare(r, s, {a, b}, o);
 //     if (c.vs_first[1].verdict == krex::verdict::faster) ...
 //
 // Order: round j times every candidate once (its sample j, on placement
@@ -121,12 +120,12 @@ struct compare_options {
 
 /// One candidate against the first: ratio = candidate / first.
 struct comparison {
-  int pairs = 0;          ///< the pairs (samples per candidate)
-  double ratio = 1;       ///< median of the paired ratios (below 1: the candidate is faster)
-  double low = 1;         ///< the interval of the median ratio (see compare_samples)
+  int pairs = 0;     ///< the pairs (samples per candidate)
+  double ratio = 1;  ///< median of the paired ratios (below 1: the candidate is faster)
+  double low = 1;    ///< the interval of the median ratio (see compare_samples)
   double high = 1;
-  double coverage = 1;    ///< the interval's exact coverage (>= the confidence asked)
-  double diff_ms = 0;     ///< median of the paired differences, candidate - first
+  double coverage = 1;  ///< the interval's exact coverage (>= the confidence asked)
+  double diff_ms = 0;   ///< median of the paired differences, candidate - first
   krex::verdict verdict = verdict::baseline;
 };
 
@@ -265,13 +264,12 @@ inline verdict decide(double low, double high, double tolerance) {
 /// candidates, each interval is at 1 - (1 - confidence) / (m - 1)
 /// (Bonferroni), so the verdicts hold together at `confidence`.
 inline std::vector<comparison> compare_samples(const std::vector<std::vector<double>>& samples,
-                                               double tolerance = 0.005,
-                                               double confidence = 0.95) {
+                                               double tolerance = 0.005, double confidence = 0.95) {
   detail::check_judging(tolerance, confidence);
   if (samples.size() < 2)
     throw error(step::options,
-                "compare: " + std::to_string(samples.size()) + " candidate(s), needs at least 2",
-                0, "give the first (the reference) and at least one to compare with it");
+                "compare: " + std::to_string(samples.size()) + " candidate(s), needs at least 2", 0,
+                "give the first (the reference) and at least one to compare with it");
   const std::size_t n = samples[0].size();
   for (std::size_t c = 0; c < samples.size(); ++c) {
     if (samples[c].size() != n)
@@ -288,8 +286,8 @@ inline std::vector<comparison> compare_samples(const std::vector<std::vector<dou
                     0, "check that the body does work (an empty body times as 0)");
   }
   detail::check_pairs(static_cast<int>(n), samples.size(), confidence);
-  const auto [k, coverage] =
-      detail::median_interval_rank(static_cast<int>(n), detail::alpha_each(confidence, samples.size()));
+  const auto [k, coverage] = detail::median_interval_rank(
+      static_cast<int>(n), detail::alpha_each(confidence, samples.size()));
   std::vector<comparison> out(samples.size());
   out[0].pairs = static_cast<int>(n);
   for (std::size_t c = 1; c < samples.size(); ++c) {

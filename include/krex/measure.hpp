@@ -20,7 +20,7 @@
 // of the inputs: krex::placements<T> (host) or krex::cuda::placement_buffers.
 //
 //     o.placements = 8;
-//     krex::measure(r, stream, [&](krex::placement p) { kernel<<<g, b, 0, stream>>>(x[p.index]); }, o);
+//     krex::measure(r, stream, [&](krex::placement p) { kernel<<<g, b>>>(x[p.index]); }, o);
 //
 // This header has the host overload (steady_clock around each call) and, when
 // krex is built with KREX_WITH_CUDA, pulls in the CUDA overload
@@ -123,7 +123,8 @@ struct measure_result {
   /// How much placement moved this body: (max - min) / median of
   /// placement_median_ms; 0 with one placement.
   double placement_spread = 0;
-  std::size_t placement_bytes = 0;  ///< memory the placements cost (measure_options::placement_bytes)
+  /// The memory the placements cost (measure_options::placement_bytes).
+  std::size_t placement_bytes = 0;
 };
 
 namespace detail {
@@ -157,8 +158,8 @@ inline void check_measure_options(const measure_options& o) {
     throw error(step::options, "measure_options: max_retakes and throttle_recovery must be >= 0");
   if (o.placements < 1)
     throw error(step::options,
-                "measure_options: placements = " + std::to_string(o.placements) + " is not >= 1",
-                0, "use 1 (one copy of the inputs, the default) or the number of copies K");
+                "measure_options: placements = " + std::to_string(o.placements) + " is not >= 1", 0,
+                "use 1 (one copy of the inputs, the default) or the number of copies K");
   if (o.placements > o.samples)
     throw error(step::options,
                 "measure_options: placements = " + std::to_string(o.placements) +
@@ -385,7 +386,9 @@ class placements {
   /// The memory of all K copies, in bytes.
   std::size_t bytes() const noexcept { return m_bytes; }
   /// Buffer `b` (in the order given) of placement `p`.
-  std::vector<T>& buffer(int p, std::size_t b) { return m_copies.at(static_cast<std::size_t>(p)).at(b); }
+  std::vector<T>& buffer(int p, std::size_t b) {
+    return m_copies.at(static_cast<std::size_t>(p)).at(b);
+  }
   T* data(int p, std::size_t b) { return buffer(p, b).data(); }
   T* data(placement p, std::size_t b) { return data(p.index, b); }
   /// Sets o.placements to K and o.placement_bytes to bytes().

@@ -67,7 +67,7 @@ inline std::size_t l2_flush_bytes(int l2_bytes) noexcept {
   static error_t pci_bus_id(char* id, int len, int d) noexcept {                                \
     return P##DeviceGetPCIBusId(id, len, d);                                                    \
   }                                                                                             \
-  /* memory (copy_async: device to device) */                                                    \
+  /* memory (copy_async: device to device) */                                                   \
   static error_t malloc(void** p, std::size_t n) noexcept { return P##Malloc(p, n); }           \
   static error_t free(void* p) noexcept { return P##Free(p); }                                  \
   static error_t memset(void* p, int v, std::size_t n) noexcept { return P##Memset(p, v, n); }  \
@@ -77,7 +77,7 @@ inline std::size_t l2_flush_bytes(int l2_bytes) noexcept {
   static error_t copy_async(void* dst, const void* src, std::size_t n, stream_t s) noexcept {   \
     return P##MemcpyAsync(dst, src, n, P##MemcpyDeviceToDevice, s);                             \
   }                                                                                             \
-  static error_t copy_from_host(void* dst, const void* src, std::size_t n) noexcept {         \
+  static error_t copy_from_host(void* dst, const void* src, std::size_t n) noexcept {           \
     return P##Memcpy(dst, src, n, P##MemcpyHostToDevice);                                       \
   }                                                                                             \
   /* streams (non-blocking) and events */                                                       \

@@ -294,9 +294,8 @@ class placement_buffers {
           (void)V::clear_error();
           throw error(step::backend,
                       std::string(V::prefix) + "Malloc failed for placement " +
-                          std::to_string(i / m_sizes.size()) + " of " + std::to_string(k) +
-                          " (" + std::to_string(m_bytes) + " bytes in all): " +
-                          V::error_name(e),
+                          std::to_string(i / m_sizes.size()) + " of " + std::to_string(k) + " (" +
+                          std::to_string(m_bytes) + " bytes in all): " + V::error_name(e),
                       static_cast<int>(e),
                       "lower K or free device memory; a budget (budget_bytes) makes this fail "
                       "before anything is allocated");
