@@ -14,11 +14,17 @@
 //     krex::compare_result c = krex::compare(r, s, {a, b}, o);
 //     if (c.vs_first[1].verdict == krex::verdict::faster) ...
 //
-// Order: round j times every candidate once (its sample j, on placement
-// j % K). Two candidates alternate ABBA (A B, B A, A B, ...); three or more
-// in a shuffled order per round, from a fixed seed. Pairs: sample j of a
-// candidate with sample j of the first, taken in the same round, next to each
-// other in time and on the same placement.
+// Order: round j times every candidate once (its sample j). Rounds come in
+// double rounds, the second the first reversed: two candidates go ABBA
+// (A B B A, A B B A, ...); three or more in a shuffled order (from a fixed
+// seed) and its reverse (C A B B A C, ...). Both samples of a candidate in
+// double round d run on placement d % K. Pairs: in each double round, a
+// candidate's sample at an even position (counting every sample in time) is
+// paired with the first's at an even position, odd with odd: the pair is on
+// the same placement, at most 2m - 1 samples apart, and a period-2 effect of
+// the loop (issue 19: batched samples of a 55 us kernel alternate between
+// two levels ~2-3% apart with the count of L2 flushes) falls on both members
+// alike instead of splitting every pair.
 //
 // The statistics (compare_samples) are a separate function over sample
 // vectors; the loops live here (host: steady_clock) and in cuda/compare.hpp
@@ -160,25 +166,70 @@ struct split_mix {
 };
 
 /// The time order of krex::compare's samples: `rounds` rounds, each with
-/// every one of `m` candidates once. m = 2: ABBA (A B, B A, A B, ...), so
-/// each candidate goes first in half the rounds and a linear drift cancels
-/// over two rounds; m > 2: a shuffle per round from `seed`.
+/// every one of `m` candidates once, in double rounds whose second round is
+/// the first reversed, so each candidate takes one even and one odd position
+/// per double round and a linear drift cancels over it. m = 2: ABBA (the
+/// first round A B every time); m > 2: the first round of each double round
+/// shuffled from `seed`. Returns the candidate of each sample in time order.
 inline std::vector<int> compare_order(int m, int rounds, std::uint64_t seed) {
   std::vector<int> order;
   order.reserve(static_cast<std::size_t>(m) * static_cast<std::size_t>(rounds));
   split_mix rng{seed};
   std::vector<int> round(static_cast<std::size_t>(m));
-  for (int j = 0; j < rounds; ++j) {
+  for (int j = 0; j < rounds; j += 2) {
     for (int c = 0; c < m; ++c) round[static_cast<std::size_t>(c)] = c;
-    if (m == 2) {
-      if (j % 2 == 1) std::swap(round[0], round[1]);
-    } else {
+    if (m > 2)
       for (std::size_t i = round.size(); i > 1; --i)  // Fisher-Yates
         std::swap(round[i - 1], round[rng.below(i)]);
-    }
     order.insert(order.end(), round.begin(), round.end());
+    if (j + 1 < rounds) order.insert(order.end(), round.rbegin(), round.rend());
   }
   return order;
+}
+
+/// The placement of a candidate's sample j in krex::compare (of k): both
+/// samples of a double round on the same one.
+inline int compare_placement(int j, int k) { return (j / 2) % (k < 1 ? 1 : k); }
+
+/// The warm-up calls of each candidate in krex::compare: o.warmup, and
+/// every placement (two calls each, as the samples use them).
+inline int compare_warmup_calls(const measure_options& o) {
+  return o.placements > 1 ? std::max(o.warmup, 2 * o.placements) : o.warmup;
+}
+
+/// The pairs of krex::compare for the samples taken in time order `order`
+/// (m candidates, each once per round): for each candidate c (index 0
+/// empty), the pairs (c's sample, the first's sample). Per double round
+/// (2m consecutive samples) in which every candidate has one sample at an
+/// even and one at an odd position: even with even, odd with odd; samples
+/// of any other block (a last single round, an order not from
+/// compare_order) are paired in their order within the block.
+inline std::vector<std::vector<std::pair<int, int>>> compare_pairs(const std::vector<int>& order,
+                                                                   int m) {
+  const auto um = static_cast<std::size_t>(m);
+  std::vector<std::vector<std::pair<int, int>>> out(um);
+  std::vector<int> count(um, 0);
+  const std::size_t block = 2 * um;
+  for (std::size_t b0 = 0; b0 < order.size(); b0 += block) {
+    const std::size_t b1 = std::min(order.size(), b0 + block);
+    // Each candidate's samples in this block: (sample index, position parity).
+    std::vector<std::vector<std::pair<int, int>>> mine(um);
+    for (std::size_t s = b0; s < b1; ++s) {
+      const auto c = static_cast<std::size_t>(order[s]);
+      mine[c].emplace_back(count[c]++, static_cast<int>(s % 2));
+    }
+    bool by_parity = true;
+    for (const auto& v : mine) by_parity = by_parity && v.size() == 2 && v[0].second != v[1].second;
+    for (std::size_t c = 1; c < um; ++c) {
+      const std::size_t n = std::min(mine[c].size(), mine[0].size());
+      for (std::size_t i = 0; i < n; ++i) {
+        std::size_t f = i;  // the first's sample paired with c's i-th in this block
+        if (by_parity) f = mine[0][0].second == mine[c][i].second ? 0 : 1;
+        out[c].emplace_back(mine[c][i].first, mine[0][f].first);
+      }
+    }
+  }
+  return out;
 }
 
 /// The distribution-free interval of a median from order statistics (the
@@ -247,6 +298,63 @@ inline verdict decide(double low, double high, double tolerance) {
   return verdict::unsure;
 }
 
+namespace detail {
+
+/// Checks a candidate's samples (positive, finite times).
+inline void check_times(const std::vector<double>& v, std::size_t c) {
+  for (std::size_t j = 0; j < v.size(); ++j)
+    if (!(v[j] > 0) || !std::isfinite(v[j]))
+      throw error(step::options,
+                  "compare: sample " + std::to_string(j) + " of candidate " + std::to_string(c) +
+                      " is " + std::to_string(v[j]) + " ms, not a positive time",
+                  0, "check that the body does work (an empty body times as 0)");
+}
+
+/// One candidate against the first over pairs (other[j], first[j]), the
+/// interval at 1 - alpha.
+inline comparison compare_pair(const std::vector<double>& first, const std::vector<double>& other,
+                               double tolerance, double alpha) {
+  const std::size_t n = first.size();
+  const auto [k, coverage] = median_interval_rank(static_cast<int>(n), alpha);
+  std::vector<double> ratio(n), diff(n);
+  for (std::size_t j = 0; j < n; ++j) {
+    ratio[j] = other[j] / first[j];
+    diff[j] = other[j] - first[j];
+  }
+  std::sort(ratio.begin(), ratio.end());
+  std::sort(diff.begin(), diff.end());
+  comparison r;
+  r.pairs = static_cast<int>(n);
+  r.ratio = quantile_sorted(ratio, 0.5);
+  r.low = ratio[static_cast<std::size_t>(k - 1)];
+  r.high = ratio[n - static_cast<std::size_t>(k)];
+  r.coverage = coverage;
+  r.diff_ms = quantile_sorted(diff, 0.5);
+  r.verdict = decide(r.low, r.high, tolerance);
+  return r;
+}
+
+/// Candidates, equal counts, positive times, enough pairs.
+inline void check_samples(const std::vector<std::vector<double>>& samples, double confidence) {
+  if (samples.size() < 2)
+    throw error(step::options,
+                "compare: " + std::to_string(samples.size()) + " candidate(s), needs at least 2", 0,
+                "give the first (the reference) and at least one to compare with it");
+  const std::size_t n = samples[0].size();
+  for (std::size_t c = 0; c < samples.size(); ++c) {
+    if (samples[c].size() != n)
+      throw error(step::options,
+                  "compare: candidate " + std::to_string(c) + " has " +
+                      std::to_string(samples[c].size()) + " samples, the first " +
+                      std::to_string(n) + ": samples are paired by index",
+                  0, "give every candidate the same number of samples");
+    check_times(samples[c], c);
+  }
+  check_pairs(static_cast<int>(n), samples.size(), confidence);
+}
+
+}  // namespace detail
+
 /// The statistics of krex::compare, over sample vectors: samples[c][j] is
 /// sample j of candidate c (ms, > 0), paired with samples[0][j]. For each
 /// candidate: the median of the ratios samples[c][j] / samples[0][j], its
@@ -266,47 +374,12 @@ inline verdict decide(double low, double high, double tolerance) {
 inline std::vector<comparison> compare_samples(const std::vector<std::vector<double>>& samples,
                                                double tolerance = 0.005, double confidence = 0.95) {
   detail::check_judging(tolerance, confidence);
-  if (samples.size() < 2)
-    throw error(step::options,
-                "compare: " + std::to_string(samples.size()) + " candidate(s), needs at least 2", 0,
-                "give the first (the reference) and at least one to compare with it");
-  const std::size_t n = samples[0].size();
-  for (std::size_t c = 0; c < samples.size(); ++c) {
-    if (samples[c].size() != n)
-      throw error(step::options,
-                  "compare: candidate " + std::to_string(c) + " has " +
-                      std::to_string(samples[c].size()) + " samples, the first " +
-                      std::to_string(n) + ": samples are paired by index",
-                  0, "give every candidate the same number of samples");
-    for (std::size_t j = 0; j < n; ++j)
-      if (!(samples[c][j] > 0) || !std::isfinite(samples[c][j]))
-        throw error(step::options,
-                    "compare: sample " + std::to_string(j) + " of candidate " + std::to_string(c) +
-                        " is " + std::to_string(samples[c][j]) + " ms, not a positive time",
-                    0, "check that the body does work (an empty body times as 0)");
-  }
-  detail::check_pairs(static_cast<int>(n), samples.size(), confidence);
-  const auto [k, coverage] = detail::median_interval_rank(
-      static_cast<int>(n), detail::alpha_each(confidence, samples.size()));
+  detail::check_samples(samples, confidence);
+  const double alpha = detail::alpha_each(confidence, samples.size());
   std::vector<comparison> out(samples.size());
-  out[0].pairs = static_cast<int>(n);
-  for (std::size_t c = 1; c < samples.size(); ++c) {
-    std::vector<double> ratio(n), diff(n);
-    for (std::size_t j = 0; j < n; ++j) {
-      ratio[j] = samples[c][j] / samples[0][j];
-      diff[j] = samples[c][j] - samples[0][j];
-    }
-    std::sort(ratio.begin(), ratio.end());
-    std::sort(diff.begin(), diff.end());
-    comparison& r = out[c];
-    r.pairs = static_cast<int>(n);
-    r.ratio = detail::quantile_sorted(ratio, 0.5);
-    r.low = ratio[static_cast<std::size_t>(k - 1)];
-    r.high = ratio[n - static_cast<std::size_t>(k)];
-    r.coverage = coverage;
-    r.diff_ms = detail::quantile_sorted(diff, 0.5);
-    r.verdict = decide(r.low, r.high, tolerance);
-  }
+  out[0].pairs = static_cast<int>(samples[0].size());
+  for (std::size_t c = 1; c < samples.size(); ++c)
+    out[c] = detail::compare_pair(samples[0], samples[c], tolerance, alpha);
   return out;
 }
 
@@ -314,6 +387,44 @@ inline std::vector<comparison> compare_samples(const std::vector<std::vector<dou
 inline std::vector<comparison> compare_samples(const std::vector<std::vector<double>>& samples,
                                                const compare_options& o) {
   return compare_samples(samples, o.tolerance, o.confidence);
+}
+
+/// The statistics of a krex::compare run as it pairs them: times[c][j] is
+/// sample j of candidate c, taken in the time order `order` (the candidate
+/// of each sample; compare_order's), paired as detail::compare_pairs says
+/// (same parity within a double round), then judged as compare_samples.
+inline std::vector<comparison> compare_schedule(const std::vector<std::vector<double>>& times,
+                                                const std::vector<int>& order,
+                                                double tolerance = 0.005,
+                                                double confidence = 0.95) {
+  detail::check_judging(tolerance, confidence);
+  detail::check_samples(times, confidence);
+  const std::size_t m = times.size();
+  if (order.size() != m * times[0].size())
+    throw error(step::options,
+                "compare: the order has " + std::to_string(order.size()) + " samples, the times " +
+                    std::to_string(m * times[0].size()),
+                0, "give the order the samples were taken in (compare_result::order)");
+  for (int c : order)
+    if (c < 0 || static_cast<std::size_t>(c) >= m)
+      throw error(step::options, "compare: the order names candidate " + std::to_string(c), 0,
+                  "give the order the samples were taken in (compare_result::order)");
+  const auto pairs = detail::compare_pairs(order, static_cast<int>(m));
+  const double alpha = detail::alpha_each(confidence, m);
+  std::vector<comparison> out(m);
+  out[0].pairs = static_cast<int>(times[0].size());
+  for (std::size_t c = 1; c < m; ++c) {
+    std::vector<double> first, other;
+    for (const auto& [jc, j0] : pairs[c]) {
+      other.push_back(times[c].at(static_cast<std::size_t>(jc)));
+      first.push_back(times[0].at(static_cast<std::size_t>(j0)));
+    }
+    if (first.size() != times[0].size())
+      throw error(step::options, "compare: the order does not time every candidate once a round", 0,
+                  "give the order the samples were taken in (compare_result::order)");
+    out[c] = detail::compare_pair(first, other, tolerance, alpha);
+  }
+  return out;
 }
 
 namespace detail {
@@ -342,6 +453,14 @@ inline void check_compare(const std::vector<candidate>& cs, const compare_option
                   0,
                   "write its body as [&](krex::placement p) { ... inputs[p.index] ... }, or "
                   "leave placements at 1");
+  if (2 * o.measure.placements > o.measure.samples && o.measure.placements > 1)
+    throw error(step::options,
+                "compare: placements = " + std::to_string(o.measure.placements) +
+                    " need at least " + std::to_string(2 * o.measure.placements) +
+                    " samples per candidate (two per " +
+                    "placement: both samples of a double round share one), not " +
+                    std::to_string(o.measure.samples),
+                0, "raise samples to a multiple of 2 x placements, or lower placements");
   check_pairs(o.measure.samples, cs.size(), o.confidence);
 }
 
@@ -363,10 +482,10 @@ inline compare_result assemble_compare(const std::vector<candidate>& cs, const c
     r.throttle_reasons = t.seen;
     r.clocks_checked = t.checked;
     summarize(r);
-    summarize_placements(r, o.measure.placements, o.measure.placement_bytes);
+    summarize_placements(r, o.measure.placements, o.measure.placement_bytes, 2);
     out.candidates.push_back(std::move(r));
   }
-  out.vs_first = compare_samples(times, o);
+  out.vs_first = compare_schedule(times, out.order, o.tolerance, o.confidence);
   return out;
 }
 
@@ -378,8 +497,9 @@ inline compare_result compare_host(const std::vector<candidate>& cs, const compa
   const int k = o.measure.placements;
   using clock = std::chrono::steady_clock;
   const auto w0 = clock::now();
-  for (int i = 0; i < warmup_calls(o.measure) || clock::now() - w0 < o.measure.warmup_time; ++i)
-    for (const candidate& c : cs) c(placement{i % k, i});
+  for (int i = 0; i < compare_warmup_calls(o.measure) || clock::now() - w0 < o.measure.warmup_time;
+       ++i)
+    for (const candidate& c : cs) c(placement{compare_placement(i, k), i});
   std::vector<int> order = compare_order(static_cast<int>(m), n, o.seed);
   std::vector<std::vector<double>> times(m, std::vector<double>(static_cast<std::size_t>(n)));
   std::vector<std::vector<int>> throttled(m);
@@ -389,7 +509,7 @@ inline compare_result compare_host(const std::vector<candidate>& cs, const compa
     const int j = static_cast<int>(s / m);
     const unsigned long long before = t.now();
     const auto t0 = clock::now();
-    cs[c](placement{j % k, j});
+    cs[c](placement{compare_placement(j, k), j});
     times[c][static_cast<std::size_t>(j)] =
         std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     if ((before | t.now()) != 0) throttled[c].push_back(j);

@@ -114,7 +114,7 @@ struct measure_result {
   /// then all marked). Never changes the GPU's clocks or settings.
   std::vector<int> throttled;
   unsigned long long throttle_reasons = 0;  ///< every slowdown reason seen (device_clocks bits)
-  int retakes = 0;              ///< samples retaken because they were throttled
+  int retakes = 0;                          ///< samples retaken because they were throttled
   bool clocks_checked = false;  ///< the reasons could be read (NVML present, or injected)
   /// The placement of each sample (0 .. K-1), parallel to samples_ms.
   std::vector<int> placement;
@@ -205,14 +205,17 @@ void call_sample(F& fn, int i, int k = 1) {
 }
 
 /// Fills the placement bookkeeping of `r` from its samples: sample i ran on
-/// placement i % k; the median of each placement and their spread.
-inline void summarize_placements(measure_result& r, int k, std::size_t bytes) {
+/// placement (i / per) % k (krex::measure: per = 1; krex::compare: 2); the
+/// median of each placement and their spread.
+inline void summarize_placements(measure_result& r, int k, std::size_t bytes, int per = 1) {
   if (k < 1) k = 1;
+  if (per < 1) per = 1;
   const std::size_t n = r.samples_ms.size();
   r.placement.assign(n, 0);
   std::vector<std::vector<double>> by(static_cast<std::size_t>(k));
   for (std::size_t i = 0; i < n; ++i) {
-    const int p = static_cast<int>(i % static_cast<std::size_t>(k));
+    const int p =
+        static_cast<int>((i / static_cast<std::size_t>(per)) % static_cast<std::size_t>(k));
     r.placement[i] = p;
     by[static_cast<std::size_t>(p)].push_back(r.samples_ms[i]);
   }

@@ -52,11 +52,11 @@ compare_result compare_loop(typename V::stream_t stream, const std::vector<candi
   // One runner per candidate: its body, or its graphs (one per placement).
   std::vector<std::unique_ptr<sample_runner<V, const candidate>>> run;
   for (const candidate& c : cs)
-    run.push_back(std::make_unique<sample_runner<V, const candidate>>(stream, c, o));
+    run.push_back(std::make_unique<sample_runner<V, const candidate>>(stream, c, o, 2));
 
   using clock = std::chrono::steady_clock;
   const auto w0 = clock::now();
-  for (int i = 0; i < warmup_calls(o); ++i)
+  for (int i = 0; i < compare_warmup_calls(o); ++i)
     for (std::size_t c = 0; c < m; ++c) {
       flush_l2(static_cast<std::size_t>(i));
       run[c]->run(i);

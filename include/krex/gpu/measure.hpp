@@ -235,28 +235,35 @@ class graph_exec {
 };
 
 /// Runs sample (or warm-up call) i of a body: the body itself on placement
-/// i % K, or with o.graph_batch = n a graph of n calls, one graph per
-/// placement (each captured once, before any sample).
+/// (i / per) % K, or with o.graph_batch = n a graph of n calls, one graph per
+/// placement (each captured once, before any sample). krex::measure: per =
+/// 1; krex::compare: 2 (both samples of a double round on one placement).
 template <class V, class F>
 class sample_runner {
  public:
-  sample_runner(typename V::stream_t s, F& fn, const measure_options& o)
-      : m_stream(s), m_fn(fn), m_k(o.placements) {
+  sample_runner(typename V::stream_t s, F& fn, const measure_options& o, int per = 1)
+      : m_stream(s), m_fn(fn), m_k(o.placements), m_per(per < 1 ? 1 : per) {
     if (o.graph_batch > 0)
       for (int p = 0; p < m_k; ++p)
         m_graphs.push_back(std::make_unique<graph_exec<V>>(s, fn, o.graph_batch, p, m_k));
   }
   void run(int i) {
-    if (!m_graphs.empty())
-      m_graphs[static_cast<std::size_t>(i % m_k)]->launch(m_stream);
-    else
-      call_sample(m_fn, i, m_k);
+    const int p = (i / m_per) % m_k;
+    if (!m_graphs.empty()) {
+      m_graphs[static_cast<std::size_t>(p)]->launch(m_stream);
+    } else {
+      if constexpr (takes_placement<F>)
+        m_fn(placement{p, i});
+      else
+        call_sample(m_fn, i, m_k);
+    }
   }
 
  private:
   typename V::stream_t m_stream;
   F& m_fn;
   int m_k;
+  int m_per;
   std::vector<std::unique_ptr<graph_exec<V>>> m_graphs;
 };
 
