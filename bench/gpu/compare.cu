@@ -25,7 +25,12 @@
 //                    [--sync-each] [--unprotected] [--segment NAME] [--json FILE]
 //
 // One process; the tenant joins the node's segment for the current device
-// (or --segment), so it can run beside other krex workers.
+// (or --segment), so it can run beside other krex workers: to spread the
+// comparisons over N workers, start N copies at once with --comparisons
+// 100/N, different --seed and --json files, and pool their JSON records
+// (right, wrong, identical.verdict). --json also has every sample and the
+// time order of each compare, so a pairing or statistic can be re-derived
+// offline (krex::compare_schedule).
 
 #include "kernels.cuh"
 
@@ -44,6 +49,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -64,7 +70,26 @@ struct record {
   double region_ms = 0;
   unsigned long long spacer_bytes = 0;
   bool right = false, wrong = false, same_ok = false;
+  /// Every sample, for offline analysis: the pair's candidates (in the
+  /// pair's order: the first is B when b_first) and time order, the
+  /// identical pair's.
+  std::vector<std::vector<double>> pair_samples, same_samples;
+  std::vector<int> pair_order, same_order;
 };
+
+/// `v` as a JSON array.
+template <class T>
+void json_array(FILE* f, const std::vector<T>& v) {
+  std::fputc('[', f);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i != 0) std::fputc(',', f);
+    if constexpr (std::is_integral_v<T>)
+      std::fprintf(f, "%d", static_cast<int>(v[i]));
+    else
+      std::fprintf(f, "%.6f", static_cast<double>(v[i]));
+  }
+  std::fputc(']', f);
+}
 
 }  // namespace
 
@@ -205,6 +230,12 @@ int main(int argc, char** argv) {
       rec.median_b_ms = mb.median_ms;
       rec.spread_a = ma.placement_spread;
       rec.spread_b = mb.placement_spread;
+      for (const krex::measure_result& m : pair.candidates)
+        rec.pair_samples.push_back(m.samples_ms);
+      for (const krex::measure_result& m : same.candidates)
+        rec.same_samples.push_back(m.samples_ms);
+      rec.pair_order = pair.order;
+      rec.same_order = same.order;
       // The bigger variant is slower: B vs A "slower", A vs B "faster".
       const krex::verdict want =
           (floats_b > floats_a) != rec.b_first ? krex::verdict::slower : krex::verdict::faster;
@@ -288,12 +319,27 @@ int main(int argc, char** argv) {
             "\"coverage\":%.4f,\"verdict\":\"%s\"},\"identical\":{\"ratio\":%.6f,\"low\":%.6f,"
             "\"high\":%.6f,\"verdict\":\"%s\"},\"median_a_ms\":%.6f,\"median_b_ms\":%.6f,"
             "\"spread_a\":%.6f,\"spread_b\":%.6f,\"region_ms\":%.3f,\"spacer_bytes\":%llu,"
-            "\"right\":%s,\"wrong\":%s}",
+            "\"right\":%s,\"wrong\":%s",
             i == 0 ? "" : ",", r.index, r.b_first ? "true" : "false", r.pair.ratio, r.pair.low,
             r.pair.high, r.pair.coverage, krex::to_string(r.pair.verdict), r.same.ratio, r.same.low,
             r.same.high, krex::to_string(r.same.verdict), r.median_a_ms, r.median_b_ms, r.spread_a,
             r.spread_b, r.region_ms, r.spacer_bytes, r.right ? "true" : "false",
             r.wrong ? "true" : "false");
+        std::fprintf(f, ",\"pair_order\":");
+        json_array(f, r.pair_order);
+        std::fprintf(f, ",\"pair_samples_ms\":[");
+        for (std::size_t c = 0; c < r.pair_samples.size(); ++c) {
+          if (c != 0) std::fputc(',', f);
+          json_array(f, r.pair_samples[c]);
+        }
+        std::fprintf(f, "],\"identical_order\":");
+        json_array(f, r.same_order);
+        std::fprintf(f, ",\"identical_samples_ms\":[");
+        for (std::size_t c = 0; c < r.same_samples.size(); ++c) {
+          if (c != 0) std::fputc(',', f);
+          json_array(f, r.same_samples[c]);
+        }
+        std::fprintf(f, "]}");
       }
       std::fprintf(f, "]}\n");
       std::fclose(f);
