@@ -8,14 +8,30 @@
 // (cold_l2), from measure's per-process scratch. cuda/compare.hpp
 // instantiates it.
 
-#include <krex/compare.hpp>
-#include <krex/gpu/measure.hpp>
+#include <krex/backend/gpu_api.hpp>
 
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
+
+// What cuda/compare.hpp names, declared before <krex/compare.hpp>: that header
+// ends by including cuda/compare.hpp (KREX_WITH_CUDA builds), which then meets
+// this name while this header is still on its way in (as gpu/measure.hpp).
+namespace krex {
+struct compare_options;
+struct compare_result;
+class candidate;
+namespace detail::gpu {
+template <class V, class R>
+compare_result compare(typename V::stream_t stream, const std::vector<candidate>& cs,
+                       const compare_options& o);
+}  // namespace detail::gpu
+}  // namespace krex
+
+#include <krex/compare.hpp>
+#include <krex/gpu/measure.hpp>
 
 namespace krex::detail::gpu {
 

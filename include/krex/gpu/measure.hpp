@@ -32,6 +32,8 @@ class device_buffer;
 template <class V>
 class event_set;
 template <class V>
+class placement_buffers;
+template <class V>
 std::size_t flush_size(std::size_t requested);
 template <class V>
 void prepare_scratch(const measure_options& o);
