@@ -11,6 +11,7 @@
 #include "../bench/gpu/kernels.cuh"
 #include "krex_test.hpp"
 
+#include <krex/compare.hpp>
 #include <krex/cuda/launch.hpp>
 #include <krex/measure.hpp>
 #include <krex/region.hpp>
@@ -619,6 +620,84 @@ void print_quiet(const char* what, const krex::region_report& r) {
   for (const auto& w : r.warnings) std::fprintf(stderr, "  warning: %s\n", w.c_str());
 }
 }  // namespace
+
+// Issue 35: the budget of placement_buffers is checked before anything is
+// allocated (no GPU needed), and a bad index says how to index.
+TEST(CudaMeasure, PlacementBuffersBudgetIsCheckedBeforeAllocating) {
+  try {
+    krex::cuda::placement_buffers big(8, {std::size_t{1} << 30, std::size_t{1} << 30},
+                                      std::size_t{3} << 30);
+    ADD_FAILURE() << "no krex::error";
+  } catch (const krex::error& e) {
+    EXPECT_EQ(e.where(), krex::step::options);
+    EXPECT_NE(std::string(e.what()).find("lower K to at most 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(krex::cuda::placement_buffers(0, {1024}), krex::error);
+  EXPECT_THROW(krex::cuda::placement_buffers(2, {}), krex::error);
+}
+
+// Issue 35 on the device: measure over K placements (each sample's pointers
+// from its placement, with and without graphs: one graph per placement) and
+// compare of two kernels of different lengths, interleaved in one region.
+TEST(CudaMeasure, PlacementsAndCompare) {
+  REQUIRE_GPU();
+  scoped_segment seg;
+  const int code = in_child([&] {
+    krex::tenant t{seg.opts()};
+    cudaStream_t s;
+    CHILD_EXPECT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 90);
+    const std::size_t n4 = std::size_t{1} << 18;  // 4 MiB per buffer
+    krex::cuda::placement_buffers in(3, {n4 * sizeof(float4), n4 * sizeof(float4), n4 * sizeof(float4)});
+    CHILD_EXPECT(in.bytes() == 9 * n4 * sizeof(float4), 91);
+    CHILD_EXPECT(in.get<float4>(1, 0) != in.get<float4>(0, 0), 92);
+    std::vector<float> host(n4 * 4, 1.0F);
+    in.upload(0, host.data());
+    in.upload(1, host.data());
+    krex::measure_options o;
+    o.samples = 12;
+    in.configure(o);
+    std::vector<int> used;
+    krex::region r{t};
+    const auto body = [&](krex::placement p) {
+      used.push_back(p.index);
+      axpby16<<<264, 256, 0, s>>>(in.get<const float4>(p, 0), in.get<const float4>(p, 1),
+                                  in.get<float4>(p, 2), n4);
+    };
+    const krex::measure_result m = krex::measure(r, s, body, o);
+    std::fprintf(stderr, "axpby 1M over 3 placements: median %.4f ms, spread %.2f%%\n", m.median_ms,
+                 100 * m.placement_spread);
+    CHILD_EXPECT(m.samples_ms.size() == 12 && m.placement.size() == 12, 93);
+    CHILD_EXPECT(m.placement[4] == 1 && m.placement_median_ms.size() == 3, 94);
+    CHILD_EXPECT(m.placement_bytes == in.bytes(), 95);
+    CHILD_EXPECT(used.size() == 15 && used[3 + 5] == 2, 96);  // 3 warm-up calls, then 0 1 2 ...
+    o.graph_batch = 4;
+    used.clear();
+    const krex::measure_result g = krex::measure(r, s, body, o);
+    CHILD_EXPECT(g.method.find("graph") != std::string::npos && g.median_ms > 0, 97);
+    CHILD_EXPECT(used.size() == 12, 98);  // captured: 3 graphs of 4 calls, nothing after
+    krex::compare_options co;
+    co.measure.samples = 30;
+    unsigned long long* st = nullptr;
+    CHILD_EXPECT(cudaMalloc(&st, 16) == cudaSuccess, 99);
+    const krex::compare_result c = krex::compare(
+        r, s,
+        {krex::candidate{"short", [&] { krex_gpu::stamped_spin<<<1, 32, 0, s>>>(st, st + 1, 100'000ULL); }},
+         krex::candidate{"long", [&] { krex_gpu::stamped_spin<<<1, 32, 0, s>>>(st, st + 1, 150'000ULL); }},
+         krex::candidate{"short2", [&] { krex_gpu::stamped_spin<<<1, 32, 0, s>>>(st, st + 1, 100'000ULL); }}},
+        co);
+    std::fprintf(stderr, "compare: long/short %.4f [%.4f, %.4f] %s, short2/short %.4f %s (%s)\n",
+                 c.vs_first[1].ratio, c.vs_first[1].low, c.vs_first[1].high,
+                 krex::to_string(c.vs_first[1].verdict), c.vs_first[2].ratio,
+                 krex::to_string(c.vs_first[2].verdict), c.method.c_str());
+    CHILD_EXPECT(c.vs_first[1].verdict == krex::verdict::slower, 100);
+    CHILD_EXPECT(c.vs_first[2].verdict == krex::verdict::same ||
+                     c.vs_first[2].verdict == krex::verdict::unsure, 101);
+    CHILD_EXPECT(c.method == "cuda-events+cold-l2+interleaved", 102);
+    CHILD_EXPECT(c.candidates[1].median_ms > 0.145 && c.candidates[1].median_ms < 0.2, 103);
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+}
 
 // Issue 19: after a 4 GB cudaMalloc + cudaFree the device runs bandwidth-bound
 // kernels ~10% slow for ~10 ms (bench/gpu/quiet.cu). A region entered right

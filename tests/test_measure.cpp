@@ -9,7 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <string>
 #include <vector>
 
 using krex_test::scoped_segment;
@@ -94,4 +97,142 @@ TEST(Measure, UnprotectedRunsTheSameLoopWithoutARegion) {
   EXPECT_THROW(krex::measure(
                    krex::unprotected, [] {}, o),
                krex::error);
+}
+
+// Placements: sample i runs on placement i % K, warm-up covers every
+// placement, and the result records each sample's placement, the median of
+// each placement and their spread.
+TEST(Measure, PlacementsRotatePerSampleAndAreRecorded) {
+  std::vector<int> warm, timed;
+  int calls = 0;
+  krex::measure_options o;
+  o.warmup = 2;  // fewer than K: warm-up still visits every placement once
+  o.samples = 30;
+  o.placements = 3;
+  o.placement_bytes = 12345;
+  const krex::measure_result m = krex::measure(
+      krex::unprotected,
+      [&](krex::placement p) {
+        (calls < 3 ? warm : timed).push_back(p.index);
+        ++calls;
+        // Placement 1 is twice as slow: the spread must show it.
+        krex_test::spin_for(p.index == 1 ? 600'000 : 300'000);
+      },
+      o);
+  EXPECT_EQ(warm, (std::vector<int>{0, 1, 2}));
+  ASSERT_EQ(timed.size(), 30U);
+  for (std::size_t i = 0; i < 30; ++i) EXPECT_EQ(timed[i], static_cast<int>(i % 3));
+  EXPECT_EQ(m.placement, timed) << "each sample's placement, parallel to samples_ms";
+  ASSERT_EQ(m.placement_median_ms.size(), 3U);
+  // Medians of 10 samples each: a preempted spin or two moves none of them.
+  EXPECT_GT(m.placement_median_ms[1], 1.5 * m.placement_median_ms[0]);
+  EXPECT_GT(m.placement_median_ms[1], 1.5 * m.placement_median_ms[2]);
+  std::vector<double> med = m.placement_median_ms;
+  std::sort(med.begin(), med.end());
+  EXPECT_DOUBLE_EQ(m.placement_spread, (med[2] - med[0]) / med[1]);
+  EXPECT_GT(m.placement_spread, 0.6);  // (0.6 - 0.3) / 0.3 = 1 without preemption
+  EXPECT_EQ(m.placement_bytes, 12345U);
+}
+
+TEST(Measure, OnePlacementIsTheLoopAsBefore) {
+  std::vector<int> seen;
+  krex::measure_options o;
+  o.warmup = 1;
+  o.samples = 4;
+  const krex::measure_result m = krex::measure(
+      krex::unprotected, [&](int i) { seen.push_back(i); }, o);
+  EXPECT_EQ(seen, (std::vector<int>{0, 0, 1, 2, 3})) << "an int body still gets the sample index";
+  EXPECT_EQ(m.placement, (std::vector<int>{0, 0, 0, 0}));
+  ASSERT_EQ(m.placement_median_ms.size(), 1U);
+  EXPECT_DOUBLE_EQ(m.placement_spread, 0);
+  EXPECT_EQ(m.placement_bytes, 0U);
+}
+
+TEST(Measure, PlacementStatisticsFromSamples) {
+  krex::measure_result r;
+  r.samples_ms = {1, 2, 3, 4, 5, 6, 7};
+  krex::detail::summarize_placements(r, 2, 64);
+  EXPECT_EQ(r.placement, (std::vector<int>{0, 1, 0, 1, 0, 1, 0}));
+  ASSERT_EQ(r.placement_median_ms.size(), 2U);
+  EXPECT_DOUBLE_EQ(r.placement_median_ms[0], 4);  // 1 3 5 7
+  EXPECT_DOUBLE_EQ(r.placement_median_ms[1], 4);  // 2 4 6
+  EXPECT_DOUBLE_EQ(r.placement_spread, 0);
+  r.samples_ms = {1, 3, 1, 3};
+  krex::detail::summarize_placements(r, 2, 64);
+  EXPECT_DOUBLE_EQ(r.placement_spread, 1.0);  // (3 - 1) / 2
+  EXPECT_EQ(r.placement_bytes, 64U);
+}
+
+namespace {
+std::string what_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const krex::error& e) {
+    EXPECT_EQ(e.where(), krex::step::options);
+    return e.what();
+  }
+  ADD_FAILURE() << "no krex::error";
+  return {};
+}
+}  // namespace
+
+TEST(Measure, PlacementErrorsSayWhatToDo) {
+  krex::measure_options o;
+  o.samples = 4;
+  o.placements = 0;
+  EXPECT_NE(what_of([&] {
+              krex::measure(
+                  krex::unprotected, [](krex::placement) {}, o);
+            }).find("placements = 0 is not >= 1"),
+            std::string::npos);
+  o.placements = 5;
+  EXPECT_NE(what_of([&] {
+              krex::measure(
+                  krex::unprotected, [](krex::placement) {}, o);
+            }).find("raise samples"),
+            std::string::npos);
+  // With K > 1 the body must take the placement it is recorded on.
+  o.placements = 2;
+  EXPECT_NE(what_of([&] {
+              krex::measure(
+                  krex::unprotected, [] {}, o);
+            }).find("[&](krex::placement p)"),
+            std::string::npos);
+  EXPECT_NE(what_of([&] {
+              krex::measure(
+                  krex::unprotected, [](int) {}, o);
+            }).find("does not take a krex::placement"),
+            std::string::npos);
+}
+
+TEST(Measure, HostPlacementsCopyTheBuffersAndCountTheirBytes) {
+  const std::vector<float> x(1000, 1.0F), y(500, 2.0F);
+  krex::placements<float> in(4, {x, y});
+  EXPECT_EQ(in.count(), 4);
+  EXPECT_EQ(in.bytes(), 4 * 1500 * sizeof(float));
+  for (int p = 0; p < 4; ++p) {
+    EXPECT_EQ(in.buffer(p, 0), x);
+    EXPECT_EQ(in.buffer(p, 1), y);
+    for (int q = 0; q < p; ++q) EXPECT_NE(in.data(p, 0), in.data(q, 0)) << "own allocations";
+  }
+  EXPECT_EQ(in.data(krex::placement{2, 9}, 1), in.data(2, 1));
+  krex::measure_options o;
+  o.samples = 8;
+  in.configure(o);
+  EXPECT_EQ(o.placements, 4);
+  EXPECT_EQ(o.placement_bytes, in.bytes());
+  std::vector<const float*> used;
+  const krex::measure_result m = krex::measure(
+      krex::unprotected, [&](krex::placement p) { used.push_back(in.data(p, 0)); }, o);
+  EXPECT_EQ(m.placement_bytes, in.bytes());
+  ASSERT_EQ(used.size(), 12U);  // 4 warm-up calls (one per placement), 8 samples
+  EXPECT_EQ(used[4 + 5], in.data(1, 0));
+
+  // The budget: 4 x 6000 bytes do not fit in 20000.
+  const std::string w = what_of([&] { krex::placements<float> big(4, {x, y}, 20000); });
+  EXPECT_NE(w.find("over the budget of 20000 bytes"), std::string::npos) << w;
+  EXPECT_NE(w.find("lower K to at most 3"), std::string::npos) << w;
+  EXPECT_NO_THROW((krex::placements<float>(3, {x, y}, 20000)));
+  EXPECT_NE(what_of([&] { krex::placements<float> none(0, {x}); }).find("not >= 1"),
+            std::string::npos);
 }

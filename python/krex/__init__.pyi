@@ -2,7 +2,7 @@
 # Type stubs of the krex package (__init__.py and patch.py).
 # tests/python/test_binding.py checks that they name what the package exports.
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Type, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 from ._krex import Error as Error
 from ._krex import Region as _Region
@@ -10,7 +10,7 @@ from ._krex import Tenant as Tenant
 from ._krex import backend as backend
 from ._krex import prepare_measure as prepare_measure
 
-__all__ = ["Error", "Tenant", "backend", "region", "measure", "prepare_measure", "patch",
+__all__ = ["Error", "Tenant", "backend", "region", "measure", "compare", "prepare_measure", "patch",
            "unpatch", "patched",
            "process_tenant", "last_report", "in_region", "Pool", "PoolError", "WorkerDied",
            "worker_tenant"]
@@ -38,7 +38,7 @@ class region:
 
 def measure(
     r: Union[region, _Region],
-    fn: Callable[[], Any],
+    fn: Callable[..., Any],
     warmup: int = 3,
     samples: int = 50,
     warmup_ms: float = 0.0,
@@ -46,6 +46,25 @@ def measure(
     stream: Optional[Any] = None,
     cold_l2: bool = True,
     flush_bytes: int = 0,
+    placements: int = 1,
+    placement_bytes: int = 0,
+) -> Dict[str, Any]: ...
+def compare(
+    r: Union[region, _Region],
+    fns: Union[Sequence[Callable[..., Any]], Mapping[str, Callable[..., Any]]],
+    names: Optional[Sequence[str]] = None,
+    warmup: int = 3,
+    samples: int = 50,
+    warmup_ms: float = 0.0,
+    timer: str = "auto",
+    stream: Optional[Any] = None,
+    cold_l2: bool = True,
+    flush_bytes: int = 0,
+    placements: int = 1,
+    placement_bytes: int = 0,
+    tolerance: float = 0.005,
+    confidence: float = 0.95,
+    seed: int = 1,
 ) -> Dict[str, Any]: ...
 def patch(also: Iterable[Tuple[str, str]] = (), **options: Any) -> bool: ...
 def unpatch(leave: bool = True) -> None: ...

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Type stubs of the extension module krex._krex (python/src/krex_python.cpp).
 # tests/python/test_binding.py checks that they name what the module defines.
-from typing import Any, Callable, Dict, List, Optional, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
 
 _T = TypeVar("_T")
 
@@ -87,7 +87,7 @@ class Region:
 
 def measure(
     region: Region,
-    fn: Callable[[], Any],
+    fn: Callable[..., Any],
     warmup: int = 3,
     samples: int = 50,
     warmup_ms: float = 0.0,
@@ -95,6 +95,25 @@ def measure(
     stream: Optional[Any] = None,
     cold_l2: bool = True,
     flush_bytes: int = 0,
+    placements: int = 1,
+    placement_bytes: int = 0,
+) -> Dict[str, Any]: ...
+def compare(
+    region: Region,
+    fns: Sequence[Callable[..., Any]],
+    names: Optional[Sequence[str]] = None,
+    warmup: int = 3,
+    samples: int = 50,
+    warmup_ms: float = 0.0,
+    timer: str = "auto",
+    stream: Optional[Any] = None,
+    cold_l2: bool = True,
+    flush_bytes: int = 0,
+    placements: int = 1,
+    placement_bytes: int = 0,
+    tolerance: float = 0.005,
+    confidence: float = 0.95,
+    seed: int = 1,
 ) -> Dict[str, Any]: ...
 def prepare_measure(cold_l2: bool = True, flush_bytes: int = 0) -> None: ...
 def device_count(**kwargs: Any) -> int: ...

@@ -10,6 +10,7 @@
 // holds the device for seconds stalls only the waiting Python thread. Python
 // callables (the timed body, submit's fn) run with the GIL held.
 
+#include <krex/compare.hpp>
 #include <krex/error.hpp>
 #include <krex/measure.hpp>
 #include <krex/options.hpp>
@@ -310,6 +311,10 @@ py::dict measure_dict(const measure_result& m) {
   d["throttle_reasons"] = m.throttle_reasons;
   d["retakes"] = m.retakes;
   d["clocks_checked"] = m.clocks_checked;
+  d["placement"] = m.placement;
+  d["placement_median_ms"] = m.placement_median_ms;
+  d["placement_spread"] = m.placement_spread;
+  d["placement_bytes"] = m.placement_bytes;
   return d;
 }
 
@@ -473,10 +478,16 @@ class py_region {
   region_report m_report;
 };
 
-py::dict measure_py(py_region& r, const py::function& fn, int warmup, int samples,
-                    double warmup_ms, const std::string& timer, const py::object& stream,
-                    bool cold_l2, std::size_t flush_bytes) {
-  region& held = r.held();
+/// The CUDA stream of krex.measure / krex.compare's `stream` argument.
+[[maybe_unused]] std::uintptr_t stream_handle(const py::object& stream) {
+  if (stream.is_none()) return 0;
+  py::object s = py::hasattr(stream, "cuda_stream") ? stream.attr("cuda_stream") : stream;
+  return static_cast<std::uintptr_t>(to_int("stream", s, "an int handle or a torch.cuda.Stream"));
+}
+
+/// krex.measure / krex.compare's loop options from their keywords.
+measure_options loop_options(int warmup, int samples, double warmup_ms, bool cold_l2,
+                             std::size_t flush_bytes, int placements, std::size_t placement_bytes) {
   measure_options o;
   o.warmup = warmup;
   o.samples = samples;
@@ -484,7 +495,13 @@ py::dict measure_py(py_region& r, const py::function& fn, int warmup, int sample
   o.warmup_time = std::chrono::microseconds(static_cast<long long>(warmup_ms * 1000.0));
   o.cold_l2 = cold_l2;
   o.flush_bytes = flush_bytes;
-  const auto call = [&fn] { fn(); };
+  o.placements = placements;
+  o.placement_bytes = placement_bytes;
+  return o;
+}
+
+/// True when the loop is timed with CUDA events (else the host clock).
+bool cuda_timer(const std::string& timer) {
   const bool cuda = default_backend::name == std::string("cuda");
   if (timer != "auto" && timer != "host" && timer != "cuda")
     bad_value("timer", "'" + timer + "'", "auto, host, cuda");
@@ -492,18 +509,95 @@ py::dict measure_py(py_region& r, const py::function& fn, int warmup, int sample
     throw error(step::options, "timer='cuda' in a krex built with the " +
                                    std::string(default_backend::name) + " backend",
                 0, "use timer='host', or build krex with CUDA (see docs/PYTHON.md)");
-  if (timer == "host" || !cuda) return measure_dict(measure(held, call, o));
+  return timer != "host" && cuda;
+}
+
+py::dict measure_py(py_region& r, const py::function& fn, int warmup, int samples,
+                    double warmup_ms, const std::string& timer, const py::object& stream,
+                    bool cold_l2, std::size_t flush_bytes, int placements,
+                    std::size_t placement_bytes) {
+  region& held = r.held();
+  const measure_options o =
+      loop_options(warmup, samples, warmup_ms, cold_l2, flush_bytes, placements, placement_bytes);
+  // One placement: fn(), as before placements existed; K > 1: fn(p), the
+  // placement index (a Python callable's parameters are not its type).
+  const auto call = [&fn](placement p) { fn(p.index); };
+  const auto call0 = [&fn] { fn(); };
+  const bool k1 = placements == 1;
+  if (!cuda_timer(timer))
+    return measure_dict(k1 ? measure(held, call0, o) : measure(held, call, o));
 #if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
-  std::uintptr_t handle = 0;
-  if (!stream.is_none()) {
-    py::object s = py::hasattr(stream, "cuda_stream") ? stream.attr("cuda_stream") : stream;
-    handle = static_cast<std::uintptr_t>(to_int("stream", s, "an int handle or a torch.cuda.Stream"));
-  }
-  return measure_dict(measure(held, reinterpret_cast<cudaStream_t>(handle), call, o));
+  const auto s = reinterpret_cast<cudaStream_t>(stream_handle(stream));
+  return measure_dict(k1 ? measure(held, s, call0, o) : measure(held, s, call, o));
 #else
   (void)stream;
-  return measure_dict(measure(held, call, o));
+  return measure_dict(k1 ? measure(held, call0, o) : measure(held, call, o));
 #endif
+}
+
+py::dict compare_py(py_region& r, const py::sequence& fns, const py::object& names, int warmup,
+                    int samples, double warmup_ms, const std::string& timer,
+                    const py::object& stream, bool cold_l2, std::size_t flush_bytes,
+                    int placements, std::size_t placement_bytes, double tolerance,
+                    double confidence, std::uint64_t seed) {
+  region& held = r.held();
+  compare_options o;
+  o.measure =
+      loop_options(warmup, samples, warmup_ms, cold_l2, flush_bytes, placements, placement_bytes);
+  o.tolerance = tolerance;
+  o.confidence = confidence;
+  o.seed = seed;
+  std::vector<std::string> given;
+  if (!names.is_none())
+    for (py::handle n : py::sequence(names)) given.push_back(py::str(n).cast<std::string>());
+  if (!given.empty() && given.size() != py::len(fns))
+    throw error(step::options,
+                std::to_string(given.size()) + " names for " + std::to_string(py::len(fns)) +
+                    " candidates",
+                0, "give one name per candidate, or none");
+  std::vector<candidate> cs;
+  for (std::size_t i = 0; i < py::len(fns); ++i) {
+    py::object fn = fns[i];
+    if (!PyCallable_Check(fn.ptr()))
+      throw py::type_error("krex: krex.compare's candidate " + std::to_string(i) +
+                           " is not callable: " + py_repr(fn));
+    const std::string name = given.empty() ? std::string{} : given[i];
+    if (placements == 1)
+      cs.emplace_back(name, [fn](placement) { fn(); });
+    else
+      cs.emplace_back(name, [fn](placement p) { fn(p.index); });
+  }
+  compare_result c;
+  if (!cuda_timer(timer)) {
+    c = compare(held, cs, o);
+  } else {
+#if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
+    c = compare(held, reinterpret_cast<cudaStream_t>(stream_handle(stream)), cs, o);
+#else
+    (void)stream;
+    c = compare(held, cs, o);
+#endif
+  }
+  py::dict d;
+  d["names"] = c.names;
+  py::list cands, vs;
+  for (const measure_result& m : c.candidates) cands.append(measure_dict(m));
+  for (const comparison& v : c.vs_first) {
+    py::dict e;
+    e["pairs"] = v.pairs;
+    e["ratio"] = v.ratio;
+    e["low"] = v.low;
+    e["high"] = v.high;
+    e["coverage"] = v.coverage;
+    e["diff_ms"] = v.diff_ms;
+    e["verdict"] = to_string(v.verdict);
+    vs.append(e);
+  }
+  d["candidates"] = cands;
+  d["vs_first"] = vs;
+  d["order"] = c.order;
+  d["method"] = c.method;
+  return d;
 }
 
 }  // namespace
@@ -616,13 +710,28 @@ freezes siblings and pins this thread; exit undoes it. r.report is a dict.)doc")
   m.def("measure", &measure_py, py::arg("region"), py::arg("fn"), py::arg("warmup") = 3,
         py::arg("samples") = 50, py::arg("warmup_ms") = 0.0, py::arg("timer") = "auto",
         py::arg("stream") = py::none(), py::arg("cold_l2") = true, py::arg("flush_bytes") = 0,
+        py::arg("placements") = 1, py::arg("placement_bytes") = 0,
         R"doc(
 Times fn() inside the entered region r (krex::measure): warm-up, then samples.
 timer='host' uses the host clock per call; on a CUDA build, 'auto' uses CUDA
 events on `stream` (an int handle or an object with .cuda_stream; None: the
 legacy default stream, PyTorch's default) with the L2 flushed before each
-sample. Returns a dict: samples_ms, median_ms, p5_ms, p95_ms, mean_ms, min_ms,
-max_ms, method.)doc");
+sample. placements=K > 1: fn(p) runs on copy p of its inputs, p = sample % K
+(docs/COMPARE.md). Returns a dict: samples_ms, median_ms, p5_ms, p95_ms,
+mean_ms, min_ms, max_ms, method, placement, placement_median_ms,
+placement_spread, placement_bytes.)doc");
+
+  m.def("compare", &compare_py, py::arg("region"), py::arg("fns"), py::arg("names") = py::none(),
+        py::arg("warmup") = 3, py::arg("samples") = 50, py::arg("warmup_ms") = 0.0,
+        py::arg("timer") = "auto", py::arg("stream") = py::none(), py::arg("cold_l2") = true,
+        py::arg("flush_bytes") = 0, py::arg("placements") = 1, py::arg("placement_bytes") = 0,
+        py::arg("tolerance") = 0.005, py::arg("confidence") = 0.95, py::arg("seed") = 1,
+        R"doc(
+Times the candidates fns (two or more callables) inside the entered region r,
+interleaved sample by sample (krex::compare), and compares each with the
+first. Returns a dict: names, candidates (a measure dict each), vs_first (per
+candidate: pairs, ratio, low, high, coverage, diff_ms, verdict: 'baseline',
+'faster', 'slower', 'same' or 'unsure'), order, method.)doc");
 
   m.def(
       "prepare_measure",

@@ -77,6 +77,9 @@ inline std::size_t l2_flush_bytes(int l2_bytes) noexcept {
   static error_t copy_async(void* dst, const void* src, std::size_t n, stream_t s) noexcept {   \
     return P##MemcpyAsync(dst, src, n, P##MemcpyDeviceToDevice, s);                             \
   }                                                                                             \
+  static error_t copy_from_host(void* dst, const void* src, std::size_t n) noexcept {           \
+    return P##Memcpy(dst, src, n, P##MemcpyHostToDevice);                                       \
+  }                                                                                             \
   /* streams (non-blocking) and events */                                                       \
   static error_t stream_create(stream_t* s) noexcept {                                          \
     return P##StreamCreateWithFlags(s, P##StreamNonBlocking);                                   \

@@ -59,4 +59,9 @@ measure_result measure(R&& /*held*/, cudaStream_t stream, F&& fn, const measure_
   return detail::gpu::measure<detail::cuda_api, R&&>(stream, fn, o);
 }
 
+namespace cuda {
+/// K placements of a set of device buffers (gpu/measure.hpp).
+using placement_buffers = detail::gpu::placement_buffers<detail::cuda_api>;
+}  // namespace cuda
+
 }  // namespace krex

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 // What cuda/measure.hpp names, declared before <krex/measure.hpp>: that
@@ -30,6 +31,8 @@ template <class V>
 class device_buffer;
 template <class V>
 class event_set;
+template <class V>
+class placement_buffers;
 template <class V>
 std::size_t flush_size(std::size_t requested);
 template <class V>
@@ -197,11 +200,18 @@ throttle_reader reader() {
 template <class V>
 class graph_exec {
  public:
+  /// A graph of `calls` calls of `fn`; a body that takes a krex::placement
+  /// gets placement `p` of `k` in every call (one graph per placement).
   template <class F>
-  graph_exec(typename V::stream_t s, F& fn, int calls) {
+  graph_exec(typename V::stream_t s, F& fn, int calls, int p = 0, int k = 1) {
     gpu_call<V>(V::begin_capture(s), "StreamBeginCapture");
     try {
-      for (int i = 0; i < calls; ++i) call_sample(fn, i);
+      for (int i = 0; i < calls; ++i) {
+        if constexpr (takes_placement<F>)
+          fn(placement{p, i});
+        else
+          call_sample(fn, i, k);
+      }
     } catch (...) {
       typename V::graph_t g = nullptr;
       (void)V::end_capture(s, &g);
@@ -226,6 +236,138 @@ class graph_exec {
   typename V::graph_exec_t m_exec = nullptr;
 };
 
+/// Runs sample (or warm-up call) i of a body: the body itself on placement
+/// (i / per) % K, or with o.graph_batch = n a graph of n calls, one graph per
+/// placement (each captured once, before any sample). krex::measure: per =
+/// 1; krex::compare: 2 (both samples of a double round on one placement).
+template <class V, class F>
+class sample_runner {
+ public:
+  sample_runner(typename V::stream_t s, F& fn, const measure_options& o, int per = 1)
+      : m_stream(s), m_fn(fn), m_k(o.placements), m_per(per < 1 ? 1 : per) {
+    if (o.graph_batch > 0)
+      for (int p = 0; p < m_k; ++p)
+        m_graphs.push_back(std::make_unique<graph_exec<V>>(s, fn, o.graph_batch, p, m_k));
+  }
+  void run(int i) {
+    const int p = (i / m_per) % m_k;
+    if (!m_graphs.empty()) {
+      m_graphs[static_cast<std::size_t>(p)]->launch(m_stream);
+    } else {
+      if constexpr (takes_placement<F>)
+        m_fn(placement{p, i});
+      else
+        call_sample(m_fn, i, m_k);
+    }
+  }
+
+ private:
+  typename V::stream_t m_stream;
+  F& m_fn;
+  int m_k;
+  int m_per;
+  std::vector<std::unique_ptr<graph_exec<V>>> m_graphs;
+};
+
+/// K placements of a set of device buffers (krex::cuda::placement_buffers,
+/// krex::hip::placement_buffers): K copies of each buffer, each copy its own
+/// allocation on the current device (so each lands elsewhere in the device's
+/// memory), freed at scope end. `budget_bytes` (0: none) bounds all K copies;
+/// more throws krex::error(step::options) before anything is allocated.
+/// Allocate outside the region: an allocation is device management.
+///
+///     krex::cuda::placement_buffers in(8, {n * sizeof(float), n * sizeof(float)}, 1ull << 30);
+///     in.upload(0, x_host.data());  in.upload(1, y_host.data());  // every placement
+///     in.configure(o);  // o.placements = 8, o.placement_bytes = in.bytes()
+///     krex::measure(r, s, [&](krex::placement p) {
+///       axpby<<<g, b, 0, s>>>(in.get<float>(p, 0), in.get<float>(p, 1), n); }, o);
+template <class V>
+class placement_buffers {
+ public:
+  placement_buffers(int k, std::vector<std::size_t> buffer_bytes, std::size_t budget_bytes = 0)
+      : m_sizes(std::move(buffer_bytes)) {
+    if (m_sizes.empty())
+      throw error(step::options, "placement_buffers: no buffers given", 0,
+                  "pass the size in bytes of each buffer of one placement");
+    std::size_t per_copy = 0;
+    for (std::size_t b : m_sizes) per_copy += b;
+    m_bytes = placement_cost(k, per_copy, budget_bytes, "placement_buffers");
+    m_k = k;
+    m_ptrs.assign(static_cast<std::size_t>(k) * m_sizes.size(), nullptr);
+    try {
+      for (std::size_t i = 0; i < m_ptrs.size(); ++i) {
+        const std::size_t bytes = m_sizes[i % m_sizes.size()];
+        if (bytes == 0) continue;
+        const typename V::error_t e = V::malloc(&m_ptrs[i], bytes);
+        if (e != V::success) {
+          (void)V::clear_error();
+          throw error(step::backend,
+                      std::string(V::prefix) + "Malloc failed for placement " +
+                          std::to_string(i / m_sizes.size()) + " of " + std::to_string(k) + " (" +
+                          std::to_string(m_bytes) + " bytes in all): " + V::error_name(e),
+                      static_cast<int>(e),
+                      "lower K or free device memory; a budget (budget_bytes) makes this fail "
+                      "before anything is allocated");
+        }
+      }
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~placement_buffers() { release(); }
+  placement_buffers(const placement_buffers&) = delete;
+  placement_buffers& operator=(const placement_buffers&) = delete;
+
+  int count() const noexcept { return m_k; }
+  std::size_t buffers() const noexcept { return m_sizes.size(); }
+  /// The memory of all K copies, in bytes.
+  std::size_t bytes() const noexcept { return m_bytes; }
+  /// Buffer `b` (in the order given) of placement `p`.
+  void* data(int p, std::size_t b) const {
+    if (p < 0 || p >= m_k || b >= m_sizes.size())
+      throw error(step::options,
+                  "placement_buffers: placement " + std::to_string(p) + ", buffer " +
+                      std::to_string(b) + " out of range (" + std::to_string(m_k) +
+                      " placements of " + std::to_string(m_sizes.size()) + " buffers)",
+                  0, "index with the krex::placement the body is given");
+    return m_ptrs[static_cast<std::size_t>(p) * m_sizes.size() + b];
+  }
+  template <class T>
+  T* get(placement p, std::size_t b) const {
+    return static_cast<T*>(data(p.index, b));
+  }
+  template <class T>
+  T* get(int p, std::size_t b) const {
+    return static_cast<T*>(data(p, b));
+  }
+  /// Copies buffer `b`'s size from host memory `src` into buffer `b` of every
+  /// placement (synchronous).
+  void upload(std::size_t b, const void* src) const {
+    for (int p = 0; p < m_k; ++p)
+      gpu_call<V>(V::copy_from_host(data(p, b), src, m_sizes[b]), "Memcpy (placement upload)");
+  }
+  /// Sets o.placements to K and o.placement_bytes to bytes().
+  measure_options& configure(measure_options& o) const {
+    o.placements = m_k;
+    o.placement_bytes = m_bytes;
+    return o;
+  }
+
+ private:
+  void release() noexcept {
+    for (void*& q : m_ptrs)
+      if (q != nullptr) {
+        (void)V::free(q);
+        q = nullptr;
+      }
+  }
+  std::vector<std::size_t> m_sizes;
+  std::vector<void*> m_ptrs;
+  std::size_t m_bytes = 0;
+  int m_k = 0;
+};
+
 /// krex::prepare_measure's part for measure: the scratch for `o` on the
 /// current device, allocated now (see measure_scratch).
 template <class V>
@@ -241,6 +383,7 @@ template <class V, class F>
 measure_result measure_loop(typename V::stream_t stream, F& fn, const measure_options& o) {
   using event_t = typename V::event_t;
   check_measure_options(o);
+  check_body<F>(o);
   const auto n = static_cast<std::size_t>(o.samples);
   const std::size_t flush_bytes = o.cold_l2 ? flush_size<V>(o.flush_bytes) : 0;
   // The process's cached scratch (nothing allocated here after the first
@@ -263,18 +406,14 @@ measure_result measure_loop(typename V::stream_t stream, F& fn, const measure_op
     if (flush != nullptr)
       gpu_call<V>(V::memset_async(flush, i & 0xff, flush_bytes, stream), "MemsetAsync (L2 flush)");
   };
-  std::unique_ptr<graph_exec<V>> graph;
-  if (o.graph_batch > 0) graph = std::make_unique<graph_exec<V>>(stream, fn, o.graph_batch);
-  const auto run = [&](int i) {
-    if (graph)
-      graph->launch(stream);
-    else
-      call_sample(fn, i);
-  };
+  const int places = o.placements;
+  sample_runner<V, F> runner(stream, fn, o);
+  const auto run = [&](int i) { runner.run(i); };
+  const bool graph = o.graph_batch > 0;
 
   using clock = std::chrono::steady_clock;
   const auto w0 = clock::now();
-  for (int i = 0; i < o.warmup; ++i) {
+  for (int i = 0; i < warmup_calls(o); ++i) {
     flush_l2(i);
     run(i);
   }
@@ -329,6 +468,7 @@ measure_result measure_loop(typename V::stream_t stream, F& fn, const measure_op
     r.clocks_checked = t.checked;
   }
   summarize(r);
+  summarize_placements(r, places, o.placement_bytes);
   return r;
 }
 

@@ -39,4 +39,9 @@ measure_result measure(R&& /*held*/, hipStream_t stream, F&& fn, const measure_o
   return detail::gpu::measure<detail::hip_api, R&&>(stream, fn, o);
 }
 
+namespace hip {
+/// K placements of a set of device buffers (gpu/measure.hpp).
+using placement_buffers = detail::gpu::placement_buffers<detail::hip_api>;
+}  // namespace hip
+
 }  // namespace krex
