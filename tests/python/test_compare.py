@@ -63,3 +63,12 @@ def test_compare_and_placements_in_a_region():
         assert c.wait() == 0
     finally:
         cleanup(name, [c])
+
+
+def test_compare_takes_the_library_default_samples():
+    import inspect
+
+    import krex
+    params = inspect.signature(krex.compare).parameters
+    assert params["samples"].default == krex._krex.compare_default_samples == 200
+    assert params["confidence"].default == krex._krex.compare_default_confidence == 0.99
