@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,18 +86,31 @@ TEST(gbench_placements, iterations_rotate_and_the_run_reports_the_spread) {
   EXPECT_EQ(m.method, "host");
   ASSERT_EQ(m.samples_ms.size(), 12U);
   EXPECT_EQ(m.placement, (std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2}));
+  // Each sample is its own placement's call: a busy machine only lengthens
+  // a sample, so every sample of placement 1 is at least its 1 ms, and a
+  // sample taken from another placement's 0.5 ms call would show.
+  for (std::size_t i = 0; i < m.samples_ms.size(); ++i)
+    EXPECT_GE(m.samples_ms[i], spin_ns(m.placement[i]) / 1e6) << "sample " << i;
+  // Each placement's median is the median of its samples, the spread theirs.
   ASSERT_EQ(m.placement_median_ms.size(), 3U);
-  EXPECT_GT(m.placement_median_ms[1], 1.5 * m.placement_median_ms[0]);
-  EXPECT_GT(m.placement_median_ms[1], 1.5 * m.placement_median_ms[2]);
-  EXPECT_GT(m.placement_spread, 0.6);  // (1 - 0.5) / 0.5 = 1 without preemption
+  std::vector<double> med;
+  for (int p = 0; p < 3; ++p) {
+    std::vector<double> v;
+    for (int i = p; i < 12; i += 3) v.push_back(m.samples_ms[static_cast<std::size_t>(i)]);
+    std::sort(v.begin(), v.end());
+    EXPECT_DOUBLE_EQ(m.placement_median_ms[static_cast<std::size_t>(p)], (v[1] + v[2]) / 2) << p;
+    med.push_back(m.placement_median_ms[static_cast<std::size_t>(p)]);
+  }
+  std::sort(med.begin(), med.end());
+  EXPECT_DOUBLE_EQ(m.placement_spread, (med[2] - med[0]) / med[1]);
   EXPECT_EQ(m.placement_bytes, 12345U);
 
   // The counters: K, the spread, the fastest and slowest placement (seconds), the bytes.
   EXPECT_EQ(r->counters.at("krex_placements").value, 3.0);
   EXPECT_DOUBLE_EQ(r->counters.at("krex_placement_spread").value, m.placement_spread);
-  EXPECT_GE(r->counters.at("krex_placement_min_s").value, 0.0005);
-  EXPECT_LT(r->counters.at("krex_placement_min_s").value, 0.0008);
-  EXPECT_GE(r->counters.at("krex_placement_max_s").value, 0.001);
+  EXPECT_DOUBLE_EQ(r->counters.at("krex_placement_min_s").value, med[0] / 1e3);
+  EXPECT_DOUBLE_EQ(r->counters.at("krex_placement_max_s").value, med[2] / 1e3);
+  EXPECT_GE(r->counters.at("krex_placement_max_s").value, 0.001);  // placement 1's median
   EXPECT_EQ(r->counters.at("krex_placement_bytes").value, 12345.0);
   EXPECT_EQ(r->counters.count("krex_placements_timed"), 0U);
   // The region's label as before, with nothing about placements.
@@ -141,12 +155,16 @@ TEST(gbench_placements, fewer_iterations_than_placements_are_said_in_the_label) 
       << r->report_label;
   EXPECT_NE(r->report_label.find("->Iterations()"), std::string::npos) << r->report_label;
   EXPECT_EQ(r->counters.at("krex_placements_timed").value, 2.0);
-  // The spread of the two timed placements (0.5 ms and 1 ms), not of the
-  // untimed ones' empty medians.
+  // The spread of the two timed placements, not of the untimed ones' empty
+  // (0) medians, which would make it (max - 0) / ... .
   const krex::measure_result m = krex::gbench::last_run();
   EXPECT_EQ(m.placement, (std::vector<int>{0, 1}));
-  EXPECT_GT(m.placement_spread, 0.4);
-  EXPECT_LT(m.placement_spread, 2.0);
+  ASSERT_EQ(m.placement_median_ms.size(), 4U);
+  EXPECT_EQ(m.placement_median_ms[2], 0.0);
+  const double lo = std::min(m.samples_ms[0], m.samples_ms[1]);
+  const double hi = std::max(m.samples_ms[0], m.samples_ms[1]);
+  EXPECT_DOUBLE_EQ(m.placement_spread, (hi - lo) / ((lo + hi) / 2));
+  EXPECT_DOUBLE_EQ(r->counters.at("krex_placement_min_s").value, lo / 1e3);
   EXPECT_GE(r->counters.at("krex_placement_min_s").value, 0.0005);
 }
 

@@ -312,9 +312,11 @@ inline region_report last_report() {
 
 /// The last run() that ended: each iteration's time (samples_ms, at most the
 /// first 2^20 iterations of the run), its placement, each placement's
-/// median, their spread and placement_bytes, and the statistics of the
-/// samples; method "host" or "cuda-events" ("+cold-l2" when flushed).
-/// Empty before any run() ended or when the last one failed.
+/// median (0 for a placement the run had too few iterations to time), their
+/// spread and placement_bytes, and the statistics of the samples; method
+/// "host" or "cuda-events" ("+cold-l2" when flushed). Empty before any
+/// run() ended, or when the last one was refused (a bad option, no region,
+/// a CUDA error).
 inline measure_result last_run() {
   std::lock_guard<std::mutex> g(detail::global().lock);
   return detail::global().last_run;
