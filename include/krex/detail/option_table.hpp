@@ -191,6 +191,9 @@ inline constexpr env_variable other_env_table[] = {
      "program, exit status 1 (gbench.hpp)"},
     {"KREX_PATCH",
      "`0`: krex.patch() and `python -m krex.run` turn krex off, a control run (Python)"},
+    {"KREX_PATCH_JOIN",
+     "`1`: krex.patch() joins the process tenant when it is called; `0`: at the first patched "
+     "call (Python; `python -m krex.run` joins before the script runs unless `0`)"},
 };
 
 /// The option's default as README.md's table writes it.
