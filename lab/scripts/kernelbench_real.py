@@ -404,6 +404,8 @@ def main():
     ap.add_argument("--check-trials", type=int, default=2, help="correctness trials per problem")
     ap.add_argument("--modes", default="unprotected,krex", help="of: unprotected, krex")
     ap.add_argument("--no-solo-again", action="store_true", help="skip the noise-floor repeat")
+    ap.add_argument("--solo-from", help="reuse the solo phases of an earlier run's "
+                                        "kernelbench_real.json (same problems and method)")
     ap.add_argument("--release-on-leave", action="store_true",
                     help="krex phases: KREX_RELEASE_ON_LEAVE=1 (a leaving worker resets its "
                          "device inside the gate)")
@@ -430,8 +432,22 @@ def main():
     segment = "kbreal-%d" % os.getpid()
     t_start = time.monotonic()
     plan = [("solo", 1, False)] + ([] if args.no_solo_again else [("solo-again", 1, False)])
-    plan += [("%s-%d" % (m, n), n, m == "krex") for n in counts for m in modes]
     phases = {}
+    if args.solo_from:
+        with open(args.solo_from) as f:
+            old = json.load(f)
+        oc = old["analysis"]["config"]
+        if (oc["problems"], oc["method"], oc["trials"]) != (args.problems, args.method, args.trials):
+            ap.error("--solo-from %s: its problems, method or trials differ from this run's"
+                     % args.solo_from)
+        for name in [n for n, _, _ in plan if n in old["raw"]]:
+            walls = old["analysis"].get("walls", {})
+            phases[name] = {"results": old["raw"][name], "wall": walls.get(name, float("nan")),
+                            "workers": 1}
+        if "solo" not in phases or "solo" not in old["analysis"].get("walls", {}):
+            ap.error("--solo-from %s: no solo phase with its wall time in it" % args.solo_from)
+        plan = [p for p in plan if p[0] not in phases]
+    plan += [("%s-%d" % (m, n), n, m == "krex") for n in counts for m in modes]
     try:
         for name, n, krex_on in plan:
             res, wall = run_phase(args, n, krex_on, segment)
@@ -440,6 +456,7 @@ def main():
     finally:
         remove_segment(segment)
     a = analyze(phases)
+    a["walls"] = {k: v["wall"] for k, v in phases.items()}
     a["config"] = {k: v for k, v in vars(args).items() if k not in ("worker", "index")}
     a["total_s"] = time.monotonic() - t_start
     md = markdown(a, a["config"])
