@@ -10,13 +10,17 @@
 #   KERNELBENCH_DIR=/path/to/KernelBench lab/scripts/kernelbench_real.sh --workers 8
 #
 # KernelBench: a checkout at $KERNELBENCH_DIR (default .deps/KernelBench, which
-# git ignores: copy it there, it is not fetched here). Writes to $OUT (default
-# build-cuda/kernelbench-real): install.log, env.txt, gpu_test.log,
-# kernelbench_real.{md,json}, run.log. KREX_KB_TEST=0 skips the GPU test.
+# git ignores: copy it there, it is not fetched here). Writes to
+# build-cuda/kernelbench-real/$KB_TAG (KB_TAG default "run"; a later run can
+# reuse its solo phases: --solo-from build-cuda/kernelbench-real/run/kernelbench_real.json):
+# install.log, env.txt, gpu_test.log, kernelbench_real.{md,json}, run.log; and
+# copies them to $OUT when it is set. KREX_KB_TEST=0 skips the GPU test.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out="${OUT:-build-cuda/kernelbench-real}"
+out="build-cuda/kernelbench-real/${KB_TAG:-run}"
 mkdir -p "$out"
+copy_out() { if [ -n "${OUT:-}" ]; then cp -r "$out"/. "$OUT"/ 2>/dev/null || true; fi; }
+trap copy_out EXIT
 py="${PYTHON:-python3}"
 kb="$(cd "${KERNELBENCH_DIR:-.deps/KernelBench}" 2>/dev/null && pwd)" || {
   echo "no KernelBench checkout at ${KERNELBENCH_DIR:-.deps/KernelBench}: set KERNELBENCH_DIR" >&2
