@@ -75,8 +75,8 @@ def import_timing(kernelbench):
     try:
         import kernelbench.timing as kt  # noqa: PLC0415
         return kt, "package"
-    except ImportError as e:
-        why = str(e)
+    except Exception as e:  # noqa: BLE001 - its __init__'s dependencies, whatever they raise
+        why = "%s: %s" % (type(e).__name__, e)
         for name in [m for m in sys.modules if m == "kernelbench" or m.startswith("kernelbench.")]:
             del sys.modules[name]
     import types  # noqa: PLC0415
