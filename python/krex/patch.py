@@ -117,23 +117,24 @@ def process_tenant(device=None):
 
 
 def _warn_device_moved(device):
-    """The early join guessed device 0; PyTorch now works on another one."""
+    """The early join took device 0 (or another default); PyTorch works on another one."""
     early = _state["early_device"]
     if early is None or early == device or _state["warned_device"]:
         return
     _state["warned_device"] = True
     sys.stderr.write(
-        "krex: warning: this process joined krex on device %d before the script ran, but "
-        "PyTorch's current device is %d: its work on device %d before this first timing call "
-        "was not gated; set KREX_DEVICE=%d (or patch(device=%d)) so the early join uses it\n"
+        "krex: warning: this process joined krex on device %d early (python -m krex.run, or "
+        "patch(join=True)), but PyTorch's current device is %d: its work on device %d before "
+        "this first timing call was not gated; set KREX_DEVICE=%d (or patch(device=%d)) so the "
+        "early join uses it\n"
         % (early, device, device, device, device))
 
 
 def _join_now():
     """patch(join=True): the process tenant joins now, before the harness's own
     code runs (krex.run) or before it goes on (krex.patch). Its device is the
-    one process_tenant() would pick now: patch(device=), KREX_DEVICE, else
-    PyTorch's current device if CUDA is initialized, else 0."""
+    one process_tenant() picks now (before the script, PyTorch has none: then
+    patch(device=), KREX_DEVICE or 0)."""
     t = process_tenant()
     if _state["early_device"] is None:
         _state["early_device"] = t.device
@@ -346,7 +347,7 @@ def unpatch(leave=True):
         _state["options"] = {}
         if leave:
             _leave_all()
-            _state["early_device"] = None
+            _state["early_device"] = next(iter(_state["adopted"]), None)
             _state["warned_device"] = False
 
 

@@ -323,6 +323,55 @@ def test_krex_patch_join_0_keeps_the_join_at_the_first_patched_call():
             cleanup(name, [script])
 
 
+def test_an_early_join_on_another_device_than_pytorchs_warns_and_joins_that_device():
+    # krex.run joins device 0 before the script; PyTorch then works on device 1
+    # (a stand-in: the host backend has no PyTorch, so the child pretends to be
+    # a CUDA build with PyTorch initialized on device 1). The first patched
+    # call warns, naming KREX_DEVICE, and runs on a tenant of device 1.
+    name = unique_name("pymoved")
+    files = dict(FAKE_TRITON)
+    files["script.py"] = """
+        import json, sys, types
+        import krex
+        torch = types.ModuleType("torch")
+        torch.cuda = types.SimpleNamespace(is_initialized=lambda: True, current_device=lambda: 1)
+        sys.modules["torch"] = torch
+        sys.modules["krex._krex"].backend = "cuda"   # what a CUDA build would say
+        import triton.testing
+        r = triton.testing.do_bench(lambda: None)
+        r2 = triton.testing.do_bench(lambda: None)
+        tenants = sys.modules["krex.patch"]._state["tenants"]
+        print("RESULT", json.dumps({"in_region": r["in_region"] and r2["in_region"],
+                                    "devices": sorted(t.device for t in tenants.values()),
+                                    "process_tenant": krex.process_tenant().device}))
+    """
+    with TempTree(files) as tree:
+        env = dict(os.environ, KREX_SEGMENT=name, KREX_HOST_DEVICES="2", **LIGHT_ENV)
+        try:
+            p = subprocess.run([sys.executable, "-m", "krex.run",
+                                os.path.join(tree.path, "script.py")],
+                               env=env, capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, p.stderr
+            import json
+            got = json.loads([ln for ln in p.stdout.splitlines()
+                              if ln.startswith("RESULT ")][0][len("RESULT "):])
+            assert got == {"in_region": True, "devices": [0, 1], "process_tenant": 1}, got
+            assert p.stderr.count("krex: warning: this process joined krex on device 0") == 1, \
+                p.stderr
+            assert "set KREX_DEVICE=1" in p.stderr, p.stderr
+            # Told the device, it joins that one before the script and warns nothing.
+            p = subprocess.run([sys.executable, "-m", "krex.run",
+                                os.path.join(tree.path, "script.py")],
+                               env=dict(env, KREX_DEVICE="1"), capture_output=True, text=True,
+                               timeout=60)
+            assert p.returncode == 0 and "warning" not in p.stderr, p.stderr
+            got = json.loads([ln for ln in p.stdout.splitlines()
+                              if ln.startswith("RESULT ")][0][len("RESULT "):])
+            assert got["devices"] == [1] and got["process_tenant"] == 1, got
+        finally:
+            cleanup(name)
+
+
 def test_patch_join_true_joins_when_patch_is_called():
     name = unique_name("pyjoin")
     code = """
