@@ -727,7 +727,8 @@ placement_spread, placement_bytes.)doc");
         py::arg("warmup") = 3, py::arg("samples") = k::compare_default_samples,
         py::arg("warmup_ms") = 0.0, py::arg("timer") = "auto", py::arg("stream") = py::none(),
         py::arg("cold_l2") = true, py::arg("flush_bytes") = 0, py::arg("placements") = 1,
-        py::arg("placement_bytes") = 0, py::arg("tolerance") = 0.005, py::arg("confidence") = k::compare_default_confidence, py::arg("seed") = 1,
+        py::arg("placement_bytes") = 0, py::arg("tolerance") = 0.005,
+        py::arg("confidence") = k::compare_default_confidence, py::arg("seed") = 1,
         R"doc(
 Times the candidates fns (two or more callables) inside the entered region r,
 interleaved sample by sample (krex::compare), and compares each with the
