@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""bench/python/kernelbench_throughput.py: its time breakdown on a synthetic
+evaluation with known answers, and a --fake run (CPU stand-ins, no GPU)
+through every shape and mode: a process per evaluation under `python -m
+krex.run` and persistent krex.Pool workers, unprotected, behind an flock,
+a region per do_bench call, a region per evaluation."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DRIVER = os.path.join(HERE, "..", "..", "bench", "python", "kernelbench_throughput.py")
+
+
+def _driver():
+    spec = importlib.util.spec_from_file_location("kernelbench_throughput", DRIVER)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def _region(lock, gate, drain, freeze, quiet, pin, body, exit_):
+    return {"lock_ms": lock, "gate_ms": gate, "drain_ms": drain, "freeze_ms": freeze,
+            "quiet_ms": quiet, "pin_ms": pin, "body_ms": body, "exit_ms": exit_,
+            "level": "gate+drain+freeze(cgroup2)+pin"}
+
+
+def test_breakdown_of_a_synthetic_evaluation():
+    d = _driver()
+    # Spawned at 10.0 s; ready 10.5; inputs 10.6; checked 10.9; timing 10.9-12.0.
+    r = {"t_spawn": 10.0, "t_start": 10.2, "t_ready": 10.5, "t_inputs": 10.6, "t_checked": 10.9,
+         "t_timed": 10.9, "t_done": 12.0, "levels": ["x"],
+         "execs": {"a": [100, 90], "b": [50]},
+         "regions": [_region(300, 1, 2, 3, 4, 5, 400, 6), _region(100, 1, 1, 1, 1, 1, 200, 2)]}
+    b = d.breakdown(r)
+    want = {"command": 2000, "context": 500, "inputs": 100, "check": 300, "wait": 400,
+            "gate": 2, "drain": 3, "freeze": 4, "quiet": 5, "pin": 6, "critical": 600,
+            "exit": 8, "wrapper": 1100 - 400 - 20 - 600 - 8, "other": 0}
+    assert set(b) == set(want), sorted(b)
+    for k, v in want.items():
+        assert abs(b[k] - v) < 1e-6, (k, b[k], v)
+    # Held: the steps after the lock, the body, the exit (not the wait).
+    assert abs(d.held_ms(r) - (15 + 400 + 6 + 5 + 200 + 2)) < 1e-9
+    # In a pool the command starts when the task does.
+    pooled = dict(r, t_spawn=None)
+    assert abs(d.breakdown(pooled)["command"] - 1800) < 1e-6
+    assert abs(d.breakdown(pooled)["context"] - 300) < 1e-6
+    # Unprotected: the whole timing loop is critical, nothing waits.
+    plain = dict(r, regions=[])
+    bp = d.breakdown(plain)
+    assert "wait" not in bp and abs(bp["critical"] - 1100) < 1e-6 and abs(bp["wrapper"]) < 1e-6
+    # A lock: its wait and hold, no steps.
+    locked = dict(r, regions=[{"lock_ms": 50, "body_ms": 1000}])
+    bl = d.breakdown(locked)
+    assert "gate" not in bl and abs(bl["wrapper"] - 50) < 1e-6 and d.held_ms(locked) == 1000
+    s = d.summarize([r, r], 4.0, 2, "krex", "run")
+    assert s["evaluations"] == 2 and abs(s["evals_per_min"] - 30.0) < 1e-9
+    assert s["execs"] == 480 and s["calls"] == 6 and abs(s["execs_per_min"] - 7200) < 1e-6
+    assert abs(s["lock_busy"] - 2 * 628 / 4000) < 1e-9
+    assert abs(s["entry_exit_share_of_held"] - 2 * (20 + 8) / (2 * 628)) < 1e-9
+    assert abs(s["median_ms"]["wait"] - 400) < 1e-9
+
+
+def test_fake_run_through_every_shape_and_mode():
+    out = tempfile.mkdtemp(prefix="krex-kbtp-test-")
+    modes = ("unprotected", "lock", "krex", "krex-held")
+    p = subprocess.run(
+        [sys.executable, DRIVER, "--fake", "--workers", "2", "--evals-per-worker", "1",
+         "--reps", "2", "--warmup-ms", "1", "--rep-ms", "4", "--problems", "matmul,add_relu",
+         "--modes", ",".join(modes), "--timeout", "120", "--out", out],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-4000:]
+    with open(os.path.join(out, "kernelbench_throughput.json")) as f:
+        res = json.load(f)
+    with open(os.path.join(out, "kernelbench_throughput.md")) as f:
+        md = f.read()
+    want = ["2-%s-%s" % (shape, mode) for shape in ("run", "pool") for mode in modes]
+    assert sorted(res["phases"]) == sorted(want), sorted(res["phases"])
+    for key in want:
+        s = res["phases"][key]
+        shape, mode = key.split("-", 2)[1:]
+        assert not res["failures"][key], (key, res["failures"][key])
+        assert s["evaluations"] == 2 and s["evals_per_min"] > 0, (key, s["evaluations"])
+        assert s["execs"] > 0 and s["calls"] == 2 * 4 * 2, (key, s["calls"])
+        assert "| 2 | %s | %s |" % (shape, mode) in md, key
+        assert key in res["accuracy"] and res["accuracy"][key]["samples"] == 16
+        per_eval = {"unprotected": 0, "lock": 8, "krex": 8, "krex-held": 1}[mode]
+        for r in s["records"]:
+            assert r["mode"] == mode and len(r["regions"]) == per_eval, (key, len(r["regions"]))
+            b = {}
+            b.update(_driver().breakdown(r))
+            parts = sum(v for k, v in b.items() if k != "command")
+            assert abs(parts - b["command"]) < 1e-6, (key, b)
+            assert (r["t_spawn"] is not None) == (shape == "run"), key
+            if mode.startswith("krex"):
+                assert r["levels"] and all(lv.startswith("gate+drain") for lv in r["levels"]), \
+                    (key, r["levels"])
+                assert b["critical"] > 0 and b["exit"] >= 0 and b["pin"] >= 0
+            else:
+                assert not r["levels"] and "gate" not in b, key
+        if mode.startswith("krex"):
+            assert s["lock_busy"] > 0 and 0 < s["entry_exit_share_of_held"] < 1, key
+            assert s["median_ms"]["gate"] is not None, key
+        elif mode == "lock":
+            assert s["lock_busy"] > 0 and s["median_ms"]["wait"] is not None, key
+            assert s["median_ms"]["gate"] is None, key
+        else:
+            assert s["lock_busy"] == 0 and s["median_ms"]["wait"] is None, key
+        if shape == "pool":
+            assert s["pool"]["warm_s"] > 0, key
+    assert res["solo_split_half"]["pairs"] == 12, res["solo_split_half"]
