@@ -378,6 +378,9 @@ def summarize(records, wall, n, mode, shape):
         "evals_per_min": ok / wall * 60 if wall > 0 else 0.0,
         "calls": calls, "execs": execs, "execs_per_min": execs / wall * 60 if wall > 0 else 0.0,
         "lock_busy": held / 1e3 / wall if wall > 0 else 0.0,
+        "held_ms_per_eval": held / ok if ok else 0.0,
+        "entry_exit_ms_per_eval": entry_exit / ok if ok else 0.0,
+        "critical_us_per_exec": tot["critical"] * 1e3 / execs if execs else 0.0,
         "entry_exit_share_of_held": entry_exit / held if held > 0 else 0.0,
         "critical_share": (quantile([b["critical"] / b["command"] for b in per if b["command"] > 0],
                                     0.5) if per else None),
@@ -393,6 +396,35 @@ def accuracy(solo, phases):
                                    "pairs", "discordant_pairs", "workers_with_flips",
                                    "workers_best_wrong")}
             for k, m in ak["modes"].items()}, ak["solo_split_half"], ak["solo_medians_ms"]
+
+
+def gap_lines(out):
+    """krex against unprotected, split at the lock: unprotected -> lock is what
+    timing one loop at a time costs (any exclusive scheme); lock -> krex is
+    krex's own (its steps, its gate on the others' work, its body)."""
+    ph = out["phases"]
+    lines = ["", "## The gap, split at the lock", "",
+             "| N | shape | mode | x unprotected | = lock x unprotected | x mode / lock | held ms "
+             "per eval (lock) | held ms per eval | entry+exit ms per eval | critical us per "
+             "execution (lock) | critical us per execution | lock busy (lock) | lock busy |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s in ph.values():
+        if not s["mode"].startswith("krex"):
+            continue
+        pre = "%d-%s-" % (s["workers"], s["shape"])
+        u, lk = ph.get(pre + "unprotected"), ph.get(pre + "lock")
+        if not u or not lk or not u["evals_per_min"] or not lk["evals_per_min"]:
+            continue
+        lines.append("| %d | %s | %s | %.3f | %.3f | %.3f | %.1f | %.1f | %.2f | %.1f | %.1f | "
+                     "%.1f%% | %.1f%% |"
+                     % (s["workers"], s["shape"], s["mode"],
+                        s["evals_per_min"] / u["evals_per_min"],
+                        lk["evals_per_min"] / u["evals_per_min"],
+                        s["evals_per_min"] / lk["evals_per_min"], lk["held_ms_per_eval"],
+                        s["held_ms_per_eval"], s["entry_exit_ms_per_eval"],
+                        lk["critical_us_per_exec"], s["critical_us_per_exec"],
+                        100 * lk["lock_busy"], 100 * s["lock_busy"]))
+    return lines if len(lines) > 4 else []
 
 
 def markdown(out, args):
@@ -430,6 +462,7 @@ def markdown(out, args):
                                 for k in CATEGORIES) +
                      " | %s |" % ("-" if s["critical_share"] is None
                                   else "%.0f%%" % (100 * s["critical_share"])))
+    lines += gap_lines(out)
     f = out["solo_split_half"]
     lines += ["", "Solo noise floor (odd vs even reps): %d / %d pairs discordant."
               % (f["discordant"], f["pairs"])]

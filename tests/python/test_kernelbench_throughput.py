@@ -63,6 +63,14 @@ def test_breakdown_of_a_synthetic_evaluation():
     assert abs(s["lock_busy"] - 2 * 628 / 4000) < 1e-9
     assert abs(s["entry_exit_share_of_held"] - 2 * (20 + 8) / (2 * 628)) < 1e-9
     assert abs(s["median_ms"]["wait"] - 400) < 1e-9
+    assert abs(s["held_ms_per_eval"] - 628) < 1e-9 and abs(s["entry_exit_ms_per_eval"] - 28) < 1e-9
+    assert abs(s["critical_us_per_exec"] - 2 * 600 * 1e3 / 480) < 1e-9
+    # The gap split at the lock: krex / unprotected = (lock / unprotected) x (krex / lock).
+    u = dict(s, mode="unprotected", evals_per_min=60.0)
+    lk = dict(s, mode="lock", evals_per_min=40.0)
+    lines = d.gap_lines({"phases": {"2-run-unprotected": u, "2-run-lock": lk, "2-run-krex": s}})
+    row = [x for x in lines if x.startswith("| 2 | run | krex |")]
+    assert len(row) == 1 and row[0].startswith("| 2 | run | krex | 0.500 | 0.667 | 0.750 |"), lines
 
 
 def test_fake_run_through_every_shape_and_mode():
@@ -113,3 +121,7 @@ def test_fake_run_through_every_shape_and_mode():
         if shape == "pool":
             assert s["pool"]["warm_s"] > 0, key
     assert res["solo_split_half"]["pairs"] == 12, res["solo_split_half"]
+    assert "## The gap, split at the lock" in md
+    for shape in ("run", "pool"):
+        for mode in ("krex", "krex-held"):
+            assert "| 2 | %s | %s | " % (shape, mode) in md.split("## The gap")[1], (shape, mode)
