@@ -199,6 +199,11 @@ def warm(cfg):
         torch.cuda.set_device(0)
         torch.zeros(1, device="cuda")
         torch.cuda.synchronize()
+        krex = sys.modules.get("krex")
+        if cfg["mode"].startswith("krex") and krex is not None:
+            # The measure scratch, quiet probe and NVML, outside any region, as
+            # krex.run's join does once PyTorch has a context (docs/PYTHON.md).
+            krex.prepare_measure()
     time.sleep(cfg.get("warm_sleep", 0.2))  # each of the simultaneous warm calls on its own worker
     return os.getpid()
 
