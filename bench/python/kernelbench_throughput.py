@@ -24,6 +24,9 @@ Modes, each in each shape:
                krex.run`; pool: krex.Pool workers with krex.patch()
   krex-held    (not by default) one region around an evaluation's whole
                timing loop, which the patched do_bench calls run inside
+  krex-late    (not by default; run shape only) krex with KREX_PATCH_JOIN=0:
+               the process joins at its first do_bench, so its imports, inputs
+               and checks run ungated (a krex without early join does so anyway)
 
 Reported per phase (table, JSON): evaluations/min over the phase's wall
 time, do_bench executions of the timed candidate per minute (do_bench is
@@ -65,7 +68,8 @@ _spec = importlib.util.spec_from_file_location("kernelbench_style",
 kbs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(kbs)
 
-MODES = ("unprotected", "lock", "krex", "krex-held")
+MODES = ("unprotected", "lock", "krex", "krex-held", "krex-late")
+PER_CALL = ("krex", "krex-late")  # a region per do_bench call
 SHAPES = ("run", "pool")
 # The report's entry steps, in the order a region takes them (region_core.hpp).
 STEPS = ("lock", "gate", "drain", "freeze", "quiet", "pin")
@@ -146,7 +150,7 @@ def evaluate(problem, index, cfg):
                     regions.append({"lock_ms": (t1 - t0) * 1e3, "body_ms": (t2 - t1) * 1e3})
                 else:
                     samples[c].append(bench(timed[c]))
-                if cfg["mode"] == "krex":
+                if cfg["mode"] in PER_CALL:
                     rep = krex.last_report()
                     if rep is None or rep is (regions[-1]["_rep"] if regions else None):
                         raise RuntimeError("mode krex, but do_bench ran in no region (not patched?)")
@@ -242,6 +246,8 @@ def _spawn(args, cfg, mode, index, problem, segment):
     env["KREX_SEGMENT"] = segment
     if not mode.startswith("krex"):
         env["KREX_PATCH"] = "0"
+    if mode == "krex-late":
+        env["KREX_PATCH_JOIN"] = "0"
     c = dict(cfg, mode=mode, t_spawn=time.monotonic())
     p = subprocess.Popen(cmd + ["--cfg", json.dumps(c)], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
@@ -546,6 +552,8 @@ def main(argv=None):
         jobs = [(i, problems[i % len(problems)]) for i in range(n * args.evals_per_worker)]
         for shape in shapes:
             for mode in modes:
+                if shape == "pool" and mode == "krex-late":
+                    continue  # pool workers join when they start
                 key = "%d-%s-%s" % (n, shape, mode)
                 seg = "%s-%d-%s-%s" % (tag, n, shape, mode)
                 extra = None
