@@ -239,10 +239,24 @@ def worker_main(args):
     return 0
 
 
+def split_mode(label):
+    """'krex@KREX_HANDOFF_GRACE_MS=0+KREX_FREEZE=none' -> ('krex', {variables})."""
+    base, _, rest = label.partition("@")
+    env = {}
+    for item in filter(None, rest.split("+")):
+        name, eq, value = item.partition("=")
+        if not eq or not name.startswith("KREX_"):
+            raise ValueError("%r: a variant is KREX_NAME=value[+KREX_NAME=value...]" % label)
+        env[name] = value
+    return base, env
+
+
 def _spawn(args, cfg, mode, index, problem, segment):
     cmd = [sys.executable, "-m", "krex.run", HERE, "--worker", "--problem", problem,
            "--index", str(index)]
+    mode, variant = split_mode(mode)
     env = dict(os.environ)
+    env.update(variant)
     env["KREX_SEGMENT"] = segment
     if not mode.startswith("krex"):
         env["KREX_PATCH"] = "0"
@@ -311,6 +325,20 @@ def _warm_all(pool, n, cfg, timeout):
 
 
 def pool_shape(args, cfg, mode, jobs, n, segment):
+    mode, variant = split_mode(mode)
+    saved = {k: os.environ.get(k) for k in variant}
+    os.environ.update(variant)  # the workers' KREX_* overrides, inherited at spawn
+    try:
+        return _pool_shape(args, cfg, mode, jobs, n, segment)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _pool_shape(args, cfg, mode, jobs, n, segment):
     cfg = dict(cfg, mode=mode, t_spawn=None)
     t_make = time.monotonic()
     if mode.startswith("krex"):
@@ -495,7 +523,7 @@ def parse_list(ap, text, allowed, what, conv=str):
     bad = [str(x) for x in items if allowed is not None and x not in allowed]
     if bad or not items:
         ap.error("--%s: unknown %s (choose from %s)" % (what, ", ".join(bad) or "(none)",
-                                                         ", ".join(map(str, allowed))))
+                                                         ", ".join(map(str, allowed or ()))))
     return items
 
 
@@ -504,7 +532,9 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", default="8,16", help="comma-separated N")
     ap.add_argument("--shapes", default=",".join(SHAPES))
-    ap.add_argument("--modes", default="unprotected,lock,krex", help="of: " + ", ".join(MODES))
+    ap.add_argument("--modes", default="unprotected,lock,krex",
+                    help="of: " + ", ".join(MODES) + "; a krex mode may add KREX_* variables: "
+                    "krex@KREX_HANDOFF_GRACE_MS=0+KREX_FREEZE=none")
     ap.add_argument("--evals-per-worker", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2, help="do_bench calls per candidate")
     ap.add_argument("--warmup-ms", type=int, default=10)
@@ -524,7 +554,14 @@ def main(argv=None):
     if any(n < 1 for n in ns) or args.evals_per_worker < 1 or args.reps < 1:
         ap.error("--workers, --evals-per-worker and --reps must be >= 1")
     shapes = parse_list(ap, args.shapes, SHAPES, "shapes")
-    modes = parse_list(ap, args.modes, MODES, "modes")
+    modes = [m for m in args.modes.split(",") if m]
+    try:
+        bases = [split_mode(m)[0] for m in modes]
+    except ValueError as e:
+        ap.error("--modes: %s" % e)
+    parse_list(ap, ",".join(bases), MODES, "modes")
+    if any("@" in m and not m.startswith("krex") for m in modes) or len(set(modes)) != len(modes):
+        ap.error("--modes: variables go with krex modes only, each mode once")
     problems = parse_list(ap, args.problems, kbs.PROBLEMS, "problems")
 
     os.makedirs(args.out, exist_ok=True)
@@ -551,11 +588,11 @@ def main(argv=None):
     for n in ns:
         jobs = [(i, problems[i % len(problems)]) for i in range(n * args.evals_per_worker)]
         for shape in shapes:
-            for mode in modes:
-                if shape == "pool" and mode == "krex-late":
+            for mi, mode in enumerate(modes):
+                if shape == "pool" and split_mode(mode)[0] == "krex-late":
                     continue  # pool workers join when they start
                 key = "%d-%s-%s" % (n, shape, mode)
-                seg = "%s-%d-%s-%s" % (tag, n, shape, mode)
+                seg = "%s-%d-%s-%d" % (tag, n, shape, mi)
                 extra = None
                 if shape == "run":
                     recs, fails, wall = run_shape(args, cfg, mode, jobs, n, seg)

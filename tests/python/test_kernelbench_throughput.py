@@ -75,7 +75,8 @@ def test_breakdown_of_a_synthetic_evaluation():
 
 def test_fake_run_through_every_shape_and_mode():
     out = tempfile.mkdtemp(prefix="krex-kbtp-test-")
-    modes = ("unprotected", "lock", "krex", "krex-held", "krex-late")
+    # krex@KREX_PIN=0: a variant, its variables reach every tenant (no "+pin").
+    modes = ("unprotected", "lock", "krex", "krex-held", "krex-late", "krex@KREX_PIN=0")
     p = subprocess.run(
         [sys.executable, DRIVER, "--fake", "--workers", "2", "--evals-per-worker", "1",
          "--reps", "2", "--warmup-ms", "1", "--rep-ms", "4", "--problems", "matmul,add_relu",
@@ -97,9 +98,10 @@ def test_fake_run_through_every_shape_and_mode():
         assert s["execs"] > 0 and s["calls"] == 2 * 4 * 2, (key, s["calls"])
         assert "| 2 | %s | %s |" % (shape, mode) in md, key
         assert key in res["accuracy"] and res["accuracy"][key]["samples"] == 16
-        per_eval = {"unprotected": 0, "lock": 8, "krex": 8, "krex-held": 1, "krex-late": 8}[mode]
+        base = mode.partition("@")[0]
+        per_eval = {"unprotected": 0, "lock": 8, "krex": 8, "krex-held": 1, "krex-late": 8}[base]
         for r in s["records"]:
-            assert r["mode"] == mode and len(r["regions"]) == per_eval, (key, len(r["regions"]))
+            assert r["mode"] == base and len(r["regions"]) == per_eval, (key, len(r["regions"]))
             b = {}
             b.update(_driver().breakdown(r))
             parts = sum(v for k, v in b.items() if k != "command")
@@ -109,6 +111,8 @@ def test_fake_run_through_every_shape_and_mode():
                 assert r["levels"] and all(lv.startswith("gate+drain") for lv in r["levels"]), \
                     (key, r["levels"])
                 assert b["critical"] > 0 and b["exit"] >= 0 and b["pin"] >= 0
+                assert all(("+pin" in lv) == (mode != "krex@KREX_PIN=0") for lv in r["levels"]), \
+                    (key, r["levels"])
             else:
                 assert not r["levels"] and "gate" not in b, key
         if mode.startswith("krex"):
@@ -124,5 +128,5 @@ def test_fake_run_through_every_shape_and_mode():
     assert res["solo_split_half"]["pairs"] == 12, res["solo_split_half"]
     assert "## The gap, split at the lock" in md
     for shape in ("run", "pool"):
-        for mode in ("krex", "krex-held"):
+        for mode in ("krex", "krex-held", "krex@KREX_PIN=0"):
             assert "| 2 | %s | %s | " % (shape, mode) in md.split("## The gap")[1], (shape, mode)
