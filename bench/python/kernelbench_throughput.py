@@ -35,7 +35,7 @@ share (regions from lock acquired to released, over the wall), accuracy as
 kernelbench_style.py reports it (inflation of every do_bench result over
 the solo median, discordant pairs), and per evaluation the medians of the
 C++ eval's "where the time goes" categories: command, context (process
-start, imports, CUDA context), inputs, check, wait (region lock), gate,
+start, imports, CUDA context), join (a process's krex join), inputs, check, wait (region lock), gate,
 drain, freeze, quiet, pin, critical (inside regions: the timed loops), exit,
 wrapper (the patched call's own Python and report, the first call's join),
 other.
@@ -118,6 +118,10 @@ def evaluate(problem, index, cfg):
     t_checked = time.monotonic()
 
     krex = sys.modules.get("krex") if cfg["mode"].startswith("krex") else None
+    # Whether this process's krex tenant joined before its imports were done
+    # (python -m krex.run's early join, a pool worker), or joins later (at
+    # its first do_bench, or krex-held's process_tenant()).
+    joined_early = krex is not None and _process_tenant_joined()
     lock_fd = os.open(cfg["lock_path"], os.O_RDWR | os.O_CREAT, 0o600) if cfg["mode"] == "lock" else -1
 
     def bench(fn):
@@ -168,6 +172,10 @@ def evaluate(problem, index, cfg):
     else:
         timing_loop()
     t_done = time.monotonic()
+    join = None
+    if krex is not None and cfg.get("t_spawn") is not None:  # a process per evaluation: its join
+        t = krex.process_tenant()
+        join = getattr(t, "join_report", None)  # a krex without Tenant.join_report: None
     if lock_fd >= 0:
         os.close(lock_fd)
     for g in regions:
@@ -178,9 +186,17 @@ def evaluate(problem, index, cfg):
         "levels": sorted({g["level"] for g in regions if "level" in g}),
         "lock_wait_ms_median": (statistics.median([g["lock_ms"] for g in regions])
                                 if regions else None),
+        "join": join, "joined_early": joined_early,
         "t_spawn": cfg.get("t_spawn"), "t_start": t_start, "t_ready": t_ready,
         "t_inputs": t_inputs, "t_checked": t_checked, "t_timed": t_timed, "t_done": t_done,
     }
+
+
+def _process_tenant_joined():
+    """Whether krex.patch's process tenant has joined, without joining it."""
+    state = getattr(sys.modules.get("krex.patch"), "_state", {})
+    tenants = list(state.get("tenants", {}).values()) + list(state.get("adopted", {}).values())
+    return any(t.joined for t in tenants)
 
 
 def region_times(rep):
@@ -367,8 +383,10 @@ def _pool_shape(args, cfg, mode, jobs, n, segment):
 # ---------------------------------------------------------------- the numbers
 def breakdown(r):
     """One evaluation's time, by category (ms). The parts add up to command:
-    context + inputs + check + (the timing loop: wait + gate .. pin + critical
-    + exit + wrapper)."""
+    context + join + inputs + check + (the timing loop: wait + gate .. pin +
+    critical + exit + wrapper) + other. The join (a process per evaluation
+    under krex) is taken out of context when the process joined before its
+    imports were done, else out of wrapper (the first do_bench joined)."""
     regions = r["regions"]
     start = r["t_spawn"] if r.get("t_spawn") is not None else r["t_start"]
     b = {"command": (r["t_done"] - start) * 1e3,
@@ -388,10 +406,13 @@ def breakdown(r):
     inside = sum(v for k, v in b.items() if k in ("wait", "critical", "exit") or k in STEPS[1:])
     b["wrapper"] = timed_ms - inside
     b["other"] = b["command"] - b["context"] - b["inputs"] - b["check"] - timed_ms
+    if r.get("join"):  # the tenant's join, out of the part it happened in
+        b["join"] = r["join"]["total_ms"]
+        b["context" if r["joined_early"] else "wrapper"] -= b["join"]
     return b
 
 
-CATEGORIES = ("command", "context", "inputs", "check", "wait", "gate", "drain", "freeze", "quiet",
+CATEGORIES = ("command", "context", "join", "inputs", "check", "wait", "gate", "drain", "freeze", "quiet",
               "pin", "critical", "exit", "wrapper", "other")
 
 

@@ -45,6 +45,14 @@ def test_breakdown_of_a_synthetic_evaluation():
         assert abs(b[k] - v) < 1e-6, (k, b[k], v)
     # Held: the steps after the lock, the body, the exit (not the wait).
     assert abs(d.held_ms(r) - (15 + 400 + 6 + 5 + 200 + 2)) < 1e-9
+    # A process's join, out of context (it joined before its imports were
+    # done) or out of wrapper (its first do_bench joined).
+    early = d.breakdown(dict(r, join={"total_ms": 120.0}, joined_early=True))
+    late = d.breakdown(dict(r, join={"total_ms": 50.0}, joined_early=False))
+    assert abs(early["join"] - 120) < 1e-9 and abs(early["context"] - 380) < 1e-6
+    assert abs(early["wrapper"] - want["wrapper"]) < 1e-6
+    assert abs(late["join"] - 50) < 1e-9 and abs(late["wrapper"] - (want["wrapper"] - 50)) < 1e-6
+    assert abs(late["context"] - 500) < 1e-6
     # In a pool the command starts when the task does.
     pooled = dict(r, t_spawn=None)
     assert abs(d.breakdown(pooled)["command"] - 1800) < 1e-6
@@ -107,6 +115,11 @@ def test_fake_run_through_every_shape_and_mode():
             parts = sum(v for k, v in b.items() if k != "command")
             assert abs(parts - b["command"]) < 1e-6, (key, b)
             assert (r["t_spawn"] is not None) == (shape == "run"), key
+            # A process per evaluation under krex: its join, from Tenant.join_report.
+            assert (r["join"] is not None) == (shape == "run" and base != "unprotected"
+                                               and base != "lock"), (key, r["join"])
+            if r["join"] is not None:
+                assert r["join"]["total_ms"] > 0 and 0 < b["join"] == r["join"]["total_ms"], key
             if mode.startswith("krex"):
                 assert r["levels"] and all(lv.startswith("gate+drain") for lv in r["levels"]), \
                     (key, r["levels"])
