@@ -110,6 +110,10 @@ def evaluate(problem, index, cfg):
 
         def check(got, want):
             return torch.allclose(got.float(), want.float(), atol=atol, rtol=rtol)
+    # Whether this process's krex tenant joined before its imports were done
+    # (python -m krex.run's early join, a pool worker), or joins later (at
+    # its first do_bench, or krex-held's process_tenant()).
+    joined_early = cfg["mode"].startswith("krex") and _process_tenant_joined()
     sync()
     t_inputs = time.monotonic()
     want = ref()
@@ -118,10 +122,6 @@ def evaluate(problem, index, cfg):
     t_checked = time.monotonic()
 
     krex = sys.modules.get("krex") if cfg["mode"].startswith("krex") else None
-    # Whether this process's krex tenant joined before its imports were done
-    # (python -m krex.run's early join, a pool worker), or joins later (at
-    # its first do_bench, or krex-held's process_tenant()).
-    joined_early = krex is not None and _process_tenant_joined()
     lock_fd = os.open(cfg["lock_path"], os.O_RDWR | os.O_CREAT, 0o600) if cfg["mode"] == "lock" else -1
 
     def bench(fn):

@@ -6,13 +6,18 @@ krex.run` and persistent krex.Pool workers, unprotected, behind an flock,
 a region per do_bench call, a region per evaluation."""
 
 import importlib.util
+import inspect
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
+import krex
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Whether this krex's python -m krex.run joins before the script (patch(join=True)).
+EARLY_JOIN = "join" in inspect.signature(krex.patch).parameters
 DRIVER = os.path.join(HERE, "..", "..", "bench", "python", "kernelbench_throughput.py")
 
 
@@ -118,6 +123,12 @@ def test_fake_run_through_every_shape_and_mode():
             # A process per evaluation under krex: its join, from Tenant.join_report.
             assert (r["join"] is not None) == (shape == "run" and base != "unprotected"
                                                and base != "lock"), (key, r["join"])
+            # Joined before the evaluation's own code: a pool worker always;
+            # python -m krex.run where it joins early (patch(join=True)), not
+            # with KREX_PATCH_JOIN=0.
+            if base.startswith("krex"):
+                early = shape == "pool" or (base != "krex-late" and EARLY_JOIN)
+                assert r["joined_early"] == early, (key, r["joined_early"])
             if r["join"] is not None:
                 assert r["join"]["total_ms"] > 0 and 0 < b["join"] == r["join"]["total_ms"], key
             if mode.startswith("krex"):
