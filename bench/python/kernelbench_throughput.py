@@ -446,6 +446,7 @@ def summarize(records, wall, n, mode, shape):
                                     0.5) if per else None),
         "median_ms": med, "total_ms": tot,
         "levels": sorted({lv for r in records for lv in r["levels"]}),
+        "steps": region_steps(records),
     }
 
 
@@ -487,6 +488,39 @@ def gap_lines(out):
     return lines if len(lines) > 4 else []
 
 
+def region_steps(records):
+    """Per region (not per evaluation): each step's median, p90 and max (ms),
+    and how many regions froze, waited for quiet, or were shared."""
+    regs = [g for r in records for g in r["regions"] if "gate_ms" in g]
+    if not regs:
+        return None
+    out = {"regions": len(regs)}
+    for k in STEPS + ("exit", "body"):
+        v = [g[k + "_ms"] for g in regs]
+        out[k] = {"median": quantile(v, 0.5), "p90": quantile(v, 0.9), "max": max(v)}
+    out["siblings_median"] = quantile([g["siblings"] for g in regs], 0.5)
+    out["frozen_median"] = quantile([g["frozen"] for g in regs], 0.5)
+    out["quiet_waited"] = sum(1 for g in regs if g["quiet_wait_ms"] > 0)
+    out["shared"] = sum(1 for g in regs if "-shared" in g["level"])
+    return out
+
+
+def step_lines(out):
+    rows = [(k, s["steps"]) for k, s in out["phases"].items() if s.get("steps")]
+    if not rows:
+        return []
+    lines = ["", "## Region steps (per region, ms: median / p90 / max)", "",
+             "| phase | regions | " + " | ".join(STEPS + ("exit",)) +
+             " | siblings | frozen | quiet waited | -shared |",
+             "|---|---|" + "---|" * (len(STEPS) + 5)]
+    for key, st in rows:
+        lines.append("| %s | %d | " % (key, st["regions"]) + " | ".join(
+            "%.3f / %.3f / %.3f" % (st[k]["median"], st[k]["p90"], st[k]["max"])
+            for k in STEPS + ("exit",)) + " | %g | %g | %d | %d |"
+            % (st["siblings_median"], st["frozen_median"], st["quiet_waited"], st["shared"]))
+    return lines
+
+
 def markdown(out, args):
     cfg = out["config"]
     lines = ["# KernelBench-style evaluations: throughput and where the time goes", "",
@@ -523,6 +557,7 @@ def markdown(out, args):
                      " | %s |" % ("-" if s["critical_share"] is None
                                   else "%.0f%%" % (100 * s["critical_share"])))
     lines += gap_lines(out)
+    lines += step_lines(out)
     f = out["solo_split_half"]
     lines += ["", "Solo noise floor (odd vs even reps): %d / %d pairs discordant."
               % (f["discordant"], f["pairs"])]

@@ -31,6 +31,7 @@ def _driver():
 def _region(lock, gate, drain, freeze, quiet, pin, body, exit_):
     return {"lock_ms": lock, "gate_ms": gate, "drain_ms": drain, "freeze_ms": freeze,
             "quiet_ms": quiet, "pin_ms": pin, "body_ms": body, "exit_ms": exit_,
+            "quiet_wait_ms": 0.0, "siblings": 0, "frozen": 0,
             "level": "gate+drain+freeze(cgroup2)+pin"}
 
 
@@ -78,6 +79,10 @@ def test_breakdown_of_a_synthetic_evaluation():
     assert abs(s["median_ms"]["wait"] - 400) < 1e-9
     assert abs(s["held_ms_per_eval"] - 628) < 1e-9 and abs(s["entry_exit_ms_per_eval"] - 28) < 1e-9
     assert abs(s["critical_us_per_exec"] - 2 * 600 * 1e3 / 480) < 1e-9
+    st = s["steps"]
+    assert st["regions"] == 4 and st["pin"]["median"] == 3 and st["pin"]["max"] == 5
+    assert st["exit"]["p90"] == 6 and st["exit"]["median"] == 4 and st["frozen_median"] == 0 and st["shared"] == 0
+    assert d.summarize([dict(r, regions=[])], 1.0, 1, "unprotected", "run")["steps"] is None
     # The gap split at the lock: krex / unprotected = (lock / unprotected) x (krex / lock).
     u = dict(s, mode="unprotected", evals_per_min=60.0)
     lk = dict(s, mode="lock", evals_per_min=40.0)
@@ -151,6 +156,7 @@ def test_fake_run_through_every_shape_and_mode():
             assert s["pool"]["warm_s"] > 0, key
     assert res["solo_split_half"]["pairs"] == 12, res["solo_split_half"]
     assert "## The gap, split at the lock" in md
+    assert "## Region steps" in md and "| 2-pool-krex | 16 |" in md, md
     for shape in ("run", "pool"):
         for mode in ("krex", "krex-held", "krex@KREX_PIN=0"):
             assert "| 2 | %s | %s | " % (shape, mode) in md.split("## The gap")[1], (shape, mode)
