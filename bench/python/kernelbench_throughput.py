@@ -21,7 +21,7 @@ Modes, each in each shape:
   lock         an flock around each do_bench call, nothing else (the bound of
                any scheme that runs timed loops one at a time)
   krex         a region per do_bench call; run: do_bench patched by `python -m
-               krex.run`; pool: krex.Pool workers with krex.patch()
+               krex.run`; pool: krex.Pool(patch=True)
   krex-held    (not by default) one region around an evaluation's whole
                timing loop, which the patched do_bench calls run inside
   krex-late    (not by default; run shape only) krex with KREX_PATCH_JOIN=0:
@@ -228,19 +228,6 @@ def warm(cfg):
     return os.getpid()
 
 
-def pool_patch():
-    """A krex.Pool worker's initializer: krex.patch() on the worker's own tenant,
-    what Pool(patch=True) does (spelled out: on a krex whose Pool(patch=True)
-    fails in the worker, it does not adopt the worker tenant)."""
-    import krex
-    t = krex.worker_tenant()
-    pmod = sys.modules["krex.patch"]
-    krex.patch(device=t.device)
-    if not hasattr(pmod, "_adopt"):  # a krex before Pool workers' tenants became process tenants
-        with pmod._lock:
-            pmod._state["tenants"][t.device] = t
-
-
 def pool_evaluate(problem, index, cfg, t_submit):
     r = evaluate(problem, index, cfg)
     r["t_submit"] = t_submit
@@ -359,8 +346,7 @@ def _pool_shape(args, cfg, mode, jobs, n, segment):
     t_make = time.monotonic()
     if mode.startswith("krex"):
         import krex
-        pool = krex.Pool(workers=n, segment=segment, start_timeout=args.timeout,
-                         initializer=pool_patch)
+        pool = krex.Pool(workers=n, segment=segment, start_timeout=args.timeout, patch=True)
     else:
         pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
     try:
