@@ -190,7 +190,8 @@ inline constexpr env_variable other_env_table[] = {
      "`0`: a krex error only makes error rows; by default it fails the Google Benchmark "
      "program, exit status 1 (gbench.hpp)"},
     {"KREX_PATCH",
-     "`0`: krex.patch() and `python -m krex.run` turn krex off, a control run (Python)"},
+     "`0`: krex.patch(), `python -m krex.run` and krex.torch.enable() turn krex off, a control "
+     "run (Python)"},
 };
 
 /// The option's default as README.md's table writes it.
