@@ -190,7 +190,8 @@ def _finish(r):
 def enable(tenant=None, strict=True, join=True, **options):
     """Registers krex as Inductor's GPU benchmark lock in this process.
 
-    ``tenant``: a krex.Tenant to open the regions on; by default the
+    ``tenant``: a krex.Tenant to open the regions on (a child forked later
+    uses its own process tenant instead); by default the
     process-wide tenant of ``krex.process_tenant()`` with ``options``
     (krex.Tenant's keywords; ``KREX_*`` variables override them, as for
     ``krex.patch()``). ``join``: join it now, so the process's work before
@@ -268,6 +269,19 @@ def _warn_subprocess_autotuning():
                       "choices in worker processes of its own, where this process's hook does "
                       "not reach, so those benchmarks run outside krex regions — turn it off "
                       "to have them protected", RuntimeWarning, stacklevel=3)
+
+
+def _forget_in_child():
+    # A forked child has the registration (PyTorch's hook is a module global)
+    # but not the parent's tenant: a tenant given to enable() is the parent's
+    # slot. Its sections use the child's own process tenant (krex.patch's
+    # fork handler makes that one anew), and count afresh.
+    _state["tenant"] = None
+    _state.update(sections=0, nested=0, errors=0, last_error=None, last_report=None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def disable():

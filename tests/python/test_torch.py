@@ -439,3 +439,56 @@ def test_real_pytorch_hook_is_the_one_krex_registers_with():
     assert "TritonBenchmarker.benchmark_gpu" in out["locked"], out
     assert "InductorBenchmarker.benchmark_gpu" in out["locked"], out
     assert out["seen"] == [True], out
+
+
+FORK = """
+    from krex.patch import _state as patch_state
+    t = krex.Tenant(segment=sys.argv[1])
+    krex.torch.enable(tenant=t)
+    with b.maybe_gpu_benchmark_lock():
+        pass
+    parent = {"sections": krex.torch.status()["sections"], "process_tenants": len(patch_state["tenants"])}
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rfd)
+        try:
+            with b.maybe_gpu_benchmark_lock():
+                inside = krex.in_region()
+            msg = {"inside": inside, "sections": krex.torch.status()["sections"],
+                   "process_tenants": [x.slot for x in patch_state["tenants"].values()],
+                   "level": krex.torch.last_report()["level"]}
+        except BaseException as e:
+            msg = {"error": repr(e)}
+        os.write(wfd, json.dumps(msg).encode())
+        os._exit(0)
+    os.close(wfd)
+    data = b""
+    while True:
+        chunk = os.read(rfd, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.waitpid(pid, 0)
+    say("out", {"parent": parent, "child": json.loads(data), "parent_slot": t.slot})
+"""
+
+
+def test_a_forked_child_opens_its_sections_on_its_own_tenant():
+    """enable(tenant=t), then fork: the child's sections are regions of its
+    own process tenant, not of the parent's t (fails without the fork handler)."""
+    name = unique_name("pytorchfork")
+    with TempTree(STANDIN_213) as tree:
+        c = _child(FORK, name, tree, env={"KREX_SEGMENT": name})
+        try:
+            out = c.expect("out", timeout=60)
+            assert c.wait(30) == 0, c.stderr_now()
+        finally:
+            cleanup(name, [c])
+    assert out["parent"] == {"sections": 1, "process_tenants": 0}, out
+    child = out["child"]
+    assert "error" not in child, child
+    assert child["inside"] is True and child["sections"] == 1, child
+    assert len(child["process_tenants"]) == 1, child
+    assert child["process_tenants"][0] != out["parent_slot"], out
+    assert child["level"].startswith("gate+drain"), child
