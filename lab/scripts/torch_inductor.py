@@ -101,6 +101,8 @@ def worker(args):
     out["status"] = krex.torch.status()
     rep = krex.torch.last_report()
     out["level"] = rep["level"] if rep else None
+    out["foreign_pids"] = rep.get("foreign_pids") if rep else None
+    out["device"] = None if args.fake else torch.cuda.get_device_name()
     out["sections"] = sections
     t = krex.process_tenant() if out["enabled"] else None
     out["gating"] = t.gating if t is not None else None
@@ -194,7 +196,7 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--phases", default="krex,cudagraph")
     ap.add_argument("--size", type=int, default=2048)
-    ap.add_argument("--timeout", type=int, default=480, help="seconds per phase")
+    ap.add_argument("--timeout", type=int, default=240, help="seconds per phase")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--fake", action="store_true",
                     help="no GPU: the host backend and CPU stand-ins (a logic check)")
@@ -216,10 +218,11 @@ def main():
         triton_version = None
     env = {"krex": krex.__version__, "krex_backend": krex.backend, "torch": torch.__version__,
            "torch_cuda": torch.version.cuda, "triton": triton_version,
-           "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
            "fake": args.fake,
            "hook": st["hook"], "multi_kernel_lock": st["multi_kernel_lock"],
            "reason": st["reason"]}
+    # The parent never touches CUDA: a context of a process that is not a
+    # tenant would show in the workers' regions as foreign.
     print("env: " + json.dumps(env), flush=True)
     print("HOOK: %s" % ("present (krex.torch can register)" if st["hook"]
                         else "ABSENT: " + st["reason"]), flush=True)
@@ -244,6 +247,11 @@ def main():
                  [r["status"]["sections"] for r in rs], [r["status"]["nested"] for r in rs],
                  sorted({str(r["level"]) for r in rs}), out.get("overlaps", "-"),
                  "ok" if not bad else "FAILED"), flush=True)
+        if rs:
+            print("  device: %s; foreign pids in the last regions: %s"
+                  % (rs[0]["device"], sorted({p for r in rs for p in (r["foreign_pids"] or [])})))
+        for w in sorted({w for r in rs for w in r["warnings"]}):
+            print("  worker warning: " + w)
         for b in bad:
             print("  " + b)
         failed += bad
