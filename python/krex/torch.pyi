@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # Type stubs of krex.torch (torch.py), which imports PyTorch only when called.
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from ._krex import Tenant
 
-__all__: List[str]
+__all__ = ["enable", "disable", "enabled", "supported", "status", "last_report", "HOOK",
+           "FIRST_VERSION"]
 HOOK: str
 FIRST_VERSION: str
 
