@@ -151,8 +151,8 @@ def _section():
         with inner:
             yield
         return
-    r = krex.region(_tenant())
     try:
+        r = krex.region(_tenant())  # the process tenant may join here (join=False)
         r.enter()
     except _krex.Error as e:
         _count_error(e)

@@ -492,3 +492,34 @@ def test_a_forked_child_opens_its_sections_on_its_own_tenant():
     assert len(child["process_tenants"]) == 1, child
     assert child["process_tenants"][0] != out["parent_slot"], out
     assert child["level"].startswith("gate+drain"), child
+
+
+SECTION_ERROR = """
+    out = {"enable": krex.torch.enable(join=False, segment=sys.argv[1], lease=5000)}
+    try:
+        with b.maybe_gpu_benchmark_lock():
+            out["body"] = True
+    except krex.Error as e:
+        out["raised"] = [e.step, str(e)]
+    st = krex.torch.status()
+    out["errors"], out["last_error"], out["sections"] = st["errors"], st["last_error"], st["sections"]
+    out["in_region"] = krex.in_region()
+    say("out", out)
+"""
+
+
+def test_a_krex_error_in_a_section_is_raised_and_counted():
+    """join=False defers the join to the first section: a bad option then
+    fails that section (Inductor would drop the choice), and status() counts it."""
+    name = unique_name("pytorcherr")
+    with TempTree(STANDIN_213) as tree:
+        c = _child(SECTION_ERROR, name, tree)
+        try:
+            out = c.expect("out", timeout=60)
+            assert c.wait(30) == 0, c.stderr_now()
+        finally:
+            cleanup(name, [c])
+    assert out["enable"] is True and "body" not in out, out
+    assert out["raised"][0] == "options" and "lease_ms" in out["raised"][1], out
+    assert out["errors"] == 1 and "lease_ms" in out["last_error"], out
+    assert out["sections"] == 0 and out["in_region"] is False, out
