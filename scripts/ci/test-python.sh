@@ -14,7 +14,7 @@
 # C++17 compiler, CMake >= 3.21 (pip fetches one when the system's is
 # older) and the package index (PIP_INDEX_URL etc. are honoured); on
 # Debian/Ubuntu, as root, it installs what is missing with apt-get. About a
-# minute on two cores, plus ~40 s for Ray and its test (below): the one translation unit compiles in ~30 s (ccache
+# minute on two cores, plus ~40 s for Ray and its test (below; PyTorch only with KREX_PY_TORCH=ON): the one translation unit compiles in ~30 s (ccache
 # would not help: pip's isolated build environment, where pybind11's headers
 # are, has a new random path every time). Exits non-zero when pytest or stubtest fails.
 set -euo pipefail
@@ -78,6 +78,26 @@ case "${KREX_PY_RAY:-ON}" in
       echo "test-python.sh: could not install ray from the package index; the Ray test will skip" >&2
     fi
     ;;
+esac
+# PyTorch for tests/python/test_torch.py's runs against the real Inductor hook
+# (krex.torch): off by default. PyPI's Linux torch is the CUDA build with its
+# NVIDIA libraries, 5.3 GB installed, 100 s to install on two cores with the
+# download and up to 4 min from pip's cache on a busy machine, more than the
+# rest of this stage; the tests run against a stand-in of the hook without it
+# and say what they skipped. KREX_PY_TORCH=ON installs it (any torch >= 2.13
+# has the hook; KREX_PY_TORCH_SPEC picks one, default "torch").
+case "${KREX_PY_TORCH:-OFF}" in
+  ON | on | 1 | true | yes)
+    t0=$(date +%s)
+    if "$py" -m pip install -q "${KREX_PY_TORCH_SPEC:-torch}"; then
+      echo "test-python.sh: $("$py" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null)" \
+           "installed in $(($(date +%s) - t0)) s"
+    else
+      echo "test-python.sh: could not install PyTorch from the package index; the tests against" \
+           "it will skip" >&2
+    fi
+    ;;
+  *) echo "test-python.sh: KREX_PY_TORCH=OFF: krex.torch is tested against a stand-in of the hook (KREX_PY_TORCH=ON adds the real PyTorch)" ;;
 esac
 cd "$work"  # outside the checkout: only the installed package is importable
 "$py" - "$work/venv" "$cuda" <<'EOF'
