@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: Apache-2.0
+# KREX_WITH_NVBENCH: the nvbench integration (include/krex/nvbench.hpp) built
+# against nvbench's CMake package: examples/nvbench/*.cu become
+# krex_nvbench_<name>, and tests/nvbench/test_nvbench.cu a unit test that runs
+# on the host. nvbench comes from nvbench_DIR, e.g. the package inside the
+# cuda-bench wheel (`python -m cuda.bench.nvbench --cmake-dir`, or
+# scripts/ci/nvbench.sh, which downloads the wheel into .deps/). Needs nvcc.
+#
+# Where the CUDA toolkit has no NVML (a machine without the NVIDIA driver),
+# libnvbench.so cannot link: a stand-in libnvidia-ml.so.1 whose every call
+# fails as without a driver (tests/nvbench/nvml_stub.cpp) is built at
+# configure time and used instead. Never where a real NVML is found.
+
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+set(krex_nvml_env "")
+if(NOT TARGET CUDA::nvml)
+  set(krex_nvml_dir "${PROJECT_BINARY_DIR}/nvml-stand-in")
+  file(MAKE_DIRECTORY "${krex_nvml_dir}")
+  execute_process(
+    COMMAND "${CMAKE_CXX_COMPILER}" -shared -fPIC -Wl,-soname,libnvidia-ml.so.1
+            -o "${krex_nvml_dir}/libnvidia-ml.so.1" "${PROJECT_SOURCE_DIR}/tests/nvbench/nvml_stub.cpp"
+    RESULT_VARIABLE krex_nvml_rc ERROR_VARIABLE krex_nvml_err)
+  if(NOT krex_nvml_rc EQUAL 0)
+    message(FATAL_ERROR "krex: could not build the NVML stand-in for nvbench: ${krex_nvml_err}")
+  endif()
+  file(CREATE_LINK libnvidia-ml.so.1 "${krex_nvml_dir}/libnvidia-ml.so" SYMBOLIC)
+  add_library(CUDA::nvml SHARED IMPORTED)
+  set_target_properties(CUDA::nvml PROPERTIES IMPORTED_LOCATION "${krex_nvml_dir}/libnvidia-ml.so.1")
+  # libnvbench.so's own dependency: the executables' RUNPATH does not reach it.
+  set(krex_nvml_env "LD_LIBRARY_PATH=${krex_nvml_dir}")
+  message(STATUS "krex: no NVML in the CUDA toolkit: nvbench links against a stand-in "
+                 "(${krex_nvml_dir}); its programs run only where no GPU is needed")
+endif()
+find_package(nvbench CONFIG)
+if(NOT nvbench_FOUND)
+  message(FATAL_ERROR "KREX_WITH_NVBENCH=ON needs nvbench's CMake package: pass -Dnvbench_DIR=... "
+                      "(the cuda-bench wheel has one: python -m cuda.bench.nvbench --cmake-dir; "
+                      "scripts/ci/nvbench.sh downloads it into .deps/)")
+endif()
+
+# examples/nvbench/<name>.cu -> krex_nvbench_<name>, with nvbench's main.
+file(GLOB krex_nvbench_examples CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/examples/nvbench/*.cu")
+foreach(src IN LISTS krex_nvbench_examples)
+  get_filename_component(stem "${src}" NAME_WE)
+  add_executable(krex_nvbench_${stem} "${src}")
+  set_target_properties(krex_nvbench_${stem} PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
+                        RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/examples/nvbench")
+  target_link_libraries(krex_nvbench_${stem} PRIVATE krex::krex nvbench::main)
+endforeach()
+
+if(KREX_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  add_executable(test_nvbench "${PROJECT_SOURCE_DIR}/tests/nvbench/test_nvbench.cu")
+  set_target_properties(test_nvbench PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
+                        RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
+  target_include_directories(test_nvbench PRIVATE "${PROJECT_SOURCE_DIR}/tests")
+  target_link_libraries(test_nvbench PRIVATE krex::krex nvbench::nvbench GTest::gtest_main)
+  # The host backend: the test runs without a GPU (on a CUDA build too).
+  target_compile_definitions(test_nvbench PRIVATE KREX_DEFAULT_BACKEND_HOST=1)
+  set(registry "KREX_DEVICE_REGISTRY=${PROJECT_BINARY_DIR}/tests/device-registry-test_nvbench")
+  if(krex_nvml_env)
+    string(APPEND registry ";${krex_nvml_env}")
+  endif()
+  add_test(NAME test_nvbench COMMAND test_nvbench)
+  add_test(NAME test_nvbench_off COMMAND test_nvbench --gtest_filter=nvbench_switch.*)
+  add_test(NAME test_nvbench_bad_switch COMMAND test_nvbench --gtest_filter=nvbench_switch.*)
+  set_tests_properties(test_nvbench PROPERTIES TIMEOUT 120 LABELS "unit;nvbench"
+                       ENVIRONMENT "${registry}")
+  set_tests_properties(test_nvbench_off PROPERTIES TIMEOUT 60 LABELS "unit;nvbench"
+                       ENVIRONMENT "${registry};KREX_NVBENCH_REGIONS=0")
+  # Strict mode: the krex error fails the program (status 1, this message).
+  set_tests_properties(test_nvbench_bad_switch PROPERTIES TIMEOUT 60 LABELS "unit;nvbench"
+                       ENVIRONMENT "${registry};KREX_NVBENCH_REGIONS=maybe"
+                       PASS_REGULAR_EXPRESSION "krex: nvbench: strict mode: 1 state\\(s\\) had a krex error"
+                       FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\]")
+endif()
