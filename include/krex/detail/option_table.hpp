@@ -190,8 +190,7 @@ inline constexpr env_variable other_env_table[] = {
      "`0`: a krex error only makes error rows; by default it fails the Google Benchmark "
      "program, exit status 1 (gbench.hpp)"},
     {"KREX_NVBENCH_REGIONS",
-     "`0`: krex off for an nvbench program, its states `unprotected` (nvbench.hpp, Python "
-     "krex.nvbench)"},
+     "`0`: krex off for an nvbench program, its states `unprotected` (nvbench.hpp, krex.nvbench)"},
     {"KREX_PATCH",
      "`0`: krex.patch() and `python -m krex.run` turn krex off, a control run (Python)"},
 };
