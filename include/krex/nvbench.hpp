@@ -39,9 +39,11 @@
 //                 (hint "frequency"; only where NVML reads the device)
 //   krex/report   the whole region report as JSON (docs/REPORT.md)
 //
-// The tenant joins on the first exec with krex::options{} (or what
-// krex::nvbench::configure() set) and KREX_* overrides, on the device of the
-// state (nvbench's --devices); one tenant per device the program uses.
+// The tenants (one per device the program uses: nvbench's --devices) join
+// with krex::options{} (or what krex::nvbench::configure() set) and KREX_*
+// overrides: under NVBENCH_MAIN, right after it has parsed its command line,
+// before any benchmark touches a device (include this header before
+// <nvbench/nvbench.cuh>; see join()); otherwise at each device's first exec.
 //
 // Errors: a krex error (the tenant cannot join, a bad KREX_* value, a lease
 // lost before state.exec ended, exec twice on one state) is thrown; nvbench
@@ -69,6 +71,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -160,27 +163,39 @@ inline int device_of(const ::nvbench::state& st) {
   return dev ? dev->get_id() : -1;
 }
 
-/// The tenant for `st`'s device, joined on first use. A CPU-only state uses
-/// the configured device (options{}: 0). Throws krex::error.
-inline krex::tenant& tenant_for(const ::nvbench::state& st) {
+/// The tenant for `device` (-1: the configured device), joined on first use.
+/// Throws krex::error.
+inline krex::tenant& tenant_on(int device) {
   state& s = global();
   std::lock_guard<std::mutex> g(s.lock);
-  const int want = device_of(st);
   options o = s.opts.value_or(options{});
-  const int key = want >= 0 ? want : o.device();
+  const int key = device >= 0 ? device : o.device();
   auto it = s.tenants.find(key);
   if (it == s.tenants.end()) {
-    if (want >= 0) o.device(want);
+    if (device >= 0) o.device(device);
     it = s.tenants.emplace(key, std::make_unique<krex::tenant>(o)).first;
   }
   krex::tenant& t = *it->second;
-  if (want >= 0 && t.device() != want)
+  if (device >= 0 && t.device() != device)
     throw error(step::options,
-                "nvbench runs this state on device " + std::to_string(want) +
+                "nvbench runs on device " + std::to_string(device) +
                     " but the krex tenant is on device " + std::to_string(t.device()) +
                     " (KREX_DEVICE)",
                 0, "unset KREX_DEVICE: krex::nvbench follows nvbench's --devices");
   return t;
+}
+
+/// NVBENCH_MAIN's hook after the command line is parsed, before any
+/// benchmark runs (see join()): joins the tenant of every device a
+/// benchmark will run on.
+template <class OptionParser>
+void join_parsed(OptionParser& parser) {
+  const switch_state& sw = regions_switch();
+  if (!sw.on || !sw.error.empty()) return;  // off, or the error every exec reports
+  std::set<int> devices;
+  for (const auto& bench : parser.get_benchmarks())
+    for (const auto& d : bench->get_devices()) devices.insert(d.get_id());
+  for (int d : devices) (void)tenant_on(d);
 }
 
 /// Whether `st` already has krex's summaries (exec ran on it before).
@@ -324,6 +339,20 @@ inline void configure(const options& o) {
   s.opts = o;
 }
 
+/// Joins the tenant of `device` now (-1: the configured device, options{}: 0),
+/// if it has not joined yet. A process that joins before its first CUDA call
+/// on a device is a member from the start: its setup work there (contexts,
+/// allocations, inputs) is gated and drained like any sibling's, instead of
+/// being a foreign process that lowers the others' protection ("-shared").
+/// NVBENCH_MAIN does this for every device in its --devices when this header
+/// is included before <nvbench/nvbench.cuh> (or nvbench/main.cuh); without
+/// it, a tenant joins at its device's first exec. Throws krex::error.
+inline void join(int device = -1) {
+  const detail::switch_state& sw = detail::regions_switch();
+  if (!sw.on) return;
+  (void)detail::tenant_on(device);
+}
+
 /// state.exec(tags, launcher) inside a krex region on the state's device,
 /// then the region's summaries added to the state. Throws krex::error when
 /// krex cannot protect the measurement (see the top of this file); nvbench
@@ -355,7 +384,7 @@ void exec(::nvbench::state& st, ExecTags tags, KernelLauncher&& launcher) {
   }
   std::optional<krex::region> r;
   try {
-    krex::tenant& t = detail::tenant_for(st);
+    krex::tenant& t = detail::tenant_on(detail::device_of(st));
     r.emplace(t);
   } catch (...) {
     detail::count_failure();
@@ -396,3 +425,9 @@ void exec(::nvbench::state& st, KernelLauncher&& launcher) {
 }
 
 }  // namespace krex::nvbench
+
+// NVBENCH_MAIN (nvbench/main.cuh) calls this after parsing its command line:
+// the tenants join before the benchmarks' first CUDA work (see join()).
+#ifndef NVBENCH_MAIN_PARSE_CUSTOM_POST
+#define NVBENCH_MAIN_PARSE_CUSTOM_POST(parser) ::krex::nvbench::detail::join_parsed(parser)
+#endif
