@@ -26,8 +26,11 @@
 # at example i), so that different benchmarks overlap. Each run writes
 # nvbench's JSON. Results and logs: $NVB_OUT (default build-nvbench-gpu/out).
 # Settings: NVB_WORKERS (8), NVB_EXAMPLES (the list below), NVB_ARGS
-# (nvbench's options for every run; default "--devices 0 --min-time 0.1
-# --timeout 2": about a minute for all examples solo on an H200),
+# (nvbench's options for every run; default "--devices 0 --min-time 0.05
+# --timeout 1 --batch-target-time 0.05": short states, so that N workers
+# under krex, whose measurements take turns, take about N times the solo
+# wall time: `solo` prints that estimate; keep it under a command's limit, or
+# run fewer examples),
 # NVB_ARCH (90), NVB_JOBS (compilers at once; default the core count).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,7 +39,7 @@ step=${1:-all}
 workers=${NVB_WORKERS:-8}
 arch=${NVB_ARCH:-90}
 examples=(${NVB_EXAMPLES:-throughput auto_throughput axes enums exec_tag_sync exec_tag_timer skip stream summaries})
-read -r -a nvb_args <<<"${NVB_ARGS:---devices 0 --min-time 0.1 --timeout 2}"
+read -r -a nvb_args <<<"${NVB_ARGS:---devices 0 --min-time 0.05 --timeout 1 --batch-target-time 0.05}"
 work=build-nvbench-gpu
 out=${NVB_OUT:-$work/out}
 src=.deps/nvbench-examples
@@ -109,6 +112,8 @@ solo() {
   for e in "${examples[@]}"; do [ -x "$work/bin/$e" ] || die "run '$0 build' first"; done
   KREX_NVBENCH_REGIONS=0 timed solo worker solo 0
   KREX_NVBENCH_REGIONS=0 timed solo-again worker solo-again 0
+  echo "nvbench_gpu.sh: krex x$workers will take about $workers x $(cat "$out/wall-solo.txt") s" \
+       "(its measurements take turns)"
 }
 
 concurrent() {  # mode, then the environment for the workers

@@ -111,8 +111,6 @@ def _wrapped_exec(self, fn, /, **kwargs):
     return exec(self, fn, **kwargs)
 
 
-_wrapped_exec.__krex_nvbench__ = True
-
 
 def patch(state_class=None):
     """Makes ``cuda.bench.State.exec`` run each call in a region (as exec()
@@ -124,7 +122,7 @@ def patch(state_class=None):
             import cuda.bench
             state_class = cuda.bench.State
         original = state_class.exec
-        if getattr(original, "__krex_nvbench__", False):
+        if original is _wrapped_exec:  # already ours
             return
         _state["original"] = original
         _state["cls"] = state_class
