@@ -11,6 +11,8 @@
 #   lab/scripts/nvbench_gpu.sh unprotected   N workers at once, KREX_NVBENCH_REGIONS=0
 #   lab/scripts/nvbench_gpu.sh krex          N workers at once, a region per state.exec
 #   lab/scripts/nvbench_gpu.sh compare       the tables (also nvbench's compare script)
+#   lab/scripts/nvbench_gpu.sh python        tests/python/test_nvbench.py with cuda.bench itself
+#                                            (wheels in .deps/pywheels, krex's package in build/python)
 #   lab/scripts/nvbench_gpu.sh all           all of the above, in order
 #
 # Needs nvcc, python3 and, carried or fetched, .deps/cuda-bench (the cuda-bench
@@ -152,6 +154,24 @@ compare() {
   fi
 }
 
+# krex.nvbench with the real cuda.bench: its wheels (cuda-bench, cuda-bindings,
+# cuda-pathfinder; `pip download -d .deps/pywheels cuda-bench==0.3.0
+# "cuda-bindings>=13,<14"` where there is a package index) into a venv, and
+# krex's Python package from build/python (the default preset; the host
+# backend is enough: the test's benchmark is CPU-only, its regions krex's).
+python_test() {
+  [ -d build/python/krex ] || die "build/python/krex is missing: cmake --preset default && cmake --build build --target krex_python"
+  ls .deps/pywheels/cuda_bench-*.whl >/dev/null 2>&1 || die ".deps/pywheels has no cuda-bench wheel"
+  local venv=$work/pyvenv
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --no-index --no-deps .deps/pywheels/*.whl ||
+    die "the wheels in .deps/pywheels do not install on this Python ($(python3 --version))"
+  PYTHONPATH=$root/build/python PYTHONDONTWRITEBYTECODE=1 KREX_DEVICE_REGISTRY=$root/$work/registry \
+    "$venv/bin/python" tests/python/run_tests.py tests/python/test_nvbench.py 2>&1 | tee "$out/python.txt"
+  grep -q "^ok   test_nvbench.test_real_cuda_bench" "$out/python.txt" ||
+    die "the cuda.bench test did not run (skipped or failed): see $out/python.txt"
+}
+
 seg="nvbench-gpu-$$"
 case "$step" in
   build) build ;;
@@ -159,6 +179,7 @@ case "$step" in
   unprotected) concurrent unprotected KREX_NVBENCH_REGIONS=0 ;;
   krex) concurrent krex KREX_NVBENCH_REGIONS=1 KREX_SEGMENT="$seg" ;;
   compare) compare ;;
+  python) python_test ;;
   all)
     build
     solo
@@ -166,5 +187,5 @@ case "$step" in
     concurrent krex KREX_NVBENCH_REGIONS=1 KREX_SEGMENT="$seg"
     compare
     ;;
-  *) die "unknown step '$step' (build, solo, unprotected, krex, compare, all)" ;;
+  *) die "unknown step '$step' (build, solo, unprotected, krex, compare, python, all)" ;;
 esac
