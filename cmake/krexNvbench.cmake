@@ -74,4 +74,22 @@ if(KREX_BUILD_TESTS)
                        ENVIRONMENT "${registry};KREX_NVBENCH_REGIONS=maybe"
                        PASS_REGULAR_EXPRESSION "krex: nvbench: strict mode: 1 state\\(s\\) had a krex error"
                        FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\]")
+  # The include order (host C++: nvbench's headers compile without nvcc): krex's
+  # header first installs NVBENCH_MAIN's join hook silently; after nvbench's
+  # main.cuh it says at compile time that the tenants will join late.
+  set(krex_nvb_includes "-I${PROJECT_SOURCE_DIR}/include")
+  get_target_property(krex_nvb_dirs nvbench::nvbench INTERFACE_INCLUDE_DIRECTORIES)
+  foreach(dir IN LISTS krex_nvb_dirs CUDAToolkit_INCLUDE_DIRS)
+    list(APPEND krex_nvb_includes "-I${dir}")
+  endforeach()
+  foreach(order IN ITEMS first late)
+    add_test(NAME nvbench_include_${order}
+             COMMAND "${CMAKE_CXX_COMPILER}" -std=c++17 -fsyntax-only ${krex_nvb_includes}
+                     "${PROJECT_SOURCE_DIR}/tests/nvbench/include_${order}.cpp"
+             COMMAND_EXPAND_LISTS)
+  endforeach()
+  set_tests_properties(nvbench_include_first PROPERTIES TIMEOUT 120 LABELS "unit;nvbench"
+                       FAIL_REGULAR_EXPRESSION "pragma message|error")
+  set_tests_properties(nvbench_include_late PROPERTIES TIMEOUT 120 LABELS "unit;nvbench"
+                       PASS_REGULAR_EXPRESSION "included after nvbench/main.cuh.*include krex/nvbench.hpp first")
 endif()

@@ -428,6 +428,13 @@ void exec(::nvbench::state& st, KernelLauncher&& launcher) {
 
 // NVBENCH_MAIN (nvbench/main.cuh) calls this after parsing its command line:
 // the tenants join before the benchmarks' first CUDA work (see join()).
+#if defined(NVBENCH_MAIN) && !defined(KREX_NVBENCH_LATE_JOIN)
+#pragma message(                                                                            \
+    "krex/nvbench.hpp is included after nvbench/main.cuh (nvbench/nvbench.cuh): NVBENCH_MAIN " \
+    "will not join krex before the benchmarks run, and a process is foreign to the others' "   \
+    "regions until its first exec; include krex/nvbench.hpp first (or define "                \
+    "KREX_NVBENCH_LATE_JOIN to keep this order)")
+#endif
 #ifndef NVBENCH_MAIN_PARSE_CUSTOM_POST
 #define NVBENCH_MAIN_PARSE_CUSTOM_POST(parser) ::krex::nvbench::detail::join_parsed(parser)
 #endif

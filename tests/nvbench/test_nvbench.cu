@@ -203,6 +203,35 @@ TEST(nvbench, configure_after_join_is_an_error) {
   }
 }
 
+// NVBENCH_MAIN's hook (NVBENCH_MAIN_PARSE_CUSTOM_POST) with a stand-in for
+// nvbench's option_parser (its benchmarks' devices need a CUDA driver): one
+// tenant per device, joined once; a device krex cannot join is an error
+// there, which NVBENCH_MAIN prints before any benchmark runs.
+struct fake_device {
+  int id;
+  int get_id() const { return id; }
+};
+struct fake_benchmark {
+  std::vector<fake_device> devices;
+  const std::vector<fake_device>& get_devices() const { return devices; }
+};
+struct fake_parser {
+  std::vector<std::unique_ptr<fake_benchmark>> benches;
+  std::vector<std::unique_ptr<fake_benchmark>>& get_benchmarks() { return benches; }
+};
+
+TEST(nvbench, the_main_hook_joins_each_device_once) {
+  fake_parser p;
+  p.benches.push_back(std::make_unique<fake_benchmark>(fake_benchmark{{{0}}}));
+  p.benches.push_back(std::make_unique<fake_benchmark>(fake_benchmark{{{0}}}));
+  NVBENCH_MAIN_PARSE_CUSTOM_POST(p);  // the macro NVBENCH_MAIN expands
+  EXPECT_EQ(krex::nvbench::detail::global().tenants.size(), 1U);
+  // The host backend has one device unless KREX_HOST_DEVICES says more.
+  p.benches.push_back(std::make_unique<fake_benchmark>(fake_benchmark{{{7}}}));
+  EXPECT_THROW(NVBENCH_MAIN_PARSE_CUSTOM_POST(p), krex::error);
+  EXPECT_EQ(krex::nvbench::detail::global().tenants.size(), 1U);
+}
+
 TEST(nvbench, exec_twice_on_one_state_is_an_error) {
   krex::nvbench::strict(false);  // this test fails an exec on purpose
   state_tester st{cpu_bench()};
