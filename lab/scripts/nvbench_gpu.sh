@@ -33,7 +33,8 @@
 # under krex, whose measurements take turns, take about N times the solo
 # wall time: `solo` prints that estimate; keep it under a command's limit, or
 # run fewer examples),
-# NVB_ARCH (90), NVB_JOBS (compilers at once; default the core count).
+# NVB_ARCH (90), NVB_JOBS (compilers at once; default the core count),
+# NVB_WORK (build-nvbench-gpu: sources, binaries).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -42,7 +43,7 @@ workers=${NVB_WORKERS:-8}
 arch=${NVB_ARCH:-90}
 examples=(${NVB_EXAMPLES:-throughput auto_throughput axes enums exec_tag_sync exec_tag_timer skip stream summaries})
 read -r -a nvb_args <<<"${NVB_ARGS:---devices 0 --min-time 0.05 --timeout 1 --batch-target-time 0.05}"
-work=build-nvbench-gpu
+work=${NVB_WORK:-build-nvbench-gpu}
 out=${NVB_OUT:-$work/out}
 src=.deps/nvbench-examples
 major=$(nvcc --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p' | head -1)
