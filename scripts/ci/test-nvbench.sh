@@ -27,7 +27,7 @@ scripts/ci/deps.sh  # GoogleTest, CMake, g++
 
 # nvbench-config.cmake's cmake_minimum_required.
 cmake_min=3.30.4
-cmake=cmake
+cmake=$(command -v cmake)
 version_ok() {  # $1 >= $2, as dotted versions
   [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]
 }
