@@ -39,7 +39,9 @@ if(NOT nvbench_FOUND)
                       "scripts/ci/nvbench.sh downloads it into .deps/)")
 endif()
 
-# examples/nvbench/<name>.cu -> krex_nvbench_<name>, with nvbench's main.
+# examples/nvbench/<name>.cu -> krex_nvbench_<name>, with nvbench's main;
+# krex_nvbench_all builds them and the test (in parallel under -j).
+add_custom_target(krex_nvbench_all)
 file(GLOB krex_nvbench_examples CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/examples/nvbench/*.cu")
 foreach(src IN LISTS krex_nvbench_examples)
   get_filename_component(stem "${src}" NAME_WE)
@@ -47,6 +49,7 @@ foreach(src IN LISTS krex_nvbench_examples)
   set_target_properties(krex_nvbench_${stem} PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
                         RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/examples/nvbench")
   target_link_libraries(krex_nvbench_${stem} PRIVATE krex::krex nvbench::main)
+  add_dependencies(krex_nvbench_all krex_nvbench_${stem})
 endforeach()
 
 if(KREX_BUILD_TESTS)
@@ -58,6 +61,7 @@ if(KREX_BUILD_TESTS)
   target_link_libraries(test_nvbench PRIVATE krex::krex nvbench::nvbench GTest::gtest_main)
   # The host backend: the test runs without a GPU (on a CUDA build too).
   target_compile_definitions(test_nvbench PRIVATE KREX_DEFAULT_BACKEND_HOST=1)
+  add_dependencies(krex_nvbench_all test_nvbench)
   set(registry "KREX_DEVICE_REGISTRY=${PROJECT_BINARY_DIR}/tests/device-registry-test_nvbench")
   if(krex_nvml_env)
     string(APPEND registry ";${krex_nvml_env}")

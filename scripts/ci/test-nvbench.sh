@@ -52,7 +52,7 @@ t0=$(date +%s)
 "$cmake" -S . -B build-nvbench -DCMAKE_BUILD_TYPE=Release -DKREX_WITH_NVBENCH=ON \
   -Dnvbench_DIR="$nvbench_dir" -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DKREX_BUILD_BENCH=OFF -DKREX_BUILD_PYTHON=OFF -DKREX_BUILD_EXAMPLES=OFF
-"$cmake" --build build-nvbench -j"$(nproc)" --target test_nvbench krex_nvbench_copy
+"$cmake" --build build-nvbench -j"$(nproc)" --target krex_nvbench_all  # the example and the test
 echo "test-nvbench.sh: configured and built in $(($(date +%s) - t0)) s"
 ctest=$(dirname "$cmake")/ctest
 exec "$ctest" --test-dir build-nvbench --output-on-failure -L nvbench "$@"
