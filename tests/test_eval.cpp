@@ -4,14 +4,16 @@
 // persistent workers), its candidates and command ids (candidates.hpp), its
 // plan (plan.hpp), its JSON line format (json.hpp), and the driver krex_eval
 // run for real, as separate processes, with a stand-in worker
-// (helper_eval_worker): dispatch, both command shapes, timings, the summary,
-// faults (a failed check, a crashed worker, a hung worker) and every usage
-// error.
+// (helper_eval_worker): dispatch, both command shapes (the krex modes'
+// persistent workers on a real krex::pool), placements, the flips beside the
+// fresh-process reference, timings, the summary, faults (a failed check, a
+// crashed worker, a hung worker) and every usage error.
 
 #include "proc_util.hpp"
 #include "../bench/eval/candidates.hpp"
 #include "../bench/eval/json.hpp"
 #include "../bench/eval/plan.hpp"
+#include "../bench/eval/pool_host.hpp"
 #include "../bench/eval/stats.hpp"
 
 #include <gtest/gtest.h>
@@ -331,6 +333,105 @@ TEST(EvalPlan, LoopWorkloadAndEstimates) {
   EXPECT_DOUBLE_EQ(krex_eval::est_config_s(100, "serial", 1, false), 100);
 }
 
+// Placements: the default K is one constant, K shrinks to what the budget
+// and the samples allow (never below 1), and samples round up to a multiple of K.
+TEST(EvalPlan, PlacementsWithinTheBudget) {
+  EXPECT_EQ(krex_eval::default_placements, 8);
+  const auto all = krex_eval::all_candidates();
+  const auto* axpby = krex_eval::find_candidate(all, "axpby-vec4-16777216");
+  const auto* gemm = krex_eval::find_candidate(all, "gemm-t16m1-4096x4096x4096");
+  ASSERT_NE(axpby, nullptr);
+  ASSERT_NE(gemm, nullptr);
+  EXPECT_EQ(krex_eval::input_bytes(*axpby), 3LL * 4 * 16777216);  // x, y, z
+  EXPECT_EQ(krex_eval::input_bytes(*gemm), 3LL * 4 * 4096 * 4096);  // A, B, C
+  for (const auto& c : all) EXPECT_GT(krex_eval::input_bytes(c), 0) << c.id;
+  const long long mib = 1LL << 20, per = krex_eval::input_bytes(*axpby);  // 192 MiB
+  EXPECT_EQ(krex_eval::placements_within(8, per, 0, 100), 8);            // no budget
+  EXPECT_EQ(krex_eval::placements_within(8, per, 4096 * mib, 100), 8);   // 1.5 GiB fits
+  EXPECT_EQ(krex_eval::placements_within(8, per, 1024 * mib, 100), 5);   // 5 x 192 = 960 MiB
+  EXPECT_EQ(krex_eval::placements_within(8, per, 100 * mib, 100), 1);    // not even one copy: the inputs
+  EXPECT_EQ(krex_eval::placements_within(8, per, 0, 6), 6);              // no more than the samples
+  EXPECT_EQ(krex_eval::placements_within(1, per, 0, 100), 1);
+  EXPECT_EQ(krex_eval::placements_within(0, per, 0, 100), 1);
+  EXPECT_EQ(krex_eval::samples_for_placements(10, 8), 16);
+  EXPECT_EQ(krex_eval::samples_for_placements(100, 8), 104);
+  EXPECT_EQ(krex_eval::samples_for_placements(96, 8), 96);
+  EXPECT_EQ(krex_eval::samples_for_placements(13, 1), 13);
+}
+
+// Flips beside the fresh-process reference, on synthetic trials: a
+// configuration that swaps the 1%-apart pair of every trial against one that
+// never does, and the targets in points.
+TEST(EvalStats, FlipsBesideTheFreshProcessReference) {
+  // Members 100, 101.5, 110 (reference = construction order): one pair at
+  // 1-2%, one at 2-5%... 101.5 vs 110 is 8.4%, 100 vs 110 is 10%: >5%.
+  const std::vector<double> ref{100.0, 101.5, 110.0};
+  krex_eval::rank_totals fresh, pool;
+  for (int trial = 0; trial < 10; ++trial) {
+    std::vector<krex_eval::rank_member> f, q;
+    for (int i = 0; i < 3; ++i) {
+      f.push_back({ref[i], ref[i] * 1.001, i});
+      // the pool swaps the first two members in 3 trials of 10
+      const double got = trial < 3 && i < 2 ? ref[1 - i] : ref[i];
+      q.push_back({ref[i], got, i});
+    }
+    fresh.add_trial(f);
+    pool.add_trial(q);
+  }
+  const auto g = krex_eval::against_fresh(pool.by_gap_construction, fresh.by_gap_construction);
+  EXPECT_EQ(g[1].config.pairs, 10u);  // the 1.5% pair, once per trial
+  EXPECT_EQ(g[1].config.flips, 3u);
+  EXPECT_EQ(g[1].fresh.flips, 0u);
+  EXPECT_NEAR(g[1].delta_pts(), 30.0, 1e-9);
+  EXPECT_EQ(g[3].config.pairs, 20u);
+  EXPECT_NEAR(g[3].delta_pts(), 0.0, 1e-9);
+  EXPECT_TRUE(std::isnan(g[0].delta_pts()));  // no pair in 0-1%
+  EXPECT_EQ(krex_eval::within_points(g, 1.0), krex_eval::verdict::fail);
+  EXPECT_EQ(krex_eval::within_points(g, 30.0), krex_eval::verdict::pass);
+  // The other way round the fresh-process reference is 30 points worse: a pass.
+  EXPECT_EQ(krex_eval::within_points(krex_eval::against_fresh(fresh.by_gap, pool.by_gap), 1.0),
+            krex_eval::verdict::pass);
+  EXPECT_NEAR(krex_eval::against_fresh(fresh.by_gap, pool.by_gap)[1].delta_pts(), -30.0, 1e-9);
+  // No class with pairs in both: not measurable.
+  EXPECT_EQ(krex_eval::within_points(krex_eval::against_fresh(pool.by_gap, {}), 1.0), krex_eval::verdict::na);
+}
+
+// The pool host's result lines: the worker's line with the pool's fields
+// added, or the pool's reason for a command it could not complete.
+TEST(EvalJson, PoolResultLines) {
+  krex::pool_result ok;
+  ok.status = krex::pool_status::ok;
+  ok.value = "{\"id\":\"k\",\"ok\":true}";
+  ok.worker = 3;
+  krex_eval::flat_record r;
+  std::string why;
+  ASSERT_TRUE(krex_eval::parse_flat(krex_eval::pool_result_line("k", 7, ok), &r, &why)) << why;
+  EXPECT_EQ(r.str("id"), "k");
+  EXPECT_EQ(r.num("ok"), 1);
+  EXPECT_EQ(r.num("pool_seq"), 7);
+  EXPECT_EQ(r.num("pool_worker"), 3);
+  EXPECT_EQ(r.str("pool_status"), "ok");
+  krex::pool_result crash;
+  crash.status = krex::pool_status::crashed;
+  crash.error = "worker 1 (pid 42) exited with status 3";
+  crash.pid = 42;
+  krex_eval::flat_record c;
+  ASSERT_TRUE(krex_eval::parse_flat(krex_eval::pool_result_line("k@sync", 8, crash), &c, &why)) << why;
+  EXPECT_EQ(c.str("id"), "k@sync");
+  EXPECT_EQ(c.num("ok"), 0);
+  EXPECT_EQ(c.num("pid"), 42);
+  EXPECT_NE(c.str("error").find("the pool worker died without a result (worker 1"), std::string::npos);
+  // A broken worker's own line (worker_broken) comes back as it was.
+  krex::pool_result broken;
+  broken.status = krex::pool_status::failed;
+  broken.error = "{\"id\":\"k\",\"ok\":false,\"error\":\"an illegal memory access\"}";
+  krex_eval::flat_record b;
+  ASSERT_TRUE(krex_eval::parse_flat(krex_eval::pool_result_line("k", 9, broken), &b, &why)) << why;
+  EXPECT_EQ(b.str("error"), "an illegal memory access");
+  EXPECT_EQ(b.str("pool_status"), "failed");
+  EXPECT_EQ(krex_eval::append_fields("{}", krex_eval::json_object().num("a", 1)), "{\"a\":1}");
+}
+
 TEST(EvalJson, FlatRoundTrip) {
   krex_eval::json_object o;
   o.str("id", "a\"b\\c\n").num("x", 1.5).boolean("ok", true).boolean("no", false);
@@ -388,8 +489,9 @@ class EvalDriver : public ::testing::Test {
   }
   void TearDown() override { run("rm -rf '" + dir + "'"); }
   std::string driver(const std::string& args, const std::string& env = "") {
-    return "env " + env + " " KREX_EVAL_PATH " --worker " KREX_TEST_BIN_DIR "/helper_eval_worker --out '" + dir +
-           "' " + args;
+    // The pool workers' segment in the test's directory, not /dev/shm.
+    return "env KREX_SHM_DIR='" + dir + "' " + env + " " KREX_EVAL_PATH " --worker " KREX_TEST_BIN_DIR
+           "/helper_eval_worker --out '" + dir + "' " + args;
   }
   std::string dir;
 };
@@ -515,6 +617,146 @@ TEST_F(EvalDriver, FaultsAreRecordedAndTheRunGoesOn) {
   EXPECT_NE(md.find("without a result"), std::string::npos);
   EXPECT_NE(r.output.find("passed --timeout-s 2: killed"), std::string::npos) << r.output;
   EXPECT_NE(md.find("| native repeat (serial) | 0 | 3 |"), std::string::npos) << md;
+  // The persistent krex workers are a krex::pool: it replaced the crashed
+  // worker and killed the hung one at --timeout-s, and each command says so.
+  EXPECT_NE(md.find("| krex C=2 persistent | 0 | 3 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("- krex C=2 persistent: " + crash + ": the pool worker died without a result ("),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- krex C=2 persistent: " + hang + ": the pool worker passed --timeout-s and was killed ("),
+            std::string::npos)
+      << md;
+}
+
+// The krex modes' persistent workers run on krex::pool (one
+// krex_eval_worker --pool process; the stand-in's pool workers are real
+// tenants of the driver's segment, each command's timed loop in a region);
+// lock-only's persistent workers keep the eval's own loop. The output is
+// the same format either way.
+TEST_F(EvalDriver, PersistentKrexRunsThroughKrexPool) {
+  const auto r = run(driver("--filter gemm-2K,axpby-16M --configs serial:1,krex:2:persistent,lock:2:persistent,serial:1"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string md = slurp(dir + "/summary.md");
+  const std::string js = slurp(dir + "/eval.json");
+  // 9 commands per pass; 2 persistent workers, at least 10 each: 3 copies.
+  EXPECT_NE(md.find("| krex C=2 persistent | 27 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| lock C=2 persistent | 27 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| krex C=2 persistent | 27 | 3 | 2 | "), std::string::npos) << md;
+  EXPECT_NE(md.find(" | krex::pool |\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| lock C=2 persistent | 27 | 3 | 2 | "), std::string::npos) << md;
+  EXPECT_NE(md.find(" | own loop |\n"), std::string::npos) << md;
+  EXPECT_EQ(count(js, "\"runner\":\"krex::pool\""), 1u);
+  EXPECT_EQ(count(js, "\"runner\":\"own loop\""), 1u);
+  EXPECT_EQ(count(js, "\"runner\":\"process per command\""), 2u);
+  // One pool process took all 27 commands in order of arrival.
+  EXPECT_EQ(count(js, "\"pool_seq\":"), 27u);
+  for (int i = 0; i < 27; ++i) EXPECT_EQ(count(js, "\"pool_seq\":" + std::to_string(i) + ","), 1u) << i;
+  EXPECT_EQ(count(js, "\"pool_status\":\"ok\""), 27u);
+  // Each pool command's timed loop ran in a region of its worker's tenant
+  // (gating and drain; the stand-in freezes nothing), and no two overlapped.
+  EXPECT_EQ(count(js, "\"level\":\"gate+drain\""), 27u) << js.substr(0, 3000);
+  std::vector<std::pair<long long, long long>> regions;
+  for (auto p = js.find("\"mono_critical_ns\":"); p != std::string::npos; p = js.find("\"mono_critical_ns\":", p + 1)) {
+    const auto e = js.find("\"mono_critical_end_ns\":", p);
+    ASSERT_NE(e, std::string::npos);
+    regions.push_back({std::atoll(js.c_str() + p + 19), std::atoll(js.c_str() + e + 23)});
+  }
+  ASSERT_EQ(regions.size(), 27u);
+  std::sort(regions.begin(), regions.end());
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    EXPECT_LT(regions[i].first, regions[i].second);
+    if (i > 0) {
+      EXPECT_LE(regions[i - 1].second, regions[i].first) << "regions " << i - 1 << " and " << i << " overlap";
+    }
+  }
+}
+
+// --placements and --placement-budget-mb reach every worker (the pool's
+// too); a command uses as many copies as fit its budget, and the summary
+// prints what they cost.
+TEST_F(EvalDriver, PlacementsReachTheWorkersWithinTheBudget) {
+  const auto r = run(driver("--filter axpby-16M --placements 4 --placement-budget-mb 600 "
+                            "--configs serial:1,krex:2:persistent,serial:1"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string md = slurp(dir + "/summary.md");
+  const std::string js = slurp(dir + "/eval.json");
+  EXPECT_NE(js.find("\"placements\":4,\"placement_budget_mb\":600,"), std::string::npos);
+  // Each candidate's K: the most copies of its inputs within 600 MiB (192 to
+  // 202 MiB each: 3, or 2 for the largest), the same in every configuration.
+  const auto all = krex_eval::all_candidates();
+  std::size_t commands = 0, fewer = 0;
+  for (auto p = js.find("\"candidate\":\""); p != std::string::npos; p = js.find("\"candidate\":\"", p + 1)) {
+    const std::string cand = js.substr(p + 13, js.find('"', p + 13) - p - 13);
+    const auto* c = krex_eval::find_candidate(all, cand);
+    ASSERT_NE(c, nullptr) << cand;
+    const int want = krex_eval::placements_within(4, krex_eval::input_bytes(*c), 600LL << 20, 20);
+    EXPECT_LT(want, 4);
+    const auto k = js.find("\"placements\":", js.find("\"result\":", p));
+    ASSERT_NE(k, std::string::npos);
+    EXPECT_EQ(std::atoi(js.c_str() + k + 13), want) << cand;
+    const auto b = js.find("\"placement_bytes\":", k);
+    EXPECT_EQ(std::atoll(js.c_str() + b + 18), want * krex_eval::input_bytes(*c)) << cand;
+    EXPECT_LE(std::atoll(js.c_str() + b + 18), 600LL << 20);
+    ++commands;
+    fewer += want < 4 ? 1 : 0;
+  }
+  EXPECT_EQ(commands, 5u + 20u + 5u);  // the pool's 2 workers: 4 copies of the list
+  EXPECT_EQ(count(js, "\"placements_asked\":4,"), commands);
+  EXPECT_EQ(count(js, "\"sample_placement\":[0,1,2,0,1,2,"), 24u) << "K = 3: samples rotate over 3 copies";
+  EXPECT_EQ(count(js, "\"sample_placement\":[0,1,0,1,"), 6u);
+  // The memory the placements cost, per configuration.
+  EXPECT_NE(md.find("## Placements and their memory"), std::string::npos) << md;
+  EXPECT_NE(md.find("(--placements 4; --placement-budget-mb 600 per command;"), std::string::npos) << md;
+  EXPECT_NE(md.find("| krex C=2 persistent | 20 | 2 / 3 / 3 | 20 | "), std::string::npos) << md;
+  EXPECT_NE(md.find("| reference (serial) | 5 | 2 / 3 / 3 | 5 | "), std::string::npos) << md;
+  EXPECT_EQ(fewer, commands);
+  // Without the options: the default K and budget, in the plan too.
+  const auto d = run(driver("--filter gemm-2K --plan"));
+  ASSERT_EQ(d.status, 0) << d.output;
+  EXPECT_NE(d.output.find("every command timed over 8 placement(s) of its inputs (--placements), at most 4096 MiB"),
+            std::string::npos)
+      << d.output;
+}
+
+// Flips beside the fresh-process reference (the native repeat): a pool whose
+// short kernels sit on two levels (the stand-in's bimodal samples, in its
+// krex workers only) flips against construction where fresh processes do not;
+// ranked by the 10th percentile it does not.
+TEST_F(EvalDriver, FlipsBesideTheFreshProcessReference) {
+  const auto r = run(driver("--filter axpby-16M --reps 2 --configs serial:1,krex:2:persistent,serial:1",
+                            "KREX_FAKE_BIMODAL=5 KREX_FAKE_BIMODAL_MODE=krex"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string md = slurp(dir + "/summary.md");
+  const std::string js = slurp(dir + "/eval.json");
+  const auto row = [&](const std::string& head) {
+    const auto s = md.find("## Flips beside the fresh-process reference");
+    const auto p = md.find("| " + head + " |", s);
+    EXPECT_NE(p, std::string::npos) << head << "\n" << md;
+    return p == std::string::npos ? std::string() : md.substr(p, md.find('\n', p) - p);
+  };
+  EXPECT_NE(md.find("The fresh-process reference is the native repeat (serial) pass"), std::string::npos) << md;
+  // 4 set trials in the pool (2 copies of the list): the medians swap the
+  // 3%-apart pairs 0-1 and 2-3 of every trial (2-5% by the reference), the
+  // native repeat's 2 trials swap nothing.
+  EXPECT_EQ(row("krex C=2 persistent | all | median"),
+            "| krex C=2 persistent | all | median | 0/0 (–)* – | 0/0 (–)* – | 8/16 (50.0)* +50.0 | 0/24 (0.0)* +0.0 | "
+            "0/0 (–)* – | 0/0 (–)* – | 8/16 (50.0)* +50.0 | 0/24 (0.0)* +0.0 | FAIL | FAIL |");
+  EXPECT_EQ(row("krex C=2 persistent | all | p10"),
+            "| krex C=2 persistent | all | p10 | 0/0 (–)* – | 0/0 (–)* – | 0/16 (0.0)* +0.0 | 0/24 (0.0)* +0.0 | "
+            "0/0 (–)* – | 0/0 (–)* – | 0/16 (0.0)* +0.0 | 0/24 (0.0)* +0.0 | PASS | PASS |");
+  EXPECT_EQ(row("native repeat (serial) | all | median"),
+            "| native repeat (serial) | all | median | 0/0 (–)* | 0/0 (–)* | 0/8 (0.0)* | 0/12 (0.0)* | "
+            "0/0 (–)* | 0/0 (–)* | 0/8 (0.0)* | 0/12 (0.0)* | (the fresh-process reference) | |");
+  // The same in eval.json, per configuration.
+  EXPECT_NE(js.find("\"fresh_reference\":\"native repeat (serial)\""), std::string::npos);
+  EXPECT_NE(js.find("\"all, median\":{\"by_gap_construction\":{\"0-1%\":{\"pairs\":0,\"flips\":0,\"fresh_pairs\":0,"
+                    "\"fresh_flips\":0,\"delta_pts\":null},\"1-2%\":{\"pairs\":0,\"flips\":0,\"fresh_pairs\":0,"
+                    "\"fresh_flips\":0,\"delta_pts\":null},\"2-5%\":{\"pairs\":16,\"flips\":8,\"fresh_pairs\":8,"
+                    "\"fresh_flips\":0,\"delta_pts\":50}"),
+            std::string::npos)
+      << js.substr(0, 4000);
+  EXPECT_EQ(count(js, "\"construction_within_1pt\":\"FAIL\""), 2u);  // krex all and batched, median
+  EXPECT_EQ(count(js, "\"vs_fresh_reference\":{"), 3u);
 }
 
 TEST_F(EvalDriver, AProcessCommandEndsWhenItsWorkerExits) {
@@ -749,6 +991,9 @@ TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
       {"--devices 0,0", "device 0 is listed twice"},
       {"--devices 0,x", "'x' is not a device 0..15"},
       {"--devices 16", "'16' is not a device 0..15"},
+      {"--placements 0", "an integer 1..256"},
+      {"--placements 2x", "invalid value '2x' for --placements"},
+      {"--placement-budget-mb -1", "an integer 0..16777216"},
   };
   // A wrong command line: exit 64 (EX_USAGE), the message, then the usage.
   for (const auto& c : cases) {

@@ -9,6 +9,7 @@
 //             [--configs LIST] [--reps N] [--filter S1,S2,...] [--sync S1,...]
 //             [--loop S1,...] [--loop-pct P] [--min-per-worker N] [--plan]
 //             [--timeout-s N] [--device N] [--devices all|N,M,...] [--seed N]
+//             [--placements K] [--placement-budget-mb MB]
 //
 // A configuration is MODE:C[:persistent]; LIST is comma-separated. Modes:
 //   serial        one command at a time (C must be 1), no krex
@@ -25,7 +26,16 @@
 // Shape "process" (default) starts a worker process per command; shape
 // "persistent" starts C workers that run commands one after another and
 // keep their CUDA context (and krex tenant); their list is repeated so each
-// worker runs --min-per-worker commands on average.
+// worker runs --min-per-worker commands on average. The krex modes'
+// persistent workers are a krex::pool (the product's pool: one
+// `krex_eval_worker --pool C` process, bench/eval/pool_host.hpp); the other
+// modes' persistent workers are the eval's own loop (a krex::pool worker is
+// a krex tenant, which a lock-only or unprotected baseline must not be).
+//
+// Placements: every command times its candidate over --placements K copies
+// of its inputs (default plan.hpp's default_placements), fewer when K copies
+// would pass --placement-budget-mb per command; each result records its
+// placements, their spread and their bytes.
 //
 // Commands: every selected candidate timed the default way (batched);
 // candidates matching --sync also with a sample-synchronized loop
@@ -134,6 +144,12 @@ struct config {
   bool persistent = false;
   std::string role;  // "reference", "repeat" or ""
   long spacer_mb = 0;  // the native repeat's --native-spacer-mb (KREX_EVAL_SPACER_MB for its workers)
+  /// The krex modes' persistent workers run on krex::pool.
+  bool via_pool() const { return persistent && worker_mode() == "krex"; }
+  /// How its commands run: "process per command", "krex::pool" or "own loop".
+  std::string runner_name() const {
+    return !persistent ? "process per command" : via_pool() ? "krex::pool" : "own loop";
+  }
   std::string label() const {
     std::string l = role == "reference" ? "reference (serial)"
                     : role == "repeat"  ? (spacer_mb > 0 ? "native repeat (serial, spaced)" : "native repeat (serial)")
@@ -272,6 +288,8 @@ struct options_t {
   std::string devices_arg;   // --devices as given ("" = not given: one device, --device)
   std::vector<int> devices;  // --devices resolved
   unsigned seed = 1;
+  int placements = krex_eval::default_placements;  // copies of each command's inputs (sample i on i % K)
+  long placement_budget_mb = krex_eval::default_placement_budget_mb;  // per command, all K copies; 0: none
 };
 
 /// --devices all: the GPUs the CUDA runtime sees (a CUDA build); the host
@@ -326,7 +344,8 @@ class runner {
  public:
   runner(options_t o, int log_fd, clk::time_point run0) : m_o(std::move(o)), m_log(log_fd), m_run0(run0) {}
 
-  worker_proc spawn(const config& cfg, const std::vector<std::pair<std::string, std::string>>& env) {
+  worker_proc spawn(const config& cfg, const std::vector<std::pair<std::string, std::string>>& env,
+                    const std::vector<std::string>& extra = {}) {
     int pin[2], pout[2];
     if (::pipe2(pin, O_CLOEXEC) != 0 || ::pipe2(pout, O_CLOEXEC) != 0) {
       std::perror("krex_eval: pipe2");
@@ -347,6 +366,9 @@ class runner {
       std::vector<std::string> args = {m_o.worker, "--mode", mode, "--device", dev};
       if (mode == "lock") args.insert(args.end(), {"--lock", m_lock_path});
       if (mode == "krex") args.insert(args.end(), {"--segment", m_segment});
+      args.insert(args.end(), {"--placements", std::to_string(m_o.placements), "--placement-budget-mb",
+                               std::to_string(m_o.placement_budget_mb)});
+      args.insert(args.end(), extra.begin(), extra.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -458,15 +480,13 @@ class runner {
       res.cmds[i].id = ids[i];
       res.cmds[i].rep = seen[ids[i]]++;
     }
-    std::vector<worker_proc> slots(static_cast<std::size_t>(cfg.c));
-    std::size_t next = 0, done = 0;
-    const auto t0 = clk::now();
-    const auto timeout = std::chrono::duration<double>(m_o.timeout_s);
-    const auto finish = [&](worker_proc& w, const std::string& line, int code) {
-      command_record& r = res.cmds[static_cast<std::size_t>(w.cmd)];
+    std::size_t done = 0;
+    const auto finish_cmd = [&](std::size_t idx, clk::time_point started, const std::string& line, int code,
+                                const std::string& no_line_error) {
+      command_record& r = res.cmds[idx];
       const auto now = clk::now();
-      r.t_total_ms = ms_between(w.started, now);
-      r.start_ms = ms_between(m_run0, w.started);
+      r.t_total_ms = ms_between(started, now);
+      r.start_ms = ms_between(m_run0, started);
       r.end_ms = ms_between(m_run0, now);
       r.exit_code = code;
       r.raw = line;
@@ -477,12 +497,34 @@ class runner {
       } else {
         r.raw.clear();
         r.ok = false;
-        r.error = line.empty() ? "the worker exited (status " + std::to_string(code) + ") without a result"
-                               : "unreadable result line: " + why;
+        r.error = line.empty() ? no_line_error : "unreadable result line: " + why;
       }
-      w.cmd = -1;
       ++done;
       std::fprintf(stderr, "\r  %s: %zu/%zu", cfg.label().c_str(), done, ids.size());
+    };
+    const auto t0 = clk::now();
+    if (cfg.via_pool())
+      run_pool(cfg, env, ids, finish_cmd, done);
+    else
+      run_workers(cfg, env, ids, finish_cmd, done);
+    res.wall_s = ms_between(t0, clk::now()) / 1000.0;
+    std::fprintf(stderr, "\r  %s: %zu commands in %.1f s\n", cfg.label().c_str(), ids.size(), res.wall_s);
+    if (cfg.mode == "krex-mps") stop_mps();
+    return res;
+  }
+
+  /// The process shape (a worker per command) and the own persistent loop
+  /// (C workers, each fed one command at a time over its stdin).
+  template <class Finish>
+  void run_workers(const config& cfg, const std::vector<std::pair<std::string, std::string>>& env,
+                   const std::vector<std::string>& ids, const Finish& finish_cmd, const std::size_t& done) {
+    std::vector<worker_proc> slots(static_cast<std::size_t>(cfg.c));
+    std::size_t next = 0;
+    const auto timeout = std::chrono::duration<double>(m_o.timeout_s);
+    const auto finish = [&](worker_proc& w, const std::string& line, int code) {
+      finish_cmd(static_cast<std::size_t>(w.cmd), w.started, line, code,
+                 "the worker exited (status " + std::to_string(code) + ") without a result");
+      w.cmd = -1;
     };
     while (done < ids.size()) {
       // Give idle slots work.
@@ -548,10 +590,87 @@ class runner {
       close_in(w);
       if (w.pid >= 0) reap(w, false);
     }
-    res.wall_s = ms_between(t0, clk::now()) / 1000.0;
-    std::fprintf(stderr, "\r  %s: %zu commands in %.1f s\n", cfg.label().c_str(), ids.size(), res.wall_s);
-    if (cfg.mode == "krex-mps") stop_mps();
-    return res;
+  }
+
+  /// The krex modes' persistent shape: one `krex_eval_worker --pool C`
+  /// process (a krex::pool of C workers, bench/eval/pool_host.hpp), kept C
+  /// commands busy. Its result lines come back in the order the commands
+  /// end, each with its arrival number (pool_seq). The pool kills and
+  /// replaces a worker past --timeout-s; if the pool process itself dies,
+  /// its commands in flight fail and a new one takes the rest; one silent
+  /// past --timeout-s + 60 s is killed.
+  template <class Finish>
+  void run_pool(const config& cfg, const std::vector<std::pair<std::string, std::string>>& env,
+                const std::vector<std::string>& ids, const Finish& finish_cmd, const std::size_t& done) {
+    const std::vector<std::string> extra = {"--pool", std::to_string(cfg.c), "--timeout-s",
+                                            std::to_string(static_cast<long>(std::ceil(m_o.timeout_s)))};
+    const auto backstop = std::chrono::duration<double>(m_o.timeout_s + 60);
+    worker_proc host;
+    std::map<long, std::pair<std::size_t, clk::time_point>> inflight;  // pool_seq -> (command, sent)
+    long seq = 0;  // the next command's arrival number in this pool process
+    std::size_t next = 0;
+    const auto fail_inflight = [&](const std::string& why, int code) {
+      for (const auto& kv : inflight) finish_cmd(kv.second.first, kv.second.second, "", code, why);
+      inflight.clear();
+    };
+    while (done < ids.size()) {
+      if (host.pid < 0) {
+        host = spawn(cfg, env, extra);
+        seq = 0;
+      }
+      while (inflight.size() < static_cast<std::size_t>(cfg.c) && next < ids.size()) {
+        inflight[seq++] = {next, clk::now()};
+        send(host, ids[next]);
+        ++next;
+      }
+      std::vector<pollfd> pfd;
+      if (host.out >= 0) pfd.push_back({host.out, POLLIN, 0});
+      if (host.pidfd >= 0) pfd.push_back({host.pidfd, POLLIN, 0});
+      if (::poll(pfd.data(), pfd.size(), host.pidfd >= 0 ? 100 : 5) < 0 && errno != EINTR) {
+        std::perror("krex_eval: poll");
+        std::exit(1);
+      }
+      drain_output(host);
+      for (std::string line; take_line(host, &line);) {
+        krex_eval::flat_record fr;
+        std::string why;
+        const double sq = krex_eval::parse_flat(line, &fr, &why) ? fr.num("pool_seq") : NAN;
+        auto it = std::isfinite(sq) ? inflight.find(static_cast<long>(sq)) : inflight.end();
+        if (it == inflight.end()) {
+          std::fprintf(stderr, "\nkrex_eval: %s: a result line of no command in flight: %.200s\n",
+                       cfg.label().c_str(), line.c_str());
+          continue;
+        }
+        finish_cmd(it->second.first, it->second.second, line, 0, "");
+        inflight.erase(it);
+      }
+      int code = 0;
+      if (try_reap(host, &code)) {
+        for (std::string line; take_line(host, &line);) {  // what it wrote before it ended
+          krex_eval::flat_record fr;
+          std::string why;
+          const double sq = krex_eval::parse_flat(line, &fr, &why) ? fr.num("pool_seq") : NAN;
+          auto it = std::isfinite(sq) ? inflight.find(static_cast<long>(sq)) : inflight.end();
+          if (it == inflight.end()) continue;
+          finish_cmd(it->second.first, it->second.second, line, 0, "");
+          inflight.erase(it);
+        }
+        fail_inflight("the krex::pool process exited (status " + std::to_string(code) + ") without a result",
+                      code);
+        continue;
+      }
+      const auto now = clk::now();
+      for (const auto& kv : inflight)
+        if (now - kv.second.second > backstop) {
+          std::fprintf(stderr, "\nkrex_eval: %s: command %s passed --timeout-s %.0f + 60 s in the krex::pool "
+                       "process: killed\n", cfg.label().c_str(), ids[kv.second.first].c_str(), m_o.timeout_s);
+          const int c = reap(host, true);
+          fail_inflight("the krex::pool process passed --timeout-s + 60 s and was killed", c);
+          break;
+        }
+    }
+    close_in(host);
+    if (host.pid >= 0) reap(host, false);
   }
 
   void set_names(std::string lock_path, std::string segment) {
@@ -671,6 +790,14 @@ struct summary_row {
   /// "all", then one per timing: the timed loop's share of the command.
   std::map<std::string, fraction_t> critical;
   std::vector<std::size_t> per_worker;  // commands each worker process ran, sorted
+  /// The successful commands' placements (the worker's result fields).
+  struct placement_summary {
+    std::size_t commands = 0;     // with a placements field
+    std::size_t below_asked = 0;  // used fewer than asked (the budget, or fewer samples)
+    double k_min = NAN, k_med = NAN, k_max = NAN;
+    double bytes_med = NAN, bytes_max = NAN;  // all K copies of one command
+    double spread_med = NAN, spread_p95 = NAN;
+  } placements;
 };
 
 struct reference_t {
@@ -761,6 +888,30 @@ summary_row summarize(const config_result& r, const reference_t& ref, double ser
     s.band_n[b.name] = v.size();
   }
   for (const auto& kv : frac) s.critical[kv.first] = fraction_of(kv.second);
+  {
+    std::vector<double> k, bytes, spread;
+    for (const auto& c : r.cmds) {
+      const double kk = c.r.num("placements");
+      if (!c.ok || !std::isfinite(kk)) continue;
+      k.push_back(kk);
+      if (c.r.num("placements_asked") > kk) ++s.placements.below_asked;
+      if (std::isfinite(c.r.num("placement_bytes"))) bytes.push_back(c.r.num("placement_bytes"));
+      if (std::isfinite(c.r.num("placement_spread"))) spread.push_back(c.r.num("placement_spread"));
+    }
+    auto& ps = s.placements;
+    ps.commands = k.size();
+    if (!k.empty()) {
+      ps.k_min = *std::min_element(k.begin(), k.end());
+      ps.k_max = *std::max_element(k.begin(), k.end());
+      ps.k_med = krex_eval::quantile(k, 0.5);
+    }
+    if (!bytes.empty()) {
+      ps.bytes_med = krex_eval::quantile(bytes, 0.5);
+      ps.bytes_max = *std::max_element(bytes.begin(), bytes.end());
+    }
+    ps.spread_med = krex_eval::quantile(spread, 0.5);
+    ps.spread_p95 = krex_eval::quantile(spread, 0.95);
+  }
   for (const auto& kv : per_pid) s.per_worker.push_back(kv.second);
   std::sort(s.per_worker.begin(), s.per_worker.end());
 
@@ -917,6 +1068,14 @@ void define_options(krex_tools::cli::program& prog, options_t& o) {
             "the node otherwise idle); per-GPU reports in DIR/gpu<N>/, the node's in "
             "DIR/node.md and DIR/node.json (docs/EVAL.md)")
       .integer("--seed", "N", o.seed, 0, 1000000000, "the command order's seed (default 1)")
+      .integer("--placements", "K", o.placements, 1, 256,
+               "time every command over K copies of its inputs, sample i on copy i % K, so that where "
+               "one copy lies in device memory moves its samples less (krex::measure's placements; "
+               "default " + std::to_string(krex_eval::default_placements) + "; 1: the inputs once)")
+      .integer("--placement-budget-mb", "MB", o.placement_budget_mb, 0, 1L << 24,
+               "the most device memory one command's K copies may take; a command whose K copies "
+               "would take more uses the largest K that fits (default " +
+                   std::to_string(krex_eval::default_placement_budget_mb) + "; 0: no budget)")
       .epilog(std::string("Modes: ") + modes_text +
               ".\nExit status: 0 all passed, 1 a command failed, 2 cannot start "
               "(no worker, --out not writable), 64 usage.");
@@ -1085,6 +1244,10 @@ void write_plan(eval_plan& p) {
     }
     plan << "\n";
   }
+  plan << "krex_eval: every command timed over " << p.o.placements << " placement(s) of its inputs (--placements), "
+       << (p.o.placement_budget_mb > 0 ? "at most " + std::to_string(p.o.placement_budget_mb) + " MiB of them per command"
+                                       : std::string("no memory budget"))
+       << " (--placement-budget-mb); persistent krex configurations on krex::pool\n";
   plan << "krex_eval: estimated duration " << fmt(p.est_total, "%.0f") << " s (~" << fmt(p.est_total / 60, "%.1f")
        << " min, the build not included; rough H200 figures, bench/eval/plan.hpp)\n";
   p.text = plan.str();
@@ -1215,6 +1378,12 @@ void md_overview(std::ostream& md, const eval_plan& p, const report_data& d,
   if (p.o.native_spacer_mb > 0)
     md << "- the native repeat's commands allocate their inputs behind a random spacer of 0-" << p.o.native_spacer_mb
        << " MB (--native-spacer-mb; the reference pass does not)\n";
+  md << "- every command timed over " << p.o.placements << " placement(s) of its inputs (--placements), "
+     << (p.o.placement_budget_mb > 0 ? "at most " + std::to_string(p.o.placement_budget_mb) + " MiB of them per command"
+                                     : std::string("no memory budget"))
+     << " (--placement-budget-mb; \"Placements and their memory\"); persistent krex configurations ran on "
+        "krex::pool; fresh-process reference: the "
+     << results.back().cfg.label() << " pass\n";
   md << "- took " << fmt(took_s, "%.0f") << " s; estimated " << fmt(p.est_total, "%.0f")
      << " s (bench/eval/plan.hpp)\n";
   md << "- serial throughput " << fmt(d.serial_cpm, "%.1f") << " commands/min (native repeat pass)\n";
@@ -1452,6 +1621,111 @@ void md_gap_classes_by_statistic(std::ostream& md, const report_data& d, const s
   md << "\n";
 }
 
+/// One timing and statistic of a configuration's flips by gap class beside
+/// the fresh-process reference's: against the construction order and
+/// against the reference pass's order.
+struct vs_fresh_row {
+  std::string timing, statistic;
+  std::array<krex_eval::beside_fresh, krex_eval::gap_classes> construction{}, reference{};
+};
+
+/// Every timing ("all", then each) of `row`, ranked by the median and by the
+/// low quantile, beside the same of `fresh` (the fresh-process reference).
+std::vector<vs_fresh_row> vs_fresh(const summary_row& row, const summary_row& fresh) {
+  std::vector<vs_fresh_row> out;
+  const auto med = gaps_by_timing(row.ranking), low = gaps_by_timing(row.ranking_low);
+  const auto fmed = gaps_by_timing(fresh.ranking), flow = gaps_by_timing(fresh.ranking_low);
+  const std::string low_name = "p" + std::to_string(krex_eval::rank_low_pct);
+  for (const auto& kv : med)
+    for (const bool is_low : {false, true}) {
+      const auto& mine = is_low ? low : med;
+      const auto& theirs = is_low ? flow : fmed;
+      auto m = mine.find(kv.first);
+      if (m == mine.end()) continue;
+      std::pair<gap_row, gap_row> f{};
+      auto t = theirs.find(kv.first);
+      if (t != theirs.end()) f = t->second;
+      out.push_back({kv.first, is_low ? low_name : std::string("median"),
+                     krex_eval::against_fresh(m->second.second, f.second),
+                     krex_eval::against_fresh(m->second.first, f.first)});
+    }
+  return out;
+}
+
+/// The targets against the fresh-process reference, in points: flips against
+/// construction at most 1 point above its rate in every gap class, against
+/// the reference at most 3.
+constexpr double fresh_construction_points = 1.0, fresh_reference_points = 3.0;
+
+/// summary.md, flips by gap class beside the fresh-process reference's.
+void md_vs_fresh(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
+  const std::size_t fi = results.size() - 1;  // the native repeat
+  md << "## Flips beside the fresh-process reference\n\n";
+  md << "The fresh-process reference is the " << results[fi].cfg.label()
+     << " pass: every command in a fresh process, one at a time. Each configuration's flips by gap class (the "
+        "reference's gap), against the construction order (more work is slower) and against the reference "
+        "pass's order, ranked by each command's median and by its samples' "
+     << krex_eval::rank_low_pct
+     << "th percentile: `flips/pairs (%)` and, after it, how many points above the fresh-process reference's "
+        "rate (negative: below). \\* fewer than 30 pairs. Targets: against construction at most "
+     << fmt(fresh_construction_points, "%g") << " point above it in every class, against the reference at most "
+     << fmt(fresh_reference_points, "%g") << ".\n\n";
+  md << "| configuration | timing | statistic |";
+  for (const char* what : {"vs construction", "vs reference"})
+    for (std::size_t k = 0; k < krex_eval::gap_classes; ++k)
+      md << " " << krex_eval::gap_class_name(k) << " " << what << " |";
+  md << " construction <= fresh + " << fmt(fresh_construction_points, "%g") << " | reference <= fresh + "
+     << fmt(fresh_reference_points, "%g") << " |\n|---|---|---|";
+  for (std::size_t k = 0; k < 2 * krex_eval::gap_classes + 2; ++k) md << "---|";
+  md << "\n";
+  const auto cell = [&](const krex_eval::beside_fresh& b, bool self) {
+    md << " " << b.config.flips << "/" << b.config.pairs << " (" << fmt(b.config.flip_rate() * 100, "%.1f") << ")"
+       << (b.config.pairs < 30 ? "*" : "");
+    if (!self) md << " " << fmt(b.delta_pts(), "%+.1f");
+    md << " |";
+  };
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    if (results[i].skipped) continue;
+    const bool self = i == fi;
+    for (const auto& v : vs_fresh(d.rows[i], d.rows[fi])) {
+      md << "| " << results[i].cfg.label() << " | " << v.timing << " | " << v.statistic << " |";
+      for (const auto& b : v.construction) cell(b, self);
+      for (const auto& b : v.reference) cell(b, self);
+      if (self) {
+        md << " (the fresh-process reference) | |\n";
+        continue;
+      }
+      md << " " << krex_eval::to_string(krex_eval::within_points(v.construction, fresh_construction_points))
+         << " | " << krex_eval::to_string(krex_eval::within_points(v.reference, fresh_reference_points)) << " |\n";
+    }
+  }
+  md << "\n";
+}
+
+/// summary.md, the placements every configuration timed over and the memory they cost.
+void md_placements(std::ostream& md, const eval_plan& p, const report_data& d,
+                   const std::vector<config_result>& results) {
+  md << "## Placements and their memory\n\n";
+  md << "Each command timed its candidate over K copies of its inputs, sample i on copy i % K (--placements "
+     << p.o.placements << "; --placement-budget-mb "
+     << (p.o.placement_budget_mb > 0 ? std::to_string(p.o.placement_budget_mb) + " per command" : std::string("0: none"))
+     << "; a command whose K copies would not fit used the largest K that does). Memory: all K copies of one "
+        "command; at once: C x the largest, the most one configuration's commands hold together. Spread: (max - "
+        "min) / median of a command's per-copy medians, how much placement moved it.\n\n";
+  md << "| configuration | commands | K used min / median / max | fewer than asked | MiB per command median / "
+        "max | GiB at once (C x max) | spread median / p95 % |\n|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& ps = d.rows[i].placements;
+    if (results[i].skipped || ps.commands == 0) continue;
+    md << "| " << results[i].cfg.label() << " | " << ps.commands << " | " << fmt(ps.k_min, "%.0f") << " / "
+       << fmt(ps.k_med, "%.0f") << " / " << fmt(ps.k_max, "%.0f") << " | " << ps.below_asked << " | "
+       << fmt(ps.bytes_med / 1048576.0, "%.0f") << " / " << fmt(ps.bytes_max / 1048576.0, "%.0f") << " | "
+       << fmt(ps.bytes_max * results[i].cfg.c / 1073741824.0, "%.1f") << " | " << fmt(ps.spread_med * 100, "%.2f")
+       << " / " << fmt(ps.spread_p95 * 100, "%.2f") << " |\n";
+  }
+  md << "\n";
+}
+
 /// summary.md, the device's state per configuration: the quiet step and the clocks.
 void md_device_state(std::ostream& md, const std::vector<config_result>& results) {
   md << "## Device state (quiet step, clocks, throttling)\n\n";
@@ -1510,13 +1784,17 @@ void md_critical_fraction(std::ostream& md, double loop_pct, const report_data& 
 /// summary.md, worker processes and the commands each ran.
 void md_workers(std::ostream& md, const report_data& d, const std::vector<config_result>& results) {
   md << "## Commands per worker\n\n";
-  md << "Worker processes and the commands each ran (a process per command: 1 each).\n\n";
-  md << "| configuration | commands | list copies | workers | min | median | max |\n|---|---|---|---|---|---|---|\n";
+  md << "Worker processes and the commands each ran (a process per command: 1 each); how the commands ran: a "
+        "process per command, a krex::pool (the krex modes' persistent workers) or the eval's own loop (the "
+        "other modes' persistent workers).\n\n";
+  md << "| configuration | commands | list copies | workers | min | median | max | runner |\n"
+        "|---|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& pw = d.rows[i].per_worker;
     if (results[i].skipped || pw.empty()) continue;
     md << "| " << results[i].cfg.label() << " | " << results[i].cmds.size() << " | " << results[i].copies << " | "
-       << pw.size() << " | " << pw.front() << " | " << pw[pw.size() / 2] << " | " << pw.back() << " |\n";
+       << pw.size() << " | " << pw.front() << " | " << pw[pw.size() / 2] << " | " << pw.back() << " | "
+       << results[i].cfg.runner_name() << " |\n";
   }
   md << "\n";
 }
@@ -1559,6 +1837,8 @@ std::string summary_markdown(const eval_plan& p, const report_data& d, const std
   md_ranking(md, d, results);
   md_gap_classes(md, d, results);
   md_gap_classes_by_statistic(md, d, results);
+  md_vs_fresh(md, d, results);
+  md_placements(md, p, d, results);
   md_device_state(md, results);
   md_critical_fraction(md, p.o.loop_pct, d, results);
   md_workers(md, d, results);
@@ -1587,6 +1867,8 @@ std::string eval_json(const eval_plan& p, const report_data& d, const std::vecto
   j.end_array();
   j.field("loop_pct", p.o.loop_pct, digits).field("min_per_worker", p.o.min_per_worker);
   j.field("native_copies", p.o.native_copies).field("native_spacer_mb", p.o.native_spacer_mb);
+  j.field("placements", p.o.placements).field("placement_budget_mb", p.o.placement_budget_mb);
+  j.field("fresh_reference", results.back().cfg.label());
   j.field("run_start_mono_ns", p.run0_mono_ns);
   j.field("estimated_s", p.est_total, digits).field("took_s", took_s, digits);
   j.field("serial_cpm", d.serial_cpm, digits).field("reference_cmd_ms", d.ref.cmd_ms, digits);
@@ -1605,7 +1887,39 @@ std::string eval_json(const eval_plan& p, const report_data& d, const std::vecto
     j.field("shape", r.cfg.persistent ? "persistent" : "process").field("role", r.cfg.role);
     j.field("skipped", r.skipped).field("skip_reason", r.skip_reason).field("wall_s", r.wall_s, digits);
     j.field("ok", s.ok).field("failed", s.failed);
-    j.field("commands", r.cmds.size()).field("list_copies", r.copies);
+    j.field("commands", r.cmds.size()).field("list_copies", r.copies).field("runner", r.cfg.runner_name());
+    {
+      const auto& ps = s.placements;
+      j.key("placements").begin_object();
+      j.field("commands", ps.commands).field("fewer_than_asked", ps.below_asked);
+      j.field("k_min", ps.k_min, digits).field("k_median", ps.k_med, digits).field("k_max", ps.k_max, digits);
+      j.field("bytes_median", ps.bytes_med, 15).field("bytes_max", ps.bytes_max, 15);
+      j.field("bytes_at_once", ps.bytes_max * r.cfg.c, 15);
+      j.field("spread_median", ps.spread_med, digits).field("spread_p95", ps.spread_p95, digits);
+      j.end_object();
+    }
+    // Flips by gap class beside the fresh-process reference (the native repeat).
+    j.key("vs_fresh_reference").begin_object();
+    for (const auto& v : vs_fresh(s, d.rows.back())) {
+      j.key(v.timing + ", " + v.statistic).begin_object();
+      for (const auto* g : {&v.construction, &v.reference}) {
+        j.key(g == &v.construction ? "by_gap_construction" : "by_gap").begin_object();
+        for (std::size_t k = 0; k < krex_eval::gap_classes; ++k) {
+          const auto& b = (*g)[k];
+          j.key(krex_eval::gap_class_name(k)).begin_object();
+          j.field("pairs", b.config.pairs).field("flips", b.config.flips);
+          j.field("fresh_pairs", b.fresh.pairs).field("fresh_flips", b.fresh.flips);
+          j.field("delta_pts", b.delta_pts(), digits).end_object();
+        }
+        j.end_object();
+      }
+      j.field("construction_within_1pt",
+              krex_eval::to_string(krex_eval::within_points(v.construction, fresh_construction_points)));
+      j.field("reference_within_3pt",
+              krex_eval::to_string(krex_eval::within_points(v.reference, fresh_reference_points)));
+      j.end_object();
+    }
+    j.end_object();
     j.field("throughput_cpm", s.cpm, digits).field("speedup_vs_serial", s.speedup, digits);
     j.field("busy_cpm", s.busy_cpm, digits);
     j.field("bound_speedup", s.bound, digits);

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace krex_eval {
@@ -54,6 +55,50 @@ inline double est_speedup(const std::string& mode, int c, bool persistent) {
 /// commands, so they include the ramp-up and drain of such a run.
 inline double est_config_s(double serial_s, const std::string& mode, int c, bool persistent) {
   return serial_s / est_speedup(mode, c, persistent);
+}
+
+/// Placements (docs/EVAL.md): every command times its candidate over K
+/// copies of its inputs, sample i on copy i % K (krex::measure's
+/// measure_options::placements, the worker's krex::cuda::placement_buffers),
+/// so that where one copy landed in device memory moves a command's samples
+/// less. The default K (--placements), from the placement measurements of
+/// docs/COMPARE.md ("Which K").
+inline constexpr int default_placements = 8;
+/// The default memory budget of one command's K copies, MiB
+/// (--placement-budget-mb): 16 commands at once hold at most 64 GiB of
+/// copies on one GPU.
+inline constexpr long default_placement_budget_mb = 4096;
+
+/// The bytes of one copy of a candidate's inputs: the buffers its timed
+/// kernel reads and writes (gemm A, B, C; reduce x and the one-float sum;
+/// axpby x, y, z; softmax x, y). The check's reference buffer is not copied.
+inline std::int64_t input_bytes(const candidate& c) {
+  constexpr std::int64_t f = 4;  // sizeof(float)
+  switch (c.fam) {
+    case family::gemm: return f * (c.m * c.k + c.k * c.n + c.m * c.n);
+    case family::reduce: return f * (c.n + 1);
+    case family::axpby: return f * 3 * c.n;
+    case family::softmax: return f * 2 * c.m * c.n;
+  }
+  return 0;
+}
+
+/// The placements a command uses when `asked` are asked for: the largest K
+/// <= asked whose K copies of `per_copy` bytes fit `budget_bytes` (0: no
+/// budget), and no more than its `samples`; at least 1 (the inputs
+/// themselves, which every command allocates whatever the budget).
+inline int placements_within(int asked, std::int64_t per_copy, std::int64_t budget_bytes, int samples) {
+  int k = std::max(1, asked);
+  if (budget_bytes > 0 && per_copy > 0)
+    k = static_cast<int>(std::min<std::int64_t>(k, std::max<std::int64_t>(1, budget_bytes / per_copy)));
+  return std::max(1, std::min(k, std::max(1, samples)));
+}
+
+/// A command's samples with K placements: rounded up to a multiple of K, so
+/// every copy is timed equally often (at most K - 1 more samples).
+inline int samples_for_placements(int samples, int k) {
+  if (k <= 1) return samples;
+  return (samples + k - 1) / k * k;
 }
 
 }  // namespace krex_eval

@@ -302,6 +302,37 @@ struct rank_totals {
   }
 };
 
+/// A configuration's flips in one gap class beside the fresh-process
+/// reference's (the native repeat: every command in a fresh process, one at
+/// a time), against the same truth (the construction order, or the
+/// reference pass's order): by how many percentage points its flip rate is
+/// above the reference's (NaN when either has no pair in the class).
+struct beside_fresh {
+  rank_agreement config, fresh;
+  double delta_pts() const { return (config.flip_rate() - fresh.flip_rate()) * 100.0; }
+};
+
+inline std::array<beside_fresh, gap_classes> against_fresh(const std::array<rank_agreement, gap_classes>& config,
+                                                           const std::array<rank_agreement, gap_classes>& fresh) {
+  std::array<beside_fresh, gap_classes> out{};
+  for (std::size_t k = 0; k < gap_classes; ++k) out[k] = {config[k], fresh[k]};
+  return out;
+}
+
+/// Whether the configuration's flip rate is at most `points` above the
+/// fresh-process reference's in every gap class where both have pairs (the
+/// issue's targets: 1 point against construction, 3 against the
+/// reference); n/a when no class has pairs in both.
+inline verdict within_points(const std::array<beside_fresh, gap_classes>& g, double points) {
+  bool any = false;
+  for (const beside_fresh& b : g) {
+    if (b.config.pairs == 0 || b.fresh.pairs == 0) continue;
+    any = true;
+    if (b.delta_pts() > points + 1e-9) return verdict::fail;
+  }
+  return any ? verdict::pass : verdict::na;
+}
+
 /// The toy bound (DESIGN: serial region time bounds throughput): with C
 /// commands at once, each taking `cmd_ms` of which `critical_ms` must run
 /// alone on the device, throughput relative to one-at-a-time is at most

@@ -4,6 +4,7 @@
 // (the driver); a person does not normally run it.
 //
 //   krex_eval_worker --mode none|lock|krex [--lock PATH] [--segment NAME] [--device N]
+//                    [--placements K] [--placement-budget-mb MB] [--pool C [--timeout-s N]]
 //   krex_eval_worker --compile-only SM      compile every candidate for sm_SM (e.g. 90)
 //                                           with NVRTC, no GPU needed; exit 1 on an error
 //
@@ -22,6 +23,25 @@
 // Each phase is timed, and the command's start and its timed loop's start are
 // stamped with CLOCK_MONOTONIC (mono_start_ns, mono_critical_ns: the driver's
 // clock too); the result line goes to stdout, diagnostics to stderr.
+//
+// Placements (--placements K, default 1; --placement-budget-mb MB, default 0:
+// none): every command allocates K copies of its inputs
+// (krex::cuda::placement_buffers, each copy its own allocations), fills
+// every copy alike, checks copy 0, and times the candidate with krex::measure
+// over them, sample i on copy i % K (measure_options::placements), its
+// samples rounded up to a multiple of K. K is the largest that fits the
+// budget and the samples (bench/eval/plan.hpp's placements_within); the
+// result line has placements, placements_asked, placement_bytes (all K
+// copies), placement_budget_bytes, placement_spread, placement_median_ms and
+// each sample's copy (sample_placement).
+//
+// --pool C (mode krex): the persistent shape on krex::pool
+// (bench/eval/pool_host.hpp): this process starts a pool of C workers, each a
+// tenant joined once, and feeds them the commands from stdin; each worker
+// runs them with the code below on its pool tenant, and a result line per
+// command comes back on stdout as it ends (with pool_seq, the command's
+// arrival number). A worker whose context broke is replaced by the pool;
+// --timeout-s is the pool's per-command timeout.
 //
 // Where the buffers lie (issue 19's placement question), every mode: the
 // device address (an integer) of each buffer the command allocates, named by
@@ -43,6 +63,8 @@
 
 #include "candidates.hpp"
 #include "json.hpp"
+#include "plan.hpp"
+#include "pool_host.hpp"
 #include "rtc_kernels.hpp"
 
 #include <krex/measure.hpp>
@@ -59,6 +81,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cerrno>
 #include <cstdint>
@@ -233,11 +256,17 @@ struct worker_args {
   std::string lock_path;
   std::string segment;
   int device = 0;
+  int placements = 1;           // --placements: copies of each command's inputs
+  long placement_budget_mb = 0;  // --placement-budget-mb: all K copies of one command; 0: none
+  int pool = 0;                 // --pool C: a krex::pool of C workers (mode krex)
+  double timeout_s = 300;       // --timeout-s: the pool's per-command timeout
 };
 
 /// One prepared command: buffers, module, launch closure and checker.
 struct prepared {
-  std::vector<std::unique_ptr<krex::detail::device_buffer>> bufs;
+  std::vector<std::unique_ptr<krex::detail::device_buffer>> bufs;  // the check's reference
+  std::unique_ptr<krex::cuda::placement_buffers> in;               // K copies of the inputs
+  std::vector<std::array<CUdeviceptr, 3>> place;                   // each copy's kernel pointers
   std::vector<std::pair<std::string, unsigned long long>> addrs;  // (role, device address)
   module mod;
   std::vector<void*> params;
@@ -251,6 +280,15 @@ struct prepared {
     ck(cuLaunchKernel(mod.f, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0,
                       reinterpret_cast<CUstream>(s), params.data(), nullptr),
        "cuLaunchKernel");
+  }
+  /// The kernel's pointers to copy k of the inputs (params point at pa, pb, pc).
+  void use(int k) {
+    const auto& q = place[static_cast<std::size_t>(k)];
+    pa = q[0], pb = q[1], pc = q[2];
+  }
+  void launch_on(cudaStream_t s, int k) {
+    use(k);
+    launch(s);
   }
 };
 
@@ -291,7 +329,10 @@ class runner {
   runner(const runner&) = delete;
   runner& operator=(const runner&) = delete;
 
-  std::string run(const std::string& cmd) {
+  /// Runs one command; `pool_tenant`: the krex::pool worker's tenant (--pool),
+  /// which the command's region uses instead of a tenant of this runner's own.
+  std::string run(const std::string& cmd, krex::tenant* pool_tenant = nullptr) {
+    if (pool_tenant != nullptr) m_pool_tenant = pool_tenant;
     krex_eval::json_object o;
     o.str("id", cmd).str("mode", m_args.mode).num("pid", ::getpid());
     o.integer("mono_start_ns", mono_ns());
@@ -314,10 +355,16 @@ class runner {
       compile_candidate(*c, &p);
       o.num("t_compile_ms", ms_since(t));
 
+      const krex_eval::measure_plan plan = krex_eval::plan_for(*c, timing);
+      // Placements: as many copies as asked that fit the budget and the samples.
+      const long long budget = static_cast<long long>(m_args.placement_budget_mb) << 20;
+      const int k = krex_eval::placements_within(m_args.placements, krex_eval::input_bytes(*c), budget, plan.samples);
+      o.num("placements", k).num("placements_asked", m_args.placements).integer("placement_budget_bytes", budget);
+
       const spacer sp;  // held until the command ends
       o.num("spacer_mb", static_cast<double>(sp.mb()));
       t = clk::now();
-      make_inputs(*c, &p);
+      make_inputs(*c, &p, k, budget);
       ck(cudaStreamSynchronize(m_stream), "inputs");
       o.num("t_inputs_ms", ms_since(t));
 
@@ -327,14 +374,14 @@ class runner {
       o.num("t_check_ms", ms_since(t)).num("max_err", err).num("tol", tol);
       if (!(err <= tol)) throw failure("wrong result: error " + std::to_string(err) + " > " + std::to_string(tol));
 
-      const krex_eval::measure_plan plan = krex_eval::plan_for(*c, timing);
       krex::measure_options mo;
-      mo.samples = plan.samples;
+      mo.samples = krex_eval::samples_for_placements(plan.samples, k);
+      p.in->configure(mo);  // mo.placements = k, mo.placement_bytes = all k copies
       mo.warmup = plan.warmup;
       mo.warmup_time = std::chrono::microseconds(static_cast<long long>(plan.warmup_ms * 1000));
       mo.sync_each = plan.sync_each;
       o.num("warmup_ms", plan.warmup_ms).boolean("sync_each", plan.sync_each);
-      const auto fn = [&] { p.launch(m_stream); };
+      const auto fn = [&](krex::placement pl) { p.launch_on(m_stream, pl.index); };
       // The flush buffer and events, outside the region / lock (every mode alike).
       t = clk::now();
       krex::prepare_measure(mo);
@@ -344,7 +391,7 @@ class runner {
       krex::measure_result res;
       t = clk::now();
       if (m_args.mode == "krex") {
-        krex::region r{*m_tenant};
+        krex::region r{tenant()};
         const double wait = ms_since(t);
         o.integer("mono_critical_ns", mono_ns());
         const auto tb = clk::now();
@@ -384,6 +431,9 @@ class runner {
       o.num("throttled_samples", static_cast<double>(res.throttled.size()));
       o.num("samples", static_cast<double>(res.samples_ms.size())).str("method", res.method);
       o.nums("samples_ms", res.samples_ms);
+      o.integer("placement_bytes", static_cast<long long>(res.placement_bytes));
+      o.num("placement_spread", res.placement_spread).nums("placement_median_ms", res.placement_median_ms);
+      o.nums("sample_placement", std::vector<double>(res.placement.begin(), res.placement.end()));
       o.boolean("ok", true);
     } catch (const std::exception& e) {
       o.boolean("ok", false).str("error", e.what());
@@ -396,22 +446,23 @@ class runner {
   bool broken() const { return m_broken; }
 
  private:
+  krex::tenant& tenant() { return m_pool_tenant != nullptr ? *m_pool_tenant : *m_tenant; }
+
   void start(krex_eval::json_object& o) {
     if (m_stream != nullptr) return;
     if (m_args.mode == "krex") {
       const auto t = clk::now();
-      using namespace std::chrono_literals;
-      // release_on_leave: the worker leaves when its last command is done
-      // (stdin closed), and its context's teardown then runs inside the gate.
-      krex::options opts = krex::options{}
-                               .device(m_args.device)
-                               .drain_deadline(30s)
-                               .lock_wait(600s)
-                               .release_on_leave(true);
-      if (!m_args.segment.empty()) opts.segment(m_args.segment);
-      m_tenant = std::make_unique<krex::tenant>(opts);
-      o.num("t_join_ms", ms_since(t));
-      const krex::join_timings& j = m_tenant->join_report();
+      if (m_pool_tenant != nullptr) {
+        // A pool worker: its tenant joined when the pool started it, before
+        // any command; its join time is reported with its first command.
+        o.num("t_join_ms", m_pool_tenant->join_report().total_ns / 1e6).boolean("joined_at_pool_start", true);
+      } else {
+        // release_on_leave: the worker leaves when its last command is done
+        // (stdin closed), and its context's teardown then runs inside the gate.
+        m_tenant = std::make_unique<krex::tenant>(krex_eval::worker_tenant_options(m_args.device, m_args.segment));
+        o.num("t_join_ms", ms_since(t));
+      }
+      const krex::join_timings& j = tenant().join_report();
       o.num("join_driver_ms", j.driver_ns / 1e6).num("join_segment_ms", j.segment_ns / 1e6);
       o.num("join_slot_ms", j.slot_ns / 1e6).num("join_freeze_ms", j.freeze_ns / 1e6);
       o.num("join_recover_ms", j.recover_ns / 1e6).num("join_sweep_ms", j.sweep_ns / 1e6);
@@ -475,22 +526,53 @@ class runner {
     ck(cudaGetLastError(), "fill_uniform");
   }
 
-  void make_inputs(const krex_eval::candidate& c, prepared* p) {
+  /// K copies of the command's inputs (placement_buffers: each buffer of each
+  /// copy its own allocation; copy 0 allocated first, as the inputs alone
+  /// were), every copy filled alike; the kernel's pointers set to copy 0.
+  /// `budget`: the bytes all K copies may take (k > 1; k was chosen to fit).
+  void make_inputs(const krex_eval::candidate& c, prepared* p, int k, long long budget) {
     using krex_eval::family;
     const auto grid_stride = [&](long long work, unsigned bs) {
       const long long want = (work + bs - 1) / bs;
       return static_cast<unsigned>(std::max<long long>(1, std::min<long long>(want, m_sms * 16LL)));
     };
+    // The buffers of one copy, in kernel-parameter order, and their roles.
+    std::vector<std::pair<const char*, long long>> set;  // (role, floats)
+    switch (c.fam) {
+      case family::gemm: set = {{"a", c.m * c.k}, {"b", c.k * c.n}, {"c", c.m * c.n}}; break;
+      case family::reduce: set = {{"x", c.n}, {"out", 1}}; break;
+      case family::axpby: set = {{"x", c.n}, {"y", c.n}, {"z", c.n}}; break;
+      case family::softmax: set = {{"x", c.m * c.n}, {"y", c.m * c.n}}; break;
+    }
+    std::vector<std::size_t> bytes;
+    for (const auto& b : set) bytes.push_back(static_cast<std::size_t>(b.second) * sizeof(float));
+    p->in = std::make_unique<krex::cuda::placement_buffers>(k, bytes, k > 1 ? static_cast<std::size_t>(budget) : 0);
+    p->place.assign(static_cast<std::size_t>(k), {0, 0, 0});
+    for (int q = 0; q < k; ++q) {
+      for (std::size_t b = 0; b < set.size(); ++b)
+        p->place[static_cast<std::size_t>(q)][b] = reinterpret_cast<CUdeviceptr>(p->in->data(q, b));
+      const auto f = [&](std::size_t b) { return p->in->get<float>(q, b); };
+      switch (c.fam) {
+        case family::gemm:
+          fill(f(0), c.m * c.k, 1, -1, 1);
+          fill(f(1), c.k * c.n, 2, -1, 1);
+          break;
+        case family::reduce:
+          fill(f(0), c.n, 3, 0, 1);
+          ck(cudaMemsetAsync(f(1), 0, sizeof(float), m_stream), "memset");  // check() sums into it once
+          break;
+        case family::axpby:
+          fill(f(0), c.n, 4, -1, 1);
+          fill(f(1), c.n, 5, -1, 1);
+          break;
+        case family::softmax: fill(f(0), c.m * c.n, 6, -4, 4); break;
+      }
+    }
+    for (std::size_t b = 0; b < set.size(); ++b)  // where copy 0 lies
+      p->addrs.emplace_back(set[b].first, static_cast<unsigned long long>(p->place[0][b]));
+    p->use(0);
     switch (c.fam) {
       case family::gemm: {
-        float* A = alloc(p, c.m * c.k, "a");
-        float* B = alloc(p, c.k * c.n, "b");
-        float* C = alloc(p, c.m * c.n, "c");
-        fill(A, c.m * c.k, 1, -1, 1);
-        fill(B, c.k * c.n, 2, -1, 1);
-        p->pa = reinterpret_cast<CUdeviceptr>(A);
-        p->pb = reinterpret_cast<CUdeviceptr>(B);
-        p->pc = reinterpret_cast<CUdeviceptr>(C);
         p->m32 = static_cast<int>(c.m), p->n32 = static_cast<int>(c.n), p->k32 = static_cast<int>(c.k);
         p->params = {&p->pa, &p->pb, &p->pc, &p->m32, &p->n32, &p->k32};
         p->grid[0] = static_cast<unsigned>((c.n + c.p0 - 1) / c.p0);
@@ -500,12 +582,6 @@ class runner {
         break;
       }
       case family::reduce: {
-        float* x = alloc(p, c.n, "x");
-        float* out = alloc(p, 1, "out");
-        fill(x, c.n, 3, 0, 1);
-        ck(cudaMemsetAsync(out, 0, sizeof(float), m_stream), "memset");  // check() sums into it once
-        p->pa = reinterpret_cast<CUdeviceptr>(x);
-        p->pb = reinterpret_cast<CUdeviceptr>(out);
         p->n = c.n;
         p->params = {&p->pa, &p->pb, &p->n};
         p->grid[0] = std::min<unsigned>(grid_stride(c.n / c.p1, c.p0), m_sms * 8);
@@ -513,14 +589,6 @@ class runner {
         break;
       }
       case family::axpby: {
-        float* x = alloc(p, c.n, "x");
-        float* y = alloc(p, c.n, "y");
-        float* z = alloc(p, c.n, "z");
-        fill(x, c.n, 4, -1, 1);
-        fill(y, c.n, 5, -1, 1);
-        p->pa = reinterpret_cast<CUdeviceptr>(x);
-        p->pb = reinterpret_cast<CUdeviceptr>(y);
-        p->pc = reinterpret_cast<CUdeviceptr>(z);
         p->n = c.n;
         p->params = {&p->pa, &p->pb, &p->pc, &p->a, &p->b, &p->n};
         p->grid[0] = grid_stride(c.n / c.p0, 256);
@@ -528,11 +596,6 @@ class runner {
         break;
       }
       case family::softmax: {
-        float* x = alloc(p, c.m * c.n, "x");
-        float* y = alloc(p, c.m * c.n, "y");
-        fill(x, c.m * c.n, 6, -4, 4);
-        p->pa = reinterpret_cast<CUdeviceptr>(x);
-        p->pb = reinterpret_cast<CUdeviceptr>(y);
         p->m32 = static_cast<int>(c.m), p->n32 = static_cast<int>(c.n);
         p->params = {&p->pa, &p->pb, &p->m32, &p->n32};
         p->grid[0] = c.p0 != 0 ? static_cast<unsigned>(c.m) : static_cast<unsigned>((c.m + 7) / 8);
@@ -613,6 +676,7 @@ class runner {
   worker_args m_args;
   std::vector<krex_eval::candidate> m_all;
   std::unique_ptr<krex::tenant> m_tenant;
+  krex::tenant* m_pool_tenant = nullptr;  // --pool: the pool worker's tenant
   cudaStream_t m_stream = nullptr;
   cublasHandle_t m_cublas = nullptr;
   int m_cc_major = 0, m_cc_minor = 0, m_sms = 1;
@@ -638,6 +702,10 @@ int main(int argc, char** argv) {
     else if (k == "--lock") a.lock_path = val();
     else if (k == "--segment") a.segment = val();
     else if (k == "--device") a.device = std::stoi(val());
+    else if (k == "--placements") a.placements = std::stoi(val());
+    else if (k == "--placement-budget-mb") a.placement_budget_mb = std::stol(val());
+    else if (k == "--pool") a.pool = std::stoi(val());
+    else if (k == "--timeout-s") a.timeout_s = std::stod(val());
     else if (k == "--compile-only") {
       const int sm = std::stoi(val());
       int bad = 0;
@@ -666,6 +734,32 @@ int main(int argc, char** argv) {
   if (a.mode == "lock" && a.lock_path.empty()) {
     std::fprintf(stderr, "krex_eval_worker: --mode lock needs --lock PATH\n");
     return 2;
+  }
+  if (a.placements < 1 || a.placements > 256 || a.placement_budget_mb < 0) {
+    std::fprintf(stderr, "krex_eval_worker: --placements must be 1..256 and --placement-budget-mb >= 0\n");
+    return 2;
+  }
+  if (a.pool != 0) {
+    if (a.mode != "krex" || a.pool < 1 || a.pool > 256) {
+      std::fprintf(stderr, "krex_eval_worker: --pool C (1..256) needs --mode krex\n");
+      return 2;
+    }
+    // The persistent shape on krex::pool: nothing here touches the GPU before
+    // the pool has forked its workers; each worker makes its own runner (and
+    // CUDA context) at its first command.
+    krex_eval::pool_host_options po;
+    po.workers = a.pool;
+    po.timeout_s = a.timeout_s;
+    po.tenant = krex_eval::worker_tenant_options(a.device, a.segment);
+    return krex_eval::pool_host_main(
+        po,
+        [a](krex::tenant& t, const std::string& cmd) {
+          static runner r{a};  // one per pool worker process
+          std::string line = r.run(cmd, &t);
+          if (r.broken()) throw krex_eval::worker_broken(line);  // the pool replaces this worker
+          return line;
+        },
+        std::cin, std::cout);
   }
   try {
     runner r{a};

@@ -16,7 +16,7 @@
 //
 // Order: round j times every candidate once (its sample j). Rounds come in
 // double rounds, the second the first reversed: two candidates go ABBA
-// (A B B A, A B B A, ...); three or more in a shuffled order (from a fixed
+// BAAB (A B B A, B A A B, ...); three or more in a shuffled order (from a fixed
 // seed) and its reverse (C A B B A C, ...). Both samples of a candidate in
 // double round d run on placement d % K. Pairs: in each double round, a
 // candidate's sample at an even position (counting every sample in time) is
@@ -50,8 +50,8 @@ namespace krex {
 /// A candidate against the first (compare_result::vs_first).
 enum class verdict {
   baseline,  ///< the first candidate itself
-  faster,    ///< the interval lies wholly below 1 - tolerance
-  slower,    ///< the interval lies wholly above 1 + tolerance
+  faster,    ///< the interval lies wholly below 1 and not within 1 +- tolerance
+  slower,    ///< the interval lies wholly above 1 and not within 1 +- tolerance
   same,      ///< the interval lies wholly within 1 +- tolerance
   unsure,    ///< none of these: more samples, or a wider tolerance, may decide it
 };
@@ -105,21 +105,38 @@ class candidate {
   bool m_takes_placement = false;
 };
 
+/// The samples per candidate krex::compare takes by default, and the
+/// confidence of its intervals: with them two ~50 us candidates 1% apart
+/// are put in order and identical ones are called faster or slower at most
+/// 1% of the time (docs/COMPARE.md, "How many samples").
+inline constexpr int compare_default_samples = 200;
+inline constexpr double compare_default_confidence = 0.99;
+
+namespace detail {
+inline measure_options compare_measure_defaults() {
+  measure_options o;
+  o.samples = compare_default_samples;
+  return o;
+}
+}  // namespace detail
+
 /// How krex::compare runs and judges.
 struct compare_options {
   /// The loop of each candidate, as krex::measure's: warmup, samples (per
-  /// candidate: the number of pairs), placements, cold_l2, flush_bytes,
-  /// graph_batch, sync_each. retake_throttled is refused (a retaken sample
-  /// would leave its pair); throttled samples are marked in each candidate's
+  /// candidate: the number of pairs; compare_default_samples unless set),
+  /// placements, cold_l2, flush_bytes, graph_batch, sync_each.
+  /// retake_throttled is refused (a retaken sample would leave its pair);
+  /// throttled samples are marked in each candidate's
   /// measure_result::throttled.
-  measure_options measure;
+  measure_options measure = detail::compare_measure_defaults();
   /// The "same" band: ratios within 1 +- tolerance count as no difference
-  /// (0.005: +-0.5%). "faster"/"slower" need the whole interval outside it.
+  /// (0.005: +-0.5%): an interval wholly inside it is "same". Outside it,
+  /// "faster"/"slower" need the whole interval on one side of 1.
   double tolerance = 0.005;
   /// The confidence of all the intervals together (Bonferroni over the
   /// candidates after the first: with m candidates each interval has
   /// 1 - (1 - confidence) / (m - 1)).
-  double confidence = 0.95;
+  double confidence = compare_default_confidence;
   /// Seed of the per-round shuffle with three or more candidates.
   std::uint64_t seed = 1;
 };
@@ -168,9 +185,12 @@ struct split_mix {
 /// The time order of krex::compare's samples: `rounds` rounds, each with
 /// every one of `m` candidates once, in double rounds whose second round is
 /// the first reversed, so each candidate takes one even and one odd position
-/// per double round and a linear drift cancels over it. m = 2: ABBA (the
-/// first round A B every time); m > 2: the first round of each double round
-/// shuffled from `seed`. Returns the candidate of each sample in time order.
+/// per double round and a linear drift cancels over it. m = 2: ABBA BAAB
+/// ABBA ... (the candidate that opens a double round, and so comes first on
+/// its placement, alternates: with A always first, two identical candidates
+/// measured 0.15% apart on an H200); m > 2: the first round of each double
+/// round shuffled from `seed`. Returns the candidate of each sample in time
+/// order.
 inline std::vector<int> compare_order(int m, int rounds, std::uint64_t seed) {
   std::vector<int> order;
   order.reserve(static_cast<std::size_t>(m) * static_cast<std::size_t>(rounds));
@@ -178,6 +198,7 @@ inline std::vector<int> compare_order(int m, int rounds, std::uint64_t seed) {
   std::vector<int> round(static_cast<std::size_t>(m));
   for (int j = 0; j < rounds; j += 2) {
     for (int c = 0; c < m; ++c) round[static_cast<std::size_t>(c)] = c;
+    if (m == 2 && (j / 2) % 2 == 1) std::swap(round[0], round[1]);
     if (m > 2)
       for (std::size_t i = round.size(); i > 1; --i)  // Fisher-Yates
         std::swap(round[i - 1], round[rng.below(i)]);
@@ -267,7 +288,7 @@ inline void check_judging(double tolerance, double confidence) {
   if (!(confidence > 0 && confidence < 1))
     throw error(step::options,
                 "compare: confidence = " + std::to_string(confidence) + " is not in (0, 1)", 0,
-                "give it as a fraction: 0.95");
+                "give it as a fraction: 0.99");
 }
 
 inline double alpha_each(double confidence, std::size_t candidates) {
@@ -289,12 +310,14 @@ inline void check_pairs(int pairs, std::size_t candidates, double confidence) {
 }  // namespace detail
 
 /// The verdict of an interval [low, high] of a ratio, with the "same" band
-/// 1 +- tolerance: same if the interval lies within the band; faster (slower)
-/// if it lies wholly below (above) it, which also excludes 1; else unsure.
+/// 1 +- tolerance: same if the interval lies within the band (any
+/// difference is smaller than the tolerance); else faster (slower) if it
+/// lies wholly below (above) 1 (the direction is established, and the
+/// difference may exceed the tolerance); else unsure.
 inline verdict decide(double low, double high, double tolerance) {
   if (low >= 1 - tolerance && high <= 1 + tolerance) return verdict::same;
-  if (high < 1 - tolerance) return verdict::faster;
-  if (low > 1 + tolerance) return verdict::slower;
+  if (high < 1) return verdict::faster;
+  if (low > 1) return verdict::slower;
   return verdict::unsure;
 }
 
@@ -372,7 +395,8 @@ inline void check_samples(const std::vector<std::vector<double>>& samples, doubl
 /// candidates, each interval is at 1 - (1 - confidence) / (m - 1)
 /// (Bonferroni), so the verdicts hold together at `confidence`.
 inline std::vector<comparison> compare_samples(const std::vector<std::vector<double>>& samples,
-                                               double tolerance = 0.005, double confidence = 0.95) {
+                                               double tolerance = 0.005,
+                                               double confidence = compare_default_confidence) {
   detail::check_judging(tolerance, confidence);
   detail::check_samples(samples, confidence);
   const double alpha = detail::alpha_each(confidence, samples.size());
@@ -396,7 +420,7 @@ inline std::vector<comparison> compare_samples(const std::vector<std::vector<dou
 inline std::vector<comparison> compare_schedule(const std::vector<std::vector<double>>& times,
                                                 const std::vector<int>& order,
                                                 double tolerance = 0.005,
-                                                double confidence = 0.95) {
+                                                double confidence = compare_default_confidence) {
   detail::check_judging(tolerance, confidence);
   detail::check_samples(times, confidence);
   const std::size_t m = times.size();

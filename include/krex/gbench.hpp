@@ -50,6 +50,22 @@
 // KREX_GBENCH=0 turns krex off for a whole program (no tenant, no region;
 // iterations still timed the same way, label "unprotected"): the control for
 // comparing protected with unprotected concurrent runs of one binary.
+//
+// Placements (run_options::placements = K > 1), as krex::measure's: the body
+// takes a krex::placement and runs on inputs number p.index; iteration i of
+// a run uses placement i % K, every placement runs once untimed before the
+// loop, and the run gets the counters krex_placements (K),
+// krex_placement_spread ((max - min) / median of the placements' medians),
+// krex_placement_min_s / krex_placement_max_s (the fastest and slowest
+// placement's median) and krex_placement_bytes (the memory of the K copies,
+// from run_options::placement_bytes). last_run() has every iteration's time
+// and placement. K copies of the inputs: krex::placements<T> (host) or
+// krex::cuda::placement_buffers, and run_options{}.over(buffers).
+//
+//     krex::cuda::placement_buffers in(8, {bytes, bytes}, std::size_t{1} << 30);  // outside
+//     krex::gbench::run(st, stream, [&](krex::placement p) {
+//       axpby<<<g, b, 0, stream>>>(in.get<float>(p, 0), in.get<float>(p, 1), n);
+//     }, krex::gbench::run_options{}.over(in));
 
 #include <krex/error.hpp>
 #include <krex/measure.hpp>
@@ -60,6 +76,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -69,8 +86,32 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace krex::gbench {
+
+/// How run() times a benchmark's iterations.
+struct run_options {
+  /// K placements of the body's inputs: iteration i of a run uses placement
+  /// i % K (the body must take a krex::placement when K > 1), each placement
+  /// runs once untimed before the loop, and the run reports the spread
+  /// between placements. 1 (the default): the loop exactly as without it.
+  int placements = 1;
+  /// The memory the K placements cost, in bytes: reported as the counter
+  /// krex_placement_bytes, never allocated (over() sets it).
+  std::size_t placement_bytes = 0;
+  /// CUDA: overwrite the L2 before each iteration, outside its events.
+  bool cold_l2 = true;
+  /// Takes K and the bytes from a set of K copies (krex::placements<T>,
+  /// krex::cuda::placement_buffers, krex::hip::placement_buffers).
+  template <class Buffers>
+  run_options& over(const Buffers& copies) {
+    placements = copies.count();
+    placement_bytes = copies.bytes();
+    return *this;
+  }
+};
+
 namespace detail {
 
 /// The process's benchmark tenant and its current region.
@@ -84,6 +125,7 @@ struct state {
   std::uint64_t runs = 0;   ///< regions entered
   std::uint64_t lost = 0;   ///< regions whose lease expired before Teardown
   std::uint64_t failures = 0;  ///< runs with a krex error (reported through SkipWithError)
+  measure_result last_run;     ///< the iterations of the last run() that ended
   int strict = -1;             ///< strict(): 1 on, 0 off, -1 unset (KREX_GBENCH_STRICT decides)
   bool exit_hook = false;      ///< strict mode's exit hook is registered
 };
@@ -268,6 +310,18 @@ inline region_report last_report() {
   return detail::global().last;
 }
 
+/// The last run() that ended: each iteration's time (samples_ms, at most the
+/// first 2^20 iterations of the run), its placement, each placement's
+/// median (0 for a placement the run had too few iterations to time), their
+/// spread and placement_bytes, and the statistics of the samples; method
+/// "host" or "cuda-events" ("+cold-l2" when flushed). Empty before any
+/// run() ended, or when the last one was refused (a bad option, no region,
+/// a CUDA error).
+inline measure_result last_run() {
+  std::lock_guard<std::mutex> g(detail::global().lock);
+  return detail::global().last_run;
+}
+
 namespace detail {
 
 /// Skips the benchmark unless this run holds a region (or krex is switched
@@ -281,12 +335,14 @@ inline const region_report* held_or_skip(benchmark::State& st) {
                                                           : strict_from_env().error;
   if (!bad.empty()) {
     count_failure(s);
+    s.last_run = measure_result{};
     st.SkipWithError(krex_prefixed(bad).c_str());
     return nullptr;
   }
   if (!krex_switch().on) return &unprotected;
   if (s.region) return &s.region->report();
   count_failure(s);
+  s.last_run = measure_result{};
   st.SkipWithError(s.error.empty()
                        ? "krex: no region held: register the benchmark with KREX_BENCHMARK "
                          "(or ->Setup(krex::gbench::setup)->Teardown(krex::gbench::teardown))"
@@ -314,11 +370,11 @@ inline region_report finish_run(benchmark::State& st) {
 
 /// The region's protection as the label (with its warnings: a run with any
 /// is not labelled as fully protected), its step times (seconds), foreign
-/// load (seconds) and warnings as counters.
-inline void describe(benchmark::State& st, const region_report& r) {
+/// load (seconds) and warnings as counters. Returns the label.
+inline std::string describe(benchmark::State& st, const region_report& r) {
   if (!r.gated) {
     st.SetLabel("unprotected");
-    return;
+    return "unprotected";
   }
   std::string label = r.level();
   if (!r.warnings.empty())
@@ -332,26 +388,136 @@ inline void describe(benchmark::State& st, const region_report& r) {
   st.counters["krex_warnings"] = static_cast<double>(r.warnings.size());
   if (r.reserved_foreign_ns >= 0)
     st.counters["krex_reserved_foreign_s"] = static_cast<double>(r.reserved_foreign_ns) / 1e9;
+  return label;
 }
+
+/// Counts and reports a krex error of this run (an error row; strict mode
+/// fails the program).
+inline void fail_run(benchmark::State& st, const std::string& what) {
+  {
+    std::lock_guard<std::mutex> g(global().lock);
+    count_failure(global());
+    global().last_run = measure_result{};
+  }
+  st.SkipWithError(krex_prefixed(what).c_str());
+}
+
+/// The placement checks of run(), as krex::measure's: K >= 1, and a body
+/// that takes a krex::placement when K > 1. False after an error row.
+template <class F>
+bool placements_ok(benchmark::State& st, const run_options& o) {
+  try {
+    if (o.placements < 1)
+      throw error(step::options,
+                  "krex::gbench::run_options: placements = " + std::to_string(o.placements) +
+                      " is not >= 1",
+                  0, "use 1 (one copy of the inputs, the default) or the number of copies K");
+    if (o.placements > 1 && !krex::detail::takes_placement<F>)
+      throw error(step::options,
+                  "krex::gbench::run_options: placements = " + std::to_string(o.placements) +
+                      " but the body does not take a krex::placement, so it cannot run on the "
+                      "placement each iteration records",
+                  0,
+                  "write the body as [&](krex::placement p) { ... inputs[p.index] ... }, or "
+                  "leave placements at 1");
+    return true;
+  } catch (const error& e) {
+    fail_run(st, e.what());
+    return false;
+  }
+}
+
+/// The iterations of one run(): each one's time in ms, recorded outside the
+/// timed part, at most max_kept (memory for a run of millions of short
+/// iterations stays bounded); reserved before the loop.
+class iterations_log {
+ public:
+  static constexpr std::size_t max_kept = std::size_t{1} << 20;
+  explicit iterations_log(const benchmark::State& st) {
+    const auto want = static_cast<std::size_t>(std::max<benchmark::IterationCount>(
+        st.max_iterations, 0));
+    m_r.samples_ms.reserve(std::min(want, max_kept));
+  }
+  void add(double seconds) {
+    if (m_r.samples_ms.size() < max_kept) m_r.samples_ms.push_back(seconds * 1e3);
+  }
+  /// The statistics and placement bookkeeping; the placement counters when
+  /// K > 1 (averaged over threads, each of which times its own loop); kept
+  /// as last_run().
+  /// `label`: what describe() set (Google Benchmark has no getter for it).
+  void finish(benchmark::State& st, const run_options& o, std::string method,
+              const std::string& label) {
+    measure_result& r = m_r;
+    r.method = std::move(method);
+    const int k = o.placements;
+    krex::detail::summarize(r);
+    krex::detail::summarize_placements(r, k, o.placement_bytes);
+    // Fewer iterations than placements: the untimed placements have no
+    // median, so the spread is over the timed ones, and the label says so.
+    const auto timed = static_cast<int>(std::min<std::size_t>(r.samples_ms.size(),
+                                                              static_cast<std::size_t>(k)));
+    std::vector<double> m(r.placement_median_ms.begin(), r.placement_median_ms.begin() + timed);
+    std::sort(m.begin(), m.end());
+    const double mid = krex::detail::quantile_sorted(m, 0.5);
+    r.placement_spread = m.empty() || mid <= 0 ? 0 : (m.back() - m.front()) / mid;
+    if (k > 1) {
+      using C = benchmark::Counter;
+      st.counters["krex_placements"] = C(k, C::kAvgThreads);
+      st.counters["krex_placement_spread"] = C(r.placement_spread, C::kAvgThreads);
+      st.counters["krex_placement_min_s"] = C(m.empty() ? 0 : m.front() / 1e3, C::kAvgThreads);
+      st.counters["krex_placement_max_s"] = C(m.empty() ? 0 : m.back() / 1e3, C::kAvgThreads);
+      st.counters["krex_placement_bytes"] =
+          C(static_cast<double>(o.placement_bytes), C::kAvgThreads, C::kIs1024);
+      if (timed < k) {
+        st.counters["krex_placements_timed"] = C(timed, C::kAvgThreads);
+        st.SetLabel(label + " | PLACEMENTS: " + std::to_string(timed) + " of " +
+                    std::to_string(k) +
+                    " timed (give the run at least 4 x K iterations: ->Iterations() or "
+                    "--benchmark_min_time)");
+      }
+    }
+    std::lock_guard<std::mutex> g(global().lock);
+    global().last_run = r;
+  }
+
+ private:
+  measure_result m_r;
+};
 
 }  // namespace detail
 
 /// Times every iteration of `st` on the host clock: `fn` runs once per
 /// iteration; the iteration's time goes to SetIterationTime (register with
 /// KREX_BENCHMARK, which sets UseManualTime). Skips with an error if the run
-/// holds no region. `fn` may take the iteration index (rotate inputs).
+/// holds no region. `fn` may take the iteration index (rotate inputs), or,
+/// with o.placements = K > 1, a krex::placement (iteration i on placement
+/// i % K; the counters above).
 template <class F>
-void run(benchmark::State& st, F&& fn) {
+void run(benchmark::State& st, F&& fn, const run_options& o) {
+  if (!detail::placements_ok<F>(st, o)) return;
   const region_report* r = detail::held_or_skip(st);
   if (r == nullptr) return;
+  const int k = o.placements;
+  detail::iterations_log log(st);
+  if (k > 1)  // every placement once before it is timed, as krex::measure's warm-up
+    for (int p = 0; p < k; ++p) krex::detail::call_sample(fn, p, k);
   using clock = std::chrono::steady_clock;
   int i = 0;
   for (auto _ : st) {
     const auto t0 = clock::now();
-    krex::detail::call_sample(fn, i++);
-    st.SetIterationTime(std::chrono::duration<double>(clock::now() - t0).count());
+    krex::detail::call_sample(fn, i++, k);
+    const double s = std::chrono::duration<double>(clock::now() - t0).count();
+    st.SetIterationTime(s);
+    log.add(s);
   }
-  detail::describe(st, detail::finish_run(st));
+  const std::string label = detail::describe(st, detail::finish_run(st));
+  log.finish(st, o, "host", label);
+}
+
+/// run() with the default options: one placement.
+template <class F>
+void run(benchmark::State& st, F&& fn) {
+  run(st, std::forward<F>(fn), run_options{});
 }
 
 }  // namespace krex::gbench

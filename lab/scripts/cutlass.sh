@@ -18,7 +18,8 @@
 #   build      unpack krex configure (each only if not done for this patch), then
 #              build cutlass_profiler with all cores
 #   object     unpack krex configure, then compile only the patched objects
-#              (operation_profiler.cu, main.cpp: a compile check on a machine without a GPU)
+#              (operation_profiler.cu, gemm_operation_profiler.cu, main.cpp: a compile
+#              check on a machine without a GPU)
 #
 # Environment: CUTLASS_MIRROR (default /work/.mirror/NVIDIA+cutlass/repo when it
 # exists), CUTLASS_URL (https://github.com/NVIDIA/cutlass.git), CUTLASS_KERNELS (the
@@ -157,7 +158,7 @@ for s in "${stages[@]}"; do
       ;;
     object)
       prepare
-      for f in operation_profiler.cu main.cpp; do
+      for f in operation_profiler.cu gemm_operation_profiler.cu main.cpp; do
         obj=tools/profiler/CMakeFiles/cutlass_profiler.dir/src/$f.o
         if grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' "$bld/CMakeCache.txt"; then
           run "compiling the patched $f" cmake --build "$bld" -j"$jobs" --target "$obj"

@@ -30,6 +30,11 @@
 #   KREX_CUTLASS_PROBLEMS   the profiler's problem arguments
 #                           ("--m=2048,8192 --n=4096,8192 --k=4096": 4 problems)
 #   KREX_CUTLASS_ARGS       more profiler arguments (e.g. --profiling-duration=20)
+#   KREX_CUTLASS_PLACEMENTS every kernel timed over K placements of its operands
+#                           (--krex-placements=K; 1, the default: not passed)
+#   KREX_CUTLASS_PLACEMENT_BUDGET  MiB for all K placements (--krex-placement-budget;
+#                           0, the default: none); each phase's line in compare.log
+#                           counts the placement loops and gives their median spread
 #   KREX_CUTLASS_RUN_TIMEOUT  seconds one profiler run may take (180)
 #   KREX_CUTLASS_PROFILER, KREX_CUTLASS_KERNEL_LIST, KREX_CUTLASS_WORK: the binary,
 #     the kernel list (one name a line) and the scratch folder, if not the build's
@@ -48,6 +53,10 @@ after_reps="${KREX_CUTLASS_AFTER_REPS:-3}"
 problems="${KREX_CUTLASS_PROBLEMS:---m=2048,8192 --n=4096,8192 --k=4096}"
 extra="${KREX_CUTLASS_ARGS:-}"
 run_timeout="${KREX_CUTLASS_RUN_TIMEOUT:-180}"
+placements="${KREX_CUTLASS_PLACEMENTS:-1}"
+budget="${KREX_CUTLASS_PLACEMENT_BUDGET:-0}"
+[[ "$placements" =~ ^[1-9][0-9]*$ ]] || { echo "cutlass_compare.sh: KREX_CUTLASS_PLACEMENTS is a whole number >= 1, not '$placements'" >&2; exit 2; }
+[[ "$budget" =~ ^[0-9]+$ ]] || { echo "cutlass_compare.sh: KREX_CUTLASS_PLACEMENT_BUDGET is MiB (a whole number, 0: none), not '$budget'" >&2; exit 2; }
 min_gap="${KREX_CUTLASS_MIN_GAP:-0.02}"
 bin="${KREX_CUTLASS_PROFILER:-.deps/cutlass-build/tools/profiler/cutlass_profiler}"
 list="${KREX_CUTLASS_KERNEL_LIST:-.deps/cutlass-build/tools/library/generated_kernels.txt}"
@@ -66,11 +75,13 @@ kernels=$(grep . "$list" | paste -sd, -)
 # shellcheck disable=SC2206
 args=(--operation=Gemm $problems --kernels="$kernels" --providers=cutlass
       --verification-enabled=false $extra)
+[ "$placements" = 1 ] || args+=(--krex-placements="$placements" --krex-placement-budget="$budget")
 seg="cutlass-$$"  # a fresh krex segment for this comparison
 
 {
   echo "\$ $bin ${args[*]} --output=<run>"
   echo "processes: $n, runs per process: $reps, solo runs: $solo_reps, krex segment: $seg"
+  echo "placements: $placements (budget: $budget MiB, 0: none)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
     --format=csv 2>&1 || true
   nproc
@@ -121,8 +132,18 @@ phase() {
   joins=$(cat "$work/$mode"-p*.log 2>/dev/null | grep -c "^krex: cutlass_profiler on CUDA device")
   nonregion=$(cat "$work/$mode"-p*.log 2>/dev/null | grep -c "krex: cutlass_profiler: no region")
   lost=$(cat "$work/$mode"-p*.log 2>/dev/null | grep -c "krex: cutlass_profiler: lease lost")
+  local placed=""
+  if [ "$placements" != 1 ]; then
+    # Each placement loop's spread ("... spread 1.23% ..."), their count and median;
+    # kernels the profiler refused to time over placements.
+    placed=$(cat "$work/$mode"-p*.log 2>/dev/null | grep "^krex: cutlass_profiler: placements:" \
+      | sed -n 's/.* spread \([0-9.]*\)%.*/\1/p' | sort -g \
+      | awk '{v[NR] = $1} END {m = NR == 0 ? "-" : sprintf("%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2);
+             printf "; placement loops %d (K=%s), median spread %s%%", NR, K, m}' K="$placements")
+    placed="$placed; refused for placements $(cat "$work/$mode"-p*.log 2>/dev/null | grep -c -- "--krex-placements=.*kernel not profiled")"
+  fi
   echo "$mode: $procs x $runs runs in $(( (t1 - t0) / 1000000 )) ms; CSVs $csvs; krex joins $joins;" \
-       "kernels without a region $nonregion; lost leases $lost" | tee -a "$log"
+       "kernels without a region $nonregion; lost leases $lost$placed" | tee -a "$log"
   echo "$lost" >"$work/$mode.lost"
 }
 

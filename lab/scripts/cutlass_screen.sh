@@ -11,7 +11,8 @@
 #   lab/scripts/cutlass_screen.sh [R]     (default 2)
 #
 # Environment: KREX_CUTLASS_SCREEN_PROBLEMS (the profiler's problem arguments; default
-# below), KREX_CUTLASS_PROFILER, KREX_CUTLASS_KERNEL_LIST (as cutlass_compare.sh).
+# below), KREX_CUTLASS_PROFILER, KREX_CUTLASS_KERNEL_LIST, KREX_CUTLASS_PLACEMENTS,
+# KREX_CUTLASS_PLACEMENT_BUDGET (as cutlass_compare.sh).
 # Writes $OUT/screen.md, $OUT/screen.json (default OUT .deps/cutlass-logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -29,6 +30,11 @@ kernels=$(grep . "$list" | paste -sd, -)
 mkdir -p "$out"
 # shellcheck disable=SC2206
 args=(--operation=Gemm $problems --kernels="$kernels" --providers=cutlass --verification-enabled=false)
+placements="${KREX_CUTLASS_PLACEMENTS:-1}"
+budget="${KREX_CUTLASS_PLACEMENT_BUDGET:-0}"
+[[ "$placements" =~ ^[1-9][0-9]*$ ]] || { echo "cutlass_screen.sh: KREX_CUTLASS_PLACEMENTS is a whole number >= 1, not '$placements'" >&2; exit 2; }
+[[ "$budget" =~ ^[0-9]+$ ]] || { echo "cutlass_screen.sh: KREX_CUTLASS_PLACEMENT_BUDGET is MiB (a whole number, 0: none), not '$budget'" >&2; exit 2; }
+[ "$placements" = 1 ] || args+=(--krex-placements="$placements" --krex-placement-budget="$budget")
 for j in $(seq "$r"); do
   KREX_CUTLASS=0 "$bin" "${args[@]}" --output="$work/screen-r$j" >"$work/screen-r$j.log" 2>&1 \
     || { tail -20 "$work/screen-r$j.log" >&2; echo "cutlass_screen.sh: run $j failed" >&2; exit 1; }

@@ -362,6 +362,15 @@ if on:
 res = {(p, k): 0.001 * (p[0] * p[1] * p[2]) ** (1 / 3) * (1 + 0.01 * i)
        for p in itertools.product(*dims) for i, k in enumerate(kernels)}
 t.write_csv(a["output"] + ".gemm.csv", res)
+# --krex-placements=K > 1: a placements line per loop, as the patched profiler writes;
+# kernel i's spread is i + 1 percent.
+k = int(a.get("krex-placements", "1"))
+if k > 1:
+    assert a["krex-placement-budget"] == os.environ["FAKE_EXPECT_BUDGET"], a
+    for (p, kern), ms in sorted(res.items()):
+        print(f"krex: cutlass_profiler: placements: problem 1, {kern}, device 0: K={k}, "
+              f"spread {kernels.index(kern) + 1:.2f}% (placement medians {ms:.6f}-{ms:.6f} ms per launch, "
+              f"40 launches), 96.0 MiB", file=sys.stderr)
 if on and os.environ.get("KREX_CUTLASS_REPORTS"):
     index = t.problem_indices(res)
     c = t.clocks(1980, 600)
@@ -481,6 +490,49 @@ class CutlassCompareDriver(unittest.TestCase):
             self.assertIn("krex joins 6;", log)
             self.assertIn("unprotected: 3 x 2 runs", log)
             self.assertRegex(log, r"unprotected: .* krex joins 0;")
+
+    def test_driver_passes_placements_on_and_counts_their_loops(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, "cutlass_profiler")
+            with open(fake, "w") as f:
+                f.write(FAKE_PROFILER)
+            os.chmod(fake, 0o755)
+            kl = os.path.join(d, "kernels.txt")
+            with open(kl, "w") as f:
+                f.write(f"{KA}\n{KB}\n{KC}\n")
+            out = os.path.join(d, "out")
+            env = dict(os.environ, KREX_CUTLASS_PROFILER=fake, KREX_CUTLASS_KERNEL_LIST=kl, OUT=out,
+                       KREX_CUTLASS_WORK=os.path.join(d, "work"), KREX_CUTLASS_REPS="1",
+                       KREX_CUTLASS_SOLO_REPS="1", KREX_CUTLASS_AFTER_REPS="1",
+                       KREX_CUTLASS_PROBLEMS="--m=2048 --n=4096 --k=4096", KREX_CUTLASS_DMON="0",
+                       KREX_CUTLASS_PLACEMENTS="8", KREX_CUTLASS_PLACEMENT_BUDGET="4096",
+                       FAKE_EXPECT_BUDGET="4096", FAKE_TEST_DIR=os.path.dirname(os.path.abspath(__file__)))
+            script = os.path.join(root, "lab", "scripts", "cutlass_compare.sh")
+            for var, value, said in (("KREX_CUTLASS_PLACEMENTS", "0", "KREX_CUTLASS_PLACEMENTS is a whole number >= 1"),
+                                     ("KREX_CUTLASS_PLACEMENTS", "eight", "not 'eight'"),
+                                     ("KREX_CUTLASS_PLACEMENT_BUDGET", "4G", "KREX_CUTLASS_PLACEMENT_BUDGET is MiB")):
+                bad = subprocess.run(["bash", script, "2"], env=dict(env, **{var: value}), capture_output=True,
+                                     text=True, timeout=60)
+                self.assertEqual(bad.returncode, 2, bad.stdout + bad.stderr)
+                self.assertIn(said, bad.stderr)
+            p = subprocess.run(["bash", script, "2"], env=env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(os.path.join(out, "compare.log")) as f:
+                log = f.read()
+            self.assertIn("--krex-placements=8 --krex-placement-budget=4096", log)
+            self.assertIn("placements: 8 (budget: 4096 MiB, 0: none)", log)
+            # 3 kernels with spreads 1, 2 and 3%: the median is 2%; 2 processes x 3 in the concurrent phases.
+            self.assertRegex(log, r"solo: .*; placement loops 3 \(K=8\), median spread 2\.00%; refused for placements 0")
+            self.assertRegex(log, r"krex: .*; placement loops 6 \(K=8\), median spread 2\.00%")
+            # Without placements nothing is passed and the phase lines are as before.
+            p = subprocess.run(["bash", script, "2"], env=dict(env, KREX_CUTLASS_PLACEMENTS="1"),
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(os.path.join(out, "compare.log")) as f:
+                log = f.read()
+            self.assertNotIn("--krex-placements", log)
+            self.assertNotIn("placement loops", log)
 
 
 if __name__ == "__main__":

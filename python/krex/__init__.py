@@ -124,11 +124,11 @@ def measure(r, fn, warmup=3, samples=50, warmup_ms=0.0, timer="auto", stream=Non
                     placements=placements, placement_bytes=placement_bytes)
 
 
-def compare(r, fns, names=None, warmup=3, samples=50, warmup_ms=0.0, timer="auto", stream=None,
+def compare(r, fns, names=None, warmup=3, samples=200, warmup_ms=0.0, timer="auto", stream=None,
             cold_l2=True, flush_bytes=0, placements=1, placement_bytes=0, tolerance=0.005,
-            confidence=0.95, seed=1):
+            confidence=0.99, seed=1):
     """Times two or more candidates inside the entered region ``r``,
-    interleaved sample by sample (krex::compare: ABBA for two, a seeded
+    interleaved sample by sample (krex::compare: ABBA BAAB for two, a seeded
     shuffle per round for more, every candidate on the same placements), and
     compares each with the first.
 

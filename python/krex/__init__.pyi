@@ -54,7 +54,7 @@ def compare(
     fns: Union[Sequence[Callable[..., Any]], Mapping[str, Callable[..., Any]]],
     names: Optional[Sequence[str]] = None,
     warmup: int = 3,
-    samples: int = 50,
+    samples: int = 200,
     warmup_ms: float = 0.0,
     timer: str = "auto",
     stream: Optional[Any] = None,
@@ -63,10 +63,10 @@ def compare(
     placements: int = 1,
     placement_bytes: int = 0,
     tolerance: float = 0.005,
-    confidence: float = 0.95,
+    confidence: float = 0.99,
     seed: int = 1,
 ) -> Dict[str, Any]: ...
-def patch(also: Iterable[Tuple[str, str]] = (), **options: Any) -> bool: ...
+def patch(also: Iterable[Tuple[str, str]] = (), join: bool = False, **options: Any) -> bool: ...
 def unpatch(leave: bool = True) -> None: ...
 def patched() -> List[str]: ...
 def process_tenant(device: Optional[int] = None) -> Tenant: ...

@@ -6,6 +6,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
 _T = TypeVar("_T")
 
 backend: str
+compare_default_samples: int
+compare_default_confidence: float
 
 class Error(RuntimeError):
     step: str
@@ -103,7 +105,7 @@ def compare(
     fns: Sequence[Callable[..., Any]],
     names: Optional[Sequence[str]] = None,
     warmup: int = 3,
-    samples: int = 50,
+    samples: int = 200,
     warmup_ms: float = 0.0,
     timer: str = "auto",
     stream: Optional[Any] = None,
@@ -112,7 +114,7 @@ def compare(
     placements: int = 1,
     placement_bytes: int = 0,
     tolerance: float = 0.005,
-    confidence: float = 0.95,
+    confidence: float = 0.99,
     seed: int = 1,
 ) -> Dict[str, Any]: ...
 def prepare_measure(cold_l2: bool = True, flush_bytes: int = 0) -> None: ...

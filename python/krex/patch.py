@@ -15,6 +15,13 @@ run each call inside a region of a process-wide tenant:
 Calls made while the thread is already inside a region (a patched function
 calling another one, or a harness timing inside its own ``krex.region``) go
 straight through. unpatch() restores every attribute it replaced.
+
+The process-wide tenant joins at the first patched call, or, with
+``patch(join=True)`` (what ``python -m krex.run`` does; KREX_PATCH_JOIN
+overrides either way), when patch() is called: then the process's GPU work
+before its first timing call (imports, inputs, correctness checks) is gated
+and drained like any tenant's, and the region reports of the other tenants do
+not count it as foreign ("-shared").
 """
 
 import atexit
@@ -54,6 +61,10 @@ _state = {
     "tenants": {},       # device -> krex.Tenant
     "last_report": None,
     "calls": 0,
+    "early_device": None,  # the device patch(join=True) joined, before any patched call
+    "adopted": {},         # device -> a tenant the process joined itself (Pool worker, Ray actor)
+    "warned_device": False,
+    "prepared": set(),     # devices whose tenant ran prepare_measure()
 }
 
 
@@ -61,12 +72,22 @@ def _package():
     return sys.modules[__package__]
 
 
+def _env_device():
+    """KREX_DEVICE as an int, or None when unset (or not a number: the
+    tenant's join then refuses it with krex's own message)."""
+    v = os.environ.get("KREX_DEVICE", "").strip()
+    return int(v) if v.isdigit() else None
+
+
 def process_tenant(device=None):
-    """The process-wide tenant patched calls use, joined on first use.
+    """The process-wide tenant patched calls use, joined on first use (or
+    already by ``patch(join=True)`` / ``python -m krex.run``).
 
     Its options are those given to patch() (KREX_* variables override them).
-    The device, unless patch() named one: PyTorch's current device when
-    PyTorch is imported and CUDA is initialized on a CUDA build, else 0.
+    The device, unless patch() named one: KREX_DEVICE if set; else, in a
+    krex.Pool worker or krex.ray actor, its tenant's device (that tenant is
+    the process tenant); else PyTorch's current device when PyTorch is
+    imported and CUDA is initialized on a CUDA build; else 0.
     """
     with _lock:
         opts = dict(_state["options"])
@@ -75,29 +96,64 @@ def process_tenant(device=None):
         else:
             opts.pop("device", None)
         if device is None:
+            device = _env_device()
+        if device is None and _state["adopted"]:
+            device = next(iter(_state["adopted"]))
+        if device is None:
             device = 0
             torch = sys.modules.get("torch")
             if _krex.backend == "cuda" and torch is not None and torch.cuda.is_initialized():
                 device = torch.cuda.current_device()
+                _warn_device_moved(device)
+        t = _state["adopted"].get(device)
+        if t is not None and t.joined:
+            return t
         t = _state["tenants"].get(device)
         if t is None or not t.joined:
             t = _krex.Tenant(device, **opts)
             _state["tenants"][device] = t
-            _prepare_measure()
+            _prepare_measure(device)
         return t
 
 
-def _prepare_measure():
-    """After a join, outside any region: krex.prepare_measure() where the
-    process has a CUDA context already (PyTorch initialized it), so the first
-    patched call's region neither allocates the probe and flush buffers nor
-    loads NVML with the device held. Never creates a context; a failure here
-    only leaves that work to the first region."""
-    if _krex.backend != "cuda":
+def _warn_device_moved(device):
+    """The early join took device 0 (or another default); PyTorch works on another one."""
+    early = _state["early_device"]
+    if early is None or early == device or _state["warned_device"]:
+        return
+    _state["warned_device"] = True
+    sys.stderr.write(
+        "krex: warning: this process joined krex on device %d early (python -m krex.run, or "
+        "patch(join=True)), but PyTorch's current device is %d: its work on device %d before "
+        "this first timing call was not gated; set KREX_DEVICE=%d (or patch(device=%d)) so the "
+        "early join uses it\n"
+        % (early, device, device, device, device))
+
+
+def _join_now():
+    """patch(join=True): the process tenant joins now, before the harness's own
+    code runs (krex.run) or before it goes on (krex.patch). Its device is the
+    one process_tenant() picks now (before the script, PyTorch has none: then
+    patch(device=), KREX_DEVICE or 0)."""
+    t = process_tenant()
+    if _state["early_device"] is None:
+        _state["early_device"] = t.device
+    return t
+
+
+def _prepare_measure(device):
+    """Outside any region: krex.prepare_measure() once per device, where the
+    process has a CUDA context already (PyTorch initialized it), so a patched
+    call's region neither allocates the probe and flush buffers nor loads NVML
+    with the device held. Never creates a context; a failure here only leaves
+    that work to the region. Runs after a join, and before each patched call
+    until done (a tenant joined before the script ran has no context yet)."""
+    if _krex.backend != "cuda" or device in _state["prepared"]:
         return
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_initialized():
         return
+    _state["prepared"].add(device)
     try:
         _krex.prepare_measure()
     except _krex.Error:
@@ -126,7 +182,9 @@ def _wrap(original, name):
         pkg = _package()
         if pkg.in_region():
             return original(*args, **kwargs)
-        with pkg.region(process_tenant()) as r:
+        t = process_tenant()
+        _prepare_measure(t.device)
+        with pkg.region(t) as r:
             result = original(*args, **kwargs)
         _state["last_report"] = r.report
         _state["calls"] += 1
@@ -204,23 +262,37 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def patch(also=(), **options):
+def _env_switch(name, default):
+    """A 0/1 variable: its value as a bool, ``default`` when unset; any other
+    value is a krex.Error (step "options")."""
+    v = os.environ.get(name)
+    if v is None:
+        return default
+    if v in ("0", "1"):
+        return v == "1"
+    e = _krex.Error("krex: options: invalid value '%s' for %s — accepted: 1, 0" % (v, name))
+    e.step, e.hint, e.code = "options", "accepted: 1, 0", 0
+    raise e
+
+
+def patch(also=(), join=False, **options):
     """Wraps triton.testing.do_bench / do_bench_cudagraph and KernelBench's
     timing functions (see TARGETS) so each call runs inside a krex region.
 
-    ``also``: more ("module", "attribute") pairs to wrap. ``options``: keyword
-    options of the process-wide tenant (as krex.Tenant takes them; device
-    included), joined at the first patched call. Returns True, or False when
-    KREX_PATCH=0 turns krex off (the control run of a comparison).
+    ``also``: more ("module", "attribute") pairs to wrap. ``join``: join the
+    process-wide tenant now (before the harness's next line), not at the first
+    patched call, so that the process's GPU work before its first timing call
+    is gated and drained like any tenant's and other tenants' regions do not
+    see it as foreign; KREX_PATCH_JOIN=1 or 0 overrides it (``python -m
+    krex.run`` passes True). A join that fails raises krex.Error here.
+    ``options``: keyword options of the process-wide tenant (as krex.Tenant
+    takes them; device included). Returns True, or False when KREX_PATCH=0
+    turns krex off (the control run of a comparison).
     Calling patch() again adds targets and updates options.
     """
-    if os.environ.get("KREX_PATCH", "1") == "0":
+    if not _env_switch("KREX_PATCH", True):
         return False
-    if os.environ.get("KREX_PATCH", "1") != "1":
-        e = _krex.Error("krex: options: invalid value '%s' for KREX_PATCH — accepted: 1, 0"
-                        % os.environ["KREX_PATCH"])
-        e.step, e.hint, e.code = "options", "accepted: 1, 0", 0
-        raise e
+    join = _env_switch("KREX_PATCH_JOIN", bool(join))
     with _lock:
         targets = {k: tuple(v) for k, v in TARGETS.items()}
         for pair in also:
@@ -238,7 +310,21 @@ def patch(also=(), **options):
             if name in sys.modules:
                 _patch_module(sys.modules[name])
         _rebind_imported_names()
+        if join:
+            _join_now()
     return True
+
+
+def _adopt(tenant):
+    """A tenant the process joined itself (a krex.Pool worker's, a krex.ray
+    actor's) becomes the process tenant of its device: patched calls,
+    process_tenant() and patch(join=True) use it instead of joining a second
+    one, and a call without a device goes to its device. Its owner leaves it
+    (unpatch() and the exit handler do not)."""
+    with _lock:
+        _state["adopted"][tenant.device] = tenant
+        if _state["early_device"] is None:
+            _state["early_device"] = tenant.device
 
 
 def unpatch(leave=True):
@@ -261,6 +347,8 @@ def unpatch(leave=True):
         _state["options"] = {}
         if leave:
             _leave_all()
+            _state["early_device"] = next(iter(_state["adopted"]), None)
+            _state["warned_device"] = False
 
 
 def _forget_in_child():
@@ -268,8 +356,12 @@ def _forget_in_child():
     # slots are the parent's. Never leave them here (that would free the
     # parent's slot): keep them referenced for the child's life, and join anew.
     _inherited.extend(_state["tenants"].values())
+    _inherited.extend(_state["adopted"].values())
     _state["tenants"].clear()
+    _state["adopted"] = {}
     _state["last_report"] = None
+    _state["early_device"] = None
+    _state["prepared"] = set()
 
 
 _inherited: list = []

@@ -39,6 +39,7 @@ import multiprocessing as _mp
 import os
 import pickle
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -136,11 +137,12 @@ def _worker_main(conn, index, device, tenant_options, initializer, patch):
         os.environ.pop("KREX_DEVICE", None)  # the pool decides the device, not the variable
         t = _krex.Tenant(device, **tenant_options)
         _worker.update(tenant=t, device=device, index=index)
+        # The worker's tenant is the process tenant too: krex.process_tenant()
+        # and patched timing calls (patch=True, or a task's own krex.patch())
+        # use it rather than joining a second one.
+        sys.modules["krex.patch"]._adopt(t)
         if patch:
-            from . import patch as _patch
             krex.patch(device=device, **tenant_options)
-            with _patch._lock:
-                _patch._state["tenants"][device] = t
         if initializer is not None:
             _resolve(initializer)()
     except BaseException as e:  # noqa: BLE001 - every start failure is reported

@@ -37,6 +37,7 @@ recipes (Ray, Slurm, Kubernetes).
 """
 
 import os
+import sys
 import time
 
 import krex
@@ -74,16 +75,26 @@ def assigned_device(default=0):
 class Worker:
     """Joins krex on the GPU Ray assigned this actor and keeps the tenant.
 
-    ``Worker(device=None, **tenant_options)``: ``device`` None means
-    ``assigned_device()``; the options are krex.Tenant's (``segment``,
-    ``freeze``, ``pin``, ...; ``KREX_*`` variables still apply). Make it an
-    actor with ``krex.ray.worker(num_gpus=...)`` or ``ray.remote(...)(Worker)``.
+    ``Worker(device=None, patch=False, **tenant_options)``: ``device`` None
+    means ``assigned_device()``; the options are krex.Tenant's (``segment``,
+    ``freeze``, ``pin``, ...; ``KREX_*`` variables still apply). The actor
+    joins in its constructor, before any of its methods runs, and its tenant
+    is the process tenant (``krex.process_tenant()``); ``patch=True`` calls
+    ``krex.patch()`` in the actor, so patched timing functions
+    (``triton.testing.do_bench``, KernelBench's) called by its methods run in
+    regions of that tenant. Make it an actor with
+    ``krex.ray.worker(num_gpus=...)`` or ``ray.remote(...)(Worker)``.
     """
 
-    def __init__(self, device=None, **tenant_options):
+    def __init__(self, device=None, patch=False, **tenant_options):
         if device is None:
             device = assigned_device()
         self.tenant = krex.Tenant(device=device, **tenant_options)
+        # The actor's tenant is the process tenant: krex.process_tenant() and
+        # patched timing calls use it instead of joining a second one.
+        sys.modules["krex.patch"]._adopt(self.tenant)
+        if patch:
+            krex.patch(device=self.tenant.device, **tenant_options)
 
     def info(self):
         """Where this actor measures: pid, device, slot, segment, freeze method."""

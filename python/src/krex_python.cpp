@@ -608,6 +608,8 @@ PYBIND11_MODULE(_krex, m) {
   namespace k = krex;
   m.doc() = "krex: concurrent kernel benchmarking on shared GPU nodes (binding)";
   m.attr("backend") = k::default_backend::name;
+  m.attr("compare_default_samples") = k::compare_default_samples;
+  m.attr("compare_default_confidence") = k::compare_default_confidence;
   m.attr("_option_table") = option_table_py();
   m.attr("_report_fields") = report_fields_py();
 
@@ -722,10 +724,11 @@ mean_ms, min_ms, max_ms, method, placement, placement_median_ms,
 placement_spread, placement_bytes.)doc");
 
   m.def("compare", &compare_py, py::arg("region"), py::arg("fns"), py::arg("names") = py::none(),
-        py::arg("warmup") = 3, py::arg("samples") = 50, py::arg("warmup_ms") = 0.0,
-        py::arg("timer") = "auto", py::arg("stream") = py::none(), py::arg("cold_l2") = true,
-        py::arg("flush_bytes") = 0, py::arg("placements") = 1, py::arg("placement_bytes") = 0,
-        py::arg("tolerance") = 0.005, py::arg("confidence") = 0.95, py::arg("seed") = 1,
+        py::arg("warmup") = 3, py::arg("samples") = k::compare_default_samples,
+        py::arg("warmup_ms") = 0.0, py::arg("timer") = "auto", py::arg("stream") = py::none(),
+        py::arg("cold_l2") = true, py::arg("flush_bytes") = 0, py::arg("placements") = 1,
+        py::arg("placement_bytes") = 0, py::arg("tolerance") = 0.005,
+        py::arg("confidence") = k::compare_default_confidence, py::arg("seed") = 1,
         R"doc(
 Times the candidates fns (two or more callables) inside the entered region r,
 interleaved sample by sample (krex::compare), and compares each with the

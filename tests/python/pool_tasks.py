@@ -39,3 +39,18 @@ def timed(n):
     with krex.region(t) as r:
         m = krex.measure(r, lambda: sum(range(n)), warmup=1, samples=3)
     return r.report["level"], m["median_ms"]
+
+
+def patched_call():
+    """A task that patches a timing function itself (krex.patch(also=...)) and
+    calls it: which tenant its region used, and how many the process has."""
+    import sys
+    import types
+    mod = types.ModuleType("krex_test_timing")
+    mod.bench = lambda: krex.in_region()
+    sys.modules["krex_test_timing"] = mod
+    krex.patch(also=[("krex_test_timing", "bench")])
+    inside = mod.bench()
+    return {"inside": inside, "level": krex.last_report()["level"],
+            "same": krex.process_tenant() is krex.worker_tenant(),
+            "joined_by_patch": len(sys.modules["krex.patch"]._state["tenants"])}

@@ -58,8 +58,17 @@ def test_compare_and_placements_in_a_region():
         assert len(m["placement_median_ms"]) == 3 and m["placement_bytes"] == 99
         errs = out["errors"]
         assert errs[0][0] == "options" and "needs at least 2" in errs[0][1], errs
-        assert "needs at least 6" in errs[1][1], errs
+        assert "needs at least 8" in errs[1][1], errs
         assert "more than samples" in errs[2][1], errs
         assert c.wait() == 0
     finally:
         cleanup(name, [c])
+
+
+def test_compare_takes_the_library_default_samples():
+    import inspect
+
+    import krex
+    params = inspect.signature(krex.compare).parameters
+    assert params["samples"].default == krex._krex.compare_default_samples == 200
+    assert params["confidence"].default == krex._krex.compare_default_confidence == 0.99

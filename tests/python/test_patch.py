@@ -206,6 +206,213 @@ def test_krex_run_runs_an_unmodified_script_with_patch_applied():
             cleanup(name)
 
 
+# A script that does nothing krex-related before the test lets it go: its
+# first line prints STARTED, then it answers "ping" with PONG (a frozen
+# process cannot) until "go"; then one patched timing call.
+EARLY_SCRIPT = """
+    import sys
+    print("STARTED", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "ping":
+            break
+        print("PONG", flush=True)
+    import json
+    import triton.testing
+    import krex
+    r = triton.testing.do_bench(lambda: None)
+    print("RESULT", json.dumps({
+        "in_region": r["in_region"], "level": (krex.last_report() or {}).get("level"),
+        "tenants": len(sys.modules["krex.patch"]._state["tenants"])}), flush=True)
+"""
+
+# Another tenant of the segment: one region, whose report says which siblings
+# it saw, drained and froze; it holds the region until the test sends a line.
+PROBE = """
+    t = krex.Tenant(segment=sys.argv[1], lock_wait_ms=30000, scope="all", pin=False,
+                    confine=False, freeze=sys.argv[2])
+    with krex.region(t) as r:
+        say("inside", {"freeze": t.freeze})
+        sys.stdin.readline()
+    say("report", r.report)
+    t.leave()
+"""
+
+
+def _probe(name, freeze="none", target=None):
+    """A region of another tenant; with `target` (a Child), pings it while the
+    region holds the device. Returns (report, whether target answered inside)."""
+    probe = Child(PROBE, args=[name, freeze])
+    try:
+        inside = probe.expect("inside")
+        answered = None
+        if target is not None:
+            target.send("ping")
+            answered = target.readline(1.0)
+        probe.send("go")
+        rep = probe.expect("report")
+        assert probe.wait() == 0
+        return rep, answered, inside["freeze"]
+    finally:
+        probe.close()
+
+
+class _Script(Child):
+    """`python -m krex.run script.py` as a Child (bounded reads, cleanup)."""
+
+    def __init__(self, script, env):
+        import selectors
+        self.proc = subprocess.Popen([sys.executable, "-m", "krex.run", script],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1,
+                                     env=dict(os.environ, **env))
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self.proc.stdout, selectors.EVENT_READ)
+
+
+def test_krex_run_joins_before_the_scripts_first_line():
+    # Before the script has called anything of krex's, another tenant's region
+    # sees it as a sibling, drains it and (where cgroups allow) freezes it: its
+    # GPU work before its first timing call would be gated and drained, not
+    # foreign. Its first patched call then uses that same tenant.
+    name = unique_name("pyearly")
+    with TempTree({**FAKE_TRITON, "script.py": EARLY_SCRIPT}) as tree:
+        env = {"KREX_SEGMENT": name, "KREX_PIN": "0", "KREX_CONFINE": "0",
+               "KREX_LOCK_WAIT_MS": "30000"}
+        script = _Script(os.path.join(tree.path, "script.py"), env)
+        try:
+            script.expect("STARTED")
+            rep, answered, freeze = _probe(name, "auto", script)
+            assert rep["siblings_seen"] == 1 and rep["siblings_drained"] == 1, rep
+            if freeze != "none":
+                assert rep["frozen_pids"] == [script.pid], (rep["frozen_pids"], script.pid)
+                assert answered is None, "the script answered while frozen"
+                assert script.readline(10) == "PONG"  # thawed at the region's exit
+            else:
+                assert answered == "PONG"
+            script.send("go")
+            got = script.expect("RESULT")
+            assert got["in_region"] is True and got["level"].startswith("gate+drain"), got
+            assert got["tenants"] == 1, got  # the early tenant, not a second one
+            assert script.wait() == 0, script.stderr_now()
+        finally:
+            cleanup(name, [script])
+
+
+def test_krex_patch_join_0_keeps_the_join_at_the_first_patched_call():
+    name = unique_name("pylate")
+    with TempTree({**FAKE_TRITON, "script.py": EARLY_SCRIPT}) as tree:
+        env = dict(LIGHT_ENV, KREX_SEGMENT=name, KREX_PATCH_JOIN="0")
+        script = _Script(os.path.join(tree.path, "script.py"), env)
+        try:
+            script.expect("STARTED")
+            rep, answered, _ = _probe(name, "none", script)
+            assert rep["siblings_seen"] == 0, rep  # not a tenant yet
+            assert answered == "PONG"
+            script.send("go")
+            got = script.expect("RESULT")
+            assert got["in_region"] is True and got["tenants"] == 1, got
+            assert script.wait() == 0, script.stderr_now()
+            # A value other than 0 or 1: krex.run stops before the script runs.
+            p = subprocess.run([sys.executable, "-m", "krex.run",
+                                os.path.join(tree.path, "script.py")],
+                               env=dict(os.environ, **dict(env, KREX_PATCH_JOIN="early")),
+                               capture_output=True, text=True, timeout=60)
+            assert p.returncode == 2 and "STARTED" not in p.stdout, (p.stdout, p.stderr)
+            assert "KREX_PATCH_JOIN" in p.stderr and "accepted: 1, 0" in p.stderr, p.stderr
+        finally:
+            cleanup(name, [script])
+
+
+def test_an_early_join_on_another_device_than_pytorchs_warns_and_joins_that_device():
+    # krex.run joins device 0 before the script; PyTorch then works on device 1
+    # (a stand-in: the host backend has no PyTorch, so the child pretends to be
+    # a CUDA build with PyTorch initialized on device 1). The first patched
+    # call warns, naming KREX_DEVICE, and runs on a tenant of device 1.
+    name = unique_name("pymoved")
+    files = dict(FAKE_TRITON)
+    files["script.py"] = """
+        import json, sys, types
+        import krex
+        torch = types.ModuleType("torch")
+        torch.cuda = types.SimpleNamespace(is_initialized=lambda: True, current_device=lambda: 1)
+        sys.modules["torch"] = torch
+        sys.modules["krex._krex"].backend = "cuda"   # what a CUDA build would say
+        import triton.testing
+        r = triton.testing.do_bench(lambda: None)
+        r2 = triton.testing.do_bench(lambda: None)
+        tenants = sys.modules["krex.patch"]._state["tenants"]
+        print("RESULT", json.dumps({"in_region": r["in_region"] and r2["in_region"],
+                                    "devices": sorted(t.device for t in tenants.values()),
+                                    "process_tenant": krex.process_tenant().device}))
+    """
+    with TempTree(files) as tree:
+        env = dict(os.environ, KREX_SEGMENT=name, KREX_HOST_DEVICES="2", **LIGHT_ENV)
+        try:
+            p = subprocess.run([sys.executable, "-m", "krex.run",
+                                os.path.join(tree.path, "script.py")],
+                               env=env, capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, p.stderr
+            import json
+            got = json.loads([ln for ln in p.stdout.splitlines()
+                              if ln.startswith("RESULT ")][0][len("RESULT "):])
+            assert got == {"in_region": True, "devices": [0, 1], "process_tenant": 1}, got
+            assert p.stderr.count("krex: warning: this process joined krex on device 0") == 1, \
+                p.stderr
+            assert "set KREX_DEVICE=1" in p.stderr, p.stderr
+            # Told the device, it joins that one before the script and warns nothing.
+            p = subprocess.run([sys.executable, "-m", "krex.run",
+                                os.path.join(tree.path, "script.py")],
+                               env=dict(env, KREX_DEVICE="1"), capture_output=True, text=True,
+                               timeout=60)
+            assert p.returncode == 0 and "warning" not in p.stderr, p.stderr
+            got = json.loads([ln for ln in p.stdout.splitlines()
+                              if ln.startswith("RESULT ")][0][len("RESULT "):])
+            assert got["devices"] == [1] and got["process_tenant"] == 1, got
+        finally:
+            cleanup(name)
+
+
+def test_patch_join_true_joins_when_patch_is_called():
+    name = unique_name("pyjoin")
+    code = """
+        joined = krex.patch(segment=sys.argv[1], join=sys.argv[2] == "1")
+        say("patched", joined)
+        sys.stdin.readline()
+        t = krex.process_tenant()
+        say("tenants", len(sys.modules["krex.patch"]._state["tenants"]))
+    """
+    cases = {  # (join=, KREX_PATCH_JOIN) -> a tenant right after patch()
+        ("1", None): 1, ("0", None): 0, ("0", "1"): 1, ("1", "0"): 0}
+    try:
+        for (arg, var), want in cases.items():
+            env = dict(LIGHT_ENV, **({"KREX_PATCH_JOIN": var} if var else {}))
+            c = Child(code, env=env, args=[name, arg])
+            try:
+                assert c.expect("patched") is True
+                rep, _, _ = _probe(name)
+                assert rep["siblings_seen"] == want, ((arg, var), rep)
+                c.send("go")
+                assert c.expect("tenants") == 1  # process_tenant(): the early one, or joined now
+                assert c.wait() == 0
+            finally:
+                c.close()
+        bad = Child("""
+            try:
+                krex.patch(segment=sys.argv[1], join=True)
+                say("out", "joined")
+            except krex.Error as e:
+                say("out", {"error": str(e), "step": e.step, "hint": e.hint})
+        """, env=dict(LIGHT_ENV, KREX_PATCH_JOIN="yes"), args=[name])
+        try:
+            got = bad.expect("out")
+            assert got["step"] == "options" and "KREX_PATCH_JOIN" in got["error"], got
+            assert got["hint"] == "accepted: 1, 0", got
+        finally:
+            bad.close()
+    finally:
+        cleanup(name)
+
+
 def test_a_forked_child_joins_its_own_tenant_and_leaves_the_parents_alone():
     name = unique_name("pyfork")
     c = Child("""

@@ -116,6 +116,28 @@ def test_workers_are_tenants_of_their_devices_and_persist():
         cleanup(name)
 
 
+def test_a_workers_tenant_is_its_process_tenant_for_patched_calls():
+    # A task that patches and calls a timing function runs it in a region of
+    # the worker's own tenant (joined before any task), never a second tenant
+    # joined by the patched call, also with KREX_PATCH_JOIN=1 (patch() would
+    # join at once) and with the pool's patch=True.
+    name = unique_name("pypool-pt")
+    saved = os.environ.get("KREX_PATCH_JOIN")
+    os.environ["KREX_PATCH_JOIN"] = "1"  # the workers inherit it
+    try:
+        for patch in (False, True):
+            with krex.Pool(workers=1, patch=patch, **light(name)) as pool:
+                got = pool.submit(pool_tasks.patched_call).result(timeout=60)
+                assert got["inside"] is True and got["level"].startswith("gate+drain"), got
+                assert got["same"] is True and got["joined_by_patch"] == 0, (patch, got)
+    finally:
+        if saved is None:
+            os.environ.pop("KREX_PATCH_JOIN", None)
+        else:
+            os.environ["KREX_PATCH_JOIN"] = saved
+        cleanup(name)
+
+
 def test_exceptions_propagate_and_the_worker_goes_on():
     name = unique_name("pypool-exc")
     try:

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """krex.ray on a local Ray cluster (host backend, one declared GPU): actors
 that share the GPU through fractional num_gpus join krex on it, and their
-regions never overlap in time, while the same actors' unprotected work does.
+regions never overlap in time, while the same actors' unprotected work does;
+with patch=True, patched timing calls in an actor use the actor's tenant.
 Skips when Ray is not installed."""
 
 import importlib
@@ -57,6 +58,19 @@ def test_regions_of_actors_on_one_ray_gpu_are_exclusive():
             a, b = busy(ms)
             return {"enter_ns": a, "exit_ns": b, "pid": os.getpid()}
 
+        def patched(self):
+            # A timing function patched in the actor (Worker(patch=True) called
+            # krex.patch()): its region is the actor's tenant's, not a second one's.
+            import sys
+            import types
+            mod = types.ModuleType("krex_test_timing")
+            mod.bench = lambda: krex.in_region()
+            sys.modules["krex_test_timing"] = mod
+            krex.patch(also=[("krex_test_timing", "bench")])
+            return {"inside": mod.bench(), "level": krex.last_report()["level"],
+                    "same": krex.process_tenant() is self.tenant,
+                    "joined_by_patch": len(sys.modules["krex.patch"]._state["tenants"])}
+
     # Ray's workers import this module (and pyutil) for the classes defined here,
     # and krex from where this process found it: an installed wheel, or the
     # build tree on PYTHONPATH (ctest python_tests), which the runtime_env's
@@ -74,7 +88,8 @@ def test_regions_of_actors_on_one_ray_gpu_are_exclusive():
         # Freezing on (this machine's default method; scope all: the host backend's
         # siblings submit nothing, and scope device would freeze none), pinning off (2 cores).
         workers = [Actor.remote(segment=name, scope="all", pin=False, confine=False,
-                                lock_wait_ms=60000, lease_ms=60000) for _ in range(ACTORS)]
+                                lock_wait_ms=60000, lease_ms=60000, patch=True)
+                   for _ in range(ACTORS)]
         infos = ray.get([w.info.remote() for w in workers], timeout=120)
         pids = {i["pid"] for i in infos}
         assert len(pids) == ACTORS, infos
@@ -119,6 +134,11 @@ def test_regions_of_actors_on_one_ray_gpu_are_exclusive():
         # call(): any function in a region, with its value.
         got = ray.get(workers[0].call.remote(lambda x: x + 1, 41), timeout=60)
         assert got["value"] == 42 and got["report"]["level"], got
+
+        # patch=True: patched timing calls in the actor use the actor's tenant.
+        got = ray.get(workers[1].patched.remote(), timeout=60)
+        assert got["inside"] is True and got["level"].startswith("gate+drain"), got
+        assert got["same"] is True and got["joined_by_patch"] == 0, got
 
         assert all(ray.get([w.leave.remote() for w in workers], timeout=60))
     finally:

@@ -189,10 +189,9 @@ inline constexpr env_variable other_env_table[] = {
     {"KREX_GBENCH_STRICT",
      "`0`: a krex error only makes error rows; by default it fails the Google Benchmark "
      "program, exit status 1 (gbench.hpp)"},
-    {"KREX_NVBENCH_REGIONS",
-     "`0`: krex off for an nvbench program, its states `unprotected` (nvbench.hpp, krex.nvbench)"},
-    {"KREX_PATCH",
-     "`0`: krex.patch() and `python -m krex.run` turn krex off, a control run (Python)"},
+    {"KREX_NVBENCH_REGIONS", "`0`: krex off for an nvbench program (nvbench.hpp, krex.nvbench)"},
+    {"KREX_PATCH", "`0`: krex.patch() and `python -m krex.run` turn krex off, a control run"},
+    {"KREX_PATCH_JOIN", "`1`: krex.patch() joins at once (krex.run does); `0`: at the first call"},
 };
 
 /// The option's default as README.md's table writes it.

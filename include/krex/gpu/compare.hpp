@@ -46,25 +46,9 @@ compare_result compare_loop(typename V::stream_t stream, const std::vector<candi
   const auto n = static_cast<std::size_t>(o.samples);
   const std::size_t total = m * n;
   const std::size_t flush_bytes = o.cold_l2 ? flush_size<V>(o.flush_bytes) : 0;
-  typename measure_scratch<V>::lease cached;
-  std::unique_ptr<device_buffer<V>> own_flush;
-  std::unique_ptr<event_set<V>> own_events;
-  void* flush = nullptr;
-  const event_t* ev = nullptr;
-  if (measure_scratch<V>::get().take(flush_bytes, 2 * total, cached)) {
-    flush = cached.flush;
-    ev = cached.events;
-  } else {
-    own_flush = std::make_unique<device_buffer<V>>(flush_bytes);
-    own_events = std::make_unique<event_set<V>>(2 * total);
-    flush = own_flush->get();
-    ev = own_events->data();
-  }
-  const auto flush_l2 = [&](std::size_t i) {
-    if (flush != nullptr)
-      gpu_call<V>(V::memset_async(flush, static_cast<int>(i & 0xffU), flush_bytes, stream),
-                  "MemsetAsync (L2 flush)");
-  };
+  const scratch_use<V> scratch(flush_bytes, 2 * total);
+  const event_t* ev = scratch.events();
+  const auto flush_l2 = [&](std::size_t i) { scratch.flush_l2(i, stream); };
   // One runner per candidate: its body, or its graphs (one per placement).
   std::vector<std::unique_ptr<sample_runner<V, const candidate>>> run;
   for (const candidate& c : cs)
@@ -85,7 +69,7 @@ compare_result compare_loop(typename V::stream_t stream, const std::vector<candi
 
   std::vector<int> order = compare_order(static_cast<int>(m), o.samples, co.seed);
   std::string method = std::string(V::prefix) + (o.graph_batch > 0 ? "-events+graph" : "-events");
-  if (flush != nullptr) method += "+cold-l2";
+  if (scratch.flushes()) method += "+cold-l2";
   method += "+interleaved";
   const double per = o.graph_batch > 0 ? static_cast<double>(o.graph_batch) : 1.0;
   // Sample s (in time order) is sample s / m of candidate order[s].

@@ -378,6 +378,42 @@ void prepare_scratch(const measure_options& o) {
                                  2 * static_cast<std::size_t>(o.samples), l);
 }
 
+/// The scratch of one measurement (krex::measure or krex::compare): the
+/// process's cached flush buffer and events (nothing allocated after the
+/// first call, or after prepare_measure), else, while another measurement
+/// holds them, a private set.
+template <class V>
+class scratch_use {
+ public:
+  scratch_use(std::size_t flush_bytes, std::size_t events) : m_flush_bytes(flush_bytes) {
+    if (measure_scratch<V>::get().take(flush_bytes, events, m_cached)) {
+      m_flush = m_cached.flush;
+      m_events = m_cached.events;
+    } else {
+      m_own_flush = std::make_unique<device_buffer<V>>(flush_bytes);
+      m_own_events = std::make_unique<event_set<V>>(events);
+      m_flush = m_own_flush->get();
+      m_events = m_own_events->data();
+    }
+  }
+  const typename V::event_t* events() const noexcept { return m_events; }
+  /// Overwrites the L2 (cold_l2) before sample `i`; nothing without a flush buffer.
+  void flush_l2(std::size_t i, typename V::stream_t stream) const {
+    if (m_flush != nullptr)
+      gpu_call<V>(V::memset_async(m_flush, static_cast<int>(i & 0xffU), m_flush_bytes, stream),
+                  "MemsetAsync (L2 flush)");
+  }
+  bool flushes() const noexcept { return m_flush != nullptr; }
+
+ private:
+  std::size_t m_flush_bytes;
+  typename measure_scratch<V>::lease m_cached;
+  std::unique_ptr<device_buffer<V>> m_own_flush;
+  std::unique_ptr<event_set<V>> m_own_events;
+  void* m_flush = nullptr;
+  const typename V::event_t* m_events = nullptr;
+};
+
 /// The loop of krex::measure on `stream`, region or not.
 template <class V, class F>
 measure_result measure_loop(typename V::stream_t stream, F& fn, const measure_options& o) {
@@ -386,26 +422,9 @@ measure_result measure_loop(typename V::stream_t stream, F& fn, const measure_op
   check_body<F>(o);
   const auto n = static_cast<std::size_t>(o.samples);
   const std::size_t flush_bytes = o.cold_l2 ? flush_size<V>(o.flush_bytes) : 0;
-  // The process's cached scratch (nothing allocated here after the first
-  // call, or after prepare_measure), else a private one.
-  typename measure_scratch<V>::lease cached;
-  std::unique_ptr<device_buffer<V>> own_flush;
-  std::unique_ptr<event_set<V>> own_events;
-  void* flush = nullptr;
-  const event_t* ev = nullptr;
-  if (measure_scratch<V>::get().take(flush_bytes, 2 * n, cached)) {
-    flush = cached.flush;
-    ev = cached.events;
-  } else {
-    own_flush = std::make_unique<device_buffer<V>>(flush_bytes);
-    own_events = std::make_unique<event_set<V>>(2 * n);
-    flush = own_flush->get();
-    ev = own_events->data();
-  }
-  const auto flush_l2 = [&](int i) {
-    if (flush != nullptr)
-      gpu_call<V>(V::memset_async(flush, i & 0xff, flush_bytes, stream), "MemsetAsync (L2 flush)");
-  };
+  const scratch_use<V> scratch(flush_bytes, 2 * n);
+  const event_t* ev = scratch.events();
+  const auto flush_l2 = [&](int i) { scratch.flush_l2(static_cast<std::size_t>(i), stream); };
   const int places = o.placements;
   sample_runner<V, F> runner(stream, fn, o);
   const auto run = [&](int i) { runner.run(i); };
@@ -425,7 +444,7 @@ measure_result measure_loop(typename V::stream_t stream, F& fn, const measure_op
 
   measure_result r;
   r.method = std::string(V::prefix) + (graph ? "-events+graph" : "-events");
-  if (flush != nullptr) r.method += "+cold-l2";
+  if (scratch.flushes()) r.method += "+cold-l2";
   const double per = graph ? static_cast<double>(o.graph_batch) : 1.0;
   const auto elapsed = [&](std::size_t i) {
     float ms = 0;

@@ -1,0 +1,473 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The real KernelBench on one GPU: its own timing functions
+(kernelbench.timing, ScalingIntelligence/KernelBench) timing level-1
+problems, solo, N workers at once unprotected, N at once under krex
+(`python -m krex.run`).
+
+Each worker is a long-lived process that evaluates every chosen problem in
+turn (starting at a different one), as an agent's evaluation worker would:
+it loads the problem's source (Model, get_inputs, get_init_inputs), builds
+the model and inputs on the GPU, runs a correctness-style check (the model
+against itself on fresh inputs, as KernelBench's eval checks a candidate
+against the reference before timing it), then times the model with
+kernelbench.timing.get_timing_function(--method), `--reps` times. The worker
+knows nothing of krex: the krex phases run it as `python -m krex.run
+kernelbench_real.py --worker ...`, which joins krex before the worker's first
+line and wraps KernelBench's timing functions, so each timing call runs in a
+region. The workers of a phase start together, right after importing
+PyTorch: their CUDA start-up, inputs and checks overlap the others' timing.
+
+Phases: solo (one worker, alone), solo-again (the noise floor), then for
+each N in --workers: unprotected-N, krex-N.
+
+Reported (kernelbench_real.md and .json in --out): per problem and overall,
+the inflation of every timing call's median over the solo median of the same
+problem (median, p95, max); the throughput of each phase against one worker
+alone; the region levels under krex, the regions reported "-shared(N
+foreign)" and who the foreign processes were: a worker of the same phase
+before its first line or after its last timing call (exiting), a worker
+while it was running (which early join should make impossible), or a process
+that is not one of this run's workers.
+
+    python3 lab/scripts/kernelbench_real.py --kernelbench .deps/KernelBench --workers 8,16
+
+KernelBench: a checkout (github.com/ScalingIntelligence/KernelBench). Where
+it is installed with its dependencies, `import kernelbench.timing` uses it;
+otherwise (an offline GPU machine) the worker imports the checkout's
+src/kernelbench/timing.py itself without running the package's __init__
+(which imports KernelBench's LLM-client dependencies); timing.py needs only
+PyTorch and NumPy (and Triton for the do_bench methods). Needs krex
+installed with the CUDA backend (`pip install ./python`), or on PYTHONPATH.
+"""
+
+import argparse
+import json
+import os
+import selectors
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.abspath(__file__)
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+from quantiles import quantile  # noqa: E402  (scripts/quantiles.py)
+
+# Level-1 problems, 0.1-5 ms on an H200 by their sizes, whose inputs and
+# outputs stay under ~2 GB (16 workers at once must fit in the GPU's memory):
+# cross-entropy, 3D tensor matmul, large-K matmul, MinGPT GELU, conv2d,
+# square matmul, irregular matmul, diagonal matmul, transposed-A matmul,
+# batched matmul, LayerNorm.
+DEFAULT_PROBLEMS = "95,10,6,88,50,1,8,12,16,3,40"
+METHODS = ("cuda_event", "do_bench", "do_bench_impl", "host_time")
+
+
+# ------------------------------------------------------------------ worker
+def import_timing(kernelbench):
+    """kernelbench.timing: the installed package if it imports, else the
+    checkout's src/kernelbench/timing.py without the package's __init__."""
+    src = os.path.join(kernelbench, "src")
+    if os.path.isdir(src):
+        sys.path.insert(0, src)
+    try:
+        import kernelbench.timing as kt  # noqa: PLC0415
+        return kt, "package"
+    except Exception as e:  # noqa: BLE001 - its __init__'s dependencies, whatever they raise
+        why = "%s: %s" % (type(e).__name__, e)
+        for name in [m for m in sys.modules if m == "kernelbench" or m.startswith("kernelbench.")]:
+            del sys.modules[name]
+    import types  # noqa: PLC0415
+    pkg_dir = os.path.join(src, "kernelbench")
+    if not os.path.isfile(os.path.join(pkg_dir, "timing.py")):
+        raise SystemExit("no %s/timing.py: --kernelbench must be a KernelBench checkout" % pkg_dir)
+    pkg = types.ModuleType("kernelbench")
+    pkg.__path__ = [pkg_dir]
+    pkg.__file__ = os.path.join(pkg_dir, "__init__.py")
+    sys.modules["kernelbench"] = pkg
+    import kernelbench.timing as kt  # noqa: PLC0415  (krex's import hook wraps it here)
+    return kt, "source (package __init__ not run: %s)" % why
+
+
+def problem_file(kernelbench, pid):
+    d = os.path.join(kernelbench, "KernelBench", "level1")
+    for f in sorted(os.listdir(d)):
+        if f.split("_", 1)[0] == str(pid) and f.endswith(".py"):
+            return os.path.join(d, f)
+    raise SystemExit("level-1 problem %s not found in %s" % (pid, d))
+
+
+def worker(args):
+    t_started = time.monotonic()  # the worker's first line (under krex.run: joined already)
+    print("started", json.dumps({"pid": os.getpid(), "t": t_started}), flush=True)
+    import torch  # noqa: PLC0415
+    kt, how = import_timing(args.kernelbench)
+    krex = sys.modules.get("krex")  # present only under `python -m krex.run`
+    fn = kt.get_timing_function(args.method)
+    patched = hasattr(fn, "__krex_original__")
+    print("ready", flush=True)
+    if sys.stdin.readline().strip() != "go":
+        return 1
+
+    torch.cuda.set_device(0)
+    dev = torch.device("cuda:0")
+    t_cuda = time.monotonic()
+    torch.zeros(1, device=dev)  # the CUDA context: from here the process holds one
+    problems = args.problems.split(",")
+    k = args.index % len(problems)
+    problems = problems[k:] + problems[:k]
+    out = {"pid": os.getpid(), "worker": args.index, "import": how, "patched": patched,
+           "krex": krex is not None, "t_started": t_started, "t_cuda": t_cuda, "problems": {}}
+    last = None
+    for pid in problems:
+        path = problem_file(args.kernelbench, pid)
+        ctx = {}
+        with open(path) as f:
+            exec(compile(f.read(), path, "exec"), ctx)  # as kernelbench.eval.load_original_model_and_inputs
+        Model, get_inputs, get_init_inputs = ctx["Model"], ctx["get_inputs"], ctx["get_init_inputs"]
+        rec = {"name": os.path.basename(path), "calls": []}
+        with torch.no_grad():
+            torch.manual_seed(42)
+            init = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in get_init_inputs()]
+            model = Model(*init).to(dev)
+            ok = True
+            for trial in range(args.check_trials):  # KernelBench: fresh inputs per correctness trial
+                torch.manual_seed(1000 + trial)
+                xs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in get_inputs()]
+                a, b = model(*xs), model(*xs)
+                ok = ok and bool(torch.allclose(a.float(), b.float(), atol=1e-2, rtol=1e-2))
+                del xs, a, b
+            rec["correct"] = ok
+            torch.manual_seed(42)
+            inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in get_inputs()]
+            torch.cuda.synchronize()
+            for _ in range(args.reps):
+                t0 = time.monotonic()
+                times = kt.get_timing_function(args.method)(
+                    model, inputs, num_warmup=args.warmup, num_trials=args.trials,
+                    discard_first=1, verbose=False, device=dev)
+                t1 = time.monotonic()
+                call = {"t0": t0, "t1": t1, "median_ms": statistics.median(times),
+                        "mean_ms": statistics.fmean(times), "n": len(times)}
+                if krex is not None:
+                    rep = krex.last_report()
+                    if rep is None or rep is last:  # this call made no region of its own
+                        call["level"] = "not in a region"
+                    else:
+                        call.update(level=rep["level"], foreign_pids=rep["foreign_pids"],
+                                    lock_ms=rep["lock_ns"] / 1e6, body_ms=rep["body_ns"] / 1e6)
+                    last = rep
+                rec["calls"].append(call)
+        del model, inputs
+        torch.cuda.empty_cache()
+        out["problems"][pid] = rec
+    out["t_done"] = time.monotonic()
+    print("result " + json.dumps(out), flush=True)
+    if args.linger:
+        sys.stdin.readline()  # until the driver says every worker is done
+    return 0
+
+
+# -------------------------------------------------------------- the driver
+class Proc:
+    def __init__(self, cmd, env):
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, bufsize=1, env=env)
+        self.err = []
+        self.t_exit = None
+        threading.Thread(target=self._drain_err, daemon=True).start()
+        threading.Thread(target=self._reap, daemon=True).start()
+
+    def _drain_err(self):
+        for line in self.p.stderr:
+            self.err.append(line)
+            del self.err[:-40]
+
+    def _reap(self):
+        self.p.wait()
+        self.t_exit = time.monotonic()
+
+    def line(self, prefix, deadline):
+        sel = selectors.DefaultSelector()
+        sel.register(self.p.stdout, selectors.EVENT_READ)
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    raise RuntimeError("worker %d: no '%s' line in time; stderr:\n%s"
+                                       % (self.p.pid, prefix, "".join(self.err)))
+                s = self.p.stdout.readline()
+                if s == "":
+                    self.p.wait()
+                    raise RuntimeError("worker %d exited (status %s) before '%s'; stderr:\n%s"
+                                       % (self.p.pid, self.p.returncode, prefix, "".join(self.err)))
+                if s.startswith(prefix):
+                    return s[len(prefix):].strip()
+        finally:
+            sel.close()
+
+    def send(self, s):
+        self.p.stdin.write(s + "\n")
+        self.p.stdin.flush()
+
+
+def run_phase(args, n, krex_on, segment):
+    cmd = [sys.executable] + (["-m", "krex.run"] if krex_on else []) + [
+        HERE, "--worker", "--kernelbench", args.kernelbench, "--problems", args.problems,
+        "--method", args.method, "--reps", str(args.reps), "--trials", str(args.trials),
+        "--warmup", str(args.warmup), "--check-trials", str(args.check_trials)]
+    if args.linger:
+        cmd.append("--linger")
+    env = dict(os.environ, KREX_SEGMENT=segment)
+    if not krex_on:
+        env["KREX_PATCH"] = "0"
+    elif args.release_on_leave:
+        env["KREX_RELEASE_ON_LEAVE"] = "1"
+    procs = [Proc(cmd + ["--index", str(i)], env) for i in range(n)]
+    deadline = time.monotonic() + args.timeout
+    try:
+        for p in procs:
+            p.line("ready", deadline)
+        t0 = time.monotonic()
+        for p in procs:
+            p.send("go")
+        results = [json.loads(p.line("result ", deadline)) for p in procs]
+        wall = time.monotonic() - t0
+        for p in procs:
+            if args.linger:
+                p.send("exit")
+        for p in procs:
+            p.p.wait(max(1.0, deadline - time.monotonic()))
+        for r, p in zip(results, procs):
+            r["t_exit"] = p.t_exit if p.t_exit is not None else time.monotonic()
+            r["status"] = p.p.returncode
+        return results, wall
+    finally:
+        for p in procs:
+            if p.p.poll() is None:
+                p.p.kill()
+                p.p.wait()
+
+
+def remove_segment(name):
+    """Best effort, after every worker exited: the segment and the empty cgroup root."""
+    import glob
+    for seg in glob.glob("/dev/shm/krex-*-" + name):
+        try:
+            os.unlink(seg)
+        except OSError:
+            pass
+    for pattern in ("/sys/fs/cgroup/**/krex-*-" + name, "/sys/fs/cgroup/*/**/krex-*-" + name):
+        for root in glob.glob(pattern, recursive=True):
+            for leaf in glob.glob(root + "/t*/"):
+                try:
+                    os.rmdir(leaf)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(root)
+            except OSError:
+                pass
+
+
+# ------------------------------------------------------------ the analysis
+def stats(v):
+    return {"n": len(v), "median": quantile(v, 0.5), "p95": quantile(v, 0.95),
+            "max": max(v) if v else float("nan")}
+
+
+def classify_foreign(pid, t, workers):
+    """Who a foreign pid of a region entered at time t was, among this phase's workers."""
+    w = workers.get(pid)
+    if w is None:
+        return "not a worker of this run"
+    if t < w["t_started"]:
+        return "a worker before its first line"
+    if t > w["t_done"]:
+        return "a worker after its last timing call (exiting)"
+    return "a worker while running"
+
+
+def analyze(phases, solo_name="solo"):
+    """phases: {name: {"results": [worker results], "wall": s, "workers": n}}.
+    Inflation of every timing call over the solo median of its problem."""
+    solo = phases[solo_name]["results"]
+    ref = {}
+    for r in solo:
+        for pid, rec in r["problems"].items():
+            ref.setdefault(pid, []).extend(c["median_ms"] for c in rec["calls"])
+    ref = {pid: statistics.median(v) for pid, v in ref.items()}
+    names = {pid: rec["name"] for r in solo for pid, rec in r["problems"].items()}
+    calls_solo = sum(len(rec["calls"]) for r in solo for rec in r["problems"].values())
+    solo_rate = calls_solo / phases[solo_name]["wall"]
+    out = {"solo_ms": ref, "names": names, "phases": {}}
+    for name, ph in phases.items():
+        if name == solo_name:
+            continue
+        workers = {r["pid"]: r for r in ph["results"]}
+        per, every, levels, shared, who = {}, [], {}, 0, {}
+        incorrect = 0
+        calls = 0
+        for r in ph["results"]:
+            for pid, rec in r["problems"].items():
+                incorrect += 0 if rec.get("correct", True) else 1
+                for c in rec["calls"]:
+                    calls += 1
+                    x = (c["median_ms"] / ref[pid] - 1) * 100
+                    per.setdefault(pid, []).append(x)
+                    every.append(x)
+                    if "level" in c:
+                        levels[c["level"]] = levels.get(c["level"], 0) + 1
+                        if "-shared" in c["level"]:
+                            shared += 1
+                        t_entry = c["t0"] + c.get("lock_ms", 0) / 1e3  # after the lock wait
+                        for fp in c.get("foreign_pids", []):
+                            k = classify_foreign(fp, t_entry, workers)
+                            who[k] = who.get(k, 0) + 1
+        rate = calls / ph["wall"]
+        out["phases"][name] = {
+            "workers": ph["workers"], "wall_s": ph["wall"], "calls": calls,
+            "throughput_x_solo": rate / solo_rate,
+            "inflation_pct": stats(every),
+            "per_problem_pct": {pid: stats(v) for pid, v in per.items()},
+            "levels": levels, "shared_regions": shared, "foreign_seen": who,
+            "incorrect_checks": incorrect,
+            "patched": sorted({bool(r.get("patched")) for r in ph["results"]}),
+            "import": sorted({r.get("import", "?").split(" (")[0] for r in ph["results"]}),
+            "nonzero_exit": [r["pid"] for r in ph["results"] if r.get("status") not in (0, None)],
+        }
+    return out
+
+
+def markdown(a, cfg):
+    f = "%+.2f%%"
+    lines = ["# The real KernelBench: %s, %d trials per call, %d calls per problem and worker"
+             % (cfg["method"], cfg["trials"], cfg["reps"]), "",
+             "| phase | workers | wall | throughput (x one worker) | inflation median | p95 | max "
+             "| regions | -shared | foreign processes seen |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, p in a["phases"].items():
+        s = p["inflation_pct"]
+        regions = sum(p["levels"].values())
+        who = ", ".join("%s: %d" % kv for kv in sorted(p["foreign_seen"].items())) or "-"
+        lines.append("| %s | %d | %.1f s | %.2fx | %s | %s | %s | %s | %s | %s |" % (
+            name, p["workers"], p["wall_s"], p["throughput_x_solo"], f % s["median"],
+            f % s["p95"], f % s["max"], regions if regions else "-",
+            p["shared_regions"] if regions else "-", who))
+    lines += ["", "Per problem (inflation over the solo median: median / p95 / max):", ""]
+    phases = list(a["phases"])
+    lines.append("| problem | solo ms | " + " | ".join(phases) + " |")
+    lines.append("|---|---|" + "---|" * len(phases))
+    for pid in sorted(a["solo_ms"], key=lambda p: a["solo_ms"][p]):
+        cells = []
+        for name in phases:
+            s = a["phases"][name]["per_problem_pct"].get(pid)
+            cells.append("%s / %s / %s" % (f % s["median"], f % s["p95"], f % s["max"])
+                         if s else "-")
+        lines.append("| %s | %.3f | %s |" % (a["names"][pid], a["solo_ms"][pid], " | ".join(cells)))
+    lines.append("")
+    for name, p in a["phases"].items():
+        if p["levels"]:
+            lines.append("%s levels: %s" % (name, ", ".join(
+                "%s x%d" % kv for kv in sorted(p["levels"].items(), key=lambda kv: -kv[1]))))
+        notes = []
+        if p["incorrect_checks"]:
+            notes.append("%d failed checks" % p["incorrect_checks"])
+        if p["nonzero_exit"]:
+            notes.append("workers exited non-zero: %s" % p["nonzero_exit"])
+        if notes:
+            lines.append("%s: %s" % (name, "; ".join(notes)))
+    lines.append("")
+    lines.append("KernelBench imported as: %s; timing function wrapped by krex in the krex "
+                 "phases: %s" % (", ".join(sorted({i for p in a["phases"].values()
+                                                   for i in p["import"]})),
+                                 ", ".join("%s=%s" % (n, p["patched"])
+                                           for n, p in a["phases"].items() if n.startswith("krex"))))
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernelbench", default=os.environ.get("KERNELBENCH_DIR",
+                                                            os.path.join(REPO, ".deps", "KernelBench")),
+                    help="a KernelBench checkout (default $KERNELBENCH_DIR or .deps/KernelBench)")
+    ap.add_argument("--workers", default="8,16", help="comma-separated N of the concurrent phases")
+    ap.add_argument("--problems", default=DEFAULT_PROBLEMS, help="level-1 problem ids")
+    ap.add_argument("--method", default="cuda_event", choices=METHODS,
+                    help="kernelbench.timing.get_timing_function's method")
+    ap.add_argument("--reps", type=int, default=2, help="timing calls per problem and worker")
+    ap.add_argument("--trials", type=int, default=100, help="num_trials of each timing call")
+    ap.add_argument("--warmup", type=int, default=3, help="num_warmup of each timing call")
+    ap.add_argument("--check-trials", type=int, default=2, help="correctness trials per problem")
+    ap.add_argument("--modes", default="unprotected,krex", help="of: unprotected, krex")
+    ap.add_argument("--no-solo-again", action="store_true", help="skip the noise-floor repeat")
+    ap.add_argument("--solo-from", help="reuse the solo phases of an earlier run's "
+                                        "kernelbench_real.json (same problems and method)")
+    ap.add_argument("--release-on-leave", action="store_true",
+                    help="krex phases: KREX_RELEASE_ON_LEAVE=1 (a leaving worker resets its "
+                         "device inside the gate)")
+    ap.add_argument("--linger", action="store_true",
+                    help="workers exit only once every worker of the phase is done")
+    ap.add_argument("--out", default=os.environ.get("OUT", "kernelbench-real-out"))
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per phase")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.kernelbench = os.path.abspath(args.kernelbench)
+    if args.worker:
+        return worker(args)
+    if not os.path.isdir(os.path.join(args.kernelbench, "KernelBench", "level1")):
+        ap.error("--kernelbench %s: not a KernelBench checkout (no KernelBench/level1)"
+                 % args.kernelbench)
+    for pid in args.problems.split(","):
+        problem_file(args.kernelbench, pid)
+    counts = [int(x) for x in args.workers.split(",") if x]
+    modes = [m for m in args.modes.split(",") if m]
+    if any(m not in ("unprotected", "krex") for m in modes) or not counts:
+        ap.error("--modes: unprotected and/or krex; --workers: one or more counts")
+    os.makedirs(args.out, exist_ok=True)
+    segment = "kbreal-%d" % os.getpid()
+    t_start = time.monotonic()
+    plan = [("solo", 1, False)] + ([] if args.no_solo_again else [("solo-again", 1, False)])
+    phases = {}
+    if args.solo_from:
+        with open(args.solo_from) as f:
+            old = json.load(f)
+        oc = old["analysis"]["config"]
+        if (oc["problems"], oc["method"], oc["trials"]) != (args.problems, args.method, args.trials):
+            ap.error("--solo-from %s: its problems, method or trials differ from this run's"
+                     % args.solo_from)
+        for name in [n for n, _, _ in plan if n in old["raw"]]:
+            walls = old["analysis"].get("walls", {})
+            phases[name] = {"results": old["raw"][name], "wall": walls.get(name, float("nan")),
+                            "workers": 1}
+        if "solo" not in phases or "solo" not in old["analysis"].get("walls", {}):
+            ap.error("--solo-from %s: no solo phase with its wall time in it" % args.solo_from)
+        plan = [p for p in plan if p[0] not in phases]
+    plan += [("%s-%d" % (m, n), n, m == "krex") for n in counts for m in modes]
+    try:
+        for name, n, krex_on in plan:
+            res, wall = run_phase(args, n, krex_on, segment)
+            phases[name] = {"results": res, "wall": wall, "workers": n}
+            print("%s done (%.0f s)" % (name, wall), flush=True)
+    finally:
+        remove_segment(segment)
+    a = analyze(phases)
+    a["walls"] = {k: v["wall"] for k, v in phases.items()}
+    a["config"] = {k: v for k, v in vars(args).items() if k not in ("worker", "index")}
+    a["total_s"] = time.monotonic() - t_start
+    md = markdown(a, a["config"])
+    with open(os.path.join(args.out, "kernelbench_real.json"), "w") as f:
+        json.dump({"analysis": a, "raw": {k: v["results"] for k, v in phases.items()}}, f, indent=1)
+    with open(os.path.join(args.out, "kernelbench_real.md"), "w") as f:
+        f.write(md)
+    print(md)
+    print("total %.0f s; written to %s" % (a["total_s"], args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

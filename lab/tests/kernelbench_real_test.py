@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Tests lab/scripts/kernelbench_real.py's analysis on synthetic worker
+results (no GPU, no PyTorch): inflation over the solo median per problem,
+throughput against one worker, region levels, and who the foreign processes
+of "-shared" regions were; and the driver's user errors."""
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
+                      "kernelbench_real.py")
+spec = importlib.util.spec_from_file_location("kernelbench_real", SCRIPT)
+kr = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(kr)
+
+
+def worker(pid, medians, t_started=0.0, t_done=100.0, calls_extra=None, name="p"):
+    """A worker result: {problem: [median per call]}, calls at t0 = 10, 11, ..."""
+    problems, t = {}, 10.0
+    for prob, ms in medians.items():
+        calls = []
+        for m in ms:
+            c = {"t0": t, "t1": t + 0.5, "median_ms": m}
+            c.update((calls_extra or {}).get((prob, len(calls)), {}))
+            calls.append(c)
+            t += 1
+        problems[prob] = {"name": "%s_%s.py" % (prob, name), "calls": calls, "correct": True}
+    return {"pid": pid, "t_started": t_started, "t_done": t_done, "problems": problems,
+            "patched": True, "import": "source (x)", "status": 0}
+
+
+FULL = {"level": "gate+drain+freeze(cgroup2)+quiet+pin", "foreign_pids": [], "lock_ms": 0.0}
+
+
+class Analysis(unittest.TestCase):
+    def test_inflation_throughput_levels_and_foreign_processes(self):
+        solo = [worker(1, {"a": [1.0, 1.0, 1.0], "b": [2.0, 2.0, 2.0]})]
+        again = [worker(2, {"a": [1.01, 0.99, 1.0], "b": [2.0, 2.02, 2.0]})]
+        unprot = [worker(10 + i, {"a": [2.0, 3.0, 2.0], "b": [2.0, 4.0, 2.0]}) for i in range(2)]
+        # krex: worker 21 ran from t = 11 to 12.5. Worker 20's first call on "a"
+        # (entered at 10) saw it before its first line; its second (t0 = 11, entered
+        # after 2 s of lock wait: 13) and its first on "b" (13) after it was done;
+        # that one also saw a process outside the run (pid 99).
+        extra20 = {("a", 0): dict(FULL, level=FULL["level"] + "-shared(1 foreign)",
+                                  foreign_pids=[21]),
+                   ("a", 1): dict(FULL, level=FULL["level"] + "-shared(1 foreign)",
+                                  foreign_pids=[21], lock_ms=2000.0),
+                   ("b", 0): dict(FULL, level=FULL["level"] + "-shared(2 foreign)",
+                                  foreign_pids=[21, 99])}
+        for k in [("a", 2), ("b", 1), ("b", 2)]:
+            extra20[k] = FULL
+        extra21 = {(p, i): FULL for p in "ab" for i in range(3)}
+        krex = [worker(20, {"a": [1.0, 1.02, 1.0], "b": [2.0, 2.0, 2.1]}, calls_extra=extra20),
+                worker(21, {"a": [1.0, 1.0, 1.0], "b": [2.0, 2.0, 2.0]}, t_started=11.0,
+                       t_done=12.5, calls_extra=extra21)]
+        phases = {"solo": {"results": solo, "wall": 6.0, "workers": 1},
+                  "solo-again": {"results": again, "wall": 6.0, "workers": 1},
+                  "unprotected-2": {"results": unprot, "wall": 6.0, "workers": 2},
+                  "krex-2": {"results": krex, "wall": 8.0, "workers": 2}}
+        a = kr.analyze(phases)
+        self.assertEqual(a["solo_ms"], {"a": 1.0, "b": 2.0})
+        u = a["phases"]["unprotected-2"]
+        self.assertAlmostEqual(u["inflation_pct"]["max"], 200.0)      # 3.0 ms / 1.0 ms
+        self.assertAlmostEqual(u["per_problem_pct"]["b"]["max"], 100.0)
+        self.assertAlmostEqual(u["throughput_x_solo"], 2.0)          # 12 calls in 6 s vs 6 in 6 s
+        self.assertEqual(u["levels"], {})
+        k = a["phases"]["krex-2"]
+        self.assertAlmostEqual(k["throughput_x_solo"], 1.5)
+        self.assertAlmostEqual(k["inflation_pct"]["max"], 5.0)       # 2.1 / 2.0
+        self.assertEqual(k["shared_regions"], 3)
+        self.assertEqual(sum(k["levels"].values()), 12)
+        self.assertEqual(k["foreign_seen"], {
+            "a worker before its first line": 1,
+            "a worker after its last timing call (exiting)": 2,
+            "not a worker of this run": 1})
+        self.assertAlmostEqual(a["phases"]["solo-again"]["inflation_pct"]["max"], 1.0)
+        md = kr.markdown(a, {"method": "cuda_event", "trials": 100, "reps": 3})
+        self.assertIn("| krex-2 | 2 | 8.0 s | 1.50x |", md)
+        self.assertIn("not a worker of this run: 1", md)
+        self.assertIn("| a_p.py | 1.000 |", md)
+
+    def test_a_worker_foreign_while_running_is_named(self):
+        w = {7: {"t_started": 1.0, "t_done": 9.0}}
+        self.assertEqual(kr.classify_foreign(7, 5.0, w), "a worker while running")
+        self.assertEqual(kr.classify_foreign(8, 5.0, w), "not a worker of this run")
+
+
+class UserErrors(unittest.TestCase):
+    def test_a_path_that_is_no_kernelbench_checkout_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.run([sys.executable, SCRIPT, "--kernelbench", d, "--out", d],
+                               capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("not a KernelBench checkout", p.stderr)
+
+    def test_an_unknown_problem_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "KernelBench", "level1"))
+            open(os.path.join(d, "KernelBench", "level1", "1_Square.py"), "w").close()
+            p = subprocess.run([sys.executable, SCRIPT, "--kernelbench", d, "--problems", "1,777",
+                                "--out", d], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("level-1 problem 777 not found", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
