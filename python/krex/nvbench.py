@@ -94,8 +94,8 @@ def exec(state, fn, /, **kwargs):  # noqa: A001 (the name of what it wraps)
         result = original(state, fn, **kwargs)
         state.add_summary("krex", "unprotected")
         return result
-    device = state.get_device()
-    tenant = pkg.process_tenant(0 if device is None else device)
+    # A CPU-only state (no device): the process tenant's own default device.
+    tenant = pkg.process_tenant(state.get_device())
     with pkg.region(tenant) as r:
         result = original(state, fn, **kwargs)
     report = r.report
