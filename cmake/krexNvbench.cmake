@@ -78,6 +78,17 @@ if(KREX_BUILD_TESTS)
                        ENVIRONMENT "${registry};KREX_NVBENCH_REGIONS=maybe"
                        PASS_REGULAR_EXPRESSION "krex: nvbench: strict mode: 1 state\\(s\\) had a krex error"
                        FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\]")
+  # The example end to end on a GPU (skipped, saying why, without one), and
+  # nvbench's compare script (from nvbench_DIR's cuda-bench wheel, if there) on its JSON.
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  if(Python3_Interpreter_FOUND AND TARGET krex_nvbench_copy)
+    get_filename_component(krex_nvb_compare "${nvbench_DIR}/../../../../../scripts/nvbench_compare.py" ABSOLUTE)
+    add_test(NAME nvbench_example
+             COMMAND Python3::Interpreter "${PROJECT_SOURCE_DIR}/tests/nvbench/example_test.py"
+                     $<TARGET_FILE:krex_nvbench_copy> "${krex_nvb_compare}")
+    set_tests_properties(nvbench_example PROPERTIES TIMEOUT 300 LABELS "unit;nvbench;gpu"
+                         SKIP_RETURN_CODE 77 ENVIRONMENT "${registry}")
+  endif()
   # The include order (host C++: nvbench's headers compile without nvcc): krex's
   # header first installs NVBENCH_MAIN's join hook silently; after nvbench's
   # main.cuh it says at compile time that the tenants will join late.
