@@ -44,8 +44,9 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         on, off = os.path.join(d, "krex.json"), os.path.join(d, "off.json")
         r = run(exe, on)
-        if r.returncode != 0 and any(s in r.stdout + r.stderr for s in NO_GPU):
-            print("skipped: no CUDA device here (%s)" % (r.stdout + r.stderr).strip().splitlines()[-1])
+        why = [line for line in (r.stdout + r.stderr).splitlines() if any(s in line for s in NO_GPU)]
+        if r.returncode != 0 and why:
+            print("skipped: no CUDA device here (%s)" % why[0].strip())
             return 77
         assert r.returncode == 0, r.stdout + r.stderr
         assert "| krex " in r.stdout and "krex Wait" in r.stdout, r.stdout
