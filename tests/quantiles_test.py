@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import quantiles  # noqa: E402
 
 USERS = ["lab/scripts/gbench_compare.py", "lab/scripts/cutlass_compare.py", "scripts/krex_compare.py",
-         "bench/python/kernelbench_style.py", "bench/python/ray_bench.py", "lab/scripts/flip_forensics.py"]
+         "bench/python/kernelbench_style.py", "bench/python/kernelbench_throughput.py",
+         "bench/python/ray_bench.py", "lab/scripts/flip_forensics.py"]
 
 
 def load(rel):

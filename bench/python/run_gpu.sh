@@ -6,9 +6,10 @@
 # put on PYTHONPATH), check it, then run bench/python/kernelbench_style.py.
 #
 #   bash bench/python/run_gpu.sh [kernelbench_style.py arguments...]
+#   bash bench/python/run_gpu.sh --throughput [kernelbench_throughput.py arguments...]
 #
 # Writes to $OUT (default build-cuda/python-logs): install.log, env.txt,
-# kernelbench_style.{md,json}, run.log.
+# kernelbench_style.{md,json} (or kernelbench_throughput.{md,json}), run.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build-cuda/python-logs}"
@@ -48,7 +49,12 @@ EOF
 grep -q "backend cuda" "$out/env.txt" || { echo "krex is not the CUDA build (see env.txt, install.log)"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv >>"$out/env.txt" 2>&1 || true
 
-"$py" bench/python/kernelbench_style.py --out "$out" "$@" 2>&1 | tee "$out/run.log"
+driver=bench/python/kernelbench_style.py
+if [ "${1:-}" = "--throughput" ]; then
+  driver=bench/python/kernelbench_throughput.py
+  shift
+fi
+"$py" "$driver" --out "$out" "$@" 2>&1 | tee "$out/run.log"
 rc=${PIPESTATUS[0]}
 echo "total: $(( $(date +%s) - t0 )) s, exit $rc"
 exit "$rc"

@@ -662,6 +662,25 @@ block, or garbage collection) gives it back. See __init__ for the options.)doc")
                              [](py_tenant& t) { return t.get().opts().lock_wait().count(); })
       .def_property_readonly("joined",
                              [](py_tenant& t) { return t.peek() != nullptr && t.peek()->joined(); })
+      .def_property_readonly("join_report",
+                             [](py_tenant& t) {
+                               // What the join cost, step by step (krex::join_timings), in ms.
+                               const k::join_timings& j = t.get().join_report();
+                               py::dict d;
+                               d["driver_ms"] = static_cast<double>(j.driver_ns) / 1e6;
+                               d["segment_ms"] = static_cast<double>(j.segment_ns) / 1e6;
+                               d["slot_ms"] = static_cast<double>(j.slot_ns) / 1e6;
+                               d["freeze_ms"] = static_cast<double>(j.freeze_ns) / 1e6;
+                               d["recover_ms"] = static_cast<double>(j.recover_ns) / 1e6;
+                               d["sweep_ms"] = static_cast<double>(j.sweep_ns) / 1e6;
+                               d["topology_ms"] = static_cast<double>(j.topology_ns) / 1e6;
+                               d["agent_ms"] = static_cast<double>(j.agent_ns) / 1e6;
+                               d["gating_ms"] = static_cast<double>(j.gating_ns) / 1e6;
+                               d["guardian_ms"] = static_cast<double>(j.guardian_ns) / 1e6;
+                               d["total_ms"] = static_cast<double>(j.total_ns) / 1e6;
+                               d["swept"] = j.swept;
+                               return d;
+                             })
       .def("leave", &py_tenant::leave,
            "leave() -> None: leaves the node (idempotent); raises krex.Error while a region "
            "on this tenant is open.")

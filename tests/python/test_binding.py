@@ -306,6 +306,35 @@ def test_submit_runs_the_callable_through_the_gate():
         cleanup(name, [c])
 
 
+def test_join_report_says_what_the_join_cost():
+    # krex::join_timings in ms: each step of the join, and the whole of it.
+    name = unique_name("pyjoin")
+    c = Child("""
+        t = krex.Tenant(segment=sys.argv[1], **%s)
+        j = t.join_report
+        t.leave()
+        try:
+            t.join_report
+            after = None
+        except krex.Error as e:
+            after = e.step
+        say("out", {"j": j, "after": after})
+    """ % LIGHT, args=[name])
+    try:
+        out = c.expect("out")
+        j = out["j"]
+        steps = ["driver_ms", "segment_ms", "slot_ms", "freeze_ms", "recover_ms", "sweep_ms",
+                 "topology_ms", "agent_ms", "gating_ms", "guardian_ms"]
+        assert sorted(j) == sorted(steps + ["total_ms", "swept"]), sorted(j)
+        assert isinstance(j["swept"], bool)
+        assert all(isinstance(j[k], float) and j[k] >= 0 for k in steps), j
+        assert j["total_ms"] > 0 and j["total_ms"] + 1e-3 >= sum(j[k] for k in steps), j
+        assert out["after"] is not None, "join_report of a tenant that left did not raise"
+        assert c.wait() == 0
+    finally:
+        cleanup(name, [c])
+
+
 if __name__ == "__main__":
     import run_tests
     raise SystemExit(run_tests.main([os.path.abspath(__file__)]))
