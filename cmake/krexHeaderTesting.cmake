@@ -37,6 +37,10 @@ function(krex_add_header_tests)
     list(APPEND excludes "(^|/)gbench([/._]|$)")
   endif()
 
+  # nvbench.hpp needs nvcc and nvbench: compiled by tests/nvbench/test_nvbench.cu
+  # (KREX_WITH_NVBENCH, cmake/krexNvbench.cmake) instead.
+  list(APPEND excludes "(^|/)nvbench([/._]|$)")
+
   set(sources "")
   foreach(header IN LISTS headers)
     set(skip OFF)

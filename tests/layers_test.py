@@ -32,7 +32,8 @@ LAYERS = [
               "layer 0"]},
     {"name": "public façade", "what": "what harness code names",
      "files": ["krex/region.hpp", "krex/tenant.hpp", "krex/measure.hpp", "krex/compare.hpp",
-               "krex/gbench.hpp", "krex/pool.hpp", "krex/cuda/*", "krex/hip/*", "krex/gpu/*"],
+               "krex/gbench.hpp", "krex/nvbench.hpp", "krex/pool.hpp", "krex/cuda/*", "krex/hip/*",
+               "krex/gpu/*"],
      "uses": ["public façade", "compiled core", "membership", "backends", "protocol steps",
               "detail", "layer 0"]},
     {"name": "compiled core",
@@ -247,7 +248,7 @@ def draw_map(g):
     with the files of the tree in it and what it may use."""
     width = 76
     lines = [" harness code: krex::tenant, krex::region, krex::measure, krex::gbench,",
-             "              report, krex::pool",
+             "              krex::nvbench, report, krex::pool",
              "   │",
              "   ▼",
              " ┌" + "─" * width + "┐"]

@@ -214,7 +214,7 @@ TEST(Errors, KnownEnvironmentVariablesAreTheParsedOnes) {
   const std::vector<std::string>& known = krex::options::env_variables();
   for (const char* n : {"KREX_DEVICE", "KREX_FREEZE", "KREX_FREEZE_SCOPE", "KREX_LEASE_MS",
                         "KREX_GATING", "KREX_HOST_DEVICES", "KREX_SHM_DIR", "KREX_GBENCH",
-                        "KREX_GBENCH_STRICT"})
+                        "KREX_GBENCH_STRICT", "KREX_NVBENCH_REGIONS"})
     EXPECT_NE(std::find(known.begin(), known.end(), n), known.end()) << n;
   int parsed = 0;
   for (const std::string& n : known) {

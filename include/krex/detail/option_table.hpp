@@ -189,6 +189,7 @@ inline constexpr env_variable other_env_table[] = {
     {"KREX_GBENCH_STRICT",
      "`0`: a krex error only makes error rows; by default it fails the Google Benchmark "
      "program, exit status 1 (gbench.hpp)"},
+    {"KREX_NVBENCH_REGIONS", "`0`: krex off for an nvbench program (nvbench.hpp, krex.nvbench)"},
     {"KREX_PATCH", "`0`: krex.patch(), krex.run, krex.torch.enable() turn krex off (control run)"},
     {"KREX_PATCH_JOIN", "`1`: krex.patch() joins at once (krex.run does); `0`: at the first call"},
 };
