@@ -24,6 +24,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from quantiles import quantile  # noqa: E402  (scripts/quantiles.py: the scripts' one quantile)
+
 MODES = ("solo-again", "unprotected", "krex")
 NAME = re.compile(r"^(solo|solo-again|unprotected|krex)-w(\d+)-(.+)\.json$")
 
@@ -66,17 +69,6 @@ def load(out_dir, metric):
                 key = (example, bench["name"], st["name"])
                 states[key] = (v, summary_value(st, "krex/level"))
     return runs
-
-
-def quantile(xs, q):
-    """Linear interpolation between closest ranks (numpy's default)."""
-    s = sorted(xs)
-    if not s:
-        return float("nan")
-    pos = q * (len(s) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def not_fully_protected(level):
