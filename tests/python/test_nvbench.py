@@ -103,7 +103,9 @@ def test_exec_runs_every_launch_in_a_region_and_adds_the_columns():
             assert out["after"] is False
             assert out["kwargs"] == {"batched": None, "sync": True, "timer": False}, out["kwargs"]
             assert out["summaries"]["krex"].startswith("gate+drain"), out["summaries"]
-            assert out["summaries"]["krex"] == out["report"]["level"], out
+            # The column is the level, then " | WARNING (n): ..." when another krex
+            # user of the machine shares the device (e.g. a second segment).
+            assert out["summaries"]["krex"].split(" | WARNING")[0] == out["report"]["level"], out
             assert 0 <= out["summaries"]["krex Wait (s)"] < 10, out["summaries"]
             assert out["cpu"]["krex"].startswith("gate+drain"), out["cpu"]
             assert out["skipped"] == {} and out["skipped_no_region"] is True, out
