@@ -10,11 +10,11 @@
 // crashed worker, a hung worker) and every usage error.
 
 #include "proc_util.hpp"
-#include "../bench/eval/candidates.hpp"
-#include "../bench/eval/json.hpp"
-#include "../bench/eval/plan.hpp"
-#include "../bench/eval/pool_host.hpp"
-#include "../bench/eval/stats.hpp"
+#include "../candidates.hpp"
+#include "../json.hpp"
+#include "../plan.hpp"
+#include "../pool_host.hpp"
+#include "../stats.hpp"
 
 #include <gtest/gtest.h>
 
