@@ -45,6 +45,7 @@ struct flag {
   std::atomic<int> value;
 
   void raise(int v = 1) noexcept { value.store(v); }
+  void lower() noexcept { value.store(0); }
   bool up() const noexcept { return value.load() != 0; }
   /// Waits (1 ms polls) at most `timeout` for the flag; true once it is up.
   bool wait(std::chrono::milliseconds timeout) const {
