@@ -4,6 +4,7 @@
 // in its own session, gone when the last tenant leaves.
 
 #include "cgroup_util.hpp"
+#include "holder.hpp"
 #include "krex_test.hpp"
 
 #include <krex/region.hpp>
@@ -27,7 +28,6 @@ namespace {
 
 struct board {
   std::atomic<int> ready;
-  std::atomic<int> in_body;
   std::atomic<int> stop;
   std::atomic<int> guardian;
   std::atomic<int> ok;
@@ -126,14 +126,8 @@ TEST_F(stale, CrashedRunIsCleanedByTheNextJoin) {
     return 0;
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
-  child holder = krex_test::spawn([&] {
-    krex::tenant t{opts()};
-    krex::region r{t};
-    m_b->in_body.store(1);
-    for (;;) ::pause();
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+  krex_test::holder holder{opts()};  // killed inside its region
+  ASSERT_TRUE(holder.ready(20s));
   ASSERT_NE(read_text(leaf(0) + "/cgroup.events").find("frozen 1"), std::string::npos);
   const int g = krex_test::wait_guardian_pid(n);
   ASSERT_GT(g, 0);
