@@ -164,14 +164,10 @@ TEST(Drain, DeadlineSaysWhatTheSiblingWasDoing) {
   scoped_segment seg;
   shared<sync_log> log;
   g_log = &*log;
-  child stopped = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
+  krex_test::member stopped{seg.opts(), [&](krex::tenant& t) {
     t.submit([&] { log->progress.fetch_add(1); });  // device work since its last drain: dirty
-    log->ready.store(1);
-    log->stop.child_wait();
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return log->ready.load() == 1; }, 30s));
+  }};
+  ASSERT_TRUE(stopped.ready(30s));
   ASSERT_EQ(::kill(stopped.pid(), SIGSTOP), 0);
   ASSERT_TRUE(krex_test::wait_until(
       [&] { return krex::detail::read_proc_stat(stopped.pid()).state == 'T'; }, 10s));
@@ -191,8 +187,7 @@ TEST(Drain, DeadlineSaysWhatTheSiblingWasDoing) {
     }
   }
   ASSERT_EQ(::kill(stopped.pid(), SIGCONT), 0);
-  log->stop.raise();
-  EXPECT_EQ(krex_test::exit_code(stopped.wait(30s)), 0);
+  EXPECT_EQ(stopped.finish(30s), 0);
 }
 
 // Waiting longer than lock_wait for the region lock throws; the abandoned
