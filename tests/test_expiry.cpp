@@ -36,7 +36,7 @@ namespace kd = krex::detail;
 namespace {
 
 struct board {
-  std::atomic<int> stop;
+  krex_test::flag stop;
   std::atomic<int> ready;
   std::atomic<int> hold_phase;  ///< phase the holder stops itself in
   std::atomic<int> reached;     ///< the holder (or the recoverer) stopped itself
@@ -120,7 +120,7 @@ class expiry : public krex_test::cgroup2_test<board> {
       krex::tenant t{base()};
       m_b->slot[idx].store(static_cast<int>(t.slot()));
       m_b->ready.fetch_add(1);
-      while (m_b->stop.load() == 0) m_b->spins.fetch_add(1);
+      while (!m_b->stop.up()) m_b->spins.fetch_add(1);
       return 0;
     }));
   }
@@ -186,7 +186,7 @@ TEST_F(expiry, HolderStoppedWhileEnteringLosesItsLease) {
       m_b->go.child_wait();
       t.submit([] {});
       m_b->submitted_ns.store(krex_test::now_ns());
-      while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+      m_b->stop.child_wait();
       return 0;
     });
     child holder = krex_test::spawn([this] {
@@ -216,9 +216,9 @@ TEST_F(expiry, HolderStoppedWhileEnteringLosesItsLease) {
         << "the resumed holder must throw step::lock (lease lost while entering)";
     EXPECT_EQ(dev.gate.load() % 2, 0U) << "the resumed holder raised the gate again";
     EXPECT_EQ(dev.lease_slot.load(), 0U);
-    m_b->stop.store(1);
+    m_b->stop.raise();
     EXPECT_EQ(krex_test::exit_code(submitter.wait(10s)), 0);
-    m_b->stop.store(0);
+    m_b->stop.lower();
   }
 }
 
@@ -235,7 +235,7 @@ TEST_F(expiry, HolderStoppedWhileExitingIsRecoveredAndThenTouchesNothing) {
     krex::tenant t{base()};
     m_b->slot[0].store(static_cast<int>(t.slot()));
     m_b->ready.fetch_add(1);
-    while (m_b->stop.load() == 0) t.submit([this] { m_b->spins.fetch_add(1); });
+    while (!m_b->stop.up()) t.submit([this] { m_b->spins.fetch_add(1); });
     return 0;
   }));
   child waiter = krex_test::spawn([this] {

@@ -55,7 +55,7 @@ using krex_test::read_text;
 
 struct board {
   std::atomic<int> ready;
-  std::atomic<int> stop;
+  krex_test::flag stop;
   std::atomic<std::uint64_t> spins;
 };
 
@@ -362,14 +362,8 @@ TEST(Krexctl, CorruptLockQueue) {
 // another pid namespace is listed as unverified, never called healthy or dead.
 TEST(Krexctl, StoppedGuardianAndUnverifiedTenants) {
   scoped_segment seg;
-  shared<board> b;
-  child tenant = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
-    b->ready.store(1);
-    while (b->stop.load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return b->ready.load() == 1; }, 20s));
+  krex_test::member tenant{seg.opts()};
+  ASSERT_TRUE(tenant.ready(20s));
   krex::detail::segment s{seg.opts()};
   const int g = krex_test::wait_guardian_pid(s.node(), 10s);
   ASSERT_GT(g, 0);
@@ -418,8 +412,7 @@ TEST(Krexctl, StoppedGuardianAndUnverifiedTenants) {
   EXPECT_TRUE(contains(r.out, "\"unverified\":[\"tenant slot ")) << r.out;
   EXPECT_TRUE(contains(r.out, "\"healthy\":false")) << r.out;
   s.node().tenants[slot].pidns.store(ns);
-  b->stop.store(1);
-  EXPECT_EQ(krex_test::exit_code(tenant.wait(10s)), 0);
+  EXPECT_EQ(tenant.finish(10s), 0);
 }
 
 class krexctl_cgroup : public krex_test::cgroup2_test<board> {
@@ -439,7 +432,7 @@ TEST_F(krexctl_cgroup, RecoverAWedgedDevice) {
   m_kids.push_back(krex_test::spawn([&] {
     krex::tenant t{opts()};
     m_b->ready.fetch_add(1);
-    while (m_b->stop.load() == 0) m_b->spins.fetch_add(1);
+    while (!m_b->stop.up()) m_b->spins.fetch_add(1);
     return 0;
   }));
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
@@ -490,13 +483,8 @@ TEST_F(krexctl_cgroup, RecoverAWedgedDevice) {
 // A crashed run (tenant and guardian killed): clean removes its leaf and its
 // segment; a leaf with a live process is kept, or killed and removed with --kill.
 TEST_F(krexctl_cgroup, CleanACrashedRun) {
-  child t = krex_test::spawn([&] {
-    krex::tenant ten{opts()};
-    m_b->ready.store(1);
-    for (;;) ::pause();
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  krex_test::member t{opts()};  // killed, a tenant
+  ASSERT_TRUE(t.ready(20s));
   {
     krex::detail::segment seg{opts()};
     const int g = krex_test::wait_guardian_pid(seg.node());
@@ -671,21 +659,16 @@ TEST_F(krexctl_cgroup, CleanRemovesPerSegmentDirectory) {
   const krex::options o = m_seg.opts().freeze(krex::freeze_method::cgroup_v2);  // derived root
   const std::string dir =
       kd::freezer::open(krex::freeze_method::cgroup_v2, "", kd::segment_name(o)).root();
-  m_kids.push_back(krex_test::spawn([&] {
-    krex::tenant t{o};
-    m_b->ready.store(1);
-    for (;;) ::pause();
-    return 0;
-  }));
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  krex_test::member tenant{o};  // killed, a tenant
+  ASSERT_TRUE(tenant.ready(20s));
   {
     kd::segment seg{o};
     const int g = krex_test::wait_guardian_pid(seg.node());
     ASSERT_GT(g, 0);
     ::kill(g, SIGKILL);
   }
-  ::kill(m_kids.back().pid(), SIGKILL);
-  (void)m_kids.back().wait(5s);
+  ::kill(tenant.pid(), SIGKILL);
+  (void)tenant.wait(5s);
   ASSERT_EQ(::access((dir + "/t0").c_str(), F_OK), 0) << dir;
   m_seg.remove();  // the segment file is gone too
   result r = krexctl("clean --freeze cgroup2 --segment " + m_seg.name());
