@@ -8,6 +8,7 @@
 // the guardian's process title is krex-guardian.
 
 #include "cgroup_util.hpp"
+#include "errors.hpp"
 #include "holder.hpp"
 #include "krex_test.hpp"
 #include "segment_util.hpp"
@@ -295,10 +296,7 @@ TEST(Tools, VersionIsTheProjectVersion) {
 // the usage on stderr. An option a command does not use is one of them
 // (krexctl accepted `status --kill` and ignored it).
 TEST(Tools, UnknownAndUnusedOptionsAreRejected) {
-  struct bad_case {
-    std::string args, says;
-  };
-  const bad_case cases[] = {
+  const krex_test::usage_case cases[] = {
       {"status --bogus", "unknown option '--bogus'"},
       {"status --kill", "option --kill is not used by `krexctl status`"},
       {"status --force", "option --force is not used by `krexctl status`"},

@@ -9,6 +9,7 @@
 // fresh-process reference, timings, the summary, faults (a failed check, a
 // crashed worker, a hung worker) and every usage error.
 
+#include "errors.hpp"
 #include "proc_util.hpp"
 #include "../candidates.hpp"
 #include "../json.hpp"
@@ -952,10 +953,7 @@ TEST_F(EvalDriver, NativeSpacerGoesToTheNativeRepeatOnly) {
 }
 
 TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
-  struct bad_case {
-    std::string args, says;
-  };
-  const bad_case cases[] = {
+  const krex_test::usage_case cases[] = {
       {"--configs serial:1,turbo:4,serial:1", "unknown mode 'turbo'"},
       {"--configs serial:4,serial:1", "use serial:1"},
       {"--configs krex:4,serial:1", "must start and end with serial:1"},
