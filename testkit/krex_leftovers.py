@@ -2,8 +2,9 @@
 """What a krex segment's tenants leave behind once they are gone, removed by
 the segment's base name: its cgroup leaves (thawed, and what still runs in
 them killed), the krex cgroup root they were in, and the segment file in
-/dev/shm. Shared by the Python tests (tests/python/pyutil.py) and the Python
-benchmarks (bench/python/): testkit/ is what tests and benchmarks share.
+/dev/shm. Shared by the Python tests (tests/python/pyutil.py), the Python
+benchmarks (bench/python/) and the lab's (lab/scripts/kernelbench_real.py):
+testkit/ is what tests and benchmarks share.
 """
 
 import glob
