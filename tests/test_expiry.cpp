@@ -156,6 +156,18 @@ class expiry : public krex_test::cgroup2_test<board> {
     });
   }
 
+  /// A third tenant, joining now (ready += 10), submits: the time its
+  /// submission passed is submitted_ns (0 while it is parked at the gate).
+  child spawn_third_tenant() {
+    return krex_test::spawn([this] {
+      krex::tenant t{base()};
+      m_b->ready.fetch_add(10);
+      t.submit([] {});
+      m_b->submitted_ns.store(krex_test::now_ns());
+      return 0;
+    });
+  }
+
   /// Spins of the spinner seen to advance within `within`.
   bool spinner_runs(std::chrono::milliseconds within) {
     const std::uint64_t before = m_b->spins.load();
@@ -299,13 +311,7 @@ TEST_F(expiry, HolderStoppedWhileExitingIsRecoveredAndThenTouchesNothing) {
   EXPECT_TRUE(frozen(s0)) << "the resumed old holder thawed the new holder's sibling";
   EXPECT_EQ(dev.gate.load(), epoch) << "the resumed old holder lowered the new holder's gate";
   // A third tenant, joining now: its submission must park behind the gate.
-  child third = krex_test::spawn([this] {
-    krex::tenant t{base()};
-    m_b->ready.fetch_add(10);
-    t.submit([] {});
-    m_b->submitted_ns.store(krex_test::now_ns());
-    return 0;
-  });
+  child third = spawn_third_tenant();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() >= 12; }, 10s));
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(m_b->submitted_ns.load(), 0U) << "a third tenant passed the new holder's gate";
@@ -495,13 +501,7 @@ TEST_F(expiry, StalledRecovererIsNotTakenOverWhileAliveAndItsLateStepsFail) {
             static_cast<int>(kd::recovery::in_progress));
   EXPECT_TRUE(frozen(s0)) << "the stale recoverer thawed the new holder's sibling";
   EXPECT_EQ(dev.gate.load(), epoch) << "the stale recoverer lowered the new holder's gate";
-  child third = krex_test::spawn([this] {
-    krex::tenant t{base()};
-    m_b->ready.fetch_add(10);
-    t.submit([] {});
-    m_b->submitted_ns.store(krex_test::now_ns());
-    return 0;
-  });
+  child third = spawn_third_tenant();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() >= 12; }, 10s));
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(m_b->submitted_ns.load(), 0U) << "a third tenant passed the new holder's gate";

@@ -178,17 +178,11 @@ TEST_F(stale, StaleLeavesWithoutASegment) {
   });
   ASSERT_EQ(
       krex::detail::cgroup::write_file(leaf(5) + "/cgroup.procs", std::to_string(stray.pid())), 0);
-  child t = krex_test::spawn([&] {
-    krex::tenant ten{opts()};
-    m_b->ready.store(1);
-    m_b->stop.child_wait();
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  krex_test::member t{opts()};
+  ASSERT_TRUE(t.ready(20s));
   EXPECT_FALSE(exists(leaf(3))) << "empty stale leaf kept";
   EXPECT_TRUE(exists(leaf(5))) << "a leaf with a live process was removed";
-  m_b->stop.raise();
-  EXPECT_EQ(krex_test::exit_code(t.wait(10s)), 0);
+  EXPECT_EQ(t.finish(10s), 0);
 }
 
 // The guardian: started by the first join, in its own session, outside every
@@ -196,13 +190,8 @@ TEST_F(stale, StaleLeavesWithoutASegment) {
 TEST_F(stale, GuardianLifeCycle) {
   krex::detail::segment seg{opts()};
   krex::detail::node_state& n = seg.node();
-  child t = krex_test::spawn([&] {
-    krex::tenant ten{opts()};
-    m_b->ready.store(1);
-    m_b->stop.child_wait();
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  krex_test::member t{opts()};
+  ASSERT_TRUE(t.ready(20s));
   ASSERT_TRUE(krex_test::wait_until([&] { return krex::detail::guardian_alive(n); }, 5s));
   const int g = krex_test::wait_guardian_pid(n);
   ASSERT_GT(g, 0);
@@ -214,8 +203,7 @@ TEST_F(stale, GuardianLifeCycle) {
       read_text("/proc/" + std::to_string(g) + "/stat").find(" " + std::to_string(t.pid()) + " "),
       std::string::npos)
       << "the guardian is the tenant's child";
-  m_b->stop.raise();
-  EXPECT_EQ(krex_test::exit_code(t.wait(10s)), 0);
+  EXPECT_EQ(t.finish(10s), 0);
   EXPECT_TRUE(krex_test::wait_until(
       [&] {
         krex_test::reap_orphans();
