@@ -57,8 +57,7 @@ if(KREX_BUILD_TESTS)
   add_executable(test_nvbench "${PROJECT_SOURCE_DIR}/tests/nvbench/test_nvbench.cu")
   set_target_properties(test_nvbench PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
                         RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
-  target_include_directories(test_nvbench PRIVATE "${PROJECT_SOURCE_DIR}/tests")
-  target_link_libraries(test_nvbench PRIVATE krex::krex nvbench::nvbench GTest::gtest_main)
+  target_link_libraries(test_nvbench PRIVATE krex::krex krex_testkit nvbench::nvbench GTest::gtest_main)
   # The host backend: the test runs without a GPU (on a CUDA build too).
   target_compile_definitions(test_nvbench PRIVATE KREX_DEFAULT_BACKEND_HOST=1)
   add_dependencies(krex_nvbench_all test_nvbench)

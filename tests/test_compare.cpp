@@ -3,6 +3,7 @@
 // verdict) on synthetic samples, its errors, and the host loop end to end in
 // a region (the CUDA loop runs on the GPU: bench/gpu/compare.cu).
 
+#include "errors.hpp"
 #include "krex_test.hpp"
 
 #include <krex/compare.hpp>
@@ -18,20 +19,10 @@
 #include <vector>
 
 using krex::verdict;
+using krex_test::options_error;
 using krex_test::scoped_segment;
 
 namespace {
-
-std::string what_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const krex::error& e) {
-    EXPECT_EQ(e.where(), krex::step::options);
-    return e.what();
-  }
-  ADD_FAILURE() << "no krex::error";
-  return {};
-}
 
 /// Synthetic samples of `m` candidates with true times `base[c]`, in the
 /// time order `order` (from compare_order or any other): sample s (in time)
@@ -293,27 +284,27 @@ TEST(Compare, PairedDifferenceAndRatioOfFixedSamples) {
 
 TEST(Compare, StatisticsErrorsSayWhatToDo) {
   const std::vector<double> ten(10, 1.0);
-  EXPECT_NE(what_of([&] { krex::compare_samples({ten}); }).find("needs at least 2"),
+  EXPECT_NE(options_error([&] { krex::compare_samples({ten}); }).find("needs at least 2"),
             std::string::npos);
-  EXPECT_NE(what_of([&] {
+  EXPECT_NE(options_error([&] {
               krex::compare_samples({ten, std::vector<double>(9, 1.0)});
             }).find("same number of samples"),
             std::string::npos);
   std::vector<double> zero = ten;
   zero[3] = 0;
-  EXPECT_NE(what_of([&] {
+  EXPECT_NE(options_error([&] {
               krex::compare_samples({ten, zero});
             }).find("not a positive time"),
             std::string::npos);
   const std::vector<double> seven(7, 1.0);
-  const std::string few = what_of([&] { krex::compare_samples({seven, seven}); });
+  const std::string few = options_error([&] { krex::compare_samples({seven, seven}); });
   EXPECT_NE(few.find("needs at least 8"), std::string::npos) << few;  // at 0.99
   EXPECT_NO_THROW(krex::compare_samples({seven, seven}, 0.005, 0.95));  // 6 at 0.95
-  EXPECT_NE(what_of([&] {
+  EXPECT_NE(options_error([&] {
               krex::compare_samples({ten, ten}, -0.1);
             }).find("tolerance"),
             std::string::npos);
-  EXPECT_NE(what_of([&] {
+  EXPECT_NE(options_error([&] {
               krex::compare_samples({ten, ten}, 0.005, 1.0);
             }).find("confidence"),
             std::string::npos);
@@ -395,30 +386,30 @@ TEST(Compare, LoopErrorsSayWhatToDo) {
   krex::compare_options o;
   o.measure.samples = 10;
   const auto body = [](krex::placement) {};
-  EXPECT_NE(what_of([&] { krex::compare(krex::unprotected, {body}, o); }).find("krex::measure"),
+  EXPECT_NE(options_error([&] { krex::compare(krex::unprotected, {body}, o); }).find("krex::measure"),
             std::string::npos);
   o.measure.placements = 2;
-  const std::string w = what_of([&] {
+  const std::string w = options_error([&] {
     krex::compare(krex::unprotected, {body, krex::candidate{"plain", [] {}}}, o);
   });
   EXPECT_NE(w.find("candidate 1 (plain) does not take a krex::placement"), std::string::npos) << w;
   o.measure.placements = 1;
   o.measure.retake_throttled = true;
-  EXPECT_NE(what_of([&] {
+  EXPECT_NE(options_error([&] {
               krex::compare(krex::unprotected, {body, body}, o);
             }).find("retake_throttled"),
             std::string::npos);
   o.measure.samples = 6;
   o.measure.placements = 4;  // 4 placements need 8 samples: two per placement
   o.measure.retake_throttled = false;
-  EXPECT_NE(what_of([&] {
+  EXPECT_NE(options_error([&] {
               krex::compare(krex::unprotected, {body, body}, o);
             }).find("need at least 8 samples per candidate"),
             std::string::npos);
   o.measure.placements = 1;  // 8: enough for two candidates, not for three (Bonferroni: 9)
   o.measure.samples = 8;
   EXPECT_NO_THROW(krex::compare(krex::unprotected, {body, body}, o));
-  EXPECT_NE(what_of([&] {
+  EXPECT_NE(options_error([&] {
               krex::compare(krex::unprotected, {body, body, body}, o);
             }).find("raise samples"),
             std::string::npos);

@@ -8,7 +8,7 @@
 // initializing CUDA cannot use it in the child): every CUDA step runs in a
 // forked child, which reports through exit codes and shared memory.
 
-#include "../bench/gpu/kernels.cuh"
+#include "gpu_kernels.cuh"
 #include "krex_test.hpp"
 
 #include <krex/compare.hpp>

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "holder.hpp"
 #include "krex_test.hpp"
 
 #include <signal.h>
@@ -25,9 +26,9 @@ namespace {
 struct sync_log {
   std::atomic<int> syncs;
   std::atomic<int> ready;
-  std::atomic<int> stop;
-  std::atomic<int> busy;
-  std::atomic<int> go;
+  krex_test::flag stop;
+  krex_test::flag busy;
+  krex_test::flag go;
   std::atomic<std::uint64_t> progress;
 };
 
@@ -57,16 +58,16 @@ TEST(Drain, CpuOnlySiblingAcksWithoutSync) {
   child cpu_only = krex_test::spawn([&] {
     slow_tenant t{seg.opts()};
     log->ready.fetch_add(1);
-    while (log->stop.load() == 0) log->progress.fetch_add(1);  // "compiling"
+    while (!log->stop.up()) log->progress.fetch_add(1);  // "compiling"
     return 0;
   });
   child submitter = krex_test::spawn([&] {
     slow_tenant t2{seg.opts()};
     log->ready.fetch_add(1);
-    while (log->go.load() == 0) std::this_thread::sleep_for(1ms);
+    log->go.child_wait();
     t2.submit([] {});
     log->ready.fetch_add(1);
-    while (log->stop.load() == 0) std::this_thread::sleep_for(1ms);
+    log->stop.child_wait();
     return 0;
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return log->ready.load() == 2; }, 30s));
@@ -78,7 +79,7 @@ TEST(Drain, CpuOnlySiblingAcksWithoutSync) {
     EXPECT_LT(r.report().drain_ns, 300'000'000U) << "a sibling that submitted nothing synced";
   }
   EXPECT_EQ(log->syncs.load(), 0);
-  log->go.store(1);
+  log->go.raise();
   ASSERT_TRUE(krex_test::wait_until([&] { return log->ready.load() == 3; }, 30s));
   {
     slow_region r{t};
@@ -90,7 +91,7 @@ TEST(Drain, CpuOnlySiblingAcksWithoutSync) {
     slow_region r{t};  // nothing submitted since: no second sync
   }
   EXPECT_EQ(log->syncs.load(), 1);
-  log->stop.store(1);
+  log->stop.raise();
   EXPECT_EQ(krex_test::exit_code(cpu_only.wait(30s)), 0);
   EXPECT_EQ(krex_test::exit_code(submitter.wait(30s)), 0);
 }
@@ -105,14 +106,14 @@ TEST(Drain, DeadlineFailsOrFlagsContended) {
   child stuck = krex_test::spawn([&] {
     krex::tenant t{seg.opts()};
     t.submit([&] {
-      log->busy.store(1);
-      while (log->stop.load() == 0) std::this_thread::sleep_for(1ms);
+      log->busy.raise();
+      log->stop.child_wait();
     });
-    while (log->go.load() == 0) std::this_thread::sleep_for(1ms);
+    log->go.child_wait();
     t.submit([&] { log->progress.fetch_add(1); });  // must pass: no gate left raised
     return 0;
   });
-  ASSERT_TRUE(krex_test::wait_until([&] { return log->busy.load() == 1; }, 30s));
+  ASSERT_TRUE(log->busy.wait(30s));
   krex::tenant strict{seg.opts().drain_deadline(100ms)};
   const auto contended_before = krex::detail::member_of(strict).dev->contended.load();
   try {
@@ -150,8 +151,8 @@ TEST(Drain, DeadlineFailsOrFlagsContended) {
     })) << "no drain note";
     EXPECT_EQ(krex::detail::member_of(lenient).dev->contended.load(), contended_before + 1);
   }
-  log->stop.store(1);
-  log->go.store(1);
+  log->stop.raise();
+  log->go.raise();
   EXPECT_EQ(krex_test::exit_code(stuck.wait(30s)), 0);
   EXPECT_EQ(log->progress.load(), 1U);
 }
@@ -163,14 +164,10 @@ TEST(Drain, DeadlineSaysWhatTheSiblingWasDoing) {
   scoped_segment seg;
   shared<sync_log> log;
   g_log = &*log;
-  child stopped = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
+  krex_test::member stopped{seg.opts(), [&](krex::tenant& t) {
     t.submit([&] { log->progress.fetch_add(1); });  // device work since its last drain: dirty
-    log->ready.store(1);
-    while (log->stop.load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return log->ready.load() == 1; }, 30s));
+  }};
+  ASSERT_TRUE(stopped.ready(30s));
   ASSERT_EQ(::kill(stopped.pid(), SIGSTOP), 0);
   ASSERT_TRUE(krex_test::wait_until(
       [&] { return krex::detail::read_proc_stat(stopped.pid()).state == 'T'; }, 10s));
@@ -190,23 +187,15 @@ TEST(Drain, DeadlineSaysWhatTheSiblingWasDoing) {
     }
   }
   ASSERT_EQ(::kill(stopped.pid(), SIGCONT), 0);
-  log->stop.store(1);
-  EXPECT_EQ(krex_test::exit_code(stopped.wait(30s)), 0);
+  EXPECT_EQ(stopped.finish(30s), 0);
 }
 
 // Waiting longer than lock_wait for the region lock throws; the abandoned
 // ticket does not block the queue afterwards.
 TEST(Drain, LockWaitTimesOutAndQueueMovesOn) {
   scoped_segment seg;
-  shared<sync_log> log;
-  child holder = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
-    krex::region r{t};
-    log->busy.store(1);
-    while (log->stop.load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return log->busy.load() == 1; }, 30s));
+  krex_test::holder holder{seg.opts()};
+  ASSERT_TRUE(holder.ready(30s));
   krex::tenant impatient{seg.opts().lock_wait(100ms)};
   try {
     krex::region r{impatient};
@@ -216,8 +205,7 @@ TEST(Drain, LockWaitTimesOutAndQueueMovesOn) {
     EXPECT_NE(std::string(e.what()).find(std::to_string(holder.pid())), std::string::npos)
         << e.what();
   }
-  log->stop.store(1);
-  EXPECT_EQ(krex_test::exit_code(holder.wait(30s)), 0);
+  EXPECT_EQ(holder.finish(30s), 0);
   krex::tenant next{seg.opts().lock_wait(5s)};
   krex::region r{next};  // must not wait behind the abandoned ticket
   EXPECT_LT(r.report().lock_ns, 1'000'000'000U);
@@ -228,14 +216,8 @@ TEST(Drain, LockWaitTimesOutAndQueueMovesOn) {
 TEST(Drain, DeadHolderIsRecovered) {
   scoped_segment seg;
   shared<sync_log> log;
-  child holder = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
-    krex::region r{t};
-    log->busy.store(1);
-    for (;;) std::this_thread::sleep_for(1s);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return log->busy.load() == 1; }, 30s));
+  krex_test::holder holder{seg.opts()};  // killed inside its region
+  ASSERT_TRUE(holder.ready(30s));
   ::kill(holder.pid(), SIGKILL);
   (void)holder.wait(5s);
   krex::tenant t{seg.opts().lock_wait(5s)};

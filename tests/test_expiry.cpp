@@ -8,6 +8,7 @@
 // misread. Nothing here is a timing target: every wait is a bound.
 
 #include "cgroup_util.hpp"
+#include "holder.hpp"
 #include "krex_test.hpp"
 
 #include <krex/region.hpp>
@@ -35,13 +36,13 @@ namespace kd = krex::detail;
 namespace {
 
 struct board {
-  std::atomic<int> stop;
+  krex_test::flag stop;
   std::atomic<int> ready;
   std::atomic<int> hold_phase;  ///< phase the holder stops itself in
   std::atomic<int> reached;     ///< the holder (or the recoverer) stopped itself
-  std::atomic<int> go;
-  std::atomic<int> go2;
-  std::atomic<int> release;
+  krex_test::flag go;
+  krex_test::flag go2;
+  krex_test::flag release;
   std::atomic<int> in_body;
   std::atomic<std::uint64_t> spins;
   std::atomic<std::uint64_t> submitted_ns;
@@ -74,6 +75,14 @@ result krexctl(const std::string& args) {
 
 bool contains(const std::string& s, const std::string& what) {
   return s.find(what) != std::string::npos;
+}
+
+/// A holder's `after`: leaves the region; 1 if the report says the freeze was
+/// broken (0 if not), plus 10 if its level disagrees.
+int freeze_broken_code(krex::region& r) {
+  r.exit();
+  const bool broken = r.report().freeze_broken;
+  return (broken ? 1 : 0) + (contains(r.report().level(), "broken") == broken ? 0 : 10);
 }
 
 /// The process state letter of `pid` ('T': stopped).
@@ -111,9 +120,52 @@ class expiry : public krex_test::cgroup2_test<board> {
       krex::tenant t{base()};
       m_b->slot[idx].store(static_cast<int>(t.slot()));
       m_b->ready.fetch_add(1);
-      while (m_b->stop.load() == 0) m_b->spins.fetch_add(1);
+      while (!m_b->stop.up()) m_b->spins.fetch_add(1);
       return 0;
     }));
+  }
+
+  /// A sibling that joins (ready), asks for a region on `go` (frozen
+  /// meanwhile, it queues once thawed), holds it (in_body 2) until `go2`,
+  /// and says whether its freeze was broken (exit 5) or not (0).
+  child spawn_waiter() {
+    return krex_test::spawn([this] {
+      krex::tenant t{base()};
+      m_b->ready.fetch_add(1);
+      m_b->go.child_wait();
+      krex::region r{t};
+      m_b->in_body.store(2);
+      m_b->go2.child_wait();
+      r.exit();
+      return r.report().freeze_broken ? 5 : 0;
+    });
+  }
+
+  /// A recoverer: forces a recovery of device 0 (its holder alive) and
+  /// SIGSTOPs itself once it holds its claim (`reached`); its exit code is
+  /// recover_device's result.
+  child spawn_stopping_recoverer() {
+    const std::string root = m_root;
+    return krex_test::spawn([this, root] {
+      kd::segment s{base()};
+      kd::recovery_config c;
+      c.method = krex::freeze_method::cgroup_v2;
+      kd::as_safe::copy_text(c.root, sizeof c.root, root.c_str());
+      kd::recovery_hook = stop_recoverer;
+      return static_cast<int>(kd::recover_device(s.node(), 0, c, true));
+    });
+  }
+
+  /// A third tenant, joining now (ready += 10), submits: the time its
+  /// submission passed is submitted_ns (0 while it is parked at the gate).
+  child spawn_third_tenant() {
+    return krex_test::spawn([this] {
+      krex::tenant t{base()};
+      m_b->ready.fetch_add(10);
+      t.submit([] {});
+      m_b->submitted_ns.store(krex_test::now_ns());
+      return 0;
+    });
   }
 
   /// Spins of the spinner seen to advance within `within`.
@@ -133,7 +185,7 @@ TEST_F(expiry, HolderStoppedWhileEnteringLosesItsLease) {
   for (const std::uint32_t phase : {kd::phase_gated, kd::phase_draining}) {
     SCOPED_TRACE(kd::phase_name(phase));
     m_b->ready.store(0);
-    m_b->go.store(0);
+    m_b->go.lower();
     m_b->reached.store(0);
     m_b->submitted_ns.store(0);
     m_b->hold_phase.store(static_cast<int>(phase));
@@ -143,10 +195,10 @@ TEST_F(expiry, HolderStoppedWhileEnteringLosesItsLease) {
     child submitter = krex_test::spawn([this] {
       krex::tenant t{base()};
       m_b->ready.fetch_add(1);
-      while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
+      m_b->go.child_wait();
       t.submit([] {});
       m_b->submitted_ns.store(krex_test::now_ns());
-      while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+      m_b->stop.child_wait();
       return 0;
     });
     child holder = krex_test::spawn([this] {
@@ -163,7 +215,7 @@ TEST_F(expiry, HolderStoppedWhileEnteringLosesItsLease) {
     ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
     ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(holder.pid()) == 'T'; }, 5s));
     EXPECT_EQ(dev.gate.load() % 2, 1U) << "the stopped holder's gate should be raised";
-    m_b->go.store(1);
+    m_b->go.raise();
     std::this_thread::sleep_for(200ms);
     EXPECT_EQ(m_b->submitted_ns.load(), 0U) << "the submission should park behind the gate";
     ASSERT_TRUE(krex_test::wait_until([&] { return m_b->submitted_ns.load() != 0; }, 6s))
@@ -176,9 +228,9 @@ TEST_F(expiry, HolderStoppedWhileEnteringLosesItsLease) {
         << "the resumed holder must throw step::lock (lease lost while entering)";
     EXPECT_EQ(dev.gate.load() % 2, 0U) << "the resumed holder raised the gate again";
     EXPECT_EQ(dev.lease_slot.load(), 0U);
-    m_b->stop.store(1);
+    m_b->stop.raise();
     EXPECT_EQ(krex_test::exit_code(submitter.wait(10s)), 0);
-    m_b->stop.store(0);
+    m_b->stop.lower();
   }
 }
 
@@ -195,17 +247,17 @@ TEST_F(expiry, HolderStoppedWhileExitingIsRecoveredAndThenTouchesNothing) {
     krex::tenant t{base()};
     m_b->slot[0].store(static_cast<int>(t.slot()));
     m_b->ready.fetch_add(1);
-    while (m_b->stop.load() == 0) t.submit([this] { m_b->spins.fetch_add(1); });
+    while (!m_b->stop.up()) t.submit([this] { m_b->spins.fetch_add(1); });
     return 0;
   }));
   child waiter = krex_test::spawn([this] {
     krex::tenant t{base()};
     m_b->ready.fetch_add(1);
-    while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
+    m_b->go.child_wait();
     krex::region r{t};
     m_b->granted_ns.store(krex_test::now_ns());
     m_b->in_body.store(1);
-    while (m_b->release.load() == 0) std::this_thread::sleep_for(1ms);
+    m_b->release.child_wait();
     r.exit();
     // The test thawed the old holder's leaf by hand (to let it run inside
     // this region): that, and only that, shows as a broken freeze.
@@ -237,7 +289,7 @@ TEST_F(expiry, HolderStoppedWhileExitingIsRecoveredAndThenTouchesNothing) {
   const int s0 = m_b->slot[0].load();
   EXPECT_TRUE(frozen(s0)) << "the holder stopped on its way out with its sibling frozen";
   EXPECT_NE(dev.lease_slot.load() & kd::lease_exiting, 0U);
-  m_b->go.store(1);
+  m_b->go.raise();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 6s))
       << "the stopped exiting holder was never recovered: the waiter never got its region";
   ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s))
@@ -259,17 +311,11 @@ TEST_F(expiry, HolderStoppedWhileExitingIsRecoveredAndThenTouchesNothing) {
   EXPECT_TRUE(frozen(s0)) << "the resumed old holder thawed the new holder's sibling";
   EXPECT_EQ(dev.gate.load(), epoch) << "the resumed old holder lowered the new holder's gate";
   // A third tenant, joining now: its submission must park behind the gate.
-  child third = krex_test::spawn([this] {
-    krex::tenant t{base()};
-    m_b->ready.fetch_add(10);
-    t.submit([] {});
-    m_b->submitted_ns.store(krex_test::now_ns());
-    return 0;
-  });
+  child third = spawn_third_tenant();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() >= 12; }, 10s));
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(m_b->submitted_ns.load(), 0U) << "a third tenant passed the new holder's gate";
-  m_b->release.store(1);
+  m_b->release.raise();
   EXPECT_EQ(krex_test::exit_code(waiter.wait(10s)), 0);
   EXPECT_EQ(krex_test::exit_code(third.wait(10s)), 0);
   EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0);
@@ -339,14 +385,8 @@ TEST_F(expiry, ServedWaiterStoppedIsSkippedAtTheHandoffDeadline) {
   kd::segment seg{o};
   kd::node_state& n = seg.node();
   kd::device_state& dev = n.devices[0];
-  child holder = krex_test::spawn([&] {
-    krex::tenant t{o};
-    krex::region r{t};
-    m_b->in_body.store(1);
-    while (m_b->release.load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+  krex_test::holder holder{o};
+  ASSERT_TRUE(holder.ready(20s));
   const std::uint32_t epoch = dev.gate.load();
   child stopped = krex_test::spawn([&] {
     krex::tenant t{o};
@@ -376,8 +416,7 @@ TEST_F(expiry, ServedWaiterStoppedIsSkippedAtTheHandoffDeadline) {
   ::kill(guardian, SIGSTOP);
   ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(guardian) == 'T'; }, 5s));
   const std::uint64_t skips = dev.handoff_skips.load();
-  m_b->release.store(1);
-  EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0);
+  EXPECT_EQ(holder.finish(10s), 0);
   ASSERT_EQ(dev.now_serving.load(), ticket);
   // The hand-off's stamp, in full milliseconds of now_ns(): the mark keeps
   // its low bits.
@@ -427,44 +466,15 @@ TEST_F(expiry, StalledRecovererIsNotTakenOverWhileAliveAndItsLateStepsFail) {
   kd::segment seg{base()};
   kd::device_state& dev = seg.node().devices[0];
   spawn_spinner(0);
-  child first = krex_test::spawn([this] {
-    krex::tenant t{base()};
-    while (m_b->ready.load() < 2) std::this_thread::sleep_for(1ms);
-    krex::region r{t};
-    m_b->in_body.store(1);
-    while (m_b->release.load() == 0) std::this_thread::sleep_for(1ms);
-    try {
-      r.exit();  // after the forced recovery took its lease away
-    } catch (const krex::error& e) {
-      return e.where() == krex::step::release && r.report().lease_lost ? 0 : 3;
-    }
-    return 2;
-  });
-  child waiter = krex_test::spawn([this] {
-    krex::tenant t{base()};
-    m_b->ready.fetch_add(1);
-    while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
-    krex::region r{t};
-    m_b->in_body.store(2);
-    while (m_b->go2.load() == 0) std::this_thread::sleep_for(1ms);
-    r.exit();
-    return r.report().freeze_broken ? 5 : 0;
-  });
+  child waiter = spawn_waiter();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
-  m_b->go.store(1);  // the waiter is frozen: it queues once thawed
+  // Its lease is taken away by the forced recovery: it learns that at exit.
+  krex_test::holder first{base(), krex_test::lease_lost_on_exit{}};
+  ASSERT_TRUE(first.ready(20s));
+  m_b->go.raise();  // the waiter is frozen: it queues once thawed
   const int s0 = m_b->slot[0].load();
   ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
-  // The recoverer: forces a recovery of the live holder and stops once claimed.
-  const std::string root = m_root;
-  child recoverer = krex_test::spawn([this, root] {
-    kd::segment s{base()};
-    kd::recovery_config c;
-    c.method = krex::freeze_method::cgroup_v2;
-    kd::as_safe::copy_text(c.root, sizeof c.root, root.c_str());
-    kd::recovery_hook = stop_recoverer;
-    return static_cast<int>(kd::recover_device(s.node(), 0, c, true));
-  });
+  child recoverer = spawn_stopping_recoverer();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
   ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(recoverer.pid()) == 'T'; }, 5s));
   EXPECT_NE(dev.lease_slot.load() & kd::lease_recovering, 0U);
@@ -491,21 +501,14 @@ TEST_F(expiry, StalledRecovererIsNotTakenOverWhileAliveAndItsLateStepsFail) {
             static_cast<int>(kd::recovery::in_progress));
   EXPECT_TRUE(frozen(s0)) << "the stale recoverer thawed the new holder's sibling";
   EXPECT_EQ(dev.gate.load(), epoch) << "the stale recoverer lowered the new holder's gate";
-  child third = krex_test::spawn([this] {
-    krex::tenant t{base()};
-    m_b->ready.fetch_add(10);
-    t.submit([] {});
-    m_b->submitted_ns.store(krex_test::now_ns());
-    return 0;
-  });
+  child third = spawn_third_tenant();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() >= 12; }, 10s));
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(m_b->submitted_ns.load(), 0U) << "a third tenant passed the new holder's gate";
-  m_b->go2.store(1);
+  m_b->go2.raise();
   EXPECT_EQ(krex_test::exit_code(waiter.wait(10s)), 0);
   EXPECT_EQ(krex_test::exit_code(third.wait(10s)), 0);
-  m_b->release.store(1);
-  EXPECT_EQ(krex_test::exit_code(first.wait(10s)), 0);
+  EXPECT_EQ(first.finish(10s), 0);
   EXPECT_TRUE(spinner_runs(2s));
 }
 
@@ -519,43 +522,15 @@ TEST_F(expiry, StoppedRecovererIsTakenOverPastItsDeadline) {
   kd::segment seg{base()};
   kd::device_state& dev = seg.node().devices[0];
   spawn_spinner(0);
-  child first = krex_test::spawn([this] {
-    krex::tenant t{base()};
-    while (m_b->ready.load() < 2) std::this_thread::sleep_for(1ms);
-    krex::region r{t};
-    m_b->in_body.store(1);
-    while (m_b->release.load() == 0) std::this_thread::sleep_for(1ms);
-    try {
-      r.exit();  // after the recovery took its lease away
-    } catch (const krex::error& e) {
-      return e.where() == krex::step::release && r.report().lease_lost ? 0 : 3;
-    }
-    return 2;
-  });
-  child waiter = krex_test::spawn([this] {
-    krex::tenant t{base()};
-    m_b->ready.fetch_add(1);
-    while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
-    krex::region r{t};
-    m_b->in_body.store(2);
-    while (m_b->go2.load() == 0) std::this_thread::sleep_for(1ms);
-    r.exit();
-    return r.report().freeze_broken ? 5 : 0;
-  });
+  child waiter = spawn_waiter();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
-  m_b->go.store(1);
+  // Its lease is taken away by the recovery: it learns that at exit.
+  krex_test::holder first{base(), krex_test::lease_lost_on_exit{}};
+  ASSERT_TRUE(first.ready(20s));
+  m_b->go.raise();
   const int s0 = m_b->slot[0].load();
   ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
-  const std::string root = m_root;
-  child recoverer = krex_test::spawn([this, root] {
-    kd::segment s{base()};
-    kd::recovery_config c;
-    c.method = krex::freeze_method::cgroup_v2;
-    kd::as_safe::copy_text(c.root, sizeof c.root, root.c_str());
-    kd::recovery_hook = stop_recoverer;
-    return static_cast<int>(kd::recover_device(s.node(), 0, c, true));
-  });
+  child recoverer = spawn_stopping_recoverer();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
   const auto claimed = std::chrono::steady_clock::now();
   ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(recoverer.pid()) == 'T'; }, 5s));
@@ -578,10 +553,9 @@ TEST_F(expiry, StoppedRecovererIsTakenOverPastItsDeadline) {
             static_cast<int>(kd::recovery::in_progress));
   EXPECT_TRUE(frozen(s0)) << "the stale recoverer thawed the new holder's sibling";
   EXPECT_EQ(dev.gate.load(), epoch) << "the stale recoverer lowered the new holder's gate";
-  m_b->go2.store(1);
+  m_b->go2.raise();
   EXPECT_EQ(krex_test::exit_code(waiter.wait(10s)), 0);
-  m_b->release.store(1);
-  EXPECT_EQ(krex_test::exit_code(first.wait(10s)), 0);
+  EXPECT_EQ(first.finish(10s), 0);
   EXPECT_TRUE(spinner_runs(2s));
 }
 
@@ -593,26 +567,15 @@ TEST_F(expiry, SiblingThawedDuringTheBodyIsReported) {
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
   for (const bool thaw : {false, true}) {
     SCOPED_TRACE(thaw ? "thawed" : "left frozen");
-    m_b->in_body.store(0);
-    m_b->release.store(0);
-    child holder = krex_test::spawn([this] {
-      krex::tenant t{base()};
-      krex::region r{t};
-      m_b->in_body.store(1);
-      while (m_b->release.load() == 0) std::this_thread::sleep_for(1ms);
-      r.exit();
-      const bool broken = r.report().freeze_broken;
-      return (broken ? 1 : 0) + (contains(r.report().level(), "broken") == broken ? 0 : 10);
-    });
-    ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+    krex_test::holder holder{base(), freeze_broken_code};
+    ASSERT_TRUE(holder.ready(20s));
     const int s0 = m_b->slot[0].load();
     ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
     if (thaw) {
       ASSERT_EQ(kd::cgroup::write_file(leaf(s0) + "/cgroup.freeze", "0"), 0);
       ASSERT_TRUE(krex_test::wait_until([&] { return !frozen(s0); }, 5s));
     }
-    m_b->release.store(1);
-    EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), thaw ? 1 : 0);
+    EXPECT_EQ(holder.finish(10s), thaw ? 1 : 0);
   }
 }
 
@@ -623,18 +586,8 @@ TEST_F(expiry, SiblingMovedOutOfItsLeafIsFreezeBroken) {
   kd::segment seg{base()};
   spawn_spinner(0);
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
-  m_b->in_body.store(0);
-  m_b->release.store(0);
-  child holder = krex_test::spawn([this] {
-    krex::tenant t{base()};
-    krex::region r{t};
-    m_b->in_body.store(1);
-    while (m_b->release.load() == 0) std::this_thread::sleep_for(1ms);
-    r.exit();
-    const bool broken = r.report().freeze_broken;
-    return (broken ? 1 : 0) + (contains(r.report().level(), "broken") == broken ? 0 : 10);
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+  krex_test::holder holder{base(), freeze_broken_code};
+  ASSERT_TRUE(holder.ready(20s));
   const int s0 = m_b->slot[0].load();
   ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
   // The spinner escapes to the test's own cgroup, and runs there.
@@ -645,8 +598,7 @@ TEST_F(expiry, SiblingMovedOutOfItsLeafIsFreezeBroken) {
   const std::uint64_t before = m_b->spins.load();
   EXPECT_TRUE(krex_test::wait_until([&] { return m_b->spins.load() > before; }, 5s))
       << "the escaped spinner did not run";
-  m_b->release.store(1);
-  EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 1) << "freeze_broken not reported";
+  EXPECT_EQ(holder.finish(10s), 1) << "freeze_broken not reported";
   // Back into its leaf, so that it leaves through it as a tenant does.
   kd::cgroup::write_file(leaf(s0) + "/cgroup.procs", std::to_string(spinner));
 }

@@ -5,6 +5,7 @@
 // measured recovery times are printed (docs/FAULTS.md quotes them).
 
 #include "cgroup_util.hpp"
+#include "holder.hpp"
 #include "krex_test.hpp"
 
 #include <krex/detail/device_registry.hpp>
@@ -38,8 +39,8 @@ struct board {
   std::atomic<int> hold_phase;  ///< phase the holder stops in (0: none)
   std::atomic<int> reached;     ///< the holder reached hold_phase
   std::atomic<int> ready;       ///< siblings joined
-  std::atomic<int> go;          ///< siblings: start asking for a region
-  std::atomic<int> stop;
+  krex_test::flag go;           ///< siblings: start asking for a region
+  krex_test::flag stop;
   std::atomic<std::uint64_t> granted_ns;  ///< when the waiting sibling got its region
   std::atomic<std::uint64_t> spins;       ///< the CPU-only sibling's progress
   std::atomic<int> region_failed;
@@ -108,7 +109,7 @@ class faults : public ::testing::Test {
     return m_method == freeze_method::cgroup_v2 && leaf_frozen(m_root, slot);
   }
   void TearDown() override {
-    m_b->stop.store(1);
+    m_b->stop.raise();
     for (auto& k : m_kids) (void)k.wait(10s);
     m_kids.clear();
     // The guardian leaves once no tenant is left; then the root can go.
@@ -134,7 +135,7 @@ class faults : public ::testing::Test {
     m_kids.push_back(krex_test::spawn([&] {
       krex::tenant t{opts()};
       m_b->ready.fetch_add(1);
-      while (m_b->stop.load() == 0) m_b->spins.fetch_add(1);
+      while (!m_b->stop.up()) m_b->spins.fetch_add(1);
       return 0;
     }));
   }
@@ -144,7 +145,7 @@ class faults : public ::testing::Test {
     m_kids.push_back(krex_test::spawn([&] {
       krex::tenant t{opts()};
       m_b->ready.fetch_add(1);
-      while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
+      m_b->go.child_wait();
       try {
         krex::region r{t};
         m_b->granted_ns.store(krex_test::now_ns());
@@ -152,7 +153,7 @@ class faults : public ::testing::Test {
         std::fprintf(stderr, "waiter: %s\n", e.what());
         m_b->region_failed.store(1);
       }
-      while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+      m_b->stop.child_wait();
       return 0;
     }));
   }
@@ -177,13 +178,38 @@ class faults : public ::testing::Test {
   double kill_and_time(child& holder) {
     EXPECT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s))
         << "holder never reached phase " << m_b->hold_phase.load();
-    m_b->go.store(1);
+    m_b->go.raise();
     std::this_thread::sleep_for(20ms);  // the waiter queues behind the holder
     const std::uint64_t t_kill = krex_test::now_ns();
     ::kill(holder.pid(), SIGKILL);
     (void)holder.wait(5s);
     if (!krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; }, 5s)) return -1;
     return static_cast<double>(m_b->granted_ns.load() - t_kill) / 1e6;
+  }
+
+  /// A recovery to time: a spinner and a waiter join, then a holder with
+  /// `o`, killed once it reached `phase` (kill_and_time: ms until the waiter
+  /// got its region, -1 if it did not). stop_siblings() ends it.
+  double kill_holder_in(std::uint32_t phase, const krex::options& o) {
+    m_b->ready.store(0);
+    m_b->go.lower();
+    m_b->granted_ns.store(0);
+    m_b->stop.lower();
+    spawn_spinner();
+    spawn_waiter();
+    if (!krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s)) {
+      ADD_FAILURE() << "the spinner and the waiter did not join";
+      return -1;
+    }
+    child holder = spawn_holder(phase, o);
+    return kill_and_time(holder);
+  }
+
+  /// Stops the spinner and the waiter; each must end with exit code 0.
+  void stop_siblings() {
+    m_b->stop.raise();
+    for (auto& k : m_kids) EXPECT_EQ(krex_test::exit_code(k.wait(10s)), 0);
+    m_kids.clear();
   }
 
   /// After a recovery: no leaf frozen, the spinner runs, gate down, no dead slot left.
@@ -232,25 +258,15 @@ TEST_F(faults, HolderKilledInEveryPhase) {
     std::vector<double> samples;
     for (int rep = 0; rep < reps; ++rep) {
       SCOPED_TRACE(std::string("phase ") + name + " rep " + std::to_string(rep));
-      m_b->ready.store(0);
-      m_b->go.store(0);
-      m_b->granted_ns.store(0);
-      m_b->stop.store(0);
       krex::detail::segment seg{opts()};
-      spawn_spinner();
-      spawn_waiter();
-      ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
-      child holder = spawn_holder(phase, opts().pin(true).reserved_cores(1));
-      const double ms = kill_and_time(holder);
+      const double ms = kill_holder_in(phase, opts().pin(true).reserved_cores(1));
       ASSERT_GE(ms, 0) << "the waiting sibling never got a region after the holder died";
       EXPECT_EQ(m_b->region_failed.load(), 0);
       EXPECT_LE(ms, 200.0) << "recovery took " << ms << " ms";
       expect_clean(seg.node());
       EXPECT_GE(seg.node().devices[0].recoveries.load(), 1U);
       samples.push_back(ms);
-      m_b->stop.store(1);
-      for (auto& k : m_kids) EXPECT_EQ(krex_test::exit_code(k.wait(10s)), 0);
-      m_kids.clear();
+      stop_siblings();
     }
     std::printf("[ recovery ] holder killed while %-11s %s\n", name, distribution(samples).c_str());
     all.insert(all.end(), samples.begin(), samples.end());
@@ -263,16 +279,8 @@ TEST_F(faults, HolderKilledInEveryPhase) {
 TEST_F(faults, WaiterKilledWhileWaitingForLock) {
   krex::detail::segment seg{opts()};
   spawn_spinner();
-  m_kids.push_back(krex_test::spawn([&] {  // the holder: ends its region on `go`
-    krex::tenant t{opts()};
-    m_b->ready.fetch_add(1);
-    krex::region r{t};
-    m_b->reached.store(1);
-    while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
-    m_b->pids[1].store(1);
-    return 0;
-  }));
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
+  krex_test::holder holder{opts()};  // ends its region when released
+  ASSERT_TRUE(holder.ready(20s));
   child victim = krex_test::spawn([&] {
     krex::tenant t{opts()};
     krex::region r{t};  // waits behind the holder; killed there
@@ -292,13 +300,14 @@ TEST_F(faults, WaiterKilledWhileWaitingForLock) {
   ::kill(victim.pid(), SIGKILL);
   (void)victim.wait(5s);
   const std::uint64_t t_release = krex_test::now_ns();
-  m_b->go.store(1);
+  holder.release();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; }, 5s));
   const double ms = static_cast<double>(m_b->granted_ns.load() - t_release) / 1e6;
   std::printf("[ recovery ] waiter killed in the lock queue: next served %.1f ms after release\n",
               ms);
   EXPECT_LE(ms, 200.0);
   EXPECT_EQ(krex_test::exit_code(next.wait(10s)), 0);
+  EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0);
 }
 
 namespace {
@@ -347,20 +356,14 @@ TEST_F(faults, WaitersRecoverADeadHolderWithoutAGuardian) {
     m_b->reached.store(0);
     m_b->granted_ns.store(0);
     m_b->region_failed.store(0);
-    m_b->stop.store(0);
+    m_b->stop.lower();
     const krex::options o = opts().freeze(freeze_method::none);
     krex::detail::segment seg{o};
     krex::detail::node_state& n = seg.node();
     krex::detail::device_state& dev = n.devices[0];
     guardian_blocker blocker{n};
-    child holder = krex_test::spawn([&] {
-      krex::tenant t{o};
-      krex::region r{t};
-      m_b->reached.store(1);
-      for (;;) ::pause();
-      return 0;
-    });
-    ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
+    krex_test::holder holder{o};  // killed inside its region
+    ASSERT_TRUE(holder.ready(20s));
     child sibling = krex_test::spawn([&] {
       krex::tenant t{o};
       m_b->ready.fetch_add(1);
@@ -375,7 +378,7 @@ TEST_F(faults, WaitersRecoverADeadHolderWithoutAGuardian) {
         std::fprintf(stderr, "sibling: %s\n", e.what());
         m_b->region_failed.store(1);
       }
-      while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+      m_b->stop.child_wait();
       return 0;
     });
     ASSERT_TRUE(krex_test::wait_until(
@@ -400,7 +403,7 @@ TEST_F(faults, WaitersRecoverADeadHolderWithoutAGuardian) {
       EXPECT_EQ(m_b->region_failed.load(), 0);
       EXPECT_GT(dev.recoveries.load(), recoveries);
       EXPECT_EQ(dev.gate.load() % 2, 0U) << "gate left raised";
-      m_b->stop.store(1);
+      m_b->stop.raise();
       EXPECT_EQ(krex_test::exit_code(sibling.wait(10s)), 0);
     }
     EXPECT_EQ(n.guardian_starts.load(), 0U) << "a guardian ran: it may have recovered instead";
@@ -415,24 +418,22 @@ TEST_F(faults, LeaseExpiryHandsTheDeviceOnAndTheHolderLearnsAtExit) {
   spawn_spinner();
   spawn_waiter();
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
-  child holder = krex_test::spawn([&] {
-    krex::tenant t{opts().lease(150ms).drain_deadline(50ms).freeze_deadline(30ms)};
-    krex::region r{t};
-    m_b->reached.store(1);
-    // The body outlives the lease; a waiter is served meanwhile.
-    if (!krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; }, 5s)) return 2;
-    try {
-      r.exit();
-    } catch (const krex::error& e) {
-      if (e.where() != krex::step::release) return 3;
-      if (std::string(e.what()).find("lease") == std::string::npos) return 4;
-      return r.report().lease_lost ? 0 : 5;
-    }
-    return 6;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
-  m_b->go.store(1);
-  EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0);
+  krex_test::holder holder{
+      opts().lease(150ms).drain_deadline(50ms).freeze_deadline(30ms), [&](krex::region& r) {
+        // The body outlives the lease; a waiter is served meanwhile.
+        if (!krex_test::wait_until([&] { return m_b->granted_ns.load() != 0; }, 5s)) return 2;
+        try {
+          r.exit();
+        } catch (const krex::error& e) {
+          if (e.where() != krex::step::release) return 3;
+          if (std::string(e.what()).find("lease") == std::string::npos) return 4;
+          return r.report().lease_lost ? 0 : 5;
+        }
+        return 6;
+      }};
+  ASSERT_TRUE(holder.ready(20s));
+  m_b->go.raise();
+  EXPECT_EQ(holder.finish(10s), 0);
   EXPECT_EQ(seg.node().devices[0].lease_expiries.load(), 1U);
   expect_clean(seg.node());
 }
@@ -454,9 +455,9 @@ TEST_F(faults, SiblingKilledMidSubmitMidDrainAndFrozen) {
     SCOPED_TRACE(when);
     const std::string w = when;
     m_b->ready.store(0);
-    m_b->go.store(0);
+    m_b->go.lower();
     m_b->reached.store(0);
-    m_b->stop.store(0);
+    m_b->stop.lower();
     child victim = krex_test::spawn([&] {
       krex::basic_tenant<slow_backend> t{opts()};
       m_b->pids[0].store(static_cast<int>(t.slot()));
@@ -479,7 +480,7 @@ TEST_F(faults, SiblingKilledMidSubmitMidDrainAndFrozen) {
       krex::region r{t};
       m_b->granted_ns.store(krex_test::now_ns() - t0);
       m_b->reached.store(1);
-      while (m_b->go.load() == 0) std::this_thread::sleep_for(1ms);
+      m_b->go.child_wait();
       r.exit();
       return r.report().siblings_gone + (r.report().frozen_pids.empty() ? 10 : 20);
     });
@@ -496,7 +497,7 @@ TEST_F(faults, SiblingKilledMidSubmitMidDrainAndFrozen) {
     (void)victim.wait(5s);
     ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 6s))
         << "the holder's region did not complete";
-    m_b->go.store(1);
+    m_b->go.raise();
     const int code = krex_test::exit_code(holder.wait(10s));
     if (w == "frozen") {
       EXPECT_EQ(code, 20) << "expected the victim frozen, then gone at exit";
@@ -523,9 +524,9 @@ TEST_F(faults, GuardianKilledMidRegionThenHolder) {
     SCOPED_TRACE(mode);
     const std::string how = mode;
     m_b->ready.store(0);
-    m_b->go.store(0);
+    m_b->go.lower();
     m_b->granted_ns.store(0);
-    m_b->stop.store(0);
+    m_b->stop.lower();
     krex::detail::segment seg{opts()};
     krex::detail::node_state& n = seg.node();
     spawn_spinner();
@@ -533,7 +534,7 @@ TEST_F(faults, GuardianKilledMidRegionThenHolder) {
     ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
     child holder = spawn_holder(krex::detail::phase_body, opts());
     ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
-    m_b->go.store(1);
+    m_b->go.raise();
     const int g = krex_test::wait_guardian_pid(n);
     ASSERT_GT(g, 0);
     const std::uint32_t starts = n.guardian_starts.load();
@@ -577,7 +578,7 @@ TEST_F(faults, GuardianKilledMidRegionThenHolder) {
           3s))
           << "the replaced guardian did not leave";
     }
-    m_b->stop.store(1);
+    m_b->stop.raise();
     for (auto& k : m_kids) EXPECT_EQ(krex_test::exit_code(k.wait(10s)), 0);
     m_kids.clear();
   }
@@ -604,10 +605,10 @@ TEST_F(faults, RandomizedKillSoak) {
     return krex_test::spawn([&, idx, seed] {
       std::mt19937 rng(seed);
       const int me = static_cast<int>(::getpid());
-      while (m_b->stop.load() == 0) {
+      while (!m_b->stop.up()) {
         krex::tenant t{opts().lock_wait(5s).drain_deadline(3s)};
         const int ops = 5 + static_cast<int>(rng() % 20);
-        for (int op = 0; op < ops && m_b->stop.load() == 0; ++op) {
+        for (int op = 0; op < ops && !m_b->stop.up(); ++op) {
           const unsigned r = rng() % 10;
           if (r < 5) {
             try {
@@ -658,7 +659,7 @@ TEST_F(faults, RandomizedKillSoak) {
     pool[static_cast<size_t>(i)] = worker(i, static_cast<unsigned>(rng()));
     krex_test::reap_orphans();
   }
-  m_b->stop.store(1);
+  m_b->stop.raise();
   int stuck = 0;
   for (auto& p : pool)
     if (krex_test::exit_code(p.wait(20s)) != 0) ++stuck;
@@ -759,23 +760,13 @@ TEST_P(faults_method, HolderKilledFrozenOrInBody) {
   for (const std::uint32_t phase : {phase_frozen, phase_body}) {
     for (int rep = 0; rep < 3; ++rep) {
       SCOPED_TRACE(std::string(phase_name(phase)) + " rep " + std::to_string(rep));
-      m_b->ready.store(0);
-      m_b->go.store(0);
-      m_b->granted_ns.store(0);
-      m_b->stop.store(0);
       krex::detail::segment seg{opts()};
-      spawn_spinner();
-      spawn_waiter();
-      ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
-      child holder = spawn_holder(phase, opts());
-      const double ms = kill_and_time(holder);
+      const double ms = kill_holder_in(phase, opts());
       ASSERT_GE(ms, 0) << "the waiting sibling never got a region after the holder died";
       EXPECT_LE(ms, 200.0);
       expect_clean(seg.node());
       samples.push_back(ms);
-      m_b->stop.store(1);
-      for (auto& k : m_kids) EXPECT_EQ(krex_test::exit_code(k.wait(10s)), 0);
-      m_kids.clear();
+      stop_siblings();
     }
   }
   std::printf("[ recovery ] %s: holder killed frozen/in body %s\n", krex::to_string(GetParam()),

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "holder.hpp"
 #include "krex_test.hpp"
 
 #include <fcntl.h>
@@ -301,18 +302,13 @@ TEST(cgroup_domains, guardian_removes_the_segment_directory_a_killed_tenant_left
   if (own_cgroup(freeze_method::cgroup_v2).empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
   struct report {
     char root[512];
-    std::atomic<int> joined;
   };
   shared<report> rep;
   scoped_segment seg;
-  child tenant = krex_test::spawn([&] {
-    krex::tenant t{seg.opts().freeze(freeze_method::cgroup_v2)};
+  krex_test::member tenant{seg.opts().freeze(freeze_method::cgroup_v2), [&](krex::tenant& t) {
     std::snprintf(rep->root, sizeof rep->root, "%s", t.cgroup_root().c_str());
-    rep->joined++;
-    for (;;) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return rep->joined.load() == 1; }, 10s));
+  }};  // killed, a tenant
+  ASSERT_TRUE(tenant.ready(10s));
   const std::string root = rep->root;
   ASSERT_NE(root.find(krex::detail::segment_name(seg.opts())), std::string::npos) << root;
   ASSERT_EQ(::access((root + "/t0").c_str(), F_OK), 0) << "no leaf to leave behind";

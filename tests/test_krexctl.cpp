@@ -8,6 +8,7 @@
 // --any-owner), exact name matching, per-segment cgroup directories.
 
 #include "cgroup_util.hpp"
+#include "holder.hpp"
 #include "krex_test.hpp"
 #include "segment_util.hpp"
 
@@ -54,8 +55,7 @@ using krex_test::read_text;
 
 struct board {
   std::atomic<int> ready;
-  std::atomic<int> in_body;
-  std::atomic<int> stop;
+  krex_test::flag stop;
   std::atomic<std::uint64_t> spins;
 };
 
@@ -157,15 +157,8 @@ TEST(Krexctl, VersionListAndMissingSegmentHint) {
 // A live holder: status shows the raised gate, the holder, its age and the tenants.
 TEST(Krexctl, StatusOfALiveRegion) {
   scoped_segment seg;
-  shared<board> b;
-  child holder = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
-    krex::region r{t};
-    b->in_body.store(1);
-    while (b->stop.load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return b->in_body.load() == 1; }, 20s));
+  krex_test::holder holder{seg.opts()};
+  ASSERT_TRUE(holder.ready(20s));
   std::this_thread::sleep_for(20ms);
   // The guardian is forked on demand: on a busy machine it may still be
   // starting ("no guardian is running") when the holder is in its body.
@@ -187,8 +180,7 @@ TEST(Krexctl, StatusOfALiveRegion) {
       << r.out;
   EXPECT_TRUE(contains(r.out, "\"tenants\":[{\"slot\":0,\"pid\":" + pid)) << r.out;
   EXPECT_TRUE(contains(r.out, "\"healthy\":true")) << r.out;
-  b->stop.store(1);
-  EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0);
+  EXPECT_EQ(holder.finish(10s), 0);
 }
 
 /// krexctl with `env` (VAR=value ...) set for it only.
@@ -204,20 +196,9 @@ result krexctl_env(const std::string& env, const std::string& args) {
 // --force` of a live holder said the holder "was dead".
 TEST(Krexctl, BrokenTenantSettingsDoNotStopRecover) {
   scoped_segment seg;
-  shared<board> b;
-  child holder = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
-    krex::region r{t};
-    b->in_body.store(1);
-    while (b->stop.load() == 0) std::this_thread::sleep_for(1ms);
-    try {
-      r.exit();
-    } catch (const krex::error& e) {
-      return e.where() == krex::step::release && r.report().lease_lost ? 0 : 3;
-    }
-    return 2;  // the forced recovery must have taken the lease
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return b->in_body.load() == 1; }, 20s));
+  // The forced recovery must take the holder's lease.
+  krex_test::holder holder{seg.opts(), krex_test::lease_lost_on_exit{}};
+  ASSERT_TRUE(holder.ready(20s));
   const std::string where = " --segment " + seg.name() + " --freeze none";
   const std::string pid = std::to_string(holder.pid());
   // Healthy once the holder's guardian runs.
@@ -250,8 +231,7 @@ TEST(Krexctl, BrokenTenantSettingsDoNotStopRecover) {
   EXPECT_TRUE(contains(r.out, "device 0: recovered by force (holder pid " + pid + " was alive"))
       << r.out;
   EXPECT_FALSE(contains(r.out, "was dead")) << r.out;
-  b->stop.store(1);
-  EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0) << "the holder did not lose its lease";
+  EXPECT_EQ(holder.finish(10s), 0) << "the holder did not lose its lease";
   r = krexctl("recover --force --json" + where);
   EXPECT_FALSE(contains(r.out, "\"reason\":\"holder_dead\"")) << r.out;
 }
@@ -382,14 +362,8 @@ TEST(Krexctl, CorruptLockQueue) {
 // another pid namespace is listed as unverified, never called healthy or dead.
 TEST(Krexctl, StoppedGuardianAndUnverifiedTenants) {
   scoped_segment seg;
-  shared<board> b;
-  child tenant = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
-    b->ready.store(1);
-    while (b->stop.load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return b->ready.load() == 1; }, 20s));
+  krex_test::member tenant{seg.opts()};
+  ASSERT_TRUE(tenant.ready(20s));
   krex::detail::segment s{seg.opts()};
   const int g = krex_test::wait_guardian_pid(s.node(), 10s);
   ASSERT_GT(g, 0);
@@ -438,8 +412,7 @@ TEST(Krexctl, StoppedGuardianAndUnverifiedTenants) {
   EXPECT_TRUE(contains(r.out, "\"unverified\":[\"tenant slot ")) << r.out;
   EXPECT_TRUE(contains(r.out, "\"healthy\":false")) << r.out;
   s.node().tenants[slot].pidns.store(ns);
-  b->stop.store(1);
-  EXPECT_EQ(krex_test::exit_code(tenant.wait(10s)), 0);
+  EXPECT_EQ(tenant.finish(10s), 0);
 }
 
 class krexctl_cgroup : public krex_test::cgroup2_test<board> {
@@ -459,18 +432,12 @@ TEST_F(krexctl_cgroup, RecoverAWedgedDevice) {
   m_kids.push_back(krex_test::spawn([&] {
     krex::tenant t{opts()};
     m_b->ready.fetch_add(1);
-    while (m_b->stop.load() == 0) m_b->spins.fetch_add(1);
+    while (!m_b->stop.up()) m_b->spins.fetch_add(1);
     return 0;
   }));
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
-  child holder = krex_test::spawn([&] {
-    krex::tenant t{opts()};
-    krex::region r{t};
-    m_b->in_body.store(1);
-    for (;;) ::pause();
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+  krex_test::holder holder{opts()};  // killed inside its region
+  ASSERT_TRUE(holder.ready(20s));
   ASSERT_TRUE(frozen(0));
   const int g = krex_test::wait_guardian_pid(n);
   ASSERT_GT(g, 0);
@@ -516,13 +483,8 @@ TEST_F(krexctl_cgroup, RecoverAWedgedDevice) {
 // A crashed run (tenant and guardian killed): clean removes its leaf and its
 // segment; a leaf with a live process is kept, or killed and removed with --kill.
 TEST_F(krexctl_cgroup, CleanACrashedRun) {
-  child t = krex_test::spawn([&] {
-    krex::tenant ten{opts()};
-    m_b->ready.store(1);
-    for (;;) ::pause();
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  krex_test::member t{opts()};  // killed, a tenant
+  ASSERT_TRUE(t.ready(20s));
   {
     krex::detail::segment seg{opts()};
     const int g = krex_test::wait_guardian_pid(seg.node());
@@ -697,21 +659,16 @@ TEST_F(krexctl_cgroup, CleanRemovesPerSegmentDirectory) {
   const krex::options o = m_seg.opts().freeze(krex::freeze_method::cgroup_v2);  // derived root
   const std::string dir =
       kd::freezer::open(krex::freeze_method::cgroup_v2, "", kd::segment_name(o)).root();
-  m_kids.push_back(krex_test::spawn([&] {
-    krex::tenant t{o};
-    m_b->ready.store(1);
-    for (;;) ::pause();
-    return 0;
-  }));
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  krex_test::member tenant{o};  // killed, a tenant
+  ASSERT_TRUE(tenant.ready(20s));
   {
     kd::segment seg{o};
     const int g = krex_test::wait_guardian_pid(seg.node());
     ASSERT_GT(g, 0);
     ::kill(g, SIGKILL);
   }
-  ::kill(m_kids.back().pid(), SIGKILL);
-  (void)m_kids.back().wait(5s);
+  ::kill(tenant.pid(), SIGKILL);
+  (void)tenant.wait(5s);
   ASSERT_EQ(::access((dir + "/t0").c_str(), F_OK), 0) << dir;
   m_seg.remove();  // the segment file is gone too
   result r = krexctl("clean --freeze cgroup2 --segment " + m_seg.name());

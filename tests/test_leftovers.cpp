@@ -28,7 +28,7 @@ namespace kd = krex::detail;
 namespace {
 
 struct board {
-  std::atomic<int> stop;
+  krex_test::flag stop;
   std::atomic<int> step;
   std::atomic<int> grandchild;  ///< the exec'd child's pid
   std::atomic<int> slot;

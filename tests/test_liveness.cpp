@@ -46,7 +46,7 @@ struct board {
   std::atomic<int> contender_failed; ///< its region threw krex::error
   std::atomic<int> release;          ///< the holder may leave its body
   std::atomic<int> joined;
-  std::atomic<int> stop;
+  krex_test::flag stop;
   std::atomic<std::uint64_t> spins;
   std::atomic<std::uint64_t> holder_end_ns;
   std::atomic<std::uint64_t> contender_start_ns;
@@ -90,6 +90,19 @@ std::atomic<int> g_fault_pid{0};
 std::atomic<int> g_fault_errno{0};
 int inject(std::int64_t pid) noexcept {
   return pid == g_fault_pid.load() ? g_fault_errno.load() : 0;
+}
+
+/// Takes every file descriptor this process may open (its soft limit
+/// lowered to 256): 0, or 3 if the limit could not be lowered, 4 if an open
+/// failed otherwise than with EMFILE. A child's exit code.
+int take_every_descriptor() {
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = 256;
+  if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) return 3;
+  while (::open("/dev/null", O_RDONLY) >= 0) {
+  }
+  return errno == EMFILE ? 0 : 4;
 }
 
 /// The holder's part: join, hold a region for `hold`, leave.
@@ -312,13 +325,7 @@ TEST_F(liveness, ContenderAtItsFileDescriptorLimitWaits) {
       m_b->joined.fetch_add(1);
       if (!krex_test::wait_until([&] { return m_b->holding.load() == 1; }, 20s)) return 2;
       // Every descriptor taken: /proc cannot be opened any more.
-      rlimit rl{};
-      ::getrlimit(RLIMIT_NOFILE, &rl);
-      rl.rlim_cur = 256;
-      if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) return 3;
-      while (::open("/dev/null", O_RDONLY) >= 0) {
-      }
-      if (errno != EMFILE) return 4;
+      if (const int failed = take_every_descriptor()) return failed;
       if (kd::probe_life(m_b->holder_pid.load(), 0).verdict != kd::liveness::unknown) return 5;
       try {
         if (how == contend::region) {
@@ -488,19 +495,13 @@ TEST_F(liveness_cgroup, HolderAtItsFileDescriptorLimitFreezesOrSaysWhy) {
   m_kids.push_back(krex_test::spawn([&] {
     krex::tenant t{opts()};
     m_b->joined.fetch_add(1);
-    while (m_b->stop.load() == 0) m_b->spins.fetch_add(1);
+    while (!m_b->stop.up()) m_b->spins.fetch_add(1);
     return 0;
   }));
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->joined.load() == 1; }, 20s));
   child h = krex_test::spawn([&] {
     krex::tenant t{opts()};
-    rlimit rl{};
-    ::getrlimit(RLIMIT_NOFILE, &rl);
-    rl.rlim_cur = 256;
-    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) return 3;
-    while (::open("/dev/null", O_RDONLY) >= 0) {
-    }
-    if (errno != EMFILE) return 4;
+    if (const int failed = take_every_descriptor()) return failed;
     try {
       krex::region r{t};
       const std::uint64_t before = m_b->spins.load();

@@ -2,6 +2,7 @@
 // krex::measure: statistics, and the host overload inside a region (the CUDA
 // overload is tested on the GPU in test_cuda.cu).
 
+#include "errors.hpp"
 #include "krex_test.hpp"
 
 #include <krex/measure.hpp>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -163,42 +165,30 @@ TEST(Measure, PlacementStatisticsFromSamples) {
   EXPECT_EQ(r.placement_bytes, 64U);
 }
 
-namespace {
-std::string what_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const krex::error& e) {
-    EXPECT_EQ(e.where(), krex::step::options);
-    return e.what();
-  }
-  ADD_FAILURE() << "no krex::error";
-  return {};
-}
-}  // namespace
+using krex_test::options_error;
 
 TEST(Measure, PlacementErrorsSayWhatToDo) {
   krex::measure_options o;
   o.samples = 4;
-  o.placements = 0;
-  EXPECT_NE(what_of([&] {
-              krex::measure(
-                  krex::unprotected, [](krex::placement) {}, o);
-            }).find("placements = 0 is not >= 1"),
-            std::string::npos);
-  o.placements = 5;
-  EXPECT_NE(what_of([&] {
-              krex::measure(
-                  krex::unprotected, [](krex::placement) {}, o);
-            }).find("raise samples"),
-            std::string::npos);
+  const std::pair<int, const char*> refused[] = {{0, "placements = 0 is not >= 1"},
+                                                 {5, "raise samples"}};
+  for (const auto& [placements, says] : refused) {
+    o.placements = placements;
+    EXPECT_NE(options_error([&] {
+                krex::measure(
+                    krex::unprotected, [](krex::placement) {}, o);
+              }).find(says),
+              std::string::npos)
+        << "placements = " << placements;
+  }
   // With K > 1 the body must take the placement it is recorded on.
   o.placements = 2;
-  EXPECT_NE(what_of([&] {
+  EXPECT_NE(options_error([&] {
               krex::measure(
                   krex::unprotected, [] {}, o);
             }).find("[&](krex::placement p)"),
             std::string::npos);
-  EXPECT_NE(what_of([&] {
+  EXPECT_NE(options_error([&] {
               krex::measure(
                   krex::unprotected, [](int) {}, o);
             }).find("does not take a krex::placement"),
@@ -229,10 +219,10 @@ TEST(Measure, HostPlacementsCopyTheBuffersAndCountTheirBytes) {
   EXPECT_EQ(used[4 + 5], in.data(1, 0));
 
   // The budget: 4 x 6000 bytes do not fit in 20000.
-  const std::string w = what_of([&] { krex::placements<float> big(4, {x, y}, 20000); });
+  const std::string w = options_error([&] { krex::placements<float> big(4, {x, y}, 20000); });
   EXPECT_NE(w.find("over the budget of 20000 bytes"), std::string::npos) << w;
   EXPECT_NE(w.find("lower K to at most 3"), std::string::npos) << w;
   EXPECT_NO_THROW((krex::placements<float>(3, {x, y}, 20000)));
-  EXPECT_NE(what_of([&] { krex::placements<float> none(0, {x}); }).find("not >= 1"),
+  EXPECT_NE(options_error([&] { krex::placements<float> none(0, {x}); }).find("not >= 1"),
             std::string::npos);
 }

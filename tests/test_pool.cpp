@@ -37,7 +37,7 @@ struct board {
   std::atomic<int> max_in_region;  ///< the most ever seen at once
   std::atomic<int> regions;        ///< regions completed
   std::atomic<int> holding;        ///< a worker holds a region and hangs
-  std::atomic<int> stop;           ///< cgroup2_test's teardown flag
+  krex_test::flag stop;            ///< cgroup2_test's teardown flag
 };
 
 std::string join(const std::vector<std::string>& v) {

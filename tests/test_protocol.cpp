@@ -2,6 +2,7 @@
 // The protocol core with real processes and real shared memory: exclusivity,
 // drain, FIFO order, CPU-only siblings, stress.
 
+#include "flag.hpp"
 #include "krex_test.hpp"
 
 #include <krex/detail/handoff.hpp>
@@ -35,7 +36,7 @@ struct board {
   std::atomic<int> ready;
   std::atomic<std::uint64_t> count[max_kids];  // submissions completed per child
   std::atomic<int> in_flight;                   // submissions running now, all children
-  std::atomic<int> go[max_kids];
+  krex_test::flag go[max_kids];
   std::atomic<int> order[max_kids];
   std::atomic<int> next_order;
   std::atomic<std::uint64_t> violations;
@@ -151,7 +152,7 @@ TEST(Protocol, DrainWaitsForInFlightAndGatesNewOnes) {
       b->in_flight.store(0);
     });
     // Told to submit while the gate is up: must not start until it is lowered.
-    while (b->go[0].load() == 0) std::this_thread::sleep_for(1ms);
+    b->go[0].child_wait();
     t.submit([&] { b->stamp[1].store(krex_test::now_ns()); });
     return 0;
   });
@@ -167,7 +168,7 @@ TEST(Protocol, DrainWaitsForInFlightAndGatesNewOnes) {
     EXPECT_LE(b->stamp[0].load(), body_start);
     EXPECT_GE(r.report().gate_ns + r.report().drain_ns, 100'000'000U)
         << "the region did not wait for the in-flight submission";
-    b->go[0].store(1);
+    b->go[0].raise();
     std::this_thread::sleep_for(100ms);
     EXPECT_EQ(b->stamp[1].load(), 0U) << "a submission ran inside the region";
     body_end = krex_test::now_ns();
@@ -189,7 +190,7 @@ TEST(Protocol, ParkedSubmissionPassesBeforeTheNextRegion) {
   child s = krex_test::spawn([&] {
     krex::tenant t{seg.opts()};
     b->ready.fetch_add(1);
-    while (b->go[0].load() == 0) std::this_thread::sleep_for(1ms);
+    b->go[0].child_wait();
     t.submit([&] {
       b->stamp[1].store(krex_test::now_ns());
       std::this_thread::sleep_for(50ms);
@@ -200,7 +201,7 @@ TEST(Protocol, ParkedSubmissionPassesBeforeTheNextRegion) {
   child next = krex_test::spawn([&] {
     krex::tenant t{seg.opts()};
     b->ready.fetch_add(1);
-    while (b->go[1].load() == 0) std::this_thread::sleep_for(1ms);
+    b->go[1].child_wait();
     krex::region r{t};
     b->stamp[3].store(krex_test::now_ns());
     return 0;
@@ -211,7 +212,7 @@ TEST(Protocol, ParkedSubmissionPassesBeforeTheNextRegion) {
   std::uint64_t exit_returned = 0;
   {
     krex::region r{t};
-    b->go[0].store(1);
+    b->go[0].raise();
     ASSERT_TRUE(krex_test::wait_until(
         [&] {
           for (std::uint32_t i = 0; i < krex::detail::max_tenants; ++i)
@@ -220,7 +221,7 @@ TEST(Protocol, ParkedSubmissionPassesBeforeTheNextRegion) {
         },
         10s))
         << "the sibling's submission did not park";
-    b->go[1].store(1);
+    b->go[1].raise();
     ASSERT_TRUE(krex_test::wait_until(
         [&] { return m.dev->next_ticket.load() - m.dev->now_serving.load() >= 2; }, 10s))
         << "the next region did not queue";
@@ -317,7 +318,7 @@ TEST(Protocol, FifoOrder) {
     kids.push_back(krex_test::spawn([&, i] {
       krex::tenant t{seg.opts()};
       b->ready.fetch_add(1);
-      while (b->go[i].load() == 0) std::this_thread::sleep_for(100us);
+      b->go[i].child_wait();
       krex::region r{t};
       b->order[i].store(b->next_order.fetch_add(1));
       return 0;
@@ -332,7 +333,7 @@ TEST(Protocol, FifoOrder) {
     krex::region r{t};  // everyone queues behind this
     for (int pos = 0; pos < n; ++pos) {
       const std::uint32_t before = dev.next_ticket.load();
-      b->go[arrival[pos]].store(1);
+      b->go[arrival[pos]].raise();
       ASSERT_TRUE(krex_test::wait_until([&] { return dev.next_ticket.load() == before + 1; }, 30s));
     }
   }

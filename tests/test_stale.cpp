@@ -4,6 +4,7 @@
 // in its own session, gone when the last tenant leaves.
 
 #include "cgroup_util.hpp"
+#include "holder.hpp"
 #include "krex_test.hpp"
 
 #include <krex/region.hpp>
@@ -27,8 +28,7 @@ namespace {
 
 struct board {
   std::atomic<int> ready;
-  std::atomic<int> in_body;
-  std::atomic<int> stop;
+  krex_test::flag stop;
   std::atomic<int> guardian;
   std::atomic<int> ok;
   std::atomic<std::uint64_t> lock_ns;
@@ -42,6 +42,29 @@ bool exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
 class stale : public krex_test::cgroup2_test<board> {
  protected:
   stale() : cgroup2_test("krex-st") {}
+
+  /// A live process that never joins (until `stop`).
+  child spawn_outsider() {
+    return krex_test::spawn([&] {
+      m_b->stop.child_wait();
+      return 0;
+    });
+  }
+
+  /// Writes the slot `offset` past `t`'s own as an active tenant of its
+  /// device owned by `pid` (a process that never joined), heartbeat `heartbeat_ns`.
+  krex::detail::tenant_slot& forge_slot(krex::tenant& t, std::uint32_t offset, int pid,
+                                         std::uint64_t heartbeat_ns) {
+    const krex::detail::member& m = krex::detail::member_of(t);
+    krex::detail::tenant_slot& s = m.node->tenants[(t.slot() + offset) % krex::detail::max_tenants];
+    s.start_time.store(krex::detail::read_proc_stat(pid).start_time);
+    s.device.store(m.device);
+    s.ticket.store(krex::detail::no_ticket);
+    s.heartbeat_ns.store(heartbeat_ns);
+    s.state.store(krex::detail::slot_active);
+    s.owner.store(pid);
+    return s;
+  }
 };
 
 }  // namespace
@@ -51,20 +74,10 @@ class stale : public krex_test::cgroup2_test<board> {
 // (its leaf does not exist) and was never reaped. Now the region leaves it
 // unfrozen, says so, and frees its slot (its heartbeat is still).
 TEST_F(stale, ForgedSlotUnderCgroupFreezingIsReportedAndFreed) {
-  child outsider = krex_test::spawn([&] {
-    while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
+  child outsider = spawn_outsider();
   krex::tenant t{opts()};
-  krex::detail::member& m = krex::detail::member_of(t);
-  const std::uint32_t forged = (t.slot() + 7) % krex::detail::max_tenants;
-  krex::detail::tenant_slot& s = m.node->tenants[forged];
-  s.start_time.store(krex::detail::read_proc_stat(outsider.pid()).start_time);
-  s.device.store(m.device);
-  s.ticket.store(krex::detail::no_ticket);
-  s.heartbeat_ns.store(krex::detail::now_ns());  // fresh: nobody frees it for 2 s
-  s.state.store(krex::detail::slot_active);
-  s.owner.store(outsider.pid());
+  // Its heartbeat fresh: nobody frees it for 2 s.
+  krex::detail::tenant_slot& s = forge_slot(t, 7, outsider.pid(), krex::detail::now_ns());
   {
     krex::region r{t};  // used to throw krex::error(step::freeze): no leaf t<forged>
     const krex::region_report& rep = r.report();
@@ -92,21 +105,11 @@ TEST_F(stale, ForgedSlotUnderCgroupFreezingIsReportedAndFreed) {
 // Issue 38: with no region to notice it, the guardian frees a forged slot
 // (no leaf, a still heartbeat); it used to keep it forever (its pid lives).
 TEST_F(stale, ForgedSlotIsFreedByTheGuardian) {
-  child outsider = krex_test::spawn([&] {
-    while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
+  child outsider = spawn_outsider();
   krex::tenant t{opts()};
   krex::detail::member& m = krex::detail::member_of(t);
   ASSERT_GT(krex_test::wait_guardian_pid(*m.node, 10s), 0);
-  const std::uint32_t forged = (t.slot() + 9) % krex::detail::max_tenants;
-  krex::detail::tenant_slot& s = m.node->tenants[forged];
-  s.start_time.store(krex::detail::read_proc_stat(outsider.pid()).start_time);
-  s.device.store(m.device);
-  s.ticket.store(krex::detail::no_ticket);
-  s.heartbeat_ns.store(1);
-  s.state.store(krex::detail::slot_active);
-  s.owner.store(outsider.pid());
+  krex::detail::tenant_slot& s = forge_slot(t, 9, outsider.pid(), 1);
   EXPECT_TRUE(krex_test::wait_until([&] { return s.owner.load() == 0; }, 10s))
       << "the guardian did not free the forged slot";
   EXPECT_EQ(m.node->tenants[t.slot()].owner.load(), ::getpid()) << "it freed a real tenant's slot";
@@ -126,14 +129,8 @@ TEST_F(stale, CrashedRunIsCleanedByTheNextJoin) {
     return 0;
   });
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
-  child holder = krex_test::spawn([&] {
-    krex::tenant t{opts()};
-    krex::region r{t};
-    m_b->in_body.store(1);
-    for (;;) ::pause();
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 1; }, 20s));
+  krex_test::holder holder{opts()};  // killed inside its region
+  ASSERT_TRUE(holder.ready(20s));
   ASSERT_NE(read_text(leaf(0) + "/cgroup.events").find("frozen 1"), std::string::npos);
   const int g = krex_test::wait_guardian_pid(n);
   ASSERT_GT(g, 0);
@@ -181,17 +178,11 @@ TEST_F(stale, StaleLeavesWithoutASegment) {
   });
   ASSERT_EQ(
       krex::detail::cgroup::write_file(leaf(5) + "/cgroup.procs", std::to_string(stray.pid())), 0);
-  child t = krex_test::spawn([&] {
-    krex::tenant ten{opts()};
-    m_b->ready.store(1);
-    while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  krex_test::member t{opts()};
+  ASSERT_TRUE(t.ready(20s));
   EXPECT_FALSE(exists(leaf(3))) << "empty stale leaf kept";
   EXPECT_TRUE(exists(leaf(5))) << "a leaf with a live process was removed";
-  m_b->stop.store(1);
-  EXPECT_EQ(krex_test::exit_code(t.wait(10s)), 0);
+  EXPECT_EQ(t.finish(10s), 0);
 }
 
 // The guardian: started by the first join, in its own session, outside every
@@ -199,13 +190,8 @@ TEST_F(stale, StaleLeavesWithoutASegment) {
 TEST_F(stale, GuardianLifeCycle) {
   krex::detail::segment seg{opts()};
   krex::detail::node_state& n = seg.node();
-  child t = krex_test::spawn([&] {
-    krex::tenant ten{opts()};
-    m_b->ready.store(1);
-    while (m_b->stop.load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
+  krex_test::member t{opts()};
+  ASSERT_TRUE(t.ready(20s));
   ASSERT_TRUE(krex_test::wait_until([&] { return krex::detail::guardian_alive(n); }, 5s));
   const int g = krex_test::wait_guardian_pid(n);
   ASSERT_GT(g, 0);
@@ -217,8 +203,7 @@ TEST_F(stale, GuardianLifeCycle) {
       read_text("/proc/" + std::to_string(g) + "/stat").find(" " + std::to_string(t.pid()) + " "),
       std::string::npos)
       << "the guardian is the tenant's child";
-  m_b->stop.store(1);
-  EXPECT_EQ(krex_test::exit_code(t.wait(10s)), 0);
+  EXPECT_EQ(t.finish(10s), 0);
   EXPECT_TRUE(krex_test::wait_until(
       [&] {
         krex_test::reap_orphans();

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 
 #include <cstddef>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -37,10 +36,7 @@ using problems = std::vector<std::string>;
 namespace {
 
 std::string read_source(const std::string& rel) {
-  std::ifstream f(std::string(KREX_SOURCE_DIR) + "/" + rel);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return krex_test::file_text(std::string(KREX_SOURCE_DIR) + "/" + rel);
 }
 
 std::vector<std::string> lines_of(const std::string& text) {

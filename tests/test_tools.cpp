@@ -8,6 +8,8 @@
 // the guardian's process title is krex-guardian.
 
 #include "cgroup_util.hpp"
+#include "errors.hpp"
+#include "holder.hpp"
 #include "krex_test.hpp"
 #include "segment_util.hpp"
 
@@ -26,8 +28,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,10 +60,7 @@ result run(const std::string& cmd) {
   while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
   const int st = ::pclose(p);
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream f(err_path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  r.err = ss.str();
+  r.err = krex_test::file_text(err_path);
   ::unlink(err_path.c_str());
   return r;
 }
@@ -191,10 +188,7 @@ class json_check {
 
 /// The version in CMakeLists.txt's project(krex VERSION x.y.z).
 std::string project_version() {
-  std::ifstream f(KREX_SOURCE_DIR "/CMakeLists.txt");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string s = ss.str();
+  const std::string s = krex_test::file_text(KREX_SOURCE_DIR "/CMakeLists.txt");
   const std::string key = "project(krex VERSION ";
   const size_t at = s.find(key);
   if (at == std::string::npos) return "";
@@ -302,10 +296,7 @@ TEST(Tools, VersionIsTheProjectVersion) {
 // the usage on stderr. An option a command does not use is one of them
 // (krexctl accepted `status --kill` and ignored it).
 TEST(Tools, UnknownAndUnusedOptionsAreRejected) {
-  struct bad_case {
-    std::string args, says;
-  };
-  const bad_case cases[] = {
+  const krex_test::usage_case cases[] = {
       {"status --bogus", "unknown option '--bogus'"},
       {"status --kill", "option --kill is not used by `krexctl status`"},
       {"status --force", "option --force is not used by `krexctl status`"},
@@ -442,16 +433,8 @@ TEST(Tools, EveryKrexctlCommandPrintsOneJsonDocument) {
   EXPECT_TRUE(contains(r.out, "\"command\":\"clean\"")) << r.out;
 
   // A live tenant: recover finds nothing to do; clean keeps the segment.
-  krex_test::shared<std::atomic<int>> stop;
-  krex_test::shared<std::atomic<int>> ready;
-  krex_test::child tenant = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
-    { krex::region reg{t}; }
-    ready->store(1);
-    while (stop->load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return ready->load() == 1; }, 20s));
+  krex_test::member tenant{seg.opts(), [](krex::tenant& t) { krex::region reg{t}; }};
+  ASSERT_TRUE(tenant.ready(20s));
   // The guardian is forked on demand: on a busy machine it may still be starting.
   ASSERT_TRUE(krex_test::wait_until([&] { return krexctl("status" + s).rc == 0; }, 10s));
   r = krexctl("status" + s);
@@ -470,8 +453,7 @@ TEST(Tools, EveryKrexctlCommandPrintsOneJsonDocument) {
   // Another freeze domain than the tenants': exit 3, still one document.
   r = krexctl("recover --freeze signal" + s);
   const int guardian = guardian_of(seg);
-  stop->store(1);
-  EXPECT_EQ(krex_test::exit_code(tenant.wait(10s)), 0);
+  EXPECT_EQ(tenant.finish(10s), 0);
   wait_gone(guardian);
   if (r.rc == 3) {  // only where the tenants recorded a domain
     EXPECT_TRUE(json_check::one_document(r.out)) << r.out;
@@ -530,16 +512,8 @@ TEST(Tools, CleanDryRunSaysWhatWouldBeRemoved) {
 // /proc/<pid>/comm show krex-guardian, not the tenant's program name.
 TEST(Tools, GuardianProcessTitleIsKrexGuardian) {
   scoped_segment seg;
-  krex_test::shared<std::atomic<int>> stop;
-  krex_test::shared<std::atomic<int>> ready;
-  krex_test::child tenant = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
-    { krex::region reg{t}; }
-    ready->store(1);
-    while (stop->load() == 0) std::this_thread::sleep_for(1ms);
-    return 0;
-  });
-  ASSERT_TRUE(krex_test::wait_until([&] { return ready->load() == 1; }, 20s));
+  krex_test::member tenant{seg.opts(), [](krex::tenant& t) { krex::region reg{t}; }};
+  ASSERT_TRUE(tenant.ready(20s));
   const int guardian = guardian_of(seg);
   ASSERT_GT(guardian, 0);
   std::string comm = read_text("/proc/" + std::to_string(guardian) + "/comm");
@@ -547,7 +521,6 @@ TEST(Tools, GuardianProcessTitleIsKrexGuardian) {
   // And the tenant keeps its own name.
   EXPECT_NE(read_text("/proc/" + std::to_string(tenant.pid()) + "/comm"),
             "krex-guardian\n");
-  stop->store(1);
-  EXPECT_EQ(krex_test::exit_code(tenant.wait(10s)), 0);
+  EXPECT_EQ(tenant.finish(10s), 0);
   wait_gone(guardian);
 }

@@ -113,6 +113,21 @@ krex::options signal_opts(const krex_test::scoped_segment& seg) {
   return seg.opts().freeze(freeze_method::signal).drain_deadline(2s);
 }
 
+// A member (joined with signal_opts): counts in `k` forever, `ready` bumped
+// once it has joined.
+krex_test::child joined_member(const krex_test::scoped_segment& seg,
+                               const krex_test::shared<krex_test::counters>& mem, int k) {
+  return krex_test::spawn([&seg, &mem, k] {
+    krex::tenant m{signal_opts(seg)};
+    mem->ready++;
+    for (;;) {
+      mem->value[k]++;
+      ::usleep(500);
+    }
+    return 0;
+  });
+}
+
 // --- the holder: regions -------------------------------------------------------
 
 TEST(trust_signal, region_does_not_stop_a_process_a_forged_slot_names) {
@@ -218,15 +233,7 @@ TEST(trust_signal, pid_one_and_group_one_are_never_signalled) {
 TEST(trust_signal, verified_member_is_stopped_and_continued) {
   krex_test::scoped_segment seg;
   krex_test::shared<krex_test::counters> mem;
-  auto member = krex_test::spawn([&] {
-    krex::tenant m{signal_opts(seg)};
-    mem->ready++;
-    for (;;) {
-      mem->value[0]++;
-      ::usleep(500);
-    }
-    return 0;
-  });
+  auto member = joined_member(seg, mem, 0);
   ASSERT_TRUE(krex_test::wait_until([&] { return mem->ready.load() == 1; }, 5000ms));
   krex::tenant t{signal_opts(seg)};
   kd::node_state& n = *krex::detail::member_of(t).node;
@@ -312,15 +319,7 @@ TEST(trust_signal, look_alike_path_is_not_the_segment) {
 TEST(trust_signal, membership_follows_the_file_not_its_name) {
   krex_test::scoped_segment seg;
   krex_test::shared<krex_test::counters> mem;
-  auto member = krex_test::spawn([&] {
-    krex::tenant m{signal_opts(seg)};
-    mem->ready++;
-    for (;;) {
-      mem->value[0]++;
-      ::usleep(500);
-    }
-    return 0;
-  });
+  auto member = joined_member(seg, mem, 0);
   ASSERT_TRUE(krex_test::wait_until([&] { return mem->ready.load() == 1; }, 5000ms));
   krex::tenant t{signal_opts(seg)};
   kd::node_state& n = *krex::detail::member_of(t).node;
@@ -355,19 +354,8 @@ TEST(trust_signal, membership_follows_the_file_not_its_name) {
 TEST(trust_signal, sibling_stopped_by_someone_else_is_never_continued) {
   krex_test::scoped_segment seg;
   krex_test::shared<krex_test::counters> mem;
-  const auto member_counting = [&](int k) {
-    return krex_test::spawn([&mem, &seg, k] {
-      krex::tenant m{signal_opts(seg)};
-      mem->ready++;
-      for (;;) {
-        mem->value[k]++;
-        ::usleep(500);
-      }
-      return 0;
-    });
-  };
-  auto parked = member_counting(0);
-  auto running = member_counting(1);
+  auto parked = joined_member(seg, mem, 0);
+  auto running = joined_member(seg, mem, 1);
   ASSERT_TRUE(krex_test::wait_until([&] { return mem->ready.load() == 2; }, 5000ms));
   ASSERT_EQ(::kill(parked.pid(), SIGSTOP), 0);  // the operator's stop
   ASSERT_TRUE(stopped(parked.pid()));
@@ -502,15 +490,7 @@ TEST_F(guardian_thaw, unrecorded_start_time_continues_nothing) {
 }
 
 TEST_F(guardian_thaw, continues_the_member_its_holder_stopped) {
-  auto member = krex_test::spawn([&] {
-    krex::tenant m{signal_opts(seg)};
-    mem->ready++;
-    for (;;) {
-      mem->value[0]++;
-      ::usleep(500);
-    }
-    return 0;
-  });
+  auto member = joined_member(seg, mem, 0);
   ASSERT_TRUE(krex_test::wait_until([&] { return mem->ready.load() == 1; }, 5000ms));
   const std::uint32_t i = slot_of(node(), member.pid());
   ASSERT_LT(i, kd::max_tenants);

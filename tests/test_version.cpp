@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include "proc_util.hpp"
+
 #include <regex>
-#include <sstream>
 #include <string>
 
 #ifndef KREX_PROJECT_VERSION
@@ -20,16 +20,9 @@
 
 namespace {
 
-std::string read(const std::string& path) {
-  std::ifstream f(path);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // The first `<key> = "<value>"` line of a TOML or Python file.
 std::string assigned(const std::string& path, const std::string& key) {
-  const std::string text = read(path);
+  const std::string text = krex_test::file_text(path);
   std::smatch m;
   const std::regex re("(^|\\n)" + key + "\\s*=\\s*\"([^\"]*)\"");
   return std::regex_search(text, m, re) ? m[2].str() : "(no " + key + " in " + path + ")";

@@ -6,7 +6,7 @@
 // the run starts (krex_eval --plan prints it and exits). The figures are
 // rough H200 numbers from lab/results/eval.md (runs A and B); they size the
 // presets, they are never reported as results. Plain C++; tested in
-// tests/test_eval.cpp.
+// bench/eval/tests/test_eval.cpp.
 
 #include "candidates.hpp"
 

@@ -15,7 +15,7 @@
 // pool_handler_ms). A command the pool could not complete (its worker died,
 // ran past --timeout-s, or the pool shut down) gets a result line with ok
 // false and the pool's reason. Shared by worker.cu and the GPU-free stand-in
-// of the tests (tests/helper_eval_worker.cpp), so that the tests run the
+// of the tests (bench/eval/tests/helper_eval_worker.cpp), so that the tests run the
 // driver through a real krex::pool.
 
 #include "json.hpp"

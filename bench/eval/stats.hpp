@@ -6,7 +6,7 @@
 // tau against a reference order and against the construction order, the
 // issue-11 targets as pass/fail, throughput while every slot is busy, the
 // repetition of a persistent configuration's list, and the toy throughput
-// bound. Plain C++; tested in tests/test_eval.cpp.
+// bound. Plain C++; tested in bench/eval/tests/test_eval.cpp.
 
 #include <krex/measure.hpp>
 

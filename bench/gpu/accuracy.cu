@@ -10,8 +10,8 @@
 // the unprotected phase the measurer simply takes no region, so nothing
 // gates them. Prints median and p95 per kernel and their ratios to solo.
 
-#include "../../tests/proc_util.hpp"
-#include "kernels.cuh"
+#include "proc_util.hpp"
+#include "gpu_kernels.cuh"
 
 #include <krex/measure.hpp>
 #include <krex/region.hpp>

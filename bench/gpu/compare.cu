@@ -33,7 +33,7 @@
 // compare, so a pairing or statistic can be re-derived offline
 // (krex::compare_schedule).
 
-#include "kernels.cuh"
+#include "gpu_kernels.cuh"
 
 #include <krex/compare.hpp>
 #include <krex/measure.hpp>

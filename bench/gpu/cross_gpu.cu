@@ -42,7 +42,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels.cuh"
+#include "gpu_kernels.cuh"
 
 namespace {
 

@@ -16,8 +16,8 @@
 // saw any intersection. Also prints the region entry cost (lock, gate, drain,
 // freeze, pin) measured by the region's own report.
 
-#include "../../tests/proc_util.hpp"
-#include "kernels.cuh"
+#include "proc_util.hpp"
+#include "gpu_kernels.cuh"
 
 #include <krex/region.hpp>
 

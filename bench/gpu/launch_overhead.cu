@@ -9,7 +9,7 @@
 // region (the holder's launches pass its gate); explicit krex::launch inside
 // the region. Prints mean and median per-launch microseconds.
 
-#include "kernels.cuh"
+#include "gpu_kernels.cuh"
 
 #include <krex/cuda/launch.hpp>
 #include <krex/region.hpp>

@@ -81,7 +81,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels.cuh"
+#include "gpu_kernels.cuh"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels.cuh"
+#include "gpu_kernels.cuh"
 
 #define QCHECK(call)                                                                        \
   do {                                                                                      \

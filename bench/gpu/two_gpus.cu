@@ -12,8 +12,8 @@
 // fewer than 2 GPUs (or fewer than N). Also printed: each GPU's NUMA node
 // (sysfs, by its PCI bus id) and the NUMA nodes of its pinned cores.
 
-#include "../../tests/proc_util.hpp"
-#include "kernels.cuh"
+#include "proc_util.hpp"
+#include "gpu_kernels.cuh"
 
 #include <krex/region.hpp>
 

@@ -42,6 +42,8 @@ import time
 HERE = os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "..", "..", "scripts"))
 from quantiles import quantile  # noqa: E402  (scripts/quantiles.py: the scripts' one quantile)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "..", "..", "testkit"))
+from krex_leftovers import remove_leftovers  # noqa: E402  (shared with tests/python)
 
 # ----------------------------------------------------------------- problems
 # Four ops, four candidates each, most within a few percent of each other;
@@ -384,25 +386,9 @@ def markdown(a, args):
 
 
 def remove_segment(name):
-    """Best effort, once every worker has exited: the krex segment in /dev/shm
-    and the (empty) krex cgroup root the workers' leaves were in."""
-    import glob
-    for seg in glob.glob("/dev/shm/krex-*-" + name):
-        try:
-            os.unlink(seg)
-        except OSError:
-            pass
-    for pattern in ("/sys/fs/cgroup/**/krex-*-" + name, "/sys/fs/cgroup/*/**/krex-*-" + name):
-        for root in glob.glob(pattern, recursive=True):
-            for leaf in glob.glob(root + "/t*/"):
-                try:
-                    os.rmdir(leaf)
-                except OSError:
-                    pass
-            try:
-                os.rmdir(root)
-            except OSError:
-                pass
+    """Once every worker has exited: the krex segment in /dev/shm and its
+    cgroup root and leaves (testkit/krex_leftovers.py)."""
+    remove_leftovers(name)
 
 
 def main():

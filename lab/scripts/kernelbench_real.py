@@ -55,6 +55,8 @@ HERE = os.path.abspath(__file__)
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 from quantiles import quantile  # noqa: E402  (scripts/quantiles.py)
+sys.path.insert(0, os.path.join(REPO, "testkit"))
+from krex_leftovers import remove_leftovers  # noqa: E402  (shared with tests/ and bench/)
 
 # Level-1 problems, 0.1-5 ms on an H200 by their sizes, whose inputs and
 # outputs stay under ~2 GB (16 workers at once must fit in the GPU's memory):
@@ -252,24 +254,9 @@ def run_phase(args, n, krex_on, segment):
 
 
 def remove_segment(name):
-    """Best effort, after every worker exited: the segment and the empty cgroup root."""
-    import glob
-    for seg in glob.glob("/dev/shm/krex-*-" + name):
-        try:
-            os.unlink(seg)
-        except OSError:
-            pass
-    for pattern in ("/sys/fs/cgroup/**/krex-*-" + name, "/sys/fs/cgroup/*/**/krex-*-" + name):
-        for root in glob.glob(pattern, recursive=True):
-            for leaf in glob.glob(root + "/t*/"):
-                try:
-                    os.rmdir(leaf)
-                except OSError:
-                    pass
-            try:
-                os.rmdir(root)
-            except OSError:
-                pass
+    """After every worker exited: the segment, its cgroup root and leaves
+    (testkit/krex_leftovers.py)."""
+    remove_leftovers(name)
 
 
 # ------------------------------------------------------------ the analysis

@@ -8,7 +8,6 @@ leaf cgroup of the segment's krex root, and the test runner must stay out of
 it to remove that root afterwards.
 """
 
-import glob
 import json
 import os
 import selectors
@@ -18,6 +17,10 @@ import sys
 import tempfile
 import textwrap
 import time
+
+# The segment's leftovers: testkit/krex_leftovers.py, shared with bench/python/.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testkit"))
+from krex_leftovers import remove_leftovers  # noqa: E402
 
 _counter = [0]
 
@@ -112,61 +115,12 @@ class Child:
         self._sel.close()
 
 
-def _cgroup_roots(name):
-    """krex cgroup roots of segment base name `name` (v2 and the v1 freezer)."""
-    found = []
-    for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/freezer"):
-        if not os.path.isdir(mount):
-            continue
-        for dirpath, dirnames, _ in os.walk(mount):
-            if dirpath.count("/") - mount.count("/") >= 6:
-                dirnames[:] = []
-                continue
-            for d in list(dirnames):
-                if d.startswith("krex-") and d.endswith("-" + name):
-                    found.append(os.path.join(dirpath, d))
-                    dirnames.remove(d)
-    return found
-
-
-def _write(path, text):
-    try:
-        with open(path, "w") as f:
-            f.write(text)
-    except OSError:
-        pass
-
-
 def cleanup(name, children=()):
     """Kills the children, thaws and empties the segment's cgroup leaves,
     removes them, its root and the segment. Bounded: 5 s for the cgroups."""
     for c in children:
         c.close()
-    for root in _cgroup_roots(name):
-        leaves = [p for p in glob.glob(root + "/t*") if os.path.isdir(p)]
-        for leaf in leaves:
-            _write(leaf + "/cgroup.freeze", "0")
-            _write(leaf + "/freezer.state", "THAWED")
-            _write(leaf + "/cgroup.kill", "1")
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            for leaf in leaves:
-                try:
-                    os.rmdir(leaf)
-                except OSError:
-                    pass
-            try:
-                os.rmdir(root)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.05)
-    for seg in glob.glob("/dev/shm/krex-*-" + name):
-        try:
-            os.unlink(seg)
-        except OSError:
-            pass
+    remove_leftovers(name)
 
 
 class TempTree:

@@ -5,6 +5,7 @@
 
 #include <krex/detail/cgroup.hpp>
 
+#include "flag.hpp"
 #include "krex_test.hpp"
 #include "proc_util.hpp"
 
@@ -55,7 +56,7 @@ inline void scrub_cgroup_root(const std::string& root) {
 
 /// A test on a cgroup v2 root of its own, `<own cgroup>/<prefix>-<unique>`
 /// (skipped without root or a v2 hierarchy): a segment, a shared board
-/// `Board` (with an atomic `stop` its children watch), the children the test
+/// `Board` (with a krex_test::flag `stop` its children watch), the children the test
 /// forks, and a teardown that stops and reaps them, then scrubs the root.
 template <class Board>
 class cgroup2_test : public ::testing::Test {
@@ -69,7 +70,7 @@ class cgroup2_test : public ::testing::Test {
     become_subreaper();
   }
   void TearDown() override {
-    m_b->stop.store(1);
+    m_b->stop.raise();
     for (auto& k : m_kids) (void)k.wait(std::chrono::seconds(10));
     // Whatever happened: nothing left frozen or running in the test's leaves.
     scrub_cgroup_root(m_root);

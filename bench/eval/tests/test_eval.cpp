@@ -9,12 +9,13 @@
 // fresh-process reference, timings, the summary, faults (a failed check, a
 // crashed worker, a hung worker) and every usage error.
 
+#include "errors.hpp"
 #include "proc_util.hpp"
-#include "../bench/eval/candidates.hpp"
-#include "../bench/eval/json.hpp"
-#include "../bench/eval/plan.hpp"
-#include "../bench/eval/pool_host.hpp"
-#include "../bench/eval/stats.hpp"
+#include "../candidates.hpp"
+#include "../json.hpp"
+#include "../plan.hpp"
+#include "../pool_host.hpp"
+#include "../stats.hpp"
 
 #include <gtest/gtest.h>
 
@@ -26,11 +27,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 
 namespace {
@@ -467,13 +466,6 @@ run_result run(const std::string& cmd) {
   return run_result{c.rc, std::move(c.out)};
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 std::size_t count(const std::string& hay, const std::string& needle) {
   std::size_t n = 0;
   for (auto p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
@@ -501,8 +493,8 @@ TEST_F(EvalDriver, RunsEveryShapeAndWritesTheSummary) {
                             "serial:1,unprotected:3,lock:2,krex-nopin:2,krex:2:persistent,serial:1",
                             "KREX_FAKE_ENV=KREX_PIN"));
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string md = slurp(dir + "/summary.md");
-  const std::string js = slurp(dir + "/eval.json");
+  const std::string md = krex_test::file_text(dir + "/summary.md");
+  const std::string js = krex_test::file_text(dir + "/eval.json");
   // 9 candidates (4 + 5) x 2 reps = 18 commands in each of 6 configurations;
   // the 2 persistent workers run the list twice (at least 10 each: 36).
   EXPECT_NE(md.find("| reference (serial) | 18 | 0 |"), std::string::npos) << md;
@@ -563,7 +555,7 @@ TEST_F(EvalDriver, NoiseFlipsNearEqualCandidates) {
   const auto r = run(driver("--filter axpby-16M --reps 4 --configs serial:1,unprotected:4,serial:1",
                             "KREX_FAKE_NOISE=0.2"));
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string js = slurp(dir + "/eval.json");
+  const std::string js = krex_test::file_text(dir + "/eval.json");
   // +-20% noise on 3% gaps: some pair flips in some configuration.
   EXPECT_LT(count(js, "\"flip_rate\":0,"), 3u) << js.substr(0, 1500);
 }
@@ -577,8 +569,8 @@ TEST_F(EvalDriver, LowQuantileRanksTwoLevelSamplesByTheFastLevel) {
   const auto r = run(driver("--filter axpby-16M --reps 2 --configs serial:1,unprotected:2,serial:1",
                             "KREX_FAKE_BIMODAL=5"));
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string md = slurp(dir + "/summary.md");
-  const std::string js = slurp(dir + "/eval.json");
+  const std::string md = krex_test::file_text(dir + "/summary.md");
+  const std::string js = krex_test::file_text(dir + "/eval.json");
   const auto row = [&](const std::string& head) {
     const auto p = md.find("| " + head + " |");
     EXPECT_NE(p, std::string::npos) << head << "\n" << md;
@@ -611,7 +603,7 @@ TEST_F(EvalDriver, FaultsAreRecordedAndTheRunGoesOn) {
                             "KREX_FAKE_FAIL=" + bad + " KREX_FAKE_CRASH=" + crash + " KREX_FAKE_HANG=" + hang));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
   EXPECT_EQ(r.status, 1) << r.output;  // failures: exit 1, but every configuration ran
-  const std::string md = slurp(dir + "/summary.md");
+  const std::string md = krex_test::file_text(dir + "/summary.md");
   EXPECT_NE(md.find("## Failed commands (12)"), std::string::npos) << md;
   EXPECT_NE(md.find("wrong result: fake"), std::string::npos);
   EXPECT_NE(md.find("without a result"), std::string::npos);
@@ -636,8 +628,8 @@ TEST_F(EvalDriver, FaultsAreRecordedAndTheRunGoesOn) {
 TEST_F(EvalDriver, PersistentKrexRunsThroughKrexPool) {
   const auto r = run(driver("--filter gemm-2K,axpby-16M --configs serial:1,krex:2:persistent,lock:2:persistent,serial:1"));
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string md = slurp(dir + "/summary.md");
-  const std::string js = slurp(dir + "/eval.json");
+  const std::string md = krex_test::file_text(dir + "/summary.md");
+  const std::string js = krex_test::file_text(dir + "/eval.json");
   // 9 commands per pass; 2 persistent workers, at least 10 each: 3 copies.
   EXPECT_NE(md.find("| krex C=2 persistent | 27 | 0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| lock C=2 persistent | 27 | 0 |"), std::string::npos) << md;
@@ -678,8 +670,8 @@ TEST_F(EvalDriver, PlacementsReachTheWorkersWithinTheBudget) {
   const auto r = run(driver("--filter axpby-16M --placements 4 --placement-budget-mb 600 "
                             "--configs serial:1,krex:2:persistent,serial:1"));
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string md = slurp(dir + "/summary.md");
-  const std::string js = slurp(dir + "/eval.json");
+  const std::string md = krex_test::file_text(dir + "/summary.md");
+  const std::string js = krex_test::file_text(dir + "/eval.json");
   EXPECT_NE(js.find("\"placements\":4,\"placement_budget_mb\":600,"), std::string::npos);
   // Each candidate's K: the most copies of its inputs within 600 MiB (192 to
   // 202 MiB each: 3, or 2 for the largest), the same in every configuration.
@@ -726,8 +718,8 @@ TEST_F(EvalDriver, FlipsBesideTheFreshProcessReference) {
   const auto r = run(driver("--filter axpby-16M --reps 2 --configs serial:1,krex:2:persistent,serial:1",
                             "KREX_FAKE_BIMODAL=5 KREX_FAKE_BIMODAL_MODE=krex"));
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string md = slurp(dir + "/summary.md");
-  const std::string js = slurp(dir + "/eval.json");
+  const std::string md = krex_test::file_text(dir + "/summary.md");
+  const std::string js = krex_test::file_text(dir + "/eval.json");
   const auto row = [&](const std::string& head) {
     const auto s = md.find("## Flips beside the fresh-process reference");
     const auto p = md.find("| " + head + " |", s);
@@ -767,7 +759,7 @@ TEST_F(EvalDriver, AProcessCommandEndsWhenItsWorkerExits) {
                             "--configs serial:1,unprotected:4,serial:1",
                             "KREX_FAKE_EXIT_MS=400"));
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string js = slurp(dir + "/eval.json");
+  const std::string js = krex_test::file_text(dir + "/eval.json");
   const auto at = js.find("\"label\":\"unprotected C=4\"");
   ASSERT_NE(at, std::string::npos);
   const auto w = js.find("\"wall_s\":", at);
@@ -789,8 +781,8 @@ TEST_F(EvalDriver, TimingsTailsAndTargets) {
                             "krex:2:persistent,serial:1",
                             "KREX_FAKE_TAIL=50 KREX_FAKE_ENV=KREX_FREEZE_SCOPE"));
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string md = slurp(dir + "/summary.md");
-  const std::string js = slurp(dir + "/eval.json");
+  const std::string md = krex_test::file_text(dir + "/summary.md");
+  const std::string js = krex_test::file_text(dir + "/eval.json");
   // 5 members x 3 timings = 15 commands; persistent: 2 copies (at least 10 per worker).
   EXPECT_NE(md.find("| lock C=2 | 15 | 0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| krex C=2 persistent | 30 | 0 |"), std::string::npos) << md;
@@ -894,8 +886,8 @@ TEST_F(EvalDriver, DevicesRunEveryConfigurationOnEveryDeviceAtOnce) {
   const auto r = run(driver("--filter gemm-2K --reps 1 --devices 1,0 --configs "
                             "serial:1,krex:2,lock:2:persistent,serial:1"));
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string node = slurp(dir + "/node.md");
-  const std::string nj = slurp(dir + "/node.json");
+  const std::string node = krex_test::file_text(dir + "/node.md");
+  const std::string nj = krex_test::file_text(dir + "/node.json");
   // The reference ran on each GPU in turn, the others on both at once.
   EXPECT_NE(node.find("| reference (serial) | 1 (in turn) |"), std::string::npos) << node;
   EXPECT_NE(node.find("| krex C=2 | 2 |"), std::string::npos) << node;
@@ -907,8 +899,8 @@ TEST_F(EvalDriver, DevicesRunEveryConfigurationOnEveryDeviceAtOnce) {
   EXPECT_EQ(count(nj, "\"flips_by_gap\":"), 8u) << nj;  // 4 configurations x 2 GPUs
   EXPECT_EQ(count(nj, "\"context_ms_median\":1.5"), 8u) << nj;  // the stand-in's context time
   for (const char* d : {"0", "1"}) {
-    const std::string md = slurp(dir + "/gpu" + d + "/summary.md");
-    const std::string js = slurp(dir + "/gpu" + d + "/eval.json");
+    const std::string md = krex_test::file_text(dir + "/gpu" + d + "/summary.md");
+    const std::string js = krex_test::file_text(dir + "/gpu" + d + "/eval.json");
     EXPECT_NE(md.find(std::string(", GPU ") + d + " of 2 run at once"), std::string::npos) << md;
     EXPECT_NE(md.find("| reference (serial) |"), std::string::npos) << md;
     EXPECT_NE(js.find(std::string("\"device\":") + d + ",\"node_devices\":2"), std::string::npos) << js;
@@ -923,8 +915,8 @@ TEST_F(EvalDriver, DevicesRunEveryConfigurationOnEveryDeviceAtOnce) {
   const auto a = run(driver("--filter gemm-2K --reps 1 --devices all --configs serial:1,krex:1,serial:1",
                             "KREX_HOST_DEVICES=3"));
   ASSERT_EQ(a.status, 0) << a.output;
-  EXPECT_NE(slurp(dir + "/node.json").find("\"devices\":[0,1,2]"), std::string::npos);
-  EXPECT_FALSE(slurp(dir + "/gpu2/summary.md").empty());
+  EXPECT_NE(krex_test::file_text(dir + "/node.json").find("\"devices\":[0,1,2]"), std::string::npos);
+  EXPECT_FALSE(krex_test::file_text(dir + "/gpu2/summary.md").empty());
 #endif
   // The plan says so, and counts the reference's extra passes.
   const auto p = run(driver("--config smoke --devices 0,1 --plan"));
@@ -942,8 +934,8 @@ TEST_F(EvalDriver, NativeSpacerGoesToTheNativeRepeatOnly) {
                             "--native-spacer-mb 512",
                             "KREX_FAKE_ENV=KREX_EVAL_SPACER_MB"));
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string md = slurp(dir + "/summary.md");
-  const std::string js = slurp(dir + "/eval.json");
+  const std::string md = krex_test::file_text(dir + "/summary.md");
+  const std::string js = krex_test::file_text(dir + "/eval.json");
   // gemm-2K: 4 candidates; the native repeat runs the list twice.
   EXPECT_EQ(count(js, "\"env\":\"512\""), 8u) << js.substr(0, 2000);
   EXPECT_EQ(count(js, "\"env\":\"\""), 8u);  // the reference (4) and krex C=2 (4)
@@ -955,16 +947,13 @@ TEST_F(EvalDriver, NativeSpacerGoesToTheNativeRepeatOnly) {
   // Without the option no worker sees the variable, and the summary says nothing of it.
   const auto plain = run(driver("--filter gemm-2K --configs serial:1,serial:1", "KREX_FAKE_ENV=KREX_EVAL_SPACER_MB"));
   ASSERT_EQ(plain.status, 0) << plain.output;
-  EXPECT_EQ(count(slurp(dir + "/eval.json"), "\"env\":\"512\""), 0u);
-  EXPECT_EQ(slurp(dir + "/summary.md").find("random spacer"), std::string::npos);
-  EXPECT_NE(slurp(dir + "/summary.md").find("| native repeat (serial) |"), std::string::npos);
+  EXPECT_EQ(count(krex_test::file_text(dir + "/eval.json"), "\"env\":\"512\""), 0u);
+  EXPECT_EQ(krex_test::file_text(dir + "/summary.md").find("random spacer"), std::string::npos);
+  EXPECT_NE(krex_test::file_text(dir + "/summary.md").find("| native repeat (serial) |"), std::string::npos);
 }
 
 TEST_F(EvalDriver, UsageErrorsSayWhatToDo) {
-  struct bad_case {
-    std::string args, says;
-  };
-  const bad_case cases[] = {
+  const krex_test::usage_case cases[] = {
       {"--configs serial:1,turbo:4,serial:1", "unknown mode 'turbo'"},
       {"--configs serial:4,serial:1", "use serial:1"},
       {"--configs krex:4,serial:1", "must start and end with serial:1"},

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // A stand-in for krex_eval_worker (bench/eval/worker.cu) with no GPU, for
-// tests/test_eval.cpp: the same arguments and line protocol, results whose
+// bench/eval/tests/test_eval.cpp: the same arguments and line protocol, results whose
 // "true" duration follows the candidate table (est_ms, +3% per rank-set
 // position), commands with timing suffixes (candidates.hpp: @sync,
 // @loop<ms>), 20 samples each, worker-side CLOCK_MONOTONIC start stamps,
@@ -36,11 +36,11 @@
 // stamps it (mono_critical_ns, mono_critical_end_ns); a crash is the pool
 // worker's exit, a hang the pool's --timeout-s.
 
-#include "../bench/eval/candidates.hpp"
-#include "../bench/eval/json.hpp"
-#include "../bench/eval/plan.hpp"
-#include "../bench/eval/pool_host.hpp"
-#include "../bench/eval/stats.hpp"
+#include "../candidates.hpp"
+#include "../json.hpp"
+#include "../plan.hpp"
+#include "../pool_host.hpp"
+#include "../stats.hpp"
 
 #include <krex/measure.hpp>
 #include <krex/pool.hpp>

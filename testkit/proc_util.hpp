@@ -8,6 +8,7 @@
 //   auto status = krex_test::wait_exit(c.pid(), std::chrono::seconds(5)); // bounded
 //   krex_test::shared<counters> mem;            // MAP_SHARED anonymous block
 //   std::string name = krex_test::unique_name("krex-test");  // "krex-test-<pid>-<n>"
+//   std::string text = krex_test::file_text(path);  // a whole file
 //
 // Rules that keep these tests honest: fork children before the test process
 // creates any thread; children leave through _exit (never return into gtest,
@@ -26,8 +27,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <fstream>
 #include <new>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -126,6 +129,14 @@ inline command_result run_shell(const std::string& cmd) {
   const int st = ::pclose(p);
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+/// The whole content of the file at `path` ("" if it cannot be opened).
+inline std::string file_text(const std::string& path) {
+  std::ifstream f(path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
 }
 
 /// Reaps every child that has already exited, without blocking.
