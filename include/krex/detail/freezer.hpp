@@ -227,13 +227,7 @@ class freezer {
   bool left_its_leaf(const sibling& s) const {
     std::string text;
     if (cgroup::read_file(file(leaf(s.slot), table().procs), text) != 0) return false;
-    const std::string pid = std::to_string(s.pid);
-    for (std::size_t i = 0; i < text.size();) {
-      std::size_t j = text.find('\n', i);
-      if (j == std::string::npos) j = text.size();
-      if (text.compare(i, j - i, pid) == 0) return false;
-      i = j + 1;
-    }
+    if (has_line(text, std::to_string(s.pid).c_str())) return false;
     return ::kill(s.pid, 0) == 0;  // gone is not escaped
   }
 
@@ -585,12 +579,7 @@ class freezer {
     CPU_ZERO(&mask);
     const bool have_mask = ::sched_getaffinity(0, sizeof mask, &mask) == 0;
     int moved = 0;
-    std::size_t i = 0;
-    while (i < text.size()) {
-      std::size_t j = text.find('\n', i);
-      if (j == std::string::npos) j = text.size();
-      const std::string pid = text.substr(i, j - i);
-      i = j + 1;
+    for (const std::string& pid : cgroup::split(text, '\n')) {
       if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
       if (unmapped_only != nullptr) {
         bool mapped = true;
