@@ -67,6 +67,7 @@
 //       axpby<<<g, b, 0, stream>>>(in.get<float>(p, 0), in.get<float>(p, 1), n);
 //     }, krex::gbench::run_options{}.over(in));
 
+#include <krex/detail/env_switch.hpp>
 #include <krex/error.hpp>
 #include <krex/measure.hpp>
 #include <krex/options.hpp>
@@ -137,22 +138,9 @@ inline state& global() {
 
 /// KREX_GBENCH: unset or 1 = regions, 0 = off. Read once; any other value is
 /// an error (reported by every run through SkipWithError).
-struct switch_state {
-  bool on = true;
-  std::string error;
-};
+using switch_state = krex::detail::env_switch;
 inline const switch_state& krex_switch() {
-  static const switch_state s = [] {
-    switch_state r;
-    const char* v = std::getenv("KREX_GBENCH");
-    if (v == nullptr || std::string(v) == "1") return r;
-    if (std::string(v) == "0") {
-      r.on = false;
-      return r;
-    }
-    r.error = std::string("invalid value '") + v + "' for KREX_GBENCH (accepted: 0, 1)";
-    return r;
-  }();
+  static const switch_state s = krex::detail::read_env_switch("KREX_GBENCH", "0, 1");
   return s;
 }
 
@@ -163,24 +151,11 @@ inline std::string krex_prefixed(const std::string& what) {
 
 /// KREX_GBENCH_STRICT: unset or 1 = on (the default), 0 = off; anything
 /// else is an error (reported like KREX_GBENCH's, and failing the program).
-struct strict_env {
-  bool on = true;
-  std::string error;
-};
+using strict_env = krex::detail::env_switch;
 inline const strict_env& strict_from_env() {
-  static const strict_env s = [] {
-    strict_env r;
-    const char* v = std::getenv("KREX_GBENCH_STRICT");
-    if (v == nullptr || std::string(v) == "1") return r;
-    if (std::string(v) == "0") {
-      r.on = false;
-      return r;
-    }
-    r.error = std::string("invalid value '") + v +
-              "' for KREX_GBENCH_STRICT (accepted: 1, the default: a krex error fails the "
-              "program; 0: it only makes error rows)";
-    return r;
-  }();
+  static const strict_env s = krex::detail::read_env_switch(
+      "KREX_GBENCH_STRICT",
+      "1, the default: a krex error fails the program; 0: it only makes error rows");
   return s;
 }
 

@@ -55,6 +55,7 @@
 // no region, krex/level "unprotected"): the control for a concurrent run
 // without krex, from the same binary.
 
+#include <krex/detail/env_switch.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 #include <krex/region.hpp>
@@ -100,22 +101,9 @@ inline state& global() {
 
 /// KREX_NVBENCH_REGIONS: unset or 1 = regions, 0 = off; anything else is an
 /// error, thrown by every exec. Read once.
-struct switch_state {
-  bool on = true;
-  std::string error;
-};
+using switch_state = krex::detail::env_switch;
 inline const switch_state& regions_switch() {
-  static const switch_state s = [] {
-    switch_state r;
-    const char* v = std::getenv("KREX_NVBENCH_REGIONS");
-    if (v == nullptr || std::string(v) == "1") return r;
-    if (std::string(v) == "0") {
-      r.on = false;
-      return r;
-    }
-    r.error = std::string("invalid value '") + v + "' for KREX_NVBENCH_REGIONS";
-    return r;
-  }();
+  static const switch_state s = krex::detail::read_env_switch("KREX_NVBENCH_REGIONS", "0, 1");
   return s;
 }
 
