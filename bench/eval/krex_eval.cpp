@@ -794,6 +794,7 @@ struct summary_row {
   struct placement_summary {
     std::size_t commands = 0;     // with a placements field
     std::size_t below_asked = 0;  // used fewer than asked (the budget, or fewer samples)
+    std::size_t reused = 0;       // timed on the worker's kept copies (placements_reused)
     double k_min = NAN, k_med = NAN, k_max = NAN;
     double bytes_med = NAN, bytes_max = NAN;  // all K copies of one command
     double spread_med = NAN, spread_p95 = NAN;
@@ -895,6 +896,7 @@ summary_row summarize(const config_result& r, const reference_t& ref, double ser
       if (!c.ok || !std::isfinite(kk)) continue;
       k.push_back(kk);
       if (c.r.num("placements_asked") > kk) ++s.placements.below_asked;
+      if (c.r.num("placements_reused", 0) == 1) ++s.placements.reused;
       if (std::isfinite(c.r.num("placement_bytes"))) bytes.push_back(c.r.num("placement_bytes"));
       if (std::isfinite(c.r.num("placement_spread"))) spread.push_back(c.r.num("placement_spread"));
     }
@@ -1711,14 +1713,15 @@ void md_placements(std::ostream& md, const eval_plan& p, const report_data& d,
      << (p.o.placement_budget_mb > 0 ? std::to_string(p.o.placement_budget_mb) + " per command" : std::string("0: none"))
      << "; a command whose K copies would not fit used the largest K that does). Memory: all K copies of one "
         "command; at once: C x the largest, the most one configuration's commands hold together. Spread: (max - "
-        "min) / median of a command's per-copy medians, how much placement moved it.\n\n";
-  md << "| configuration | commands | K used min / median / max | fewer than asked | MiB per command median / "
-        "max | GiB at once (C x max) | spread median / p95 % |\n|---|---|---|---|---|---|---|\n";
+        "min) / median of a command's per-copy medians, how much placement moved it. Reused: commands "
+        "timed on copies their worker kept from an earlier command (K > 1).\n\n";
+  md << "| configuration | commands | K used min / median / max | fewer than asked | reused | MiB per command "
+        "median / max | GiB at once (C x max) | spread median / p95 % |\n|---|---|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& ps = d.rows[i].placements;
     if (results[i].skipped || ps.commands == 0) continue;
     md << "| " << results[i].cfg.label() << " | " << ps.commands << " | " << fmt(ps.k_min, "%.0f") << " / "
-       << fmt(ps.k_med, "%.0f") << " / " << fmt(ps.k_max, "%.0f") << " | " << ps.below_asked << " | "
+       << fmt(ps.k_med, "%.0f") << " / " << fmt(ps.k_max, "%.0f") << " | " << ps.below_asked << " | " << ps.reused << " | "
        << fmt(ps.bytes_med / 1048576.0, "%.0f") << " / " << fmt(ps.bytes_max / 1048576.0, "%.0f") << " | "
        << fmt(ps.bytes_max * results[i].cfg.c / 1073741824.0, "%.1f") << " | " << fmt(ps.spread_med * 100, "%.2f")
        << " / " << fmt(ps.spread_p95 * 100, "%.2f") << " |\n";
@@ -1891,7 +1894,7 @@ std::string eval_json(const eval_plan& p, const report_data& d, const std::vecto
     {
       const auto& ps = s.placements;
       j.key("placements").begin_object();
-      j.field("commands", ps.commands).field("fewer_than_asked", ps.below_asked);
+      j.field("commands", ps.commands).field("fewer_than_asked", ps.below_asked).field("reused", ps.reused);
       j.field("k_min", ps.k_min, digits).field("k_median", ps.k_med, digits).field("k_max", ps.k_max, digits);
       j.field("bytes_median", ps.bytes_med, 15).field("bytes_max", ps.bytes_max, 15);
       j.field("bytes_at_once", ps.bytes_max * r.cfg.c, 15);

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace krex_eval {
 
@@ -92,6 +93,21 @@ inline int placements_within(int asked, std::int64_t per_copy, std::int64_t budg
   if (budget_bytes > 0 && per_copy > 0)
     k = static_cast<int>(std::min<std::int64_t>(k, std::max<std::int64_t>(1, budget_bytes / per_copy)));
   return std::max(1, std::min(k, std::max(1, samples)));
+}
+
+/// Whether the copies a long-lived worker kept from an earlier command serve
+/// the next one (K > 1; bench/eval/worker.cu): as many copies (`k`) of as
+/// many buffers, each kept buffer at least as large as asked (`sizes`, one
+/// copy's), and all `kept_bytes` within `budget_bytes` (0: no budget).
+/// Otherwise the worker frees them and allocates the command's own.
+inline bool placements_reusable(int kept_k, const std::vector<std::size_t>& kept_sizes,
+                                std::int64_t kept_bytes, int k,
+                                const std::vector<std::size_t>& sizes, std::int64_t budget_bytes) {
+  if (k <= 1 || kept_k != k || kept_sizes.size() != sizes.size() || kept_sizes.empty()) return false;
+  if (budget_bytes > 0 && kept_bytes > budget_bytes) return false;
+  for (std::size_t b = 0; b < sizes.size(); ++b)
+    if (kept_sizes[b] < sizes[b]) return false;
+  return true;
 }
 
 /// A command's samples with K placements: rounded up to a multiple of K, so

@@ -25,15 +25,20 @@
 // clock too); the result line goes to stdout, diagnostics to stderr.
 //
 // Placements (--placements K, default 1; --placement-budget-mb MB, default 0:
-// none): every command allocates K copies of its inputs
-// (krex::cuda::placement_buffers, each copy its own allocations), fills
+// none): every command has K copies of its inputs
+// (krex::cuda::placement_buffers, each copy its own allocations). With K > 1
+// a worker keeps its copies from command to command and reuses them when the
+// next command asks as many copies of as many buffers, each at least as
+// large, within its budget (else frees them, then allocates anew): allocating
+// them afresh cost every command ~330 ms on the H200. KREX_EVAL_FRESH_PLACEMENTS=1
+// allocates them afresh for every command. It fills
 // every copy alike, checks copy 0, and times the candidate with krex::measure
 // over them, sample i on copy i % K (measure_options::placements), its
 // samples rounded up to a multiple of K. K is the largest that fits the
 // budget and the samples (bench/eval/plan.hpp's placements_within); the
 // result line has placements, placements_asked, placement_bytes (all K
-// copies), placement_budget_bytes, placement_spread, placement_median_ms and
-// each sample's copy (sample_placement).
+// copies, kept ones as allocated), placements_reused, placement_budget_bytes,
+// placement_spread, placement_median_ms and each sample's copy (sample_placement).
 //
 // --pool C (mode krex): the persistent shape on krex::pool
 // (bench/eval/pool_host.hpp): this process starts a pool of C workers, each a
@@ -265,7 +270,9 @@ struct worker_args {
 /// One prepared command: buffers, module, launch closure and checker.
 struct prepared {
   std::vector<std::unique_ptr<krex::detail::device_buffer>> bufs;  // the check's reference
-  std::unique_ptr<krex::cuda::placement_buffers> in;               // K copies of the inputs
+  std::unique_ptr<krex::cuda::placement_buffers> owned;  // K copies allocated for this command
+  krex::cuda::placement_buffers* in = nullptr;            // K copies of the inputs (owned or kept)
+  bool reused = false;                                    // `in` is the worker's kept copies
   std::vector<std::array<CUdeviceptr, 3>> place;                   // each copy's kernel pointers
   std::vector<std::pair<std::string, unsigned long long>> addrs;  // (role, device address)
   module mod;
@@ -366,7 +373,7 @@ class runner {
       t = clk::now();
       make_inputs(*c, &p, k, budget);
       ck(cudaStreamSynchronize(m_stream), "inputs");
-      o.num("t_inputs_ms", ms_since(t));
+      o.num("t_inputs_ms", ms_since(t)).boolean("placements_reused", p.reused);
 
       t = clk::now();
       double err = 0, tol = 0;
@@ -526,6 +533,34 @@ class runner {
     ck(cudaGetLastError(), "fill_uniform");
   }
 
+  /// The K copies of a command's buffers (`bytes`, one copy's): with K = 1
+  /// (or KREX_EVAL_FRESH_PLACEMENTS=1) allocated for this command into
+  /// `owned`; with K > 1 the worker's kept copies when they fit (as many
+  /// copies of as many buffers, each at least as large, all within `budget`),
+  /// else the kept ones are freed first and new ones allocated and kept.
+  krex::cuda::placement_buffers* placement_copies(int k, const std::vector<std::size_t>& bytes,
+                                                  long long budget,
+                                                  std::unique_ptr<krex::cuda::placement_buffers>* owned,
+                                                  bool* reused) {
+    const std::size_t cap = k > 1 ? static_cast<std::size_t>(budget) : 0;
+    *reused = false;
+    if (k == 1 || m_fresh_placements) {
+      *owned = std::make_unique<krex::cuda::placement_buffers>(k, bytes, cap);
+      return owned->get();
+    }
+    if (m_kept != nullptr &&
+        krex_eval::placements_reusable(m_kept->count(), m_kept_sizes,
+                                       static_cast<std::int64_t>(m_kept->bytes()), k, bytes, budget)) {
+      *reused = true;
+      return m_kept.get();
+    }
+    m_kept.reset();  // freed before the new copies are allocated
+    m_kept_sizes.clear();
+    m_kept = std::make_unique<krex::cuda::placement_buffers>(k, bytes, cap);
+    m_kept_sizes = bytes;
+    return m_kept.get();
+  }
+
   /// K copies of the command's inputs (placement_buffers: each buffer of each
   /// copy its own allocation; copy 0 allocated first, as the inputs alone
   /// were), every copy filled alike; the kernel's pointers set to copy 0.
@@ -546,7 +581,7 @@ class runner {
     }
     std::vector<std::size_t> bytes;
     for (const auto& b : set) bytes.push_back(static_cast<std::size_t>(b.second) * sizeof(float));
-    p->in = std::make_unique<krex::cuda::placement_buffers>(k, bytes, k > 1 ? static_cast<std::size_t>(budget) : 0);
+    p->in = placement_copies(k, bytes, budget, &p->owned, &p->reused);
     p->place.assign(static_cast<std::size_t>(k), {0, 0, 0});
     for (int q = 0; q < k; ++q) {
       for (std::size_t b = 0; b < set.size(); ++b)
@@ -676,6 +711,12 @@ class runner {
   worker_args m_args;
   std::vector<krex_eval::candidate> m_all;
   std::unique_ptr<krex::tenant> m_tenant;
+  std::unique_ptr<krex::cuda::placement_buffers> m_kept;  // K > 1: copies kept between commands
+  std::vector<std::size_t> m_kept_sizes;                  // one copy's buffer sizes, as kept
+  bool m_fresh_placements = [] {
+    const char* v = std::getenv("KREX_EVAL_FRESH_PLACEMENTS");
+    return v != nullptr && std::string(v) == "1";
+  }();
   krex::tenant* m_pool_tenant = nullptr;  // --pool: the pool worker's tenant
   cudaStream_t m_stream = nullptr;
   cublasHandle_t m_cublas = nullptr;

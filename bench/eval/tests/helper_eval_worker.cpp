@@ -24,8 +24,10 @@
 // Placements as the real worker: --placements K and --placement-budget-mb M
 // (bench/eval/plan.hpp's placements_within on the candidate's input_bytes),
 // sample i on placement i % K, each result with placements,
-// placements_asked, placement_bytes, placement_spread, placement_median_ms
-// and sample_placement (krex::measure's bookkeeping on its samples; the
+// placements_asked, placement_bytes, placement_spread, placement_median_ms,
+// sample_placement and placements_reused (a worker keeps one copy set of
+// K > 1 and reuses it when plan.hpp's placements_reusable says it fits, with
+// the one-buffer size input_bytes; krex::measure's bookkeeping; the
 // stand-in keeps its 20 samples, where the real worker rounds them up to a
 // multiple of K).
 //
@@ -141,9 +143,19 @@ struct fake_worker {
     const std::int64_t per_copy = krex_eval::input_bytes(*c);
     const int k = krex_eval::placements_within(m_a.placements, per_copy, m_a.budget_mb << 20,
                                                static_cast<int>(samples.size()));
+    const std::vector<std::size_t> sizes{static_cast<std::size_t>(per_copy)};
+    const bool reused = krex_eval::placements_reusable(m_kept_k, m_kept_sizes, m_kept_bytes, k, sizes,
+                                                       m_a.budget_mb << 20);
+    if (!reused && k > 1) {
+      m_kept_k = k, m_kept_sizes = sizes;
+      m_kept_bytes = static_cast<std::int64_t>(k) * per_copy;
+    }
     krex::measure_result res;
     res.samples_ms = samples;
-    krex::detail::summarize_placements(res, k, static_cast<std::size_t>(k) * static_cast<std::size_t>(per_copy));
+    krex::detail::summarize_placements(
+        res, k, reused || k > 1 ? static_cast<std::size_t>(m_kept_bytes)
+                                : static_cast<std::size_t>(k) * static_cast<std::size_t>(per_copy));
+    o.boolean("placements_reused", reused);
     o.num("placements", k).num("placements_asked", m_a.placements).num("placement_spread", res.placement_spread);
     o.integer("placement_bytes", static_cast<long long>(res.placement_bytes));
     o.integer("placement_budget_bytes", m_a.budget_mb << 20);
@@ -166,6 +178,9 @@ struct fake_worker {
   std::vector<krex_eval::candidate> m_all;
   std::mt19937 m_rng;
   bool m_first = true;
+  int m_kept_k = 0;  // the copies this worker keeps (K > 1), as the real worker
+  std::vector<std::size_t> m_kept_sizes;
+  std::int64_t m_kept_bytes = 0;
 };
 }  // namespace
 

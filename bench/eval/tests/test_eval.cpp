@@ -358,6 +358,22 @@ TEST(EvalPlan, PlacementsWithinTheBudget) {
   EXPECT_EQ(krex_eval::samples_for_placements(13, 1), 13);
 }
 
+// A long-lived worker's kept copies serve the next command only when they
+// are as many copies of as many buffers, each at least as large, within the
+// budget; K = 1 never keeps (its inputs are allocated for the command).
+TEST(EvalPlan, KeptPlacementsReusedOnlyWhenTheyFit) {
+  using v = std::vector<std::size_t>;
+  const v kept{300, 300, 300};
+  EXPECT_TRUE(krex_eval::placements_reusable(8, kept, 7200, 8, v{300, 300, 300}, 0));
+  EXPECT_TRUE(krex_eval::placements_reusable(8, kept, 7200, 8, v{200, 300, 100}, 8000));
+  EXPECT_FALSE(krex_eval::placements_reusable(8, kept, 7200, 8, v{301, 300, 300}, 0));  // one larger
+  EXPECT_FALSE(krex_eval::placements_reusable(8, kept, 7200, 4, v{300, 300, 300}, 0));  // other K
+  EXPECT_FALSE(krex_eval::placements_reusable(8, kept, 7200, 8, v{300, 300}, 0));       // other buffers
+  EXPECT_FALSE(krex_eval::placements_reusable(8, kept, 7200, 8, v{10, 10, 10}, 7000));  // over budget
+  EXPECT_FALSE(krex_eval::placements_reusable(1, v{300}, 300, 1, v{300}, 0));          // K = 1
+  EXPECT_FALSE(krex_eval::placements_reusable(8, v{}, 0, 8, v{}, 0));
+}
+
 // Flips beside the fresh-process reference, on synthetic trials: a
 // configuration that swaps the 1%-apart pair of every trial against one that
 // never does, and the targets in points.
@@ -676,7 +692,7 @@ TEST_F(EvalDriver, PlacementsReachTheWorkersWithinTheBudget) {
   // Each candidate's K: the most copies of its inputs within 600 MiB (192 to
   // 202 MiB each: 3, or 2 for the largest), the same in every configuration.
   const auto all = krex_eval::all_candidates();
-  std::size_t commands = 0, fewer = 0;
+  std::size_t commands = 0, fewer = 0, reuses = 0;
   for (auto p = js.find("\"candidate\":\""); p != std::string::npos; p = js.find("\"candidate\":\"", p + 1)) {
     const std::string cand = js.substr(p + 13, js.find('"', p + 13) - p - 13);
     const auto* c = krex_eval::find_candidate(all, cand);
@@ -687,8 +703,17 @@ TEST_F(EvalDriver, PlacementsReachTheWorkersWithinTheBudget) {
     ASSERT_NE(k, std::string::npos);
     EXPECT_EQ(std::atoi(js.c_str() + k + 13), want) << cand;
     const auto b = js.find("\"placement_bytes\":", k);
-    EXPECT_EQ(std::atoll(js.c_str() + b + 18), want * krex_eval::input_bytes(*c)) << cand;
+    const auto u = js.find("\"placements_reused\":", js.find("\"result\":", p));
+    ASSERT_LT(u, js.find("\"candidate\":\"", p + 1)) << "each result says whether it reused";
+    const bool reused = js.compare(u + 20, 4, "true") == 0;
+    // Kept copies (a persistent worker's) may be larger than this command's;
+    // a command's own are exactly its K copies.
+    if (reused)
+      EXPECT_GE(std::atoll(js.c_str() + b + 18), want * krex_eval::input_bytes(*c)) << cand;
+    else
+      EXPECT_EQ(std::atoll(js.c_str() + b + 18), want * krex_eval::input_bytes(*c)) << cand;
     EXPECT_LE(std::atoll(js.c_str() + b + 18), 600LL << 20);
+    reuses += reused ? 1 : 0;
     ++commands;
     fewer += want < 4 ? 1 : 0;
   }
@@ -699,8 +724,15 @@ TEST_F(EvalDriver, PlacementsReachTheWorkersWithinTheBudget) {
   // The memory the placements cost, per configuration.
   EXPECT_NE(md.find("## Placements and their memory"), std::string::npos) << md;
   EXPECT_NE(md.find("(--placements 4; --placement-budget-mb 600 per command;"), std::string::npos) << md;
-  EXPECT_NE(md.find("| krex C=2 persistent | 20 | 2 / 3 / 3 | 20 | "), std::string::npos) << md;
-  EXPECT_NE(md.find("| reference (serial) | 5 | 2 / 3 / 3 | 5 | "), std::string::npos) << md;
+  // The pool's workers keep their copies (the five candidates' sizes differ
+  // by 5%: a worker reuses its copies for every smaller one); a fresh process
+  // per command never reuses.
+  EXPECT_NE(md.find("| krex C=2 persistent | 20 | 2 / 3 / 3 | 20 | " + std::to_string(reuses) + " | "),
+            std::string::npos)
+      << md;
+  EXPECT_GE(reuses, 4u) << "two workers, 20 commands: most reuse";
+  EXPECT_LT(reuses, 20u) << "a worker's first command allocates";
+  EXPECT_NE(md.find("| reference (serial) | 5 | 2 / 3 / 3 | 5 | 0 | "), std::string::npos) << md;
   EXPECT_EQ(fewer, commands);
   // Without the options: the default K and budget, in the plan too.
   const auto d = run(driver("--filter gemm-2K --plan"));
