@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gbench_run.hpp"
 #include "krex_test.hpp"
 
 namespace {
@@ -92,7 +93,7 @@ TEST(gbench_cuda_placements, iterations_rotate_over_k_device_copies) {
   g_in = nullptr;
   const auto* r = rep.find("bm_axpby_placements");
   ASSERT_NE(r, nullptr);
-  ASSERT_FALSE(r->error_occurred) << r->error_message;
+  ASSERT_FALSE(krex_test::gbench_failed(*r)) << krex_test::gbench_message(*r);
 
   // 4 warm-up calls (one per placement), then iteration i on placement i % 4.
   ASSERT_EQ(g_z.size(), 20U);
@@ -139,9 +140,10 @@ TEST(gbench_cuda_placements, a_body_that_cannot_rotate_is_an_error_row) {
   benchmark::RunSpecifiedBenchmarks(&rep, "bm_plain_body_placements");
   const auto* r = rep.find("bm_plain_body_placements");
   ASSERT_NE(r, nullptr);
-  EXPECT_TRUE(r->error_occurred);
-  EXPECT_NE(r->error_message.find("does not take a krex::placement"), std::string::npos)
-      << r->error_message;
+  EXPECT_TRUE(krex_test::gbench_failed(*r));
+  EXPECT_NE(krex_test::gbench_message(*r).find("does not take a krex::placement"),
+            std::string::npos)
+      << krex_test::gbench_message(*r);
   EXPECT_EQ(g_plain_calls, 0);
   EXPECT_EQ(krex::gbench::failures() - before, 1U);
 }

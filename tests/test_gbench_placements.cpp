@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "gbench_run.hpp"
 #include "krex_test.hpp"
 
 namespace {
@@ -74,7 +75,7 @@ TEST(gbench_placements, iterations_rotate_and_the_run_reports_the_spread) {
   const capture rep = run_only("bm_place_rotation");
   const auto* r = rep.find("bm_place_rotation");
   ASSERT_NE(r, nullptr);
-  ASSERT_FALSE(r->error_occurred) << r->error_message;
+  ASSERT_FALSE(krex_test::gbench_failed(*r)) << krex_test::gbench_message(*r);
 
   // Warm-up: each placement once (calls 0, 1, 2), then the 12 iterations on
   // placement i % 3.
@@ -128,7 +129,7 @@ TEST(gbench_placements, one_placement_is_the_loop_as_before) {
   const capture rep = run_only("bm_place_one");
   const auto* r = rep.find("bm_place_one");
   ASSERT_NE(r, nullptr);
-  ASSERT_FALSE(r->error_occurred) << r->error_message;
+  ASSERT_FALSE(krex_test::gbench_failed(*r)) << krex_test::gbench_message(*r);
   // No extra calls, the iteration index as before, no placement counters.
   EXPECT_EQ(g_calls, (std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}}));
   for (const auto& c : r->counters) EXPECT_EQ(c.first.find("krex_placement"), std::string::npos);
@@ -150,7 +151,7 @@ TEST(gbench_placements, fewer_iterations_than_placements_are_said_in_the_label) 
   const capture rep = run_only("bm_place_short");
   const auto* r = rep.find("bm_place_short");
   ASSERT_NE(r, nullptr);
-  ASSERT_FALSE(r->error_occurred) << r->error_message;
+  ASSERT_FALSE(krex_test::gbench_failed(*r)) << krex_test::gbench_message(*r);
   EXPECT_NE(r->report_label.find("PLACEMENTS: 2 of 4 timed"), std::string::npos)
       << r->report_label;
   EXPECT_NE(r->report_label.find("->Iterations()"), std::string::npos) << r->report_label;
@@ -183,7 +184,7 @@ TEST(gbench_placements, over_takes_k_and_the_bytes_from_the_copies) {
   const capture rep = run_only("bm_place_over");
   const auto* r = rep.find("bm_place_over");
   ASSERT_NE(r, nullptr);
-  ASSERT_FALSE(r->error_occurred) << r->error_message;
+  ASSERT_FALSE(krex_test::gbench_failed(*r)) << krex_test::gbench_message(*r);
   EXPECT_EQ(r->counters.at("krex_placements").value, 2.0);
   EXPECT_EQ(r->counters.at("krex_placement_bytes").value, 2.0 * 1000 * sizeof(float));
   ASSERT_EQ(g_seen.size(), 6U);  // 2 warm-up calls, 4 iterations
@@ -225,7 +226,7 @@ TEST(gbench_placements, a_bad_k_or_a_body_that_cannot_rotate_is_an_error_row) {
   EXPECT_EQ(krex::gbench::failures() - failures_before, 3U);
   const auto* zero = rep.find("bm_place_zero");
   ASSERT_NE(zero, nullptr);
-  EXPECT_TRUE(zero->error_occurred);
+  EXPECT_TRUE(krex_test::gbench_failed(*zero));
   EXPECT_NE(zero->error_message.find("placements = 0 is not >= 1"), std::string::npos)
       << zero->error_message;
   EXPECT_NE(zero->error_message.find("use 1"), std::string::npos) << zero->error_message;
@@ -233,11 +234,12 @@ TEST(gbench_placements, a_bad_k_or_a_body_that_cannot_rotate_is_an_error_row) {
   for (const char* name : {"bm_place_plain_body", "bm_place_int_body"}) {
     const auto* r = rep.find(name);
     ASSERT_NE(r, nullptr) << name;
-    EXPECT_TRUE(r->error_occurred) << name;
-    EXPECT_NE(r->error_message.find("does not take a krex::placement"), std::string::npos)
-        << r->error_message;
-    EXPECT_NE(r->error_message.find("[&](krex::placement p)"), std::string::npos)
-        << r->error_message;
+    EXPECT_TRUE(krex_test::gbench_failed(*r)) << name;
+    EXPECT_NE(krex_test::gbench_message(*r).find("does not take a krex::placement"),
+            std::string::npos)
+        << krex_test::gbench_message(*r);
+    EXPECT_NE(krex_test::gbench_message(*r).find("[&](krex::placement p)"), std::string::npos)
+        << krex_test::gbench_message(*r);
   }
   // A failed run leaves no stale iterations behind.
   EXPECT_TRUE(krex::gbench::last_run().samples_ms.empty());

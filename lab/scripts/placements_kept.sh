@@ -6,9 +6,12 @@
 # configuration (with its reference and native repeat), both with the workers
 # keeping their placement copies between commands (bench/eval/worker.cu).
 # Every phase is bounded; a phase that would not fit the remaining call is
-# skipped with a line saying so. Logs and eval output under $OUT.
+# skipped with a line saying so. Logs under $OUT, the evals' output in
+# $OUT/evals.tgz. KREX_PK_PLAN=ab instead times the two presets' krex C=16
+# persistent configuration with one placement and with eight, back to back
+# on one machine (the throughput comparison; one native copy each).
 #
-#   lab/scripts/placements_kept.sh [budget_s]   (default 570)
+#   [KREX_PK_PLAN=full|ab] lab/scripts/placements_kept.sh [budget_s]   (default 570)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 budget="${1:-570}"
@@ -32,10 +35,27 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used -
 phase build 200 bash -c 'cmake --preset cuda -DKREX_BUILD_EXAMPLES=OFF -DKREX_BUILD_PYTHON=OFF &&
   cmake --build build-cuda -j"$(nproc)" --target krex_eval krex_eval_worker test_gbench_cuda test_gbench_placements'
 phase gbench_tests 30 bash -c 'build-cuda/tests/test_gbench_cuda && build-cuda/tests/test_gbench_placements'
-phase ranks 250 build-cuda/bench/eval/krex_eval --config ranks --timeout-s 120 --out "$out/eval-ranks"
-phase issue11 150 build-cuda/bench/eval/krex_eval --config issue11 --timeout-s 120 \
-  --configs serial:1,krex:16:persistent,serial:1 --out "$out/eval-issue11"
-for d in eval-ranks eval-issue11; do
-  [ -f "$out/$d/eval.json" ] && gzip -f "$out/$d/eval.json"
+case "${KREX_PK_PLAN:-full}" in
+  full)  # the accuracy run: the whole ranks preset, then issue11's krex C=16 persistent
+    phase ranks 250 build-cuda/bench/eval/krex_eval --config ranks --timeout-s 120 --out "$out/eval-ranks"
+    phase issue11 150 build-cuda/bench/eval/krex_eval --config issue11 --timeout-s 120 \
+      --configs serial:1,krex:16:persistent,serial:1 --out "$out/eval-issue11"
+    ;;
+  ab)  # throughput, one placement against eight on one machine (one native copy each)
+    for k in 1 8; do
+      phase "ranks-k$k" 110 build-cuda/bench/eval/krex_eval --config ranks --timeout-s 120 \
+        --native-copies 1 --placements "$k" --out "$out/eval-ranks-k$k"
+    done
+    for k in 8 1; do
+      phase "issue11-k$k" 170 build-cuda/bench/eval/krex_eval --config issue11 --timeout-s 120 \
+        --configs serial:1,krex:16:persistent,serial:1 --placements "$k" --out "$out/eval-issue11-k$k"
+    done
+    ;;
+esac
+for d in "$out"/eval-*; do
+  [ -f "$d/eval.json" ] && gzip -f "$d/eval.json"
 done
+# One archive: the device tool returns a bounded number of files.
+tar -C "$out" -czf "$out/evals.tgz" $(cd "$out" && ls -d eval-* ./*.log 2>/dev/null) &&
+  rm -rf "$out"/eval-* "$out"/*.log
 cat "$out/phases.txt"
