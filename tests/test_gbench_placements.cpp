@@ -227,10 +227,10 @@ TEST(gbench_placements, a_bad_k_or_a_body_that_cannot_rotate_is_an_error_row) {
   const auto* zero = rep.find("bm_place_zero");
   ASSERT_NE(zero, nullptr);
   EXPECT_TRUE(krex_test::gbench_failed(*zero));
-  EXPECT_NE(zero->error_message.find("placements = 0 is not >= 1"), std::string::npos)
-      << zero->error_message;
-  EXPECT_NE(zero->error_message.find("use 1"), std::string::npos) << zero->error_message;
-  EXPECT_EQ(zero->error_message.find("krex: krex:"), std::string::npos) << zero->error_message;
+  const std::string zero_why = krex_test::gbench_message(*zero);
+  EXPECT_NE(zero_why.find("placements = 0 is not >= 1"), std::string::npos) << zero_why;
+  EXPECT_NE(zero_why.find("use 1"), std::string::npos) << zero_why;
+  EXPECT_EQ(zero_why.find("krex: krex:"), std::string::npos) << zero_why;
   for (const char* name : {"bm_place_plain_body", "bm_place_int_body"}) {
     const auto* r = rep.find(name);
     ASSERT_NE(r, nullptr) << name;

@@ -1711,8 +1711,8 @@ void md_placements(std::ostream& md, const eval_plan& p, const report_data& d,
   md << "Each command timed its candidate over K copies of its inputs, sample i on copy i % K (--placements "
      << p.o.placements << "; --placement-budget-mb "
      << (p.o.placement_budget_mb > 0 ? std::to_string(p.o.placement_budget_mb) + " per command" : std::string("0: none"))
-     << "; a command whose K copies would not fit, or whose samples would grow by more than 5% to a multiple of "
-        "K, used the largest K that does). Memory: all K copies of one "
+     << "; a command whose K copies would not fit used the largest K that does; samples round up to a multiple "
+        "of K where that adds at most 5%). Memory: all K copies of one "
         "command; at once: C x the largest, the most one configuration's commands hold together. Spread: (max - "
         "min) / median of a command's per-copy medians, how much placement moved it. Reused: commands "
         "timed on copies their worker kept from an earlier command (K > 1).\n\n";

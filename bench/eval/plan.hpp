@@ -85,27 +85,28 @@ inline std::int64_t input_bytes(const candidate& c) {
 }
 
 /// A command's samples with K placements: rounded up to a multiple of K, so
-/// every copy is timed equally often (at most K - 1 more samples).
+/// that every copy is timed equally often, when that adds at most 5% to
+/// them; otherwise left as they are, and the first samples % K copies are
+/// timed once more than the others. A 10-sample gemm over 8 copies would
+/// time 16 samples, 60% more of the region's time for a kernel that
+/// placement hardly moves; it times 10.
 inline int samples_for_placements(int samples, int k) {
   if (k <= 1) return samples;
-  return (samples + k - 1) / k * k;
+  const int up = (samples + k - 1) / k * k;
+  return (up - samples) * 20 <= samples ? up : samples;
 }
 
 /// The placements a command uses when `asked` are asked for: the largest K
 /// <= asked whose K copies of `per_copy` bytes fit `budget_bytes` (0: no
-/// budget), no more than its `samples`, and whose rounding of the samples up
-/// to a multiple of K (samples_for_placements) adds at most 5% to them: a
-/// 10-sample gemm over 8 copies would time 16 samples, 60% more of the
-/// region's time, for a kernel that placement hardly moves (over 5 copies it
-/// times 10). At least 1 (the inputs themselves, which every command
-/// allocates whatever the budget).
+/// budget), and no more than its `samples`; at least 1 (the inputs
+/// themselves, which every command allocates whatever the budget). K does
+/// not depend on anything else, so that a long-lived worker's kept copies
+/// serve its next commands (placements_reusable).
 inline int placements_within(int asked, std::int64_t per_copy, std::int64_t budget_bytes, int samples) {
   int k = std::max(1, asked);
   if (budget_bytes > 0 && per_copy > 0)
     k = static_cast<int>(std::min<std::int64_t>(k, std::max<std::int64_t>(1, budget_bytes / per_copy)));
-  k = std::max(1, std::min(k, std::max(1, samples)));
-  while (k > 1 && (samples_for_placements(samples, k) - samples) * 20 > samples) --k;
-  return k;
+  return std::max(1, std::min(k, std::max(1, samples)));
 }
 
 /// Whether the copies a long-lived worker kept from an earlier command serve

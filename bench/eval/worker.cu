@@ -34,7 +34,7 @@
 // allocates them afresh for every command. It fills
 // every copy alike, checks copy 0, and times the candidate with krex::measure
 // over them, sample i on copy i % K (measure_options::placements), its
-// samples rounded up to a multiple of K. K is the largest that fits the
+// samples rounded up to a multiple of K where that adds at most 5%. K is the largest that fits the
 // budget and the samples (bench/eval/plan.hpp's placements_within); the
 // result line has placements, placements_asked, placement_bytes (all K
 // copies, kept ones as allocated), placements_reused, placement_budget_bytes,
