@@ -9,9 +9,11 @@
 # skipped with a line saying so. Logs under $OUT, the evals' output in
 # $OUT/evals.tgz. KREX_PK_PLAN=ab instead times the two presets' krex C=16
 # persistent configuration with one placement and with eight, back to back
-# on one machine (the throughput comparison; one native copy each).
+# on one machine (the throughput comparison; one native copy each);
+# KREX_PK_PLAN=final the ranks preset with one placement (one native copy),
+# then the whole ranks preset with eight.
 #
-#   [KREX_PK_PLAN=full|ab] lab/scripts/placements_kept.sh [budget_s]   (default 570)
+#   [KREX_PK_PLAN=full|ab|final] lab/scripts/placements_kept.sh [budget_s]   (default 570)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 budget="${1:-570}"
@@ -50,6 +52,11 @@ case "${KREX_PK_PLAN:-full}" in
       phase "issue11-k$k" 170 build-cuda/bench/eval/krex_eval --config issue11 --timeout-s 120 \
         --configs serial:1,krex:16:persistent,serial:1 --placements "$k" --out "$out/eval-issue11-k$k"
     done
+    ;;
+  final)  # one placement (one native copy: throughput), then the whole ranks preset with eight
+    phase ranks-k1 100 build-cuda/bench/eval/krex_eval --config ranks --timeout-s 120 \
+      --native-copies 1 --placements 1 --out "$out/eval-ranks-k1"
+    phase ranks 250 build-cuda/bench/eval/krex_eval --config ranks --timeout-s 120 --out "$out/eval-ranks"
     ;;
 esac
 for d in "$out"/eval-*; do
