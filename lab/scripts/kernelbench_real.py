@@ -21,6 +21,11 @@ PyTorch: their CUDA start-up, inputs and checks overlap the others' timing.
 Phases: solo (one worker, alone), solo-again (the noise floor), then for
 each N in --workers: unprotected-N, krex-N.
 
+Each worker writes its timestamped steps (imports, CUDA context, each
+problem loaded, checked and timed) to --out/worker-logs/PHASE-wNN.log, and
+every finished phase's raw results go to kernelbench_real.partial.json at
+once, so a run cut short says where its time went.
+
 Reported (kernelbench_real.md and .json in --out): per problem and overall,
 the inflation of every timing call's median over the solo median of the same
 problem (median, p95, max); the throughput of each phase against one worker
@@ -104,11 +109,18 @@ def problem_file(kernelbench, pid):
 def worker(args):
     t_started = time.monotonic()  # the worker's first line (under krex.run: joined already)
     print("started", json.dumps({"pid": os.getpid(), "t": t_started}), flush=True)
+    logf = open(args.log, "a", buffering=1) if args.log else None  # noqa: SIM115
+
+    def log(what):
+        """A timestamped step in --log: where a slow or stuck worker is."""
+        if logf is not None:
+            logf.write("%9.3f s  %s\n" % (time.monotonic() - t_started, what))
     import torch  # noqa: PLC0415
     kt, how = import_timing(args.kernelbench)
     krex = sys.modules.get("krex")  # present only under `python -m krex.run`
     fn = kt.get_timing_function(args.method)
     patched = hasattr(fn, "__krex_original__")
+    log("imported torch and the timing module (%s), patched by krex: %s" % (how, patched))
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
         return 1
@@ -117,6 +129,7 @@ def worker(args):
     dev = torch.device("cuda:0")
     t_cuda = time.monotonic()
     torch.zeros(1, device=dev)  # the CUDA context: from here the process holds one
+    log("CUDA context")
     problems = args.problems.split(",")
     k = args.index % len(problems)
     problems = problems[k:] + problems[:k]
@@ -129,6 +142,7 @@ def worker(args):
         with open(path) as f:
             exec(compile(f.read(), path, "exec"), ctx)  # as kernelbench.eval.load_original_model_and_inputs
         Model, get_inputs, get_init_inputs = ctx["Model"], ctx["get_inputs"], ctx["get_init_inputs"]
+        log("problem %s: loaded %s" % (pid, os.path.basename(path)))
         rec = {"name": os.path.basename(path), "calls": []}
         with torch.no_grad():
             torch.manual_seed(42)
@@ -142,6 +156,8 @@ def worker(args):
                 ok = ok and bool(torch.allclose(a.float(), b.float(), atol=1e-2, rtol=1e-2))
                 del xs, a, b
             rec["correct"] = ok
+            log("problem %s: model built, %d check trial(s), correct: %s"
+                % (pid, args.check_trials, ok))
             torch.manual_seed(42)
             inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in get_inputs()]
             torch.cuda.synchronize()
@@ -162,10 +178,14 @@ def worker(args):
                                     lock_ms=rep["lock_ns"] / 1e6, body_ms=rep["body_ns"] / 1e6)
                     last = rep
                 rec["calls"].append(call)
+                log("problem %s: timing call in %.2f s, median %.3f ms%s"
+                    % (pid, t1 - t0, call["median_ms"],
+                       ", " + call["level"] if "level" in call else ""))
         del model, inputs
         torch.cuda.empty_cache()
         out["problems"][pid] = rec
     out["t_done"] = time.monotonic()
+    log("done")
     print("result " + json.dumps(out), flush=True)
     if args.linger:
         sys.stdin.readline()  # until the driver says every worker is done
@@ -215,7 +235,7 @@ class Proc:
         self.p.stdin.flush()
 
 
-def run_phase(args, n, krex_on, segment):
+def run_phase(args, name, n, krex_on, segment):
     cmd = [sys.executable] + (["-m", "krex.run"] if krex_on else []) + [
         HERE, "--worker", "--kernelbench", args.kernelbench, "--problems", args.problems,
         "--method", args.method, "--reps", str(args.reps), "--trials", str(args.trials),
@@ -227,7 +247,11 @@ def run_phase(args, n, krex_on, segment):
         env["KREX_PATCH"] = "0"
     elif args.release_on_leave:
         env["KREX_RELEASE_ON_LEAVE"] = "1"
-    procs = [Proc(cmd + ["--index", str(i)], env) for i in range(n)]
+    logs = os.path.join(args.out, "worker-logs")
+    os.makedirs(logs, exist_ok=True)
+    procs = [Proc(cmd + ["--index", str(i), "--log",
+                         os.path.join(logs, "%s-w%02d.log" % (name, i))], env)
+             for i in range(n)]
     deadline = time.monotonic() + args.timeout
     try:
         for p in procs:
@@ -402,6 +426,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=900, help="seconds per phase")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--log", help=argparse.SUPPRESS)  # a worker's timestamped steps
     args = ap.parse_args()
     args.kernelbench = os.path.abspath(args.kernelbench)
     if args.worker:
@@ -437,9 +462,15 @@ def main():
     plan += [("%s-%d" % (m, n), n, m == "krex") for n in counts for m in modes]
     try:
         for name, n, krex_on in plan:
-            res, wall = run_phase(args, n, krex_on, segment)
+            print("%s: %d worker(s) started at %.0f s" % (name, n, time.monotonic() - t_start),
+                  flush=True)
+            res, wall = run_phase(args, name, n, krex_on, segment)
             phases[name] = {"results": res, "wall": wall, "workers": n}
             print("%s done (%.0f s)" % (name, wall), flush=True)
+            # What a run cut short still leaves: every finished phase's raw results.
+            with open(os.path.join(args.out, "kernelbench_real.partial.json"), "w") as f:
+                json.dump({"walls": {k: v["wall"] for k, v in phases.items()},
+                           "raw": {k: v["results"] for k, v in phases.items()}}, f)
     finally:
         remove_segment(segment)
     a = analyze(phases)

@@ -13,7 +13,8 @@
 # git ignores: copy it there, it is not fetched here). Writes to
 # build-cuda/kernelbench-real/$KB_TAG (KB_TAG default "run"; a later run can
 # reuse its solo phases: --solo-from build-cuda/kernelbench-real/run/kernelbench_real.json):
-# install.log, env.txt, gpu_test.log, kernelbench_real.{md,json}, run.log; and
+# install.log, env.txt, gpu_test.log, kernelbench_real.{md,json}, run.log,
+# kernelbench_real.partial.json and worker-logs/ (each worker's steps); and
 # copies them to $OUT when it is set. KREX_KB_TEST=0 skips the GPU test.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
