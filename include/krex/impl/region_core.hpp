@@ -172,7 +172,7 @@ class region_core {
             (f.reaped[i] ? "; its slot was freed"
                          : "; its slot is kept while its heartbeat is fresh (`krexctl status`)"));
       }
-      for (const auto& t : f.found_stopped) {
+      for (const auto& t : f.record.found_stopped) {
         m_report.stopped_pids.push_back(t.pid);
         m_report.notes.push_back("freeze: sibling pid " + std::to_string(t.pid) +
                                  " was already stopped by someone else: left stopped, krex will "
