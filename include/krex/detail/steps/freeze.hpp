@@ -7,10 +7,10 @@
 //
 // State: the siblings it froze, and the freezer's record of the freeze (its
 // stops, those found stopped by someone else), handed back to thaw. Shared
-// words: the siblings' frozen flags, the device's freeze counters. Undo
-// (freeze_step's destructor): thaw each frozen sibling while the lease is
-// ours; when a recoverer took the lease away, it has thawed them, and nothing
-// is touched.
+// words: the siblings' frozen flags, the device's freeze counters. Report: the
+// method, the pids frozen, unverified and stopped, a line for each left
+// running. Undo (freeze_step's destructor): thaw each frozen sibling while the
+// lease is ours; when a recoverer took the lease away, it has thawed them.
 
 #include <krex/detail/freeze_signal.hpp>
 #include <krex/detail/freezer.hpp>
@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace krex::detail {
@@ -197,25 +198,55 @@ class freeze_step {
   ~freeze_step() {
     if (m_c.exit != region_context::exit_kind::ours) return;  // lost or forked: not ours to thaw
     if (!m_result.frozen.empty()) {  // only a freezer can have frozen anything
-      const thaw_result t = thaw_siblings(m_c.m, *m_fz, m_result.record, m_result.frozen,
-                                          [&] { return m_c.ours(); });
-      m_c.freeze_broken = m_c.freeze_broken || t.freeze_broken;
-      m_c.thaw_failed = m_c.thaw_failed || t.thaw_failed;
-      m_c.lease_lost = m_c.lease_lost || t.lease_lost;
+      const thaw_result t =
+          thaw_siblings(m_c.m, *m_fz, m_result.record, m_result.frozen, [&] { return m_c.ours(); });
+      region_report& r = m_c.report;
+      r.freeze_broken = r.freeze_broken || t.freeze_broken;
+      r.thaw_failed = r.thaw_failed || t.thaw_failed;
+      r.lease_lost = r.lease_lost || t.lease_lost;
     }
     // A sibling someone else had stopped and that runs again now ran
     // during (part of) the body, unfrozen.
     for (const sibling& f : m_result.record.found_stopped) {
       const proc_stat st = read_proc_stat(f.pid);
       if (st.exists && st.start_time == f.start_time && !freeze_signal::is_halted(st.state))
-        m_c.freeze_broken = true;
+        m_c.report.freeze_broken = true;
     }
   }
 
-  /// Whether a freezer ran (false: no freezer, or method none).
-  bool ran() const noexcept { return m_ran; }
-  /// What it did (`frozen`: thawed by the destructor).
-  const freeze_result& result() const noexcept { return m_result; }
+  /// Writes into `r` the method and, if a freezer ran, the siblings frozen,
+  /// left running (unverified, leafless, idle) and found stopped.
+  void describe(region_report& r) const {
+    r.freeze = m_fz != nullptr ? m_fz->method() : freeze_method::none;
+    if (!m_ran) return;
+    const freeze_result& f = m_result;
+    r.siblings_gone += f.gone;
+    r.unverified_pids = f.unverified;
+    for (std::size_t i = 0; i < f.leafless.size(); ++i) {
+      const sibling& l = f.leafless[i];
+      r.unverified_pids.push_back(l.pid);
+      r.warnings.push_back(
+          "freeze: sibling slot " + std::to_string(l.slot) + " (pid " + std::to_string(l.pid) +
+          ") has no leaf under the krex cgroup root, so its process is no tenant of this "
+          "freeze domain (a slot written into the segment by hand?): it ran unfrozen beside "
+          "this region" +
+          (f.reaped[i] ? "; its slot was freed"
+                       : "; its slot is kept while its heartbeat is fresh (`krexctl status`)"));
+    }
+    for (const sibling& t : f.record.found_stopped) {
+      r.stopped_pids.push_back(t.pid);
+      r.notes.push_back("freeze: sibling pid " + std::to_string(t.pid) +
+                        " was already stopped by someone else: left stopped, krex will not "
+                        "continue it");
+    }
+    for (const sibling& t : f.frozen) r.frozen_pids.push_back(t.pid);
+    r.frozen = true;
+    if (f.idle > 0)
+      r.notes.push_back("freeze: scope " + std::string(to_string(m_c.m.opts.scope())) + " left " +
+                        std::to_string(f.idle) +
+                        " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
+                        "freezes them too)");
+  }
 
  private:
   // The drained siblings, each marked whether it touches the device (never
@@ -231,7 +262,7 @@ class freeze_step {
 
   region_context& m_c;
   freezer* m_fz;
-  bool m_ran = false;
+  bool m_ran = false;  // a freezer ran (false: no freezer, or method none)
   freeze_result m_result;
 };
 
