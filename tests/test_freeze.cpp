@@ -218,8 +218,8 @@ TEST_P(freeze_test, freezes_child_and_grandchild_then_thaws) {
   freezer h = holder();
   const pid_t pid = start_tenant(3);
   ASSERT_TRUE(both_move(3)) << "tenant never ran";
-  h.freeze({tg(3, pid)}, clock_type::now() + 2s);
-  EXPECT_TRUE(h.refused().empty());
+  freezer::record r = h.freeze({tg(3, pid)}, clock_type::now() + 2s);
+  EXPECT_TRUE(r.refused.empty());
   const auto a = sample(3);
   std::this_thread::sleep_for(200ms);
   const auto b = sample(3);
@@ -228,7 +228,7 @@ TEST_P(freeze_test, freezes_child_and_grandchild_then_thaws) {
     EXPECT_EQ(read_text(h.leaf(3) + control_of(m_method)),
               m_method == freeze_method::cgroup_v2 ? "1\n" : "FROZEN\n");
   }
-  EXPECT_TRUE(h.thaw({tg(3, pid)})) << h.last_error();
+  EXPECT_TRUE(h.thaw(r, {tg(3, pid)})) << h.last_error();
   EXPECT_TRUE(both_move(3)) << "a counter did not move after thaw";
 }
 
@@ -261,14 +261,14 @@ TEST_P(freeze_test, table_names_the_kernel_files_and_values) {
     return v2 ? st.find("frozen 1\n") != std::string::npos : st == "FROZEN\n";
   };
   EXPECT_FALSE(frozen_by_kernel()) << read_text(status);
-  h.freeze({tg(2, pid)}, clock_type::now() + 2s);
+  freezer::record r = h.freeze({tg(2, pid)}, clock_type::now() + 2s);
   EXPECT_TRUE(frozen_by_kernel()) << read_text(status);
-  EXPECT_TRUE(h.still_frozen(tg(2, pid)));
+  EXPECT_TRUE(h.still_frozen(r, tg(2, pid)));
   EXPECT_TRUE(both_still(2)) << "a counter moved while frozen";
-  EXPECT_TRUE(h.thaw_one(tg(2, pid))) << h.last_error();
+  EXPECT_TRUE(h.thaw_one(r, tg(2, pid))) << h.last_error();
   const std::string thawed = read_text(status);
   EXPECT_TRUE(v2 ? thawed.find("frozen 0\n") != std::string::npos : thawed == "THAWED\n") << thawed;
-  EXPECT_FALSE(h.still_frozen(tg(2, pid)));
+  EXPECT_FALSE(h.still_frozen(r, tg(2, pid)));
   EXPECT_TRUE(both_move(2)) << "a counter did not move after thaw";
 }
 
@@ -280,18 +280,18 @@ TEST_P(freeze_test, guardian_thaw_slot_thaws_what_the_freezer_froze) {
   freezer h = holder();
   const pid_t pid = start_tenant(6);
   ASSERT_TRUE(both_move(6)) << "tenant never ran";
-  h.freeze({tg(6, pid)}, clock_type::now() + 2s);
+  const freezer::record r = h.freeze({tg(6, pid)}, clock_type::now() + 2s);
   kd::recovery_config c;
   ASSERT_TRUE(kd::as_safe::copy_text(c.root, sizeof c.root, m_root.c_str()));
   c.method = freeze_method::none;
   EXPECT_EQ(kd::as_safe::thaw_slot(c, 6, 0, 0), 0);
-  EXPECT_TRUE(h.still_frozen(tg(6, pid)));
+  EXPECT_TRUE(h.still_frozen(r, tg(6, pid)));
   EXPECT_TRUE(both_still(6)) << "method none thawed a leaf";
   c.method = m_method;
   EXPECT_EQ(kd::as_safe::thaw_slot(c, 6, 0, 0), 0);
   EXPECT_EQ(read_text(h.leaf(6) + control_of(m_method)),
             m_method == freeze_method::cgroup_v2 ? "0\n" : "THAWED\n");
-  EXPECT_FALSE(h.still_frozen(tg(6, pid)));
+  EXPECT_FALSE(h.still_frozen(r, tg(6, pid)));
   EXPECT_TRUE(both_move(6)) << "the guardian's thaw did not thaw the leaf";
   EXPECT_EQ(kd::as_safe::thaw_slot(c, 9, 0, 0), 0) << "a missing leaf counts as thawed";
 }
@@ -309,9 +309,9 @@ TEST_P(freeze_test, thaw_siblings_reports_a_sibling_thawed_behind_its_back) {
   std::vector<kd::sibling> frozen{tg(1, p1), tg(2, p2)};
   const auto ours = [] { return true; };
 
-  h.freeze(frozen, clock_type::now() + 2s);  // untouched: not broken
+  freezer::record rec = h.freeze(frozen, clock_type::now() + 2s);  // untouched: not broken
   for (const auto& f : frozen) m.slot_at(f.slot).frozen.store(1);
-  kd::thaw_result r = kd::thaw_siblings(m, h, frozen, ours);
+  kd::thaw_result r = kd::thaw_siblings(m, h, rec, frozen, ours);
   EXPECT_FALSE(r.freeze_broken);
   EXPECT_FALSE(r.thaw_failed);
   EXPECT_FALSE(r.lease_lost);
@@ -319,7 +319,7 @@ TEST_P(freeze_test, thaw_siblings_reports_a_sibling_thawed_behind_its_back) {
   EXPECT_TRUE(both_move(1) && both_move(2));
 
   frozen = {tg(1, p1), tg(2, p2)};
-  h.freeze(frozen, clock_type::now() + 2s);
+  rec = h.freeze(frozen, clock_type::now() + 2s);
   for (const auto& f : frozen) m.slot_at(f.slot).frozen.store(1);
   // An operator (or a late recoverer) thaws slot 2 behind the region's back.
   if (is_cgroup(m_method))
@@ -330,7 +330,7 @@ TEST_P(freeze_test, thaw_siblings_reports_a_sibling_thawed_behind_its_back) {
     ASSERT_EQ(::kill(-p2, SIGCONT), 0);
   ASSERT_TRUE(both_move(2));
   EXPECT_TRUE(both_still(1));
-  r = kd::thaw_siblings(m, h, frozen, ours);
+  r = kd::thaw_siblings(m, h, rec, frozen, ours);
   EXPECT_TRUE(r.freeze_broken);
   EXPECT_FALSE(r.thaw_failed) << h.last_error();
   EXPECT_FALSE(r.lease_lost);
@@ -349,16 +349,16 @@ TEST_P(freeze_test, thaw_siblings_touches_nothing_once_the_lease_is_lost) {
   kd::member m;
   m.node = node.get();
   std::vector<kd::sibling> frozen{tg(3, pid)};
-  h.freeze(frozen, clock_type::now() + 2s);
+  freezer::record rec = h.freeze(frozen, clock_type::now() + 2s);
   m.slot_at(3).frozen.store(1);
-  const kd::thaw_result r = kd::thaw_siblings(m, h, frozen, [] { return false; });
+  const kd::thaw_result r = kd::thaw_siblings(m, h, rec, frozen, [] { return false; });
   EXPECT_TRUE(r.lease_lost);
   EXPECT_FALSE(r.freeze_broken);
   EXPECT_FALSE(r.thaw_failed);
   EXPECT_TRUE(frozen.empty());
   EXPECT_EQ(m.slot_at(3).frozen.load(), 1u) << "the recoverer clears it, not this exit";
   EXPECT_TRUE(both_still(3)) << "thawed after the lease was lost";
-  EXPECT_TRUE(h.thaw({tg(3, pid)})) << h.last_error();
+  EXPECT_TRUE(h.thaw(rec, {tg(3, pid)})) << h.last_error();
   EXPECT_TRUE(both_move(3));
 }
 
@@ -366,13 +366,13 @@ TEST_P(freeze_test, freezes_several_siblings_with_one_deadline) {
   freezer h = holder();
   const pid_t p1 = start_tenant(1);
   const pid_t p2 = start_tenant(2);
-  h.freeze({tg(1, p1), tg(2, p2)}, clock_type::now() + 2s);
+  freezer::record r = h.freeze({tg(1, p1), tg(2, p2)}, clock_type::now() + 2s);
   const auto a1 = sample(1);
   const auto a2 = sample(2);
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(a1, sample(1));
   EXPECT_EQ(a2, sample(2));
-  EXPECT_TRUE(h.thaw({tg(1, p1), tg(2, p2)}));
+  EXPECT_TRUE(h.thaw(r, {tg(1, p1), tg(2, p2)}));
   EXPECT_TRUE(both_move(1));
   EXPECT_TRUE(both_move(2));
 }
@@ -397,7 +397,7 @@ TEST_P(freeze_test, missed_deadline_throws_and_leaves_nothing_frozen) {
   krex::detail::sys().open = open_fake;
   const auto t0 = clock_type::now();
   try {
-    h.freeze({tg(4, pid)}, t0 + 100ms);
+    (void)h.freeze({tg(4, pid)}, t0 + 100ms);
     ADD_FAILURE() << "freeze did not throw";
   } catch (const krex::error& e) {
     EXPECT_EQ(e.where(), krex::step::freeze);
@@ -420,7 +420,7 @@ TEST_P(freeze_test, failed_write_thaws_what_it_froze) {
   const pid_t pid = start_tenant(5);
   // Slot 6 has no leaf: the freeze of slot 5 must be undone.
   try {
-    h.freeze({tg(5, pid), {6, pid + 100000}}, clock_type::now() + 2s);
+    (void)h.freeze({tg(5, pid), {6, pid + 100000}}, clock_type::now() + 2s);
     ADD_FAILURE() << "freeze did not throw";
   } catch (const krex::error& e) {
     EXPECT_EQ(e.code(), ENOENT);
@@ -434,14 +434,15 @@ TEST_P(freeze_test, thaw_tries_every_sibling_and_reports_failure) {
   const pid_t p1 = start_tenant(1);
   const pid_t p2 = start_tenant(2);
   g_calls = 0;
+  freezer::record r;
   if (m_method == freeze_method::signal) {
     // The signal method continues only what it stopped: stop them first.
-    h.freeze({tg(1, p1), tg(2, p2)}, clock_type::now() + 2s);
+    r = h.freeze({tg(1, p1), tg(2, p2)}, clock_type::now() + 2s);
     krex::detail::sys().pidfd_send_signal = pidfd_signal_eperm;
   } else {
     krex::detail::sys().write = write_eio;
   }
-  EXPECT_FALSE(h.thaw({tg(1, p1), tg(2, p2)}));
+  EXPECT_FALSE(h.thaw(r, {tg(1, p1), tg(2, p2)}));
   EXPECT_EQ(g_calls, 2);
   EXPECT_FALSE(h.last_error().empty());
 }
@@ -585,15 +586,15 @@ TEST(freeze_open, none_and_signal_need_nothing) {
   EXPECT_EQ(f.method(), freeze_method::none);
   EXPECT_EQ(f.root(), "");
   f.enter(1);
-  f.freeze({{1, 1}}, clock_type::now());
-  EXPECT_TRUE(f.thaw({{1, 1}}));
+  freezer::record r = f.freeze({{1, 1}}, clock_type::now());
+  EXPECT_TRUE(f.thaw(r, {{1, 1}}));
   f.leave(1);
   EXPECT_EQ(freezer::open(freeze_method::signal, "").method(), freeze_method::signal);
 }
 
 TEST(freeze_open, refuses_to_freeze_itself) {
   freezer f = freezer::open(freeze_method::signal, "");
-  EXPECT_THROW(f.freeze({{0, ::getpid()}}, clock_type::now() + 1s), krex::error);
+  EXPECT_THROW((void)f.freeze({{0, ::getpid()}}, clock_type::now() + 1s), krex::error);
 }
 
 // --- pure parsing and derivation ---------------------------------------------

@@ -424,8 +424,8 @@ TEST(trust_signal, holder_thaw_never_touches_a_reused_pid) {
   kd::freezer h = kd::freezer::open(freeze_method::signal, "");
   h.bind(kd::make_identity_domain(krex::segment_access::user,
                                   kd::segment_id_of(signal_opts(seg)).path().c_str()));
-  h.freeze({{0, pid, start}}, std::chrono::steady_clock::now() + 2s);
-  ASSERT_TRUE(h.refused().empty()) << kd::to_string(h.refused()[0].why);
+  kd::freezer::record r = h.freeze({{0, pid, start}}, std::chrono::steady_clock::now() + 2s);
+  ASSERT_TRUE(r.refused.empty()) << kd::to_string(r.refused[0].why);
   ASSERT_TRUE(stopped(pid));
   (void)tenant.wait(0ms);  // SIGKILLed and reaped: the pid is free
   auto reused = fork_at_pid(pid, [&] {
@@ -438,7 +438,7 @@ TEST(trust_signal, holder_thaw_never_touches_a_reused_pid) {
   if (reused.pid() != pid) GTEST_SKIP() << "could not get pid " << pid << " again";
   ::kill(pid, SIGSTOP);  // stopped by someone else, for its own reasons
   ASSERT_TRUE(stopped(pid));
-  EXPECT_TRUE(h.thaw({{0, pid, start}})) << h.last_error();
+  EXPECT_TRUE(h.thaw(r, {{0, pid, start}})) << h.last_error();
   EXPECT_TRUE(holds(mem, 0)) << "the thaw continued the process that reused the pid";
   EXPECT_EQ(state_of(pid), 'T');
 }
@@ -495,11 +495,13 @@ TEST_F(guardian_thaw, continues_the_member_its_holder_stopped) {
   const std::uint32_t i = slot_of(node(), member.pid());
   ASSERT_LT(i, kd::max_tenants);
   const std::uint32_t d = node().tenants[i].device.load();
-  // A holder stops it, then "dies" (its freezer is dropped without a thaw).
+  // A holder stops it, then "dies" (its freezer and the freeze's record are
+  // dropped without a thaw).
   {
     kd::freezer h = kd::freezer::open(freeze_method::signal, "");
     h.bind(c.identity, &node());
-    h.freeze({{i, member.pid(), start_of(member.pid())}}, std::chrono::steady_clock::now() + 2s);
+    (void)h.freeze({{i, member.pid(), start_of(member.pid())}},
+                   std::chrono::steady_clock::now() + 2s);
   }
   ASSERT_TRUE(stopped(member.pid()));
   ASSERT_EQ(node().tenants[i].stop_target.load(), member.pid());

@@ -15,11 +15,15 @@
 //   /proc/stat counts in USER_HZ ticks (10 ms on most kernels), so this is an
 //   estimate with one tick per CPU of resolution.
 
+#include <krex/detail/topology.hpp>
+#include <krex/report.hpp>
+
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +70,34 @@ struct cpu_activity {
   bool foreign_measured = false;  ///< the pinned CPUs' busy time could be read
   std::uint64_t foreign_ns = 0;   ///< other tasks' time on the pinned CPUs (estimate)
   std::uint64_t tick_ns = 10'000'000;  ///< resolution of foreign_ns per CPU
+
+  /// Writes it into `r` (body_ns, pinned_cpus, other_segments set). A few
+  /// preemptions by kernel threads are normal; more than one per 100 ms of
+  /// body, or foreign time over 1% of the body (and over the /proc/stat
+  /// resolution), is worth a warning.
+  void describe(region_report& r) const {
+    if (!measured) return;
+    r.body_preemptions = involuntary_switches;
+    const double body_ms = static_cast<double>(r.body_ns) / 1e6;
+    if (foreign_measured) {
+      r.reserved_foreign_ns = static_cast<long long>(foreign_ns);
+      const std::uint64_t floor_ns = 2 * tick_ns * std::max<std::size_t>(1, r.pinned_cpus.size());
+      if (foreign_ns > floor_ns && foreign_ns * 100 > r.body_ns)
+        r.warnings.push_back("other tasks ran about " + std::to_string(foreign_ns / 1'000'000) +
+                             " ms on the reserved CPUs " + format_cpulist(r.pinned_cpus) +
+                             " during the " + std::to_string(static_cast<long long>(body_ms)) +
+                             " ms body: " +
+                             (r.other_segments.empty()
+                                  ? std::string("a non-krex process or kernel work")
+                                  : "another krex segment's tenants (" + r.other_segments.front() +
+                                        ", see its warning), a non-krex process or kernel work") +
+                             " shares the measuring cores");
+    }
+    if (static_cast<double>(involuntary_switches) > 2.0 + body_ms / 100.0)
+      r.warnings.push_back("the measuring thread was preempted " +
+                           std::to_string(involuntary_switches) + " times during the " +
+                           std::to_string(static_cast<long long>(body_ms)) + " ms body");
+  }
 };
 
 /// Measures a region body's CPU neighbours: start() when the body begins,

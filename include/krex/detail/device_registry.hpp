@@ -46,6 +46,7 @@
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
+#include <krex/report.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -54,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -89,6 +91,28 @@ struct other_segment {
   std::vector<int> pids;  ///< its live tenants that registered (their pid namespace's pids)
   bool other_pidns = false;  ///< some entry is from another pid namespace: liveness unknown
 };
+
+/// Writes into `r` the segments of `others` it does not list yet, each with a
+/// warning (`what`: "uses this device"): nothing drained or froze their tenants.
+inline void describe_other_segments(std::vector<other_segment>&& others, const char* what,
+                                    region_report& r) {
+  const std::size_t known = r.other_segments.size();
+  for (other_segment& o : others) {
+    const auto end = r.other_segments.begin() + static_cast<std::ptrdiff_t>(known);
+    if (std::find(r.other_segments.begin(), end, o.path) != end) continue;
+    std::string pids;
+    for (int p : o.pids) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
+    r.warnings.push_back(
+        "another krex segment " + std::string(what) + ": " + o.path + " (tenant pid " + pids +
+        (o.other_pidns ? ", in another pid namespace or not checkable here: its entry was "
+                         "refreshed within the last 10 s"
+                       : "") +
+        "): its tenants were not drained or frozen for this region, nor is this region "
+        "visible to them; give every harness on a device the same KREX_SEGMENT, "
+        "KREX_SEGMENT_ACCESS and KREX_SHM_DIR (and one user, or group mode)");
+    r.other_segments.push_back(std::move(o.path));
+  }
+}
 
 namespace registry_impl {
 

@@ -12,6 +12,9 @@
 // over detail/freeze_signal.hpp. Each tenant lives in its own leaf
 // `<root>/t<slot>`; the region holder builds its siblings' leaves from its own
 // root and their slot numbers and never opens any other path.
+// The freezer keeps only what lasts as long as the tenant; what one freeze did
+// is the freezer::record that freeze() returns, which the freeze step keeps
+// and hands back to thaw.
 
 #include <krex/detail/cgroup.hpp>
 #include <krex/detail/freeze_signal.hpp>
@@ -49,6 +52,13 @@ class freezer {
   struct refusal {
     sibling who;
     identity_verdict why;
+  };
+
+  /// What one freeze() did (signal method), kept by its caller for thaw.
+  struct record {
+    std::vector<refusal> refused;        ///< not signalled: not verified as the tenant that joined
+    std::vector<sibling> found_stopped;  ///< stopped by someone else: never continued
+    std::vector<freeze_signal::stop_record> stopped;  ///< what it stopped, until thawed
   };
 
   /// Resolves the method and the krex cgroup root. `requested`: options.freeze();
@@ -120,13 +130,6 @@ class freezer {
     m_node = node;
     m_cache.clear();
   }
-  const identity_domain& identity() const noexcept { return m_identity; }
-  /// Siblings the last freeze() did not signal because they were not
-  /// verified as the tenants that joined (signal method).
-  const std::vector<refusal>& refused() const noexcept { return m_refused; }
-  /// Siblings the last freeze() found stopped by someone else (signal
-  /// method): neither signalled nor to be continued; they are not frozen().
-  const std::vector<sibling>& found_stopped() const noexcept { return m_found_stopped; }
 
   /// Tenant side, at join: creates leaf t<slot> and moves this process (all
   /// its threads; children forked later follow) into it, remembering where it
@@ -140,26 +143,24 @@ class freezer {
   void leave(std::uint32_t slot) noexcept { m_ops->leave(*this, slot); }
 
   /// Holder side: starts freezing every sibling, then waits for all of them
-  /// to report frozen by `deadline`. On a failed write or a missed deadline
-  /// it thaws everything it froze and throws krex::error(step::freeze).
-  void freeze(const std::vector<sibling>& siblings,
-              std::chrono::steady_clock::time_point deadline) {
-    m_refused.clear();
-    m_found_stopped.clear();
-    if (!m_ops->freezes) return;  // none: nothing to freeze
-    // Stops a lost lease left behind are not ours to continue any more.
-    m_stopped.clear();
+  /// to report frozen by `deadline`; returns what it did, for thaw(). On a
+  /// failed write or a missed deadline it thaws everything it froze and
+  /// throws krex::error(step::freeze).
+  [[nodiscard]] record freeze(const std::vector<sibling>& siblings,
+                              std::chrono::steady_clock::time_point deadline) {
+    record r;
+    if (!m_ops->freezes) return r;  // none: nothing to freeze
     std::vector<sibling> started;
     const auto give_up = [&](const std::string& what, const std::string& path, int err,
                              const std::string& hint) {
-      thaw(started);
+      thaw(r, started);
       cgroup::fail(what, path, err, hint);
     };
     for (const sibling& s : siblings) {
       if (s.pid == ::getpid() || (m_entered && s.slot == m_slot))
         give_up("refusing to freeze the caller's own slot", leaf_or_pid(s), EDEADLK,
                 "the region holder must not be in its sibling list");
-      const int e = start(s);
+      const int e = start(r, s);
       started.push_back(s);  // a failed write or signal may still have taken effect
       if (e)
         give_up("cannot freeze sibling slot " + std::to_string(s.slot) + " at", leaf_or_pid(s), e,
@@ -174,12 +175,12 @@ class freezer {
       for (size_t i = 0; i < siblings.size(); ++i) {
         if (done[i]) continue;
         bool ok = false;
-        if (const int e = is_frozen(siblings[i], ok))
+        if (const int e = is_frozen(r, siblings[i], ok))
           give_up("cannot read the freeze state of", status_path(siblings[i]), e, hint_text);
         done[i] = ok;
         all = all && ok;
       }
-      if (all) return;
+      if (all) return r;
       if (std::chrono::steady_clock::now() >= deadline) {
         std::string late;
         for (size_t i = 0; i < siblings.size(); ++i)
@@ -207,16 +208,16 @@ class freezer {
     }
   }
 
-  /// False when sibling `s` is known to run again: its leaf no longer frozen,
-  /// or (signal) its process not stopped. A sibling that is gone, or whose
-  /// state cannot be read, does not count as thawed.
-  bool still_frozen(const sibling& s) const noexcept {
+  /// False when sibling `s` (frozen by the freeze that returned `r`) is known to
+  /// run again: its leaf no longer frozen, or (signal) its process not stopped.
+  /// A sibling that is gone, or whose state cannot be read, does not count as thawed.
+  bool still_frozen(const record& r, const sibling& s) const noexcept {
     bool ok = true;
     try {
       // Cgroup freezing freezes the leaf, not the process: a sibling moved
       // out of its leaf during the body ran there, unfrozen.
       if (table().cgroup() && left_its_leaf(s)) return false;
-      return is_frozen(s, ok) != 0 || ok;
+      return is_frozen(r, s, ok) != 0 || ok;
     } catch (...) {
       return true;
     }
@@ -233,20 +234,20 @@ class freezer {
 
   /// Thaws these siblings: tries every one, returns false if any thaw failed
   /// (the failure is kept in last_error()). A sibling whose leaf or process is
-  /// already gone counts as thawed. Signal method: continues exactly what
-  /// freeze() stopped for them (the same processes, through the same pidfds),
-  /// and nothing it did not stop.
-  bool thaw(const std::vector<sibling>& siblings) noexcept {
+  /// already gone counts as thawed. Signal method: continues exactly what the
+  /// freeze that returned `r` stopped for them (the same processes, through
+  /// the same pidfds), and nothing it did not stop.
+  bool thaw(record& r, const std::vector<sibling>& siblings) noexcept {
     bool ok = true;
-    for (const sibling& s : siblings) ok = thaw_one(s) && ok;
+    for (const sibling& s : siblings) ok = thaw_one(r, s) && ok;
     return ok;
   }
 
   /// thaw() of one sibling.
-  bool thaw_one(const sibling& s) noexcept {
+  bool thaw_one(record& r, const sibling& s) noexcept {
     int e = 0;
     try {
-      if ((e = undo(s)) != 0) note_error("cannot thaw " + leaf_or_pid(s), e);
+      if ((e = undo(r, s)) != 0) note_error("cannot thaw " + leaf_or_pid(s), e);
     } catch (...) {
       e = ENOMEM;
     }
@@ -356,7 +357,6 @@ class freezer {
                        l, -moved,
                        "a crashed run left processes there: kill them (krexctl clean) and "
                        "join again");
-        m_evacuated += moved;
         if (const int e = is_busy(t, l, busy))
           cgroup::fail("cannot inspect the stale leaf", l, e, hint_text);
         if (busy)
@@ -428,7 +428,6 @@ class freezer {
         // left busy would fail every later join of this slot.
         const int moved = evacuate(t, l, m_origin);
         if (moved < 0) note_error("cannot move this tenant's children out of " + l, -moved);
-        else m_evacuated += moved;
       }
       if (const int e = request(t, l, false); e && e != ENOENT) note_error("cannot thaw " + l, e);
       if (sys().rmdir(l.c_str()) != 0 && errno != ENOENT)
@@ -446,9 +445,9 @@ class freezer {
   /// itself at join and leave. Errors are errno values (0: done).
   struct ops {
     bool freezes;  ///< false for none: freeze() does nothing at all
-    int (*start)(freezer& f, const sibling& s);
-    int (*is_frozen)(const freezer& f, const sibling& s, bool& ok);
-    int (*undo)(freezer& f, const sibling& s);
+    int (*start)(freezer& f, record& r, const sibling& s);
+    int (*is_frozen)(const freezer& f, const record& r, const sibling& s, bool& ok);
+    int (*undo)(freezer& f, record& r, const sibling& s);
     std::string (*where)(const freezer& f, const sibling& s);
     std::string (*status)(const freezer& f, const sibling& s);
     void (*enter)(freezer& f, std::uint32_t slot);
@@ -457,11 +456,11 @@ class freezer {
 
   // Cgroup methods (v2, v1; none is the empty table, which writes nothing):
   // every operation is the table's file and value on the sibling's leaf.
-  static int cgroup_start(freezer& f, const sibling& s) {
+  static int cgroup_start(freezer& f, record&, const sibling& s) {
     return request(f.table(), f.leaf(s.slot), true);
   }
   /// `ok`: the leaf's status has the frozen line (the empty table: at once).
-  static int cgroup_is_frozen(const freezer& f, const sibling& s, bool& ok) {
+  static int cgroup_is_frozen(const freezer& f, const record&, const sibling& s, bool& ok) {
     ok = true;
     if (!f.table().cgroup()) return 0;
     std::string text;
@@ -470,7 +469,7 @@ class freezer {
     return 0;
   }
   /// A leaf that is gone counts as thawed.
-  static int cgroup_undo(freezer& f, const sibling& s) {
+  static int cgroup_undo(freezer& f, record&, const sibling& s) {
     const int e = request(f.table(), f.leaf(s.slot), false);
     return e == ENOENT ? 0 : e;
   }
@@ -486,41 +485,41 @@ class freezer {
   }
 
   // Signal: stops, watches and continues through freeze_signal.hpp. A
-  // sibling that fails verification is not signalled but recorded in
-  // m_refused, one already stopped by someone else in m_found_stopped; one
-  // that is gone counts as frozen.
-  static int signal_start(freezer& f, const sibling& s) {
-    freeze_signal::stop_record r;
-    r.who = s;
-    r.shared = f.m_node != nullptr && s.slot < max_tenants ? &f.m_node->tenants[s.slot] : nullptr;
+  // sibling that fails verification is not signalled but recorded in the
+  // record's `refused`, one already stopped by someone else in its
+  // `found_stopped`; one that is gone counts as frozen.
+  static int signal_start(freezer& f, record& r, const sibling& s) {
+    freeze_signal::stop_record st;
+    st.who = s;
+    st.shared = f.m_node != nullptr && s.slot < max_tenants ? &f.m_node->tenants[s.slot] : nullptr;
     identity_verdict v = identity_ok;
-    const int e = freeze_signal::stop(f.m_identity, f.m_cache, r, v);
+    const int e = freeze_signal::stop(f.m_identity, f.m_cache, st, v);
     if (v != identity_ok)
-      f.m_refused.push_back(refusal{s, v});
-    else if (r.already_stopped)
-      f.m_found_stopped.push_back(s);
+      r.refused.push_back(refusal{s, v});
+    else if (st.already_stopped)
+      r.found_stopped.push_back(s);
     else if (e != ESRCH)
-      f.m_stopped.push_back(std::move(r));  // on error: what of it did stop
+      r.stopped.push_back(std::move(st));  // on error: what of it did stop
     return v != identity_ok || e == ESRCH ? 0 : e;
   }
   /// Only what freeze() really stopped, by the target it signalled (nothing
   /// stopped: nothing to wait for).
-  static int signal_is_frozen(const freezer& f, const sibling& s, bool& ok) {
+  static int signal_is_frozen(const freezer&, const record& r, const sibling& s, bool& ok) {
     ok = true;
-    for (const freeze_signal::stop_record& r : f.m_stopped)
-      if (r.who.same(s) && r.sent) return freeze_signal::is_stopped(r.target(), ok);
+    for (const freeze_signal::stop_record& st : r.stopped)
+      if (st.who.same(s) && st.sent) return freeze_signal::is_stopped(st.target(), ok);
     return 0;
   }
   /// Continues what freeze() stopped for `s`, and forgets it.
-  static int signal_undo(freezer& f, const sibling& s) {
+  static int signal_undo(freezer&, record& r, const sibling& s) {
     int e = 0;
-    for (auto it = f.m_stopped.begin(); it != f.m_stopped.end();) {
+    for (auto it = r.stopped.begin(); it != r.stopped.end();) {
       if (!it->who.same(s)) {
         ++it;
         continue;
       }
-      if (const int r = freeze_signal::resume(*it)) e = r;
-      it = f.m_stopped.erase(it);
+      if (const int err = freeze_signal::resume(*it)) e = err;
+      it = r.stopped.erase(it);
     }
     return e;
   }
@@ -547,9 +546,11 @@ class freezer {
                                       : cgroup_ops;
   }
 
-  int start(const sibling& s) { return m_ops->start(*this, s); }
-  int is_frozen(const sibling& s, bool& ok) const { return m_ops->is_frozen(*this, s, ok); }
-  int undo(const sibling& s) { return m_ops->undo(*this, s); }
+  int start(record& r, const sibling& s) { return m_ops->start(*this, r, s); }
+  int is_frozen(const record& r, const sibling& s, bool& ok) const {
+    return m_ops->is_frozen(*this, r, s, ok);
+  }
+  int undo(record& r, const sibling& s) { return m_ops->undo(*this, r, s); }
   std::string leaf_or_pid(const sibling& s) const { return m_ops->where(*this, s); }
   std::string status_path(const sibling& s) const { return m_ops->status(*this, s); }
 
@@ -618,17 +619,13 @@ class freezer {
 
   freeze_method m_method;
   const ops* m_ops;
-  identity_domain m_identity;                         // who may be signalled
-  node_state* m_node = nullptr;                       // where stops are recorded for recoverers
-  freeze_signal::member_cache m_cache;                // verified (pid, start time)s
-  std::vector<freeze_signal::stop_record> m_stopped;  // what freeze() stopped, until thawed
-  std::vector<refusal> m_refused;
-  std::vector<sibling> m_found_stopped;  // stopped by someone else: never continued
+  identity_domain m_identity;           // who may be signalled
+  node_state* m_node = nullptr;         // where stops are recorded for recoverers
+  freeze_signal::member_cache m_cache;  // verified (pid, start time)s
   std::string m_root;
   std::string m_notes;
   std::string m_last_error;
   std::string m_origin;  // filesystem path of the cgroup this process left at enter
-  int m_evacuated = 0;   // processes moved out of a leaf (left there by a tenant's children)
   std::uint32_t m_slot = 0;
   bool m_entered = false;
 };

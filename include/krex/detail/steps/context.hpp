@@ -2,15 +2,18 @@
 #pragma once
 
 // What the steps of one region share (not a step itself): the member they act
-// for, the lease every step checks before it acts, and how the region's exit
-// began. The steps (lock, gate, drain, freeze, quiet, pin: one file each in
+// for, the lease every step checks before it acts, how the region's exit
+// began, and the region's report, into which each step's undo writes what it
+// found. The steps (lock, gate, drain, freeze, quiet, pin: one file each in
 // this directory) never include one another; only the region
-// (krex/impl/region_core.hpp) knows their order. It holds them so that destroying them
-// is the undo, in reverse: the lock's claim on the exit comes first
-// (lock_step::begin_exit sets `exit`), then each step's own exit reads it.
+// (krex/impl/region_core.hpp) knows their order. It holds them so that
+// destroying them is the undo, in reverse: the lock's claim on the exit comes
+// first (lock_step::begin_exit sets `exit`), then each step's own exit reads
+// it.
 
 #include <krex/detail/slots.hpp>
 #include <krex/error.hpp>
+#include <krex/report.hpp>
 
 #include <unistd.h>
 
@@ -27,11 +30,14 @@ inline bool lease_held(const member& m, std::uint32_t flags = 0) noexcept {
 }
 
 struct region_context {
-  explicit region_context(member& mem) noexcept : m(mem), pid(::getpid()) {}
+  region_context(member& mem, region_report& r) noexcept : m(mem), report(r), pid(::getpid()) {}
   region_context(const region_context&) = delete;
   region_context& operator=(const region_context&) = delete;
 
   member& m;
+  /// The region's report. Each step's undo writes what it found into it
+  /// (lease_lost, thaw_failed, freeze_broken); it outlives the steps.
+  region_report& report;
   pid_t pid;  ///< the process that entered (a forked child's copy touches nothing shared)
 
   /// How the exit began, decided once by the lock step's claim before any step's undo.
@@ -44,15 +50,9 @@ struct region_context {
   };
   exit_kind exit = exit_kind::entering;
 
-  /// The body's duration, set when it ended (the lock step's undo counts
-  /// the region in the device's statistics).
-  std::uint64_t body_ns = 0;
+  /// Whether the body ran and ended (the lock step's undo then counts the
+  /// region, report.body_ns long, in the device's statistics).
   bool body_ended = false;
-
-  /// What the undo found (the region copies it into its report).
-  bool lease_lost = false;     ///< the lease was gone before the exit ended
-  bool thaw_failed = false;    ///< a thaw failed
-  bool freeze_broken = false;  ///< a frozen sibling ran again before the exit
 
   /// Exiting, with the lease still ours right now: each shared write of an
   /// undo happens only while this holds, checked right before it.

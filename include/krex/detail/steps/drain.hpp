@@ -11,8 +11,9 @@
 //
 // State: what the drain found (drain_result). Shared words: the siblings'
 // ack_epoch, active, the device's acks and agent bell, its drain counters.
-// Undo: none (a drain leaves nothing to take back; the raised gate keeps the
-// siblings off the device until the gate step's undo).
+// Report: drained or contended, the counts, a note for each sibling late or
+// released. Undo: none (a drain leaves nothing to take back; the raised gate
+// keeps the siblings off the device until the gate step's undo).
 
 #include <krex/detail/futex.hpp>
 #include <krex/detail/proc.hpp>
@@ -249,7 +250,22 @@ class drain_step {
                 "KREX_ALLOW_CONTENDED=1 to proceed with the region flagged contended");
   }
 
-  const drain_result& result() const noexcept { return m_result; }
+  /// Writes what the drain found into the report.
+  void describe(region_report& r) const {
+    const drain_result& d = m_result;
+    r.siblings_gone += d.gone;
+    r.siblings_drained = d.drained;
+    r.undrained_pids.assign(d.undrained.begin(), d.undrained.end());
+    if (d.ok)
+      r.drained = true;
+    else
+      r.contended = true;
+    if (!d.undrained.empty())
+      r.notes.push_back("drain: did not drain in time (" + undrained_text(d) + ")");
+    for (const std::string& why : d.released)
+      r.notes.push_back("drain: released the slot of a sibling that is no tenant any more (" + why +
+                        ")");
+  }
 
   /// "pid 4280: inside a gated call (1 open); process state S, pid ...".
   static std::string undrained_text(const drain_result& r) {

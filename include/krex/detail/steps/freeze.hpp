@@ -5,11 +5,12 @@
 // runs, and thawed at its end. The method (cgroup v2, v1, signal, none) is
 // the freezer's (detail/freezer.hpp), opened by the tenant at join.
 //
-// State: the siblings it froze, those found stopped by someone else.
-// Shared words: the siblings' frozen flags, the device's freeze counters.
-// Undo (freeze_step's destructor): thaw each frozen sibling while the lease
-// is ours; when a recoverer took the lease away, it has thawed them, and
-// nothing is touched.
+// State: the siblings it froze, and the freezer's record of the freeze (its
+// stops, those found stopped by someone else), handed back to thaw. Shared
+// words: the siblings' frozen flags, the device's freeze counters. Report: the
+// method, the pids frozen, unverified and stopped, a line for each left
+// running. Undo (freeze_step's destructor): thaw each frozen sibling while the
+// lease is ours; when a recoverer took the lease away, it has thawed them.
 
 #include <krex/detail/freeze_signal.hpp>
 #include <krex/detail/freezer.hpp>
@@ -23,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace krex::detail {
@@ -39,8 +41,9 @@ struct freeze_candidate {
 struct freeze_result {
   std::vector<sibling> frozen;           ///< frozen now: the region thaws them at exit
   std::vector<std::int32_t> unverified;  ///< refused (signal method, failed identity): running
-  /// Found stopped by someone else (signal method): left stopped, not frozen by krex.
-  std::vector<sibling> found_stopped;
+  /// The freezer's record, handed back to thaw `frozen`; its `found_stopped`
+  /// (signal method) were stopped by someone else: left stopped, not frozen.
+  freezer::record record;
   std::uint32_t idle = 0;  ///< left running by scope `device` (they do not touch the device)
   std::uint32_t gone = 0;  ///< died between their drain and the freeze
   /// Slots whose leaf does not exist (cgroup methods): no tenant of this
@@ -69,7 +72,6 @@ freeze_result freeze_siblings(member& m, freezer& fz, const std::vector<freeze_c
   const std::uint64_t t0 = now_ns();
   freeze_result r;
   r.unverified.reserve(cands.size());  // nothing below allocates once siblings are frozen
-  r.found_stopped.reserve(cands.size());
   for (const freeze_candidate& c : cands) {
     if (m.opts.scope() != freeze_scope::all && !c.touches_device) {
       ++r.idle;
@@ -80,7 +82,7 @@ freeze_result freeze_siblings(member& m, freezer& fz, const std::vector<freeze_c
   for (int attempt = 0;; ++attempt) {
     check_lease();
     try {
-      fz.freeze(r.frozen, std::chrono::steady_clock::now() + m.opts.freeze_deadline());
+      r.record = fz.freeze(r.frozen, std::chrono::steady_clock::now() + m.opts.freeze_deadline());
       break;
     } catch (const error&) {
       // A sibling that died since it drained loses its leaf when it is
@@ -95,20 +97,19 @@ freeze_result freeze_siblings(member& m, freezer& fz, const std::vector<freeze_c
   try {
     check_lease();
   } catch (...) {
-    fz.thaw(r.frozen);
+    fz.thaw(r.record, r.frozen);
     throw;
   }
   // Signal freezing signals only verified tenants: the others were not
   // stopped, and are reported, not counted as frozen.
-  for (const auto& ref : fz.refused()) {
+  for (const auto& ref : r.record.refused) {
     r.unverified.push_back(ref.who.pid);
     r.frozen.erase(std::remove_if(r.frozen.begin(), r.frozen.end(),
                                   [&](const sibling& f) { return f.same(ref.who); }),
                    r.frozen.end());
   }
   // Nor are those someone else had stopped: the exit must not continue them.
-  for (const sibling& s : fz.found_stopped()) {
-    r.found_stopped.push_back(s);
+  for (const sibling& s : r.record.found_stopped) {
     r.frozen.erase(std::remove_if(r.frozen.begin(), r.frozen.end(),
                                   [&](const sibling& f) { return f.same(s); }),
                    r.frozen.end());
@@ -126,25 +127,25 @@ struct thaw_result {
   bool lease_lost = false;     ///< the lease was gone: the rest is the recoverer's to thaw
 };
 
-/// The freeze step's exit, holder side: checks that every sibling in `frozen` is still
-/// frozen, then thaws them one by one, each only while `ours()` says the
-/// region's lease is still ours (once it is not, a recoverer has thawed them
-/// and a new holder may have frozen them again: nothing more is touched), and
-/// clears each thawed slot's frozen flag. `frozen` is emptied.
+/// The freeze step's exit, holder side: checks that every sibling in `frozen`
+/// (by the freeze that wrote `rec`) is still frozen, then thaws them one by
+/// one, each only while `ours()` says the region's lease is still ours (once it
+/// is not, a recoverer has thawed them and a new holder may have frozen them
+/// again: nothing more is touched), and clears each thawed slot's flag.
 template <class LeaseCheck>
-thaw_result thaw_siblings(member& m, freezer& fz, std::vector<sibling>& frozen,
-                          LeaseCheck&& ours) noexcept {
+thaw_result thaw_siblings(member& m, freezer& fz, freezer::record& rec,
+                          std::vector<sibling>& frozen, LeaseCheck&& ours) noexcept {
   thaw_result r;
   // Something thawed a sibling during the body (a late thaw, a SIGCONT, an
   // operator): the body was not protected throughout.
   for (const sibling& f : frozen)
-    if (!fz.still_frozen(f)) r.freeze_broken = true;
+    if (!fz.still_frozen(rec, f)) r.freeze_broken = true;
   for (const sibling& f : frozen) {
     if (!ours()) {
       r.lease_lost = true;
       break;
     }
-    if (!fz.thaw_one(f)) r.thaw_failed = true;
+    if (!fz.thaw_one(rec, f)) r.thaw_failed = true;
     m.slot_at(f.slot).frozen.store(0);
   }
   frozen.clear();
@@ -198,24 +199,54 @@ class freeze_step {
     if (m_c.exit != region_context::exit_kind::ours) return;  // lost or forked: not ours to thaw
     if (!m_result.frozen.empty()) {  // only a freezer can have frozen anything
       const thaw_result t =
-          thaw_siblings(m_c.m, *m_fz, m_result.frozen, [&] { return m_c.ours(); });
-      m_c.freeze_broken = m_c.freeze_broken || t.freeze_broken;
-      m_c.thaw_failed = m_c.thaw_failed || t.thaw_failed;
-      m_c.lease_lost = m_c.lease_lost || t.lease_lost;
+          thaw_siblings(m_c.m, *m_fz, m_result.record, m_result.frozen, [&] { return m_c.ours(); });
+      region_report& r = m_c.report;
+      r.freeze_broken = r.freeze_broken || t.freeze_broken;
+      r.thaw_failed = r.thaw_failed || t.thaw_failed;
+      r.lease_lost = r.lease_lost || t.lease_lost;
     }
     // A sibling someone else had stopped and that runs again now ran
     // during (part of) the body, unfrozen.
-    for (const sibling& f : m_result.found_stopped) {
+    for (const sibling& f : m_result.record.found_stopped) {
       const proc_stat st = read_proc_stat(f.pid);
       if (st.exists && st.start_time == f.start_time && !freeze_signal::is_halted(st.state))
-        m_c.freeze_broken = true;
+        m_c.report.freeze_broken = true;
     }
   }
 
-  /// Whether a freezer ran (false: no freezer, or method none).
-  bool ran() const noexcept { return m_ran; }
-  /// What it did (`frozen`: thawed by the destructor).
-  const freeze_result& result() const noexcept { return m_result; }
+  /// Writes into `r` the method and, if a freezer ran, the siblings frozen,
+  /// left running (unverified, leafless, idle) and found stopped.
+  void describe(region_report& r) const {
+    r.freeze = m_fz != nullptr ? m_fz->method() : freeze_method::none;
+    if (!m_ran) return;
+    const freeze_result& f = m_result;
+    r.siblings_gone += f.gone;
+    r.unverified_pids = f.unverified;
+    for (std::size_t i = 0; i < f.leafless.size(); ++i) {
+      const sibling& l = f.leafless[i];
+      r.unverified_pids.push_back(l.pid);
+      r.warnings.push_back(
+          "freeze: sibling slot " + std::to_string(l.slot) + " (pid " + std::to_string(l.pid) +
+          ") has no leaf under the krex cgroup root, so its process is no tenant of this "
+          "freeze domain (a slot written into the segment by hand?): it ran unfrozen beside "
+          "this region" +
+          (f.reaped[i] ? "; its slot was freed"
+                       : "; its slot is kept while its heartbeat is fresh (`krexctl status`)"));
+    }
+    for (const sibling& t : f.record.found_stopped) {
+      r.stopped_pids.push_back(t.pid);
+      r.notes.push_back("freeze: sibling pid " + std::to_string(t.pid) +
+                        " was already stopped by someone else: left stopped, krex will not "
+                        "continue it");
+    }
+    for (const sibling& t : f.frozen) r.frozen_pids.push_back(t.pid);
+    r.frozen = true;
+    if (f.idle > 0)
+      r.notes.push_back("freeze: scope " + std::string(to_string(m_c.m.opts.scope())) + " left " +
+                        std::to_string(f.idle) +
+                        " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
+                        "freezes them too)");
+  }
 
  private:
   // The drained siblings, each marked whether it touches the device (never
@@ -231,7 +262,7 @@ class freeze_step {
 
   region_context& m_c;
   freezer* m_fz;
-  bool m_ran = false;
+  bool m_ran = false;  // a freezer ran (false: no freezer, or method none)
   freeze_result m_result;
 };
 

@@ -13,10 +13,11 @@
 // reaches the device.
 //
 // State: the epoch, whether a dead holder's gate was taken over, the siblings
-// seen. Shared words: the device's gate and holder. Undo (gate_step's
-// destructor): lower the gate, then let the submissions parked at it through
-// (gate_exit); when a recoverer took the lease away, only a gate still at
-// this region's epoch comes down.
+// seen. Shared words: the device's gate and holder. Report: the epoch, gated,
+// took_over_gate, siblings_seen. Undo (gate_step's destructor): lower the
+// gate, then let the submissions parked at it through (gate_exit); when a
+// recoverer took the lease away, only a gate still at this region's epoch
+// comes down.
 
 #include <krex/detail/futex.hpp>
 #include <krex/detail/sibling.hpp>
@@ -167,7 +168,7 @@ class gate_step {
     switch (m_c.exit) {
       case region_context::exit_kind::ours:
         if (m_c.ours()) set_phase(*m.dev, phase_exiting);
-        if (!gate_exit(m, m_epoch, true)) m_c.lease_lost = true;
+        if (!gate_exit(m, m_epoch, true)) m_c.report.lease_lost = true;
         break;
       case region_context::exit_kind::lost:
         gate_exit(m, m_epoch, false);  // by CAS: only a gate still at this epoch
@@ -177,12 +178,17 @@ class gate_step {
   }
 
   std::uint32_t epoch() const noexcept { return m_epoch; }
-  /// Whether a raised gate of a dead previous holder was taken over.
-  bool took_over() const noexcept { return m_took_over; }
   /// The siblings seen when the gate rose (the drain step marks them).
   std::vector<sibling>& siblings() noexcept { return m_siblings; }
   /// Whether their in-flight submissions all ended (or their owners went) in time.
   bool quiet() const noexcept { return m_quiet; }
+  /// Writes the epoch, the takeover and the siblings seen into the report.
+  void describe(region_report& r) const noexcept {
+    r.epoch = m_epoch;
+    r.took_over_gate = m_took_over;
+    r.gated = true;
+    r.siblings_seen = static_cast<std::uint32_t>(m_siblings.size());
+  }
 
  private:
   region_context& m_c;

@@ -9,10 +9,11 @@
 // device.
 //
 // State: the ticket. Shared words: the slot's ticket, the device's queue
-// (next_ticket, now_serving), lease words and region counters. Undo (lock_step's destructor):
-// release the lease and move the lock on, or, when a recoverer took the lease
-// away, only give this slot's ticket up. The exit starts here too: the
-// region's first act at exit is the lock's claim on it (begin_exit).
+// (next_ticket, now_serving), lease words and region counters. Report: the
+// ticket. Undo (lock_step's destructor): release the lease and move the lock
+// on, or, when a recoverer took the lease away, only give this slot's ticket
+// up. The exit starts here too: the region's first act at exit is the lock's
+// claim on it (begin_exit).
 
 #include <krex/detail/futex.hpp>
 #include <krex/detail/handoff.hpp>
@@ -203,7 +204,7 @@ class lock_step {
     }
     m_c.exit =
         claim_exit(m_c.m) ? region_context::exit_kind::ours : region_context::exit_kind::lost;
-    if (m_c.exit == region_context::exit_kind::lost) m_c.lease_lost = true;
+    if (m_c.exit == region_context::exit_kind::lost) m_c.report.lease_lost = true;
   }
 
   ~lock_step() {
@@ -211,17 +212,18 @@ class lock_step {
     switch (m_c.exit) {
       case region_context::exit_kind::ours:
         if (m_c.ours()) set_phase(*m.dev, phase_idle);
-        if (!lock_exit(m, m_ticket, true)) m_c.lease_lost = true;
+        if (!lock_exit(m, m_ticket, true)) m_c.report.lease_lost = true;
         break;
       case region_context::exit_kind::lost: lock_exit(m, m_ticket, false); break;
       default: break;  // a forked child's copy touches nothing shared
     }
     if (!m_c.body_ended) return;  // a region that ran its body counts on the device
     m.dev->regions.fetch_add(1, std::memory_order_relaxed);
-    m.dev->region_ns.fetch_add(m_c.body_ns, std::memory_order_relaxed);
+    m.dev->region_ns.fetch_add(m_c.report.body_ns, std::memory_order_relaxed);
   }
 
-  std::uint32_t ticket() const noexcept { return m_ticket; }
+  /// Writes its ticket into the report.
+  void describe(region_report& r) const noexcept { r.ticket = m_ticket; }
 
  private:
   region_context& m_c;

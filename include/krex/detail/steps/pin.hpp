@@ -10,8 +10,9 @@
 // unpinned on exit. docs/PIN.md explains the rules.
 //
 // State: the pin guard (the thread's previous mask). Shared words: none but
-// the device's phase. Undo (pin_step's destructor): the phase moves to
-// exiting while the lease is ours, and the thread gets its mask back.
+// the device's phase. Report: pinned, pinned_cpus. Undo (pin_step's
+// destructor): the phase moves to exiting while the lease is ours, and the
+// thread gets its mask back.
 
 #include <krex/detail/slots.hpp>
 #include <krex/detail/steps/context.hpp>
@@ -306,9 +307,11 @@ class pin_step {
       set_phase(*m_c.m.dev, phase_exiting);
   }
 
-  bool pinned() const noexcept { return m_guard.has_value(); }
-  /// The mask applied (sorted); empty when not pinned.
-  std::vector<int> cpus() const { return m_guard ? m_guard->pinned() : std::vector<int>{}; }
+  /// Writes whether it pinned, and to which CPUs (sorted), into the report.
+  void describe(region_report& r) const {
+    r.pinned = m_guard.has_value();
+    r.pinned_cpus = m_guard ? m_guard->pinned() : std::vector<int>{};
+  }
 
  private:
   region_context& m_c;

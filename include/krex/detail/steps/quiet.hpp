@@ -25,7 +25,8 @@
 // hold a context on the device (the backend's `device_processes`).
 //
 // State: what it found (quiet_result, the foreign pids). Shared words: the
-// device's idle figure and quiet counters. Undo: none.
+// device's idle figure and quiet counters. Report: the foreign pids, the quiet
+// fields, a line for foreign processes, a busy device or a wait. Undo: none.
 
 #include <krex/detail/clocks.hpp>
 #include <krex/detail/device_ops.hpp>
@@ -38,6 +39,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <utility>
@@ -173,12 +175,52 @@ class quiet_step {
         deadline);
   }
 
-  /// Whether the device's processes could be listed, and those outside the segment.
-  bool foreign_checked() const noexcept { return m_foreign_checked; }
-  const std::vector<int>& foreign_pids() const noexcept { return m_foreign; }
-  /// False when quiet_deadline is 0: the device was not probed.
-  bool probed() const noexcept { return m_probed; }
-  const quiet_result& result() const noexcept { return m_result; }
+  /// Writes what it found into the report: the processes outside the
+  /// segment on the device, then the probe.
+  void describe(region_report& r) const {
+    if (m_foreign_checked) {
+      r.foreign_checked = true;
+      r.foreign_pids = m_foreign;
+      if (!m_foreign.empty()) {
+        std::string l;
+        append_int_list(l, m_foreign);
+        r.warnings.push_back(
+            "device: " + std::to_string(m_foreign.size()) +
+            " process(es) outside this krex segment hold a context on the device (pids " + l +
+            "): krex neither gates nor freezes them; run them under krex (the same segment) "
+            "or elsewhere");
+      }
+    }
+    if (!m_probed) {
+      r.notes.push_back("quiet: off (quiet_deadline 0): the device was not probed");
+      return;
+    }
+    const quiet_result& q = m_result;
+    r.quiet_checked = q.checked;
+    r.quiet = q.quiet;
+    r.quiet_wait_ns = q.waited_ns;
+    r.quiet_bursts = q.bursts;
+    r.quiet_first_ratio = q.first_ratio;
+    r.quiet_last_ratio = q.last_ratio;
+    const auto pct = [](double ratio) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.1f%%", (ratio - 1.0) * 100.0);
+      return std::string(b);
+    };
+    if (!q.checked) {
+      if (!q.why_not.empty()) r.notes.push_back("quiet: not probed: " + q.why_not);
+    } else if (!q.quiet)
+      r.warnings.push_back(
+          "quiet: the device was still busy after " + std::to_string(q.waited_ns / 1'000'000) +
+          " ms (probe " + pct(q.last_ratio) +
+          " slower than idle): a process outside krex or a "
+          "long driver operation shares it; raise quiet_deadline / KREX_QUIET_DEADLINE_MS");
+    else if (q.waited_ns != 0)
+      r.notes.push_back("quiet: waited " + std::to_string(q.waited_ns / 1000) +
+                        " us for the device to become quiet (probe " + pct(q.first_ratio) +
+                        " slower than idle at entry: the driver's work after a large "
+                        "free, or a context teardown)");
+  }
 
  private:
   // Whether `pid` owns a live slot of this device in the segment.
@@ -191,8 +233,8 @@ class quiet_step {
     return false;
   }
 
-  bool m_foreign_checked = false;
-  bool m_probed = false;
+  bool m_foreign_checked = false;  // the device's processes could be listed
+  bool m_probed = false;           // false when quiet_deadline is 0
   std::vector<int> m_foreign;
   quiet_result m_result;
 };
