@@ -137,12 +137,11 @@ T from_python(const detail::option_spec& s, const std::string& k, py::handle v) 
   } else if constexpr (std::is_same_v<T, std::string>) {
     return to_str(k, v, s.kind == detail::option_kind::segment_name ? "1..64 of [A-Za-z0-9._-]"
                                                                      : "an absolute path");
-  } else {  // a choice: one of the names in s.values
-    const std::string name = to_str(k, v, s.values);
-    const std::string values = std::string(", ") + s.values + ", ";
-    if (values.find(", " + name + ", ") == std::string::npos)
-      bad_value(k, py_repr(v), s.values);
-    return detail::parse_choice(k, name, static_cast<T*>(nullptr));
+  } else {  // a choice: one of its enum's names
+    const std::string names = detail::choice_list(*s.choices);
+    const long long x = detail::choice_value(*s.choices, to_str(k, v, names));
+    if (x < 0) bad_value(k, py_repr(v), names);
+    return static_cast<T>(x);
   }
 }
 
@@ -211,13 +210,11 @@ const std::string& tenant_init_doc() {
     std::string choices;
     for (const detail::option_spec& s : detail::option_table) {
       if (s.kind != detail::option_kind::choice) continue;
-      std::vector<std::string> names;
-      const std::string values = std::string(s.values) + ", ";
-      for (std::size_t at = 0, end; (end = values.find(", ", at)) != std::string::npos; at = end + 2)
-        names.push_back("\"" + values.substr(at, end - at) + "\"");
+      const detail::choice_names& c = *s.choices;
       choices += (choices.empty() ? "" : "; ") + std::string(s.python) + ":";
-      for (std::size_t i = 0; i < names.size(); ++i)
-        choices += (i == 0 ? " " : i + 1 == names.size() ? " or " : ", ") + names[i];
+      for (std::size_t i = 0; i < c.count; ++i)
+        choices += std::string(i == 0 ? " " : i + 1 == c.count ? " or " : ", ") + "\"" +
+                   c.names[i] + "\"";
     }
     std::string wrapped, line;
     for (std::size_t at = 0; at <= choices.size();) {
