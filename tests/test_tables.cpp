@@ -11,9 +11,9 @@
 
 #include "proc_util.hpp"
 
-#include <krex_tools/option_docs.hpp>
-
+#include <krex/measure.hpp>
 #include <krex/options.hpp>
+#include <krex/pool_options.hpp>
 #include <krex/report.hpp>
 
 #include <gtest/gtest.h>
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include <cstddef>
+#include <krex_tools/option_docs.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -292,7 +293,8 @@ TEST(OptionTable, PythonDocsAndStubsMatch) {
   for (const auto& x : pyi_problems(read_source("python/krex/_krex.pyi"))) p.push_back(x);
   for (const auto& x : p) ADD_FAILURE() << x;
   if (!python_md_option_problems(doc).empty())
-    ADD_FAILURE() << "docs/PYTHON.md's keyword table should read:\n" << krex_tools::python_keywords_markdown();
+    ADD_FAILURE() << "docs/PYTHON.md's keyword table should read:\n"
+                  << krex_tools::python_keywords_markdown();
 }
 
 TEST(OptionTable, PythonDocsAndStubsDrift) {
@@ -317,11 +319,63 @@ TEST(OptionTable, GeneratedPartsAreCurrent) {
                            << " differs from the tables: run `krexctl options --write .` "
                               "(build/tools/krexctl) in the source tree";
   }
-  const std::string edited = replace_once(read_source("docs/POOL.md"), "| 1 | worker processes",
-                                          "| 2 | worker processes");
+  const std::string edited =
+      replace_once(read_source("docs/POOL.md"), "| 1 | worker processes", "| 2 | worker processes");
   const krex_tools::generated_part& part = krex_tools::generated_parts()[3];
   EXPECT_NE(krex_tools::regenerate(part, edited), edited);
   EXPECT_EQ(krex_tools::regenerate(part, "no table\n"), "");
+}
+
+// measure_options{} and pool_options{} hold their tables' defaults, and the
+// stub's krex.measure() writes the measure table's.
+TEST(OptionTable, MeasureAndPoolDefaultsAreTheirTables) {
+  const krex::measure_options m;
+  using mid = kd::measure_option_id;
+  const std::pair<mid, long long> fields[] = {
+      {mid::warmup, m.warmup},
+      {mid::warmup_time, m.warmup_time.count()},
+      {mid::samples, m.samples},
+      {mid::cold_l2, m.cold_l2},
+      {mid::flush_bytes, static_cast<long long>(m.flush_bytes)},
+      {mid::graph_batch, m.graph_batch},
+      {mid::sync_each, m.sync_each},
+      {mid::retake_throttled, m.retake_throttled},
+      {mid::max_retakes, m.max_retakes},
+      {mid::throttle_recovery, m.throttle_recovery.count()},
+      {mid::placements, m.placements},
+      {mid::placement_bytes, static_cast<long long>(m.placement_bytes)}};
+  ASSERT_EQ(std::size(fields), std::size(kd::measure_option_table));
+  for (const auto& [id, value] : fields)
+    EXPECT_EQ(value, kd::measure_default<long long>(id))
+        << kd::measure_option_table[static_cast<std::size_t>(id)].name;
+
+  const std::string pyi = read_source("python/krex/_krex.pyi");
+  const std::string measure =
+      pyi.substr(pyi.find("def measure("),
+                 pyi.find(") -> Dict", pyi.find("def measure(")) - pyi.find("def measure("));
+  for (const kd::measure_option_spec& s : kd::measure_option_table) {
+    if (s.python == nullptr) continue;
+    const std::string type = s.type;
+    std::string want = std::string(s.python) + ": " + (type == "bool" ? "bool" : "int") + " = " +
+                       std::to_string(s.def) + ",";
+    if (type == "bool")
+      want = std::string(s.python) + ": bool = " + (s.def != 0 ? "True," : "False,");
+    if (type == "us")
+      want = std::string(s.python) + ": float = " + std::to_string(s.def / 1000) + ".0,";
+    EXPECT_NE(measure.find("    " + want + "\n"), std::string::npos) << want << " in\n" << measure;
+  }
+
+  const krex::pool_options p;
+  using pid = kd::pool_option_id;
+  const std::pair<pid, long long> pool[] = {{pid::workers, p.workers()},
+                                            {pid::timeout, p.timeout().count()},
+                                            {pid::respawn, p.respawn()},
+                                            {pid::start_retries, p.start_retries()},
+                                            {pid::recycle_on_error, p.recycle_on_error()},
+                                            {pid::start_timeout, p.start_timeout().count()},
+                                            {pid::shutdown_grace, p.shutdown_grace().count()}};
+  for (const auto& [id, value] : pool)
+    EXPECT_EQ(value, kd::pool_option(id).def) << kd::pool_option(id).name;
 }
 
 TEST(OptionTable, KrexctlNamesEveryVariable) {

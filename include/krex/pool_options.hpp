@@ -75,7 +75,8 @@ inline constexpr pool_option_spec pool_option_table[] = {
      10'000, "in-flight commands get this long at shutdown; then workers get max(this, 1 s) to "
      "leave", ""},
 };
-inline constexpr std::size_t pool_option_count = sizeof(pool_option_table) / sizeof(pool_option_table[0]);
+inline constexpr std::size_t pool_option_count =
+    sizeof(pool_option_table) / sizeof(pool_option_table[0]);
 static_assert(static_cast<std::size_t>(pool_option_id::shutdown_grace) + 1 == pool_option_count,
               "pool_option_table: a row per pool_option_id");
 

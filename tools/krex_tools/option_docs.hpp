@@ -4,11 +4,12 @@
 // What is generated from the option tables (detail/option_table.hpp, and
 // pool_options' detail::pool_option_table): README.md's options table,
 // docs/PYTHON.md's keyword table, python/krex/_krex.pyi's Tenant keywords
-// and docs/POOL.md's pool_options table. `krexctl options --write DIR`
+// docs/POOL.md's pool_options table and docs/CUDA.md's measure_options table. `krexctl options --write DIR`
 // rewrites them in the source tree DIR (regenerate()); tests/test_tables.cpp
 // fails while a file differs from what regenerate() makes of it. Tools and
 // tests only: the library never includes this.
 
+#include <krex/measure.hpp>
 #include <krex/options.hpp>
 #include <krex/pool_options.hpp>
 
@@ -105,6 +106,21 @@ inline std::string pool_options_markdown() {
   return out;
 }
 
+/// docs/CUDA.md's measure_options table.
+inline std::string measure_options_markdown() {
+  std::string out = "| field | Python keyword | default | meaning |\n|---|---|---|---|\n";
+  for (const kd::measure_option_spec& s : kd::measure_option_table) {
+    const std::string type = s.type;
+    std::string def = std::to_string(s.def);
+    if (type == "bool") def = s.def != 0 ? "true" : "false";
+    if (type == "us" || type == "ms") def += " " + type;
+    out += std::string("| `") + s.name + "` | " +
+           (s.python != nullptr ? "`" + std::string(s.python) + "`" : std::string("—")) + " | " +
+           def + " | " + s.doc + " |\n";
+  }
+  return out;
+}
+
 /// `text` with its lines from the one equal to `first` through the last of
 /// the block (a Markdown table: the lines starting with '|'; else up to the
 /// line before `end`) replaced by `block`; "" when `first` is missing.
@@ -139,12 +155,13 @@ struct generated_part {
 
 inline std::vector<generated_part> generated_parts() {
   const std::string opt = options_markdown(), py = python_keywords_markdown(),
-                    pool = pool_options_markdown();
+                    pool = pool_options_markdown(), measure = measure_options_markdown();
   return {
       {"README.md", opt.substr(0, opt.find('\n')), opt, ""},
       {"docs/PYTHON.md", py.substr(0, py.find('\n')), py, ""},
       {"python/krex/_krex.pyi", "        *,", pyi_tenant_keywords(), "    ) -> None: ..."},
       {"docs/POOL.md", pool.substr(0, pool.find('\n')), pool, ""},
+      {"docs/CUDA.md", measure.substr(0, measure.find('\n')), measure, ""},
   };
 }
 
