@@ -242,12 +242,12 @@ a failed join, TypeError for a keyword of the wrong type.)doc";
 }
 
 /// A report field as Python holds it (detail::visit_report_fields' types).
+/// A choice (freeze, scope) by its name.
 template <class T>
 py::object to_python(const T& v) {
-  return py::cast(v);
+  if constexpr (detail::choices_of<T>.count > 0) return py::str(to_string(v));
+  else return py::cast(v);
 }
-py::object to_python(freeze_method v) { return py::str(to_string(v)); }
-py::object to_python(freeze_scope v) { return py::str(to_string(v)); }
 py::object to_python(const device_clocks& c) {
   if (!c.valid) return py::none();
   py::dict x;
