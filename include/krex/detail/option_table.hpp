@@ -147,7 +147,8 @@ enum class option_kind {
 enum class option_id {
   device, segment, access, gate_park, drain_deadline, lock_wait, lease, allow_contended, freeze,
   scope, freeze_deadline, handoff_grace, cgroup_root, pin, reserved_cores, confine,
-  gate_contexts, release_on_leave, host_devices, gate_mode, quiet_deadline, quiet_tolerance_pct
+  gate_contexts, release_on_leave, host_devices, gate_mode, quiet_deadline, quiet_tolerance_pct,
+  count_  // the number of options (not one): new ones go before it
 };
 // clang-format on
 
@@ -275,7 +276,7 @@ constexpr bool in_id_order() {
   return true;
 }
 static_assert(in_id_order(), "option_table: one row per option_id, in option_id order");
-static_assert(option_count == static_cast<std::size_t>(option_id::quiet_tolerance_pct) + 1,
+static_assert(option_count == static_cast<std::size_t>(option_id::count_),
               "option_table: a row for every option_id");
 constexpr bool choices_fit() {
   for (const option_spec& s : option_table)
