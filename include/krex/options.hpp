@@ -285,10 +285,6 @@ class options {
   options& quiet_tolerance_pct(int p) { return set(option_id::quiet_tolerance_pct, p); }
   int quiet_tolerance_pct() const noexcept { return get<int, option_id::quiet_tolerance_pct>(); }
 
-  /// How often a draining region rechecks its siblings' acks.
-  options& drain_poll(ms t) { return set(option_id::drain_poll, t); }
-  ms drain_poll() const noexcept { return get<ms, option_id::drain_poll>(); }
-
   /// A copy with every set `KREX_*` variable applied (see detail::option_table).
   /// Throws krex::error naming the variable for an unparsable value, and for
   /// a set `KREX_*` variable krex does not read that is surely meant as one

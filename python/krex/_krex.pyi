@@ -42,7 +42,6 @@ class Tenant:
         gating: str = ...,
         quiet_deadline_ms: int = ...,
         quiet_tolerance_pct: int = ...,
-        drain_poll_ms: int = ...,
     ) -> None: ...
     @property
     def device(self) -> int: ...

@@ -148,7 +148,6 @@ enum class option_id {
   device, segment, access, gate_park, drain_deadline, lock_wait, lease, allow_contended, freeze,
   scope, freeze_deadline, handoff_grace, cgroup_root, pin, reserved_cores, confine,
   gate_contexts, release_on_leave, host_devices, gate_mode, quiet_deadline, quiet_tolerance_pct,
-  drain_poll,
   count_  // the number of options (not one): new ones go before it
 };
 // clang-format on
@@ -261,9 +260,6 @@ inline constexpr option_spec option_table[] = {
      "KREX_QUIET_TOLERANCE_PCT", option_kind::integer, 1, 100, 5, "", nullptr,
      "how much slower than the device's idle figure the quiet probe may be and still count as "
      "quiet (1..100)"},
-    {option_id::drain_poll, "drain_poll", "drain_poll_ms", "KREX_DRAIN_POLL_MS",
-     option_kind::milliseconds, 1, max_env_ms, 5, "", nullptr,
-     "how often a draining region rechecks its siblings' acks (issue 37's two-file proof)"},
 };
 
 inline constexpr std::size_t option_count = sizeof(option_table) / sizeof(option_table[0]);
