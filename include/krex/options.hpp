@@ -170,9 +170,9 @@ inline std::vector<env_misspelling> misspelled_env(const char* const* env,
 /// by `with_env()`, which the tenant calls when it joins.
 ///
 /// Every option's variable, range, default and meaning are in one table,
-/// detail::option_table (detail/option_table.hpp): the setters and
-/// with_env() take their names, ranges and messages from it, and
-/// `krexctl options` prints it (README.md's table is its `--markdown`).
+/// detail::option_table (detail/option_table.hpp): the values are held by
+/// its rows, and the setters and with_env() take their names, ranges and
+/// messages from it (docs/ARCHITECTURE.md, "Adding an option").
 class options {
  public:
   using ms = std::chrono::milliseconds;
