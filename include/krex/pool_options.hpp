@@ -40,40 +40,41 @@ enum class pool_option_id {
 /// field of its own (devices, all_devices, tenant).
 struct pool_option_spec {
   pool_option_id id;
+  option_kind kind;
   const char* name;  ///< the setter
   const char* arg;   ///< its argument, as docs/POOL.md writes it
-  option_kind kind;
   long long lo, hi, def;
-  const char* doc;             ///< what it does (an integer's range follows it)
-  const char* accepted;        ///< integer: the accepted text of an error ("": the range)
+  const char* doc;                 ///< what it does (an integer's range follows it)
+  const char* accepted;            ///< integer: the accepted text of an error ("": the range)
   const char* def_text = nullptr;  ///< a row held by a field of its own: its default's text
 };
 
 inline constexpr pool_option_spec pool_option_table[] = {
-    {pool_option_id::workers, "workers", "n", option_kind::integer, 1, 256, 1,
+    {pool_option_id::workers, option_kind::integer, "workers", "n", 1, 256, 1,
      "worker processes per device", "1..256 (one worker process per concurrent command)"},
-    {pool_option_id::devices, "devices", "{...}", option_kind::integer, 0, 0, 0,
+    {pool_option_id::devices, option_kind::integer, "devices", "{...}", 0, 0, 0,
      "the devices served, each ordinal once", "", "unset: one device, `tenant().device()`"},
-    {pool_option_id::all_devices, "all_devices", "", option_kind::boolean, 0, 0, 0,
+    {pool_option_id::all_devices, option_kind::boolean, "all_devices", "", 0, 0, 0,
      "every device the backend sees, counted at `start()`", "", ""},
-    {pool_option_id::tenant, "tenant", "options", option_kind::integer, 0, 0, 0,
-     "each worker's tenant; `KREX_*` variables still apply in the worker", "",
-     "`krex::options{}`"},
-    {pool_option_id::timeout, "timeout", "ms", option_kind::milliseconds, 0, 0, 600'000,
+    {pool_option_id::tenant, option_kind::integer, "tenant", "options", 0, 0, 0,
+     "each worker's tenant; `KREX_*` variables still apply in the worker", "", "`krex::options{}`"},
+    {pool_option_id::timeout, option_kind::milliseconds, "timeout", "ms", 0, 0, 600'000,
      "per command, from when it is sent; 0 = none", ""},
-    {pool_option_id::respawn, "respawn", "bool", option_kind::boolean, 0, 0, 1,
+    {pool_option_id::respawn, option_kind::boolean, "respawn", "bool", 0, 0, 1,
      "replace a worker that died", ""},
-    {pool_option_id::start_retries, "start_retries", "n", option_kind::integer, 0, 1000, 3,
+    {pool_option_id::start_retries, option_kind::integer, "start_retries", "n", 0, 1000, 3,
      "failed starts in a row before a worker's place is given up", ""},
-    {pool_option_id::recycle_on_error, "recycle_on_error", "bool", option_kind::boolean, 0, 0, 0,
+    {pool_option_id::recycle_on_error, option_kind::boolean, "recycle_on_error", "bool", 0, 0, 0,
      "replace the worker after a command whose handler threw (a CUDA error can leave a context "
      "unusable)",
      ""},
-    {pool_option_id::start_timeout, "start_timeout", "ms", option_kind::milliseconds, 1, 0, 60'000,
+    {pool_option_id::start_timeout, option_kind::milliseconds, "start_timeout", "ms", 1, 0, 60'000,
      "how long `start()` waits for every worker", ""},
-    {pool_option_id::shutdown_grace, "shutdown_grace", "ms", option_kind::milliseconds, 0, 0,
-     10'000, "in-flight commands get this long at shutdown; then workers get max(this, 1 s) to "
-     "leave", ""},
+    {pool_option_id::shutdown_grace, option_kind::milliseconds, "shutdown_grace", "ms", 0, 0,
+     10'000,
+     "in-flight commands get this long at shutdown; then workers get max(this, 1 s) to "
+     "leave",
+     ""},
 };
 inline constexpr std::size_t pool_option_count =
     sizeof(pool_option_table) / sizeof(pool_option_table[0]);
