@@ -11,7 +11,9 @@
 
 #include "proc_util.hpp"
 
+#include <krex/measure.hpp>
 #include <krex/options.hpp>
+#include <krex/pool_options.hpp>
 #include <krex/report.hpp>
 
 #include <gtest/gtest.h>
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 
 #include <cstddef>
+#include <krex_tools/option_docs.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -83,51 +86,14 @@ problems compare_tables(const std::string& what, const std::string& want, const 
 
 /// README.md's options table against `krexctl options --markdown`'s text.
 problems readme_problems(const std::string& readme) {
-  return compare_tables("README.md options table", kd::options_markdown(),
+  return compare_tables("README.md options table", krex_tools::options_markdown(),
                         table_after(readme, "| setter | environment | default | meaning |"));
 }
 
-std::string python_type(const kd::option_spec& s) {
-  switch (s.kind) {
-    case kd::option_kind::integer:
-    case kd::option_kind::milliseconds: return "int";
-    case kd::option_kind::boolean: return "bool";
-    case kd::option_kind::segment_name:
-    case kd::option_kind::path:
-    case kd::option_kind::choice: return "str";
-  }
-  return "?";
-}
-
-/// docs/PYTHON.md's keyword table: one row per option, from the table.
-std::string python_md_table() {
-  std::string out = "| keyword | type | default | environment |\n|---|---|---|---|\n";
-  for (const kd::option_spec& s : kd::option_table) {
-    std::string type = python_type(s), def;
-    if (s.kind == kd::option_kind::choice) {
-      type.clear();
-      std::string v = std::string(s.values) + ",";
-      for (std::size_t at = 0, comma; (comma = v.find(',', at)) != std::string::npos;
-           at = comma + 2)
-        type += (type.empty() ? "`\"" : ", `\"") + v.substr(at, comma - at) + "\"`";
-    }
-    switch (s.kind) {
-      case kd::option_kind::integer:
-      case kd::option_kind::milliseconds: def = std::to_string(s.def); break;
-      case kd::option_kind::boolean: def = s.def != 0 ? "`True`" : "`False`"; break;
-      case kd::option_kind::path:
-        def = *s.def_text == '\0' ? "derived" : std::string("`\"") + s.def_text + "\"`";
-        break;
-      case kd::option_kind::segment_name:
-      case kd::option_kind::choice: def = std::string("`\"") + s.def_text + "\"`"; break;
-    }
-    out += std::string("| `") + s.python + "` | " + type + " | " + def + " | `" + s.env + "` |\n";
-  }
-  return out;
-}
+using krex_tools::python_type;
 
 problems python_md_option_problems(const std::string& doc) {
-  return compare_tables("docs/PYTHON.md keyword table", python_md_table(),
+  return compare_tables("docs/PYTHON.md keyword table", krex_tools::python_keywords_markdown(),
                         table_after(doc, "| keyword | type | default | environment |"));
 }
 
@@ -248,8 +214,8 @@ TEST(OptionTable, RowsAreConsistent) {
                                                                        : s.name;
     EXPECT_EQ(std::string(s.python), python_name);
     EXPECT_EQ(ms && s.hi < kd::max_env_ms, s.env_cap != nullptr) << "a capped duration's env text";
-    EXPECT_EQ(s.kind == kd::option_kind::choice, *s.values != '\0');
-    EXPECT_NE(std::string(s.doc), "");
+    EXPECT_EQ(s.kind == kd::option_kind::choice, s.choices != nullptr);
+    EXPECT_TRUE(*s.doc != '\0' || s.choices != nullptr) << "only a choice's doc may be its names";
   }
 }
 
@@ -259,7 +225,7 @@ TEST(OptionTable, DefaultsAndVariablesAreTheTables) {
   const krex::options d;
   for (const kd::option_spec& s : kd::option_table) {
     SCOPED_TRACE(s.env);
-    EXPECT_EQ(value_text(d, s), kd::option_default_text(s));
+    EXPECT_EQ(value_text(d, s), krex_tools::option_default_text(s));
     std::string v, want;
     switch (s.kind) {
       case kd::option_kind::integer:
@@ -279,14 +245,10 @@ TEST(OptionTable, DefaultsAndVariablesAreTheTables) {
         v = "/tmp/tables-x";
         want = "`/tmp/tables-x`";
         break;
-      case kd::option_kind::choice: {
-        const std::string values = s.values;
-        v = values.substr(0, values.find(','));
-        if (v == s.def_text)
-          v = values.substr(v.size() + 2, values.find(',', v.size() + 2) - v.size() - 2);
+      case kd::option_kind::choice:
+        v = s.choices->names[s.def == 0 ? 1 : 0];
         want = "`" + v + "`";
         break;
-      }
     }
     ::setenv(s.env, v.c_str(), 1);
     try {
@@ -308,7 +270,7 @@ TEST(OptionTable, ReadmeTableIsGenerated) {
   for (const auto& x : p) ADD_FAILURE() << x;
   if (!p.empty())
     ADD_FAILURE() << "README.md's table should read (krexctl options --markdown):\n"
-                  << kd::options_markdown();
+                  << krex_tools::options_markdown();
 }
 
 TEST(OptionTable, ReadmeDrift) {
@@ -331,7 +293,8 @@ TEST(OptionTable, PythonDocsAndStubsMatch) {
   for (const auto& x : pyi_problems(read_source("python/krex/_krex.pyi"))) p.push_back(x);
   for (const auto& x : p) ADD_FAILURE() << x;
   if (!python_md_option_problems(doc).empty())
-    ADD_FAILURE() << "docs/PYTHON.md's keyword table should read:\n" << python_md_table();
+    ADD_FAILURE() << "docs/PYTHON.md's keyword table should read:\n"
+                  << krex_tools::python_keywords_markdown();
 }
 
 TEST(OptionTable, PythonDocsAndStubsDrift) {
@@ -345,6 +308,76 @@ TEST(OptionTable, PythonDocsAndStubsDrift) {
   EXPECT_FALSE(pyi_problems(replace_once(pyi, "pin: bool = ...", "pin: int = ...")).empty());
 }
 
+// Every part generated from the tables (krex_tools/option_docs.hpp) is what
+// `krexctl options --write .` writes; a file edited by hand fails.
+TEST(OptionTable, GeneratedPartsAreCurrent) {
+  for (const krex_tools::generated_part& p : krex_tools::generated_parts()) {
+    SCOPED_TRACE(p.file);
+    const std::string text = read_source(p.file), fresh = krex_tools::regenerate(p, text);
+    EXPECT_NE(fresh, "") << "no line '" << p.first << "'";
+    EXPECT_EQ(fresh, text) << p.file
+                           << " differs from the tables: run `krexctl options --write .` "
+                              "(build/tools/krexctl) in the source tree";
+  }
+  const std::string edited =
+      replace_once(read_source("docs/POOL.md"), "| 1 | worker processes", "| 2 | worker processes");
+  const krex_tools::generated_part& part = krex_tools::generated_parts()[3];
+  EXPECT_NE(krex_tools::regenerate(part, edited), edited);
+  EXPECT_EQ(krex_tools::regenerate(part, "no table\n"), "");
+}
+
+// measure_options{} and pool_options{} hold their tables' defaults, and the
+// stub's krex.measure() writes the measure table's.
+TEST(OptionTable, MeasureAndPoolDefaultsAreTheirTables) {
+  const krex::measure_options m;
+  using mid = kd::measure_option_id;
+  const std::pair<mid, long long> fields[] = {
+      {mid::warmup, m.warmup},
+      {mid::warmup_time, m.warmup_time.count()},
+      {mid::samples, m.samples},
+      {mid::cold_l2, m.cold_l2},
+      {mid::flush_bytes, static_cast<long long>(m.flush_bytes)},
+      {mid::graph_batch, m.graph_batch},
+      {mid::sync_each, m.sync_each},
+      {mid::retake_throttled, m.retake_throttled},
+      {mid::max_retakes, m.max_retakes},
+      {mid::throttle_recovery, m.throttle_recovery.count()},
+      {mid::placements, m.placements},
+      {mid::placement_bytes, static_cast<long long>(m.placement_bytes)}};
+  ASSERT_EQ(std::size(fields), std::size(kd::measure_option_table));
+  for (const auto& [id, value] : fields)
+    EXPECT_EQ(value, kd::measure_default<long long>(id))
+        << kd::measure_option_table[static_cast<std::size_t>(id)].name;
+
+  const std::string pyi = read_source("python/krex/_krex.pyi");
+  const std::string measure =
+      pyi.substr(pyi.find("def measure("),
+                 pyi.find(") -> Dict", pyi.find("def measure(")) - pyi.find("def measure("));
+  for (const kd::measure_option_spec& s : kd::measure_option_table) {
+    if (s.python == nullptr) continue;
+    const std::string type = s.type;
+    std::string want = std::string(s.python) + ": " + (type == "bool" ? "bool" : "int") + " = " +
+                       std::to_string(s.def) + ",";
+    if (type == "bool")
+      want = std::string(s.python) + ": bool = " + (s.def != 0 ? "True," : "False,");
+    if (type == "us")
+      want = std::string(s.python) + ": float = " + std::to_string(s.def / 1000) + ".0,";
+    EXPECT_NE(measure.find("    " + want + "\n"), std::string::npos) << want << " in\n" << measure;
+  }
+
+  const krex::pool_options p;
+  using pid = kd::pool_option_id;
+  const std::pair<pid, long long> pool[] = {{pid::workers, p.workers()},
+                                            {pid::timeout, p.timeout().count()},
+                                            {pid::respawn, p.respawn()},
+                                            {pid::start_retries, p.start_retries()},
+                                            {pid::recycle_on_error, p.recycle_on_error()},
+                                            {pid::start_timeout, p.start_timeout().count()},
+                                            {pid::shutdown_grace, p.shutdown_grace().count()}};
+  for (const auto& [id, value] : pool)
+    EXPECT_EQ(value, kd::pool_option(id).def) << kd::pool_option(id).name;
+}
+
 TEST(OptionTable, KrexctlNamesEveryVariable) {
 #ifndef KREX_KREXCTL_PATH
   GTEST_SKIP() << "krexctl is not built (KREX_BUILD_TOOLS=OFF)";
@@ -356,7 +389,7 @@ TEST(OptionTable, KrexctlNamesEveryVariable) {
       help_problems(replace_once(help.out, "KREX_GATE_CONTEXTS", "KREX_GATE_CTX")).empty());
   const auto md = krex_test::run_shell("timeout 30 " KREX_KREXCTL_PATH " options --markdown");
   EXPECT_EQ(md.rc, 0);
-  EXPECT_EQ(md.out, kd::options_markdown());
+  EXPECT_EQ(md.out, krex_tools::options_markdown());
   // The top-level help points to it, and a broken variable does not stop it.
   const auto top = krex_test::run_shell("timeout 30 " KREX_KREXCTL_PATH " --help 2>&1");
   EXPECT_NE(top.out.find("krexctl options"), std::string::npos) << top.out;

@@ -8,7 +8,7 @@
 //                   [--cgroup-root PATH] [--kill] [--force] [--dry-run] [--any-owner]
 //                   [--json]
 //   krexctl list    [--json]
-//   krexctl options [--markdown]
+//   krexctl options [--markdown | --write DIR]
 //   krexctl --help | -V | --version | COMMAND --help
 //
 // Exit codes: 0 healthy / done, 1 problems found or left, 2 no such segment,
@@ -40,6 +40,7 @@
 #include <functional>
 #include <krex_tools/cli.hpp>
 #include <krex_tools/json.hpp>
+#include <krex_tools/option_docs.hpp>
 #include <krex_tools/status.hpp>
 #include <krex_tools/status_view.hpp>
 #include <memory>
@@ -62,6 +63,7 @@ struct args {
   krex::options opts;
   bool json = false, force = false, all = false, kill = false, dry_run = false, any_owner = false;
   bool markdown = false;
+  std::string write_dir;  // options --write: the source tree to regenerate
   bool segment_named = false;  // --segment or KREX_SEGMENT: not the default name
   int device = -1;
 };
@@ -77,10 +79,12 @@ const env_var used_env[] = {
     {"KREX_SEGMENT", "--segment", [](krex::options& o, const char* v) { o.segment(v); }},
     {"KREX_SEGMENT_ACCESS", "--group",
      [](krex::options& o, const char* v) {
-       o.access(kd::parse_access("KREX_SEGMENT_ACCESS", v));
+       o.access(kd::parse_choice<krex::segment_access>("KREX_SEGMENT_ACCESS", v));
      }},
     {"KREX_FREEZE", "--freeze",
-     [](krex::options& o, const char* v) { o.freeze(kd::parse_freeze_method("KREX_FREEZE", v)); }},
+     [](krex::options& o, const char* v) {
+       o.freeze(kd::parse_choice<krex::freeze_method>("KREX_FREEZE", v));
+     }},
     {"KREX_CGROUP_ROOT", "--cgroup-root",
      [](krex::options& o, const char* v) { o.cgroup_root(v); }},
 };
@@ -147,10 +151,11 @@ args parse(int argc, char** argv) {
   const auto freeze = [&](cli::command& c, const std::string& note) -> cli::command& {
     return c
         .value("--freeze", "METHOD", checked([&](const std::string& v) {
-                 a.opts.freeze(kd::parse_freeze_method("--freeze", v));
+                 a.opts.freeze(kd::parse_choice<krex::freeze_method>("--freeze", v));
                  given.emplace_back("--freeze");
                }),
-               "how the tenants freeze (KREX_FREEZE): auto, cgroup2, cgroup1, signal, none" + note)
+               "how the tenants freeze (KREX_FREEZE): " +
+                   kd::choice_list(kd::choices_of<krex::freeze_method>) + note)
         .value("--cgroup-root", "PATH", checked([&](const std::string& v) {
                  a.opts.cgroup_root(v);
                  given.emplace_back("--cgroup-root");
@@ -171,7 +176,10 @@ args parse(int argc, char** argv) {
            "List every KREX_* variable: the krex::options each one sets, its default and "
            "meaning (detail::option_table), then the other variables krex reads.")
       .flag("--markdown", a.markdown, "README.md's options table (Markdown)")
-      .synopsis("[--markdown]");
+      .text("--write", "DIR", a.write_dir,
+            "rewrite what is generated from the option tables in the source tree DIR "
+            "(README.md, docs/PYTHON.md, docs/POOL.md, python/krex/_krex.pyi)")
+      .synopsis("[--markdown | --write DIR]");
   cli::command& recover =
       prog.add("recover", "Recover wedged devices: thaw, lower the gate, release the lock, reap.");
   segment(recover).value(
@@ -997,14 +1005,20 @@ int cmd_clean(const args& a) {
 /// `krexctl options`: detail::option_table and the other variables.
 int cmd_options(const args& a) {
   if (a.markdown) {
-    std::printf("%s", kd::options_markdown().c_str());
+    std::printf("%s", krex_tools::options_markdown().c_str());
     return ok;
+  }
+  if (!a.write_dir.empty()) {
+    const std::string failed = krex_tools::write_generated(a.write_dir);
+    std::fprintf(stderr, "%s", failed.c_str());
+    return failed.empty() ? ok : problems;
   }
   std::printf(
       "KREX_* variables override a tenant's krex::options when it joins (options::with_env()):\n");
   for (const kd::option_spec& s : kd::option_table) {
-    std::printf("  %-26s %-20s default %s\n", s.env, s.name, kd::option_default_text(s).c_str());
-    std::printf("      %s\n", s.doc);
+    std::printf("  %-26s %-20s default %s\n", s.env, s.name,
+                krex_tools::option_default_text(s).c_str());
+    std::printf("      %s\n", krex_tools::option_doc(s).c_str());
   }
   std::printf("Other KREX_* variables krex reads:\n");
   for (const kd::env_variable& e : kd::other_env_table)

@@ -69,37 +69,103 @@ struct placement {
   int sample = 0;  ///< the sample (or warm-up call) number
 };
 
-/// How krex::measure runs its loop.
+namespace detail {
+/// measure_options' fields, once, as detail::option_table is krex::options':
+/// each field, its krex.measure keyword (nullptr: none), its type, its least
+/// value (check_measure_options), its default (the struct's, and krex.measure's
+/// and krex.compare's in python/src/krex_python.cpp) and what it does;
+/// docs/CUDA.md's table is generated from it (`krexctl options --write`).
+// clang-format off
+enum class measure_option_id {
+  warmup, warmup_time, samples, cold_l2, flush_bytes, graph_batch, sync_each, retake_throttled,
+  max_retakes, throttle_recovery, placements, placement_bytes
+};
+// clang-format on
+struct measure_option_spec {
+  measure_option_id id;
+  const char* name;    ///< the field
+  const char* python;  ///< krex.measure's keyword, or nullptr
+  const char* type;    ///< "int", "bool", "bytes", "us", "ms"
+  long long lo, def;
+  const char* doc;
+};
+inline constexpr measure_option_spec measure_option_table[] = {
+    {measure_option_id::warmup, "warmup", "warmup", "int", 0, 3,
+     "warm-up calls (at least this many)"},
+    {measure_option_id::warmup_time, "warmup_time", "warmup_ms", "us", 0, 0,
+     "...and keep warming up until this much time passed (Python: milliseconds)"},
+    {measure_option_id::samples, "samples", "samples", "int", 1, 50, "timed samples"},
+    {measure_option_id::cold_l2, "cold_l2", "cold_l2", "bool", 0, 1,
+     "CUDA/HIP: flush L2 before each sample (outside its events)"},
+    {measure_option_id::flush_bytes, "flush_bytes", "flush_bytes", "bytes", 0, 0,
+     "CUDA/HIP: flush buffer size; 0 = 2 x the device's L2"},
+    {measure_option_id::graph_batch, "graph_batch", nullptr, "int", 0, 0,
+     "CUDA/HIP: >0 times a graph of this many calls per sample (short kernels: no launch "
+     "gaps); sample = graph / batch"},
+    {measure_option_id::sync_each, "sync_each", nullptr, "bool", 0, 0,
+     "CUDA/HIP: synchronize the stream after every sample (the do_bench style: the launch is "
+     "not queued ahead, so a descheduled CPU shows in the sample)"},
+    {measure_option_id::retake_throttled, "retake_throttled", nullptr, "bool", 0, 0,
+     "retake the samples marked throttled, after `throttle_recovery`, at most `max_retakes` "
+     "rounds (as nvbench does)"},
+    {measure_option_id::max_retakes, "max_retakes", nullptr, "int", 0, 3,
+     "the most rounds of retakes"},
+    {measure_option_id::throttle_recovery, "throttle_recovery", nullptr, "ms", 0, 50,
+     "the wait before a retake"},
+    {measure_option_id::placements, "placements", "placements", "int", 1, 1,
+     "K placements of the body's inputs: sample i runs on placement i % K (docs/COMPARE.md)"},
+    {measure_option_id::placement_bytes, "placement_bytes", "placement_bytes", "bytes", 0, 0,
+     "the memory the K placements cost, copied to the result (reported, never allocated)"},
+};
+static_assert(sizeof(measure_option_table) / sizeof(measure_option_table[0]) ==
+                  static_cast<std::size_t>(measure_option_id::placement_bytes) + 1,
+              "measure_option_table: a row per measure_option_id, in its order");
+/// A field's default, as its type.
+template <class T>
+constexpr T measure_default(measure_option_id id) {
+  return T(measure_option_table[static_cast<std::size_t>(id)].def);
+}
+}  // namespace detail
+
+/// How krex::measure runs its loop. Each field's default, range and meaning
+/// are detail::measure_option_table's.
 struct measure_options {
-  int warmup = 3;                            ///< warm-up calls (at least this many)
-  std::chrono::microseconds warmup_time{0};  ///< ...and keep warming up until this much time passed
-  int samples = 50;                          ///< timed samples
-  bool cold_l2 = true;          ///< CUDA/HIP: flush L2 before each sample (outside its events)
-  std::size_t flush_bytes = 0;  ///< CUDA/HIP: flush buffer size; 0 = 2 x the device's L2
-  int graph_batch = 0;          ///< CUDA/HIP: >0 times a graph of this many calls per sample
-                                ///< (short kernels: no launch gaps); sample = graph / batch
-  bool sync_each = false;       ///< CUDA/HIP: synchronize the stream after every sample (the
-                                ///< do_bench style: the launch is not queued ahead, so a
-                                ///< descheduled CPU shows in the sample)
+  using id = detail::measure_option_id;
+  int warmup = detail::measure_default<int>(id::warmup);  ///< warm-up calls (at least this many)
+  /// ...and keep warming up until this much time passed
+  std::chrono::microseconds warmup_time =
+      detail::measure_default<std::chrono::microseconds>(id::warmup_time);
+  int samples = detail::measure_default<int>(id::samples);  ///< timed samples
+  /// CUDA/HIP: flush L2 before each sample (outside its events)
+  bool cold_l2 = detail::measure_default<bool>(id::cold_l2);
+  /// CUDA/HIP: flush buffer size; 0 = 2 x the device's L2
+  std::size_t flush_bytes = detail::measure_default<std::size_t>(id::flush_bytes);
+  /// CUDA/HIP: >0 times a graph of this many calls per sample (short kernels:
+  /// no launch gaps); sample = graph / batch
+  int graph_batch = detail::measure_default<int>(id::graph_batch);
+  /// CUDA/HIP: synchronize the stream after every sample (the do_bench style:
+  /// the launch is not queued ahead, so a descheduled CPU shows in the sample)
+  bool sync_each = detail::measure_default<bool>(id::sync_each);
   /// Retake the samples marked throttled (a power or thermal slowdown reason
   /// was active; see measure_result::throttled), after waiting
   /// throttle_recovery, at most max_retakes rounds (nvbench discards and
   /// re-runs throttled samples the same way). Samples still throttled after
   /// the last round stay marked. Batched CUDA/HIP loops retake the whole batch.
-  bool retake_throttled = false;
-  int max_retakes = 3;
-  std::chrono::milliseconds throttle_recovery{50};
+  bool retake_throttled = detail::measure_default<bool>(id::retake_throttled);
+  int max_retakes = detail::measure_default<int>(id::max_retakes);
+  std::chrono::milliseconds throttle_recovery =
+      detail::measure_default<std::chrono::milliseconds>(id::throttle_recovery);
   /// K placements of the body's inputs: sample i runs on placement i % K (the
   /// body must take a krex::placement when K > 1), warm-up covers every
   /// placement (at least K calls), and the result has each sample's placement
   /// and the spread between placements. 1 (the default): one placement, the
   /// loop exactly as without this option. Raise it when deciding between
   /// close candidates in a long-lived process (docs/COMPARE.md).
-  int placements = 1;
+  int placements = detail::measure_default<int>(id::placements);
   /// The memory the K placements cost, in bytes, copied to the result
   /// (krex::placements<T>::bytes(), placement_buffers::bytes(); their
   /// configure(o) sets this and `placements`). Reported, never allocated.
-  std::size_t placement_bytes = 0;
+  std::size_t placement_bytes = detail::measure_default<std::size_t>(id::placement_bytes);
 };
 
 /// Every sample (milliseconds) and their statistics.
@@ -151,12 +217,18 @@ inline void summarize(measure_result& r) {
 }
 
 inline void check_measure_options(const measure_options& o) {
-  if (o.samples < 1 || o.warmup < 0 || o.graph_batch < 0)
+  const auto lo = [](measure_option_id i) {
+    return measure_option_table[static_cast<std::size_t>(i)].lo;
+  };
+  using id = measure_option_id;
+  if (o.samples < lo(id::samples) || o.warmup < lo(id::warmup) ||
+      o.graph_batch < lo(id::graph_batch))
     throw error(step::options,
                 "measure_options: samples must be >= 1, warmup and graph_batch >= 0");
-  if (o.max_retakes < 0 || o.throttle_recovery.count() < 0)
+  if (o.max_retakes < lo(id::max_retakes) ||
+      o.throttle_recovery.count() < lo(id::throttle_recovery))
     throw error(step::options, "measure_options: max_retakes and throttle_recovery must be >= 0");
-  if (o.placements < 1)
+  if (o.placements < lo(id::placements))
     throw error(step::options,
                 "measure_options: placements = " + std::to_string(o.placements) + " is not >= 1", 0,
                 "use 1 (one copy of the inputs, the default) or the number of copies K");

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -22,95 +23,27 @@
 
 namespace krex {
 
-/// How siblings' process trees are frozen during a region (step 3).
-enum class freeze_method {
-  automatic,  ///< the strongest method that works here: cgroup_v2, cgroup_v1, signal
-  cgroup_v2,  ///< `cgroup.freeze` in each sibling's leaf cgroup
-  cgroup_v1,  ///< `freezer.state` in each sibling's leaf of the v1 freezer hierarchy
-  signal,     ///< SIGSTOP / SIGCONT to each sibling's process group
-  none,       ///< no freezing: gate and drain only
-};
-
-/// Which siblings a region freezes.
-enum class freeze_scope {
-  all,     ///< every sibling of the device (the KREX paper's choice)
-  device,  ///< only siblings that touch the device: device work in flight when the region
-           ///< started (their drain had work to sync) or inside a gated driver call then
-           ///< (launch, copy, allocation, context creation, module load...). CPU-only
-           ///< siblings (compiling, generating inputs on the host) keep running on the
-           ///< cores the region does not reserve; every gated call they make parks.
-  active,  ///< the former name of `device`: the same selection
-};
-
-/// Who may attach to the node's segment (its security domain).
-enum class segment_access {
-  user,   ///< this user only: segment per uid, mode 0600
-  group,  ///< this user's primary group: segment per gid, mode 0660
-};
-
-/// How submissions pass the gate (step 1).
-enum class gating {
-  automatic,  ///< where the backend can: every launch/copy is gated (CUDA: CUPTI); else explicit
-  // NOLINTNEXTLINE(readability-identifier-naming): `explicit` is a keyword
-  explicit_,  ///< only submit_guard / submit() / launch wrappers pass the gate
-};
-
-inline const char* to_string(gating g) noexcept {
-  return g == gating::automatic ? "auto" : "explicit";
-}
-
-inline const char* to_string(freeze_method m) noexcept {
-  switch (m) {
-    case freeze_method::automatic: return "auto";
-    case freeze_method::cgroup_v2: return "cgroup2";
-    case freeze_method::cgroup_v1: return "cgroup1";
-    case freeze_method::signal: return "signal";
-    case freeze_method::none: return "none";
-  }
-  return "?";
-}
-inline const char* to_string(freeze_scope s) noexcept {
-  switch (s) {
-    case freeze_scope::all: return "all";
-    case freeze_scope::device: return "device";
-    case freeze_scope::active: return "active";
-  }
-  return "?";
-}
-inline const char* to_string(segment_access a) noexcept {
-  return a == segment_access::user ? "user" : "group";
-}
+// The choice enums (freeze_method, freeze_scope, segment_access, gating),
+// their names and to_string() are detail/option_table.hpp's.
 
 namespace detail {
 [[noreturn]] inline void bad_option(const std::string& name, const std::string& value,
                                     const std::string& accepted) {
-  throw error(step::options, "invalid value '" + value + "' for " + name,
-              0, "accepted: " + accepted);
+  throw error(step::options, "invalid value '" + value + "' for " + name, 0,
+              "accepted: " + accepted);
 }
 
-inline freeze_method parse_freeze_method(const std::string& name, const std::string& v) {
-  if (v == "auto") return freeze_method::automatic;
-  if (v == "cgroup2") return freeze_method::cgroup_v2;
-  if (v == "cgroup1") return freeze_method::cgroup_v1;
-  if (v == "signal") return freeze_method::signal;
-  if (v == "none") return freeze_method::none;
-  bad_option(name, v, "auto, cgroup2, cgroup1, signal, none");
+/// The value (its enum's) of choice `c` named `v`; else an error naming
+/// `name` that lists the names.
+inline long long parse_choice(const std::string& name, const std::string& v,
+                              const choice_names& c) {
+  const long long x = choice_value(c, v);
+  if (x < 0) bad_option(name, v, choice_accepted(c));
+  return x;
 }
-inline freeze_scope parse_freeze_scope(const std::string& name, const std::string& v) {
-  if (v == "all") return freeze_scope::all;
-  if (v == "device") return freeze_scope::device;
-  if (v == "active") return freeze_scope::active;
-  bad_option(name, v, "all, device (active is its former name)");
-}
-inline segment_access parse_access(const std::string& name, const std::string& v) {
-  if (v == "user") return segment_access::user;
-  if (v == "group") return segment_access::group;
-  bad_option(name, v, "user, group");
-}
-inline gating parse_gating(const std::string& name, const std::string& v) {
-  if (v == "auto") return gating::automatic;
-  if (v == "explicit") return gating::explicit_;
-  bad_option(name, v, "auto, explicit");
+template <class E>
+E parse_choice(const std::string& name, const std::string& v) {
+  return static_cast<E>(parse_choice(name, v, choices_of<E>));
 }
 inline bool parse_bool(const std::string& name, const std::string& v) {
   if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
@@ -130,25 +63,20 @@ inline long long parse_int(const std::string& name, const std::string& v, long l
 inline bool valid_segment_name(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
   for (char c : s)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '-' || c == '_' || c == '.'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+          c == '_' || c == '.'))
       return false;
   return true;
 }
 
-/// The choice options' parsers, by the field's type (options::visit).
-inline freeze_method parse_choice(const std::string& name, const std::string& v, freeze_method*) {
-  return parse_freeze_method(name, v);
-}
-inline freeze_scope parse_choice(const std::string& name, const std::string& v, freeze_scope*) {
-  return parse_freeze_scope(name, v);
-}
-inline segment_access parse_choice(const std::string& name, const std::string& v,
-                                   segment_access*) {
-  return parse_access(name, v);
-}
-inline gating parse_choice(const std::string& name, const std::string& v, gating*) {
-  return parse_gating(name, v);
+/// T is how options hold an option of row `s` (options::visit's types).
+template <class T>
+constexpr bool holds(const option_spec& s) {
+  return (std::is_same_v<T, int> && s.kind == option_kind::integer) ||
+         (std::is_same_v<T, std::chrono::milliseconds> && s.kind == option_kind::milliseconds) ||
+         (std::is_same_v<T, bool> && s.kind == option_kind::boolean) ||
+         (std::is_same_v<T, std::string> && is_text(s.kind)) ||
+         (s.kind == option_kind::choice && s.choices == &choices_of<T>);
 }
 
 /// Levenshtein distance (names are short).
@@ -242,9 +170,9 @@ inline std::vector<env_misspelling> misspelled_env(const char* const* env,
 /// by `with_env()`, which the tenant calls when it joins.
 ///
 /// Every option's variable, range, default and meaning are in one table,
-/// detail::option_table (detail/option_table.hpp): the setters and
-/// with_env() take their names, ranges and messages from it, and
-/// `krexctl options` prints it (README.md's table is its `--markdown`).
+/// detail::option_table (detail/option_table.hpp): the values are held by
+/// its rows, and the setters and with_env() take their names, ranges and
+/// messages from it (docs/ARCHITECTURE.md, "Adding an option").
 class options {
  public:
   using ms = std::chrono::milliseconds;
@@ -254,57 +182,45 @@ class options {
 
   /// The device (GPU ordinal; for the host backend, a virtual device).
   options& device(int d) { return set(option_id::device, d); }
-  int device() const noexcept { return m_device; }
+  int device() const noexcept { return get<int, option_id::device>(); }
 
   /// Base name of the node segment; the full name adds the layout version
   /// and the security domain. Letters, digits, '-', '_', '.'; 1..64 chars.
   options& segment(const std::string& name) { return set(option_id::segment, name); }
-  const std::string& segment() const noexcept { return m_segment; }
+  const std::string& segment() const noexcept { return text(option_id::segment); }
 
-  options& access(segment_access a) noexcept {
-    m_access = a;
-    return *this;
-  }
-  segment_access access() const noexcept { return m_access; }
+  options& access(segment_access a) noexcept { return set(option_id::access, a); }
+  segment_access access() const noexcept { return get<segment_access, option_id::access>(); }
 
   /// How long a parked submitter sleeps before re-checking the holder's liveness.
   options& gate_park(ms t) { return set(option_id::gate_park, t); }
-  ms gate_park() const noexcept { return m_gate_park; }
+  ms gate_park() const noexcept { return get<ms, option_id::gate_park>(); }
 
   /// How long a region waits for siblings to drain (and for their in-flight submissions).
   options& drain_deadline(ms t) { return set(option_id::drain_deadline, t); }
-  ms drain_deadline() const noexcept { return m_drain_deadline; }
+  ms drain_deadline() const noexcept { return get<ms, option_id::drain_deadline>(); }
 
   /// How long a region waits for the per-device region lock.
   options& lock_wait(ms t) { return set(option_id::lock_wait, t); }
-  ms lock_wait() const noexcept { return m_lock_wait; }
+  ms lock_wait() const noexcept { return get<ms, option_id::lock_wait>(); }
 
   /// How long a region may be held before its lease expires.
   options& lease(ms t) { return set(option_id::lease, t); }
-  ms lease() const noexcept { return m_lease; }
+  ms lease() const noexcept { return get<ms, option_id::lease>(); }
 
   /// If true, a drain deadline expiry proceeds with the region flagged
   /// contended in its report instead of throwing.
-  options& allow_contended(bool b) noexcept {
-    m_allow_contended = b;
-    return *this;
-  }
-  bool allow_contended() const noexcept { return m_allow_contended; }
+  options& allow_contended(bool b) noexcept { return set(option_id::allow_contended, b); }
+  bool allow_contended() const noexcept { return get<bool, option_id::allow_contended>(); }
 
-  options& freeze(freeze_method m) noexcept {
-    m_freeze = m;
-    return *this;
-  }
-  freeze_method freeze() const noexcept { return m_freeze; }
+  options& freeze(freeze_method m) noexcept { return set(option_id::freeze, m); }
+  freeze_method freeze() const noexcept { return get<freeze_method, option_id::freeze>(); }
 
-  options& scope(freeze_scope s) noexcept {
-    m_scope = s;
-    return *this;
-  }
-  freeze_scope scope() const noexcept { return m_scope; }
+  options& scope(freeze_scope s) noexcept { return set(option_id::scope, s); }
+  freeze_scope scope() const noexcept { return get<freeze_scope, option_id::scope>(); }
 
   options& freeze_deadline(ms t) { return set(option_id::freeze_deadline, t); }
-  ms freeze_deadline() const noexcept { return m_freeze_deadline; }
+  ms freeze_deadline() const noexcept { return get<ms, option_id::freeze_deadline>(); }
 
   /// At region exit, when siblings' submissions were parked at the gate:
   /// how long the gate stays lowered (the lock still held) after they
@@ -312,64 +228,49 @@ class options {
   /// load, the launches of a check) run too instead of parking again behind
   /// the next region. 0: only the parked calls pass. At most 100 ms.
   options& handoff_grace(ms t) { return set(option_id::handoff_grace, t); }
-  ms handoff_grace() const noexcept { return m_handoff_grace; }
+  ms handoff_grace() const noexcept { return get<ms, option_id::handoff_grace>(); }
 
   /// The krex cgroup root: an absolute filesystem path inside a cgroup v2
   /// mount or the v1 freezer mount (e.g. /sys/fs/cgroup/krex). Empty: derived
   /// at join (a `krex` child of the process's own cgroup).
   options& cgroup_root(const std::string& p) { return set(option_id::cgroup_root, p); }
-  const std::string& cgroup_root() const noexcept { return m_cgroup_root; }
+  const std::string& cgroup_root() const noexcept { return text(option_id::cgroup_root); }
 
   /// Pin the measuring thread to its device's reserved cores in a region.
-  options& pin(bool b) noexcept {
-    m_pin = b;
-    return *this;
-  }
-  bool pin() const noexcept { return m_pin; }
+  options& pin(bool b) noexcept { return set(option_id::pin, b); }
+  bool pin() const noexcept { return get<bool, option_id::pin>(); }
 
   /// Physical cores reserved for measuring per device slice (with their SMT siblings).
   options& reserved_cores(int n) { return set(option_id::reserved_cores, n); }
-  int reserved_cores() const noexcept { return m_reserved_cores; }
+  int reserved_cores() const noexcept { return get<int, option_id::reserved_cores>(); }
 
   /// Keep tenant threads off all reserved cores outside regions.
-  options& confine(bool b) noexcept {
-    m_confine = b;
-    return *this;
-  }
-  bool confine() const noexcept { return m_confine; }
+  options& confine(bool b) noexcept { return set(option_id::confine, b); }
+  bool confine() const noexcept { return get<bool, option_id::confine>(); }
 
   /// Number of virtual devices of the host backend on this node.
   options& host_devices(int n) { return set(option_id::host_devices, n); }
-  int host_devices() const noexcept { return m_host_devices; }
+  int host_devices() const noexcept { return get<int, option_id::host_devices>(); }
 
   /// Automatic gating (CUDA: CUPTI callbacks) or explicit guards only.
-  options& gate_mode(gating g) noexcept {
-    m_gating = g;
-    return *this;
-  }
-  gating gate_mode() const noexcept { return m_gating; }
+  options& gate_mode(gating g) noexcept { return set(option_id::gate_mode, g); }
+  gating gate_mode() const noexcept { return get<gating, option_id::gate_mode>(); }
 
   /// When the tenant leaves, release this process's device state (CUDA:
   /// cudaDeviceReset of the device: its context, memory and modules) inside
   /// the gate, so that the teardown a process does at exit never overlaps a
   /// sibling's region. Only for a process that is done with the device when
   /// it leaves (a process per benchmark command); off by default.
-  options& release_on_leave(bool b) noexcept {
-    m_release_on_leave = b;
-    return *this;
-  }
-  bool release_on_leave() const noexcept { return m_release_on_leave; }
+  options& release_on_leave(bool b) noexcept { return set(option_id::release_on_leave, b); }
+  bool release_on_leave() const noexcept { return get<bool, option_id::release_on_leave>(); }
 
   /// Automatic gating of context creation and destruction (CUDA:
   /// cuCtxCreate/Destroy, primary-context retain/release/reset,
   /// cudaSetDevice, cudaInitDevice, cudaDeviceReset). On by default; off
   /// lets siblings create contexts while a region runs (faster for a process
   /// per command, at an accuracy cost measured in docs/RESULTS.md).
-  options& gate_contexts(bool b) noexcept {
-    m_gate_contexts = b;
-    return *this;
-  }
-  bool gate_contexts() const noexcept { return m_gate_contexts; }
+  options& gate_contexts(bool b) noexcept { return set(option_id::gate_contexts, b); }
+  bool gate_contexts() const noexcept { return get<bool, option_id::gate_contexts>(); }
 
   /// The quiet step (detail/steps/quiet.hpp): how long a region waits, after freezing its
   /// siblings, for the device itself to become quiet (the driver's work after
@@ -377,12 +278,12 @@ class options {
   /// region proceeds flagged busy. 0 turns the check off. At most 60 s; the
   /// wait also ends half-way to the region's lease deadline.
   options& quiet_deadline(ms t) { return set(option_id::quiet_deadline, t); }
-  ms quiet_deadline() const noexcept { return m_quiet_deadline; }
+  ms quiet_deadline() const noexcept { return get<ms, option_id::quiet_deadline>(); }
 
   /// How much slower than the device's idle figure a probe may be and still
   /// count as quiet, in percent (1..100).
   options& quiet_tolerance_pct(int p) { return set(option_id::quiet_tolerance_pct, p); }
-  int quiet_tolerance_pct() const noexcept { return m_quiet_tolerance_pct; }
+  int quiet_tolerance_pct() const noexcept { return get<int, option_id::quiet_tolerance_pct>(); }
 
   /// A copy with every set `KREX_*` variable applied (see detail::option_table).
   /// Throws krex::error naming the variable for an unparsable value, and for
@@ -417,60 +318,52 @@ class options {
     return names;
   }
 
-  /// The option `id` of detail::option_table set to `value` (its field's
-  /// type), checked as its setter checks it; the setters are this. For
-  /// bindings and tools that walk the table (the Python binding).
+  /// The option `id` of detail::option_table set to `value` (of the type
+  /// visit() gives it), checked as its setter checks it; the setters are
+  /// this. For bindings and tools that walk the table (the Python binding).
   template <class T>
   options& set(option_id id, const T& value) {
-    check(detail::option(id), value);
-    visit(id, [&value](auto& field) {
-      using field_t = std::decay_t<decltype(field)>;
-      if constexpr (std::is_same_v<field_t, T>) field = value;
-      else throw std::logic_error("krex::options::set: a value of another type than the option's");
-    });
+    const detail::option_spec& s = detail::option(id);
+    if (!detail::holds<T>(s))
+      throw std::logic_error("krex::options::set: a value of another type than the option's");
+    check(s, value);
+    store(s, value);
     return *this;
   }
 
-  /// Calls f(field) with the field of option `id`: an int, ms, bool,
-  /// std::string or enum (detail::option_kind says which). The one place
-  /// that maps the table's rows to fields.
+  /// Calls f(value) with the value of option `id`: an int, ms, bool,
+  /// const std::string& or choice enum (detail::option_kind says which).
   template <class F>
   void visit(option_id id, F&& f) const {
-    visit_field(*this, id, f);
-  }
-  template <class F>
-  void visit(option_id id, F&& f) {
-    visit_field(*this, id, f);
+    const detail::option_spec& s = detail::option(id);
+    const std::size_t i = detail::value_slot(id);
+    switch (s.kind) {
+      case detail::option_kind::integer: f(static_cast<int>(m_number[i])); return;
+      case detail::option_kind::milliseconds: f(ms(m_number[i])); return;
+      case detail::option_kind::boolean: f(m_number[i] != 0); return;
+      case detail::option_kind::segment_name:
+      case detail::option_kind::path: f(m_text[i]); return;
+      case detail::option_kind::choice: detail::visit_choice(s.choices, m_number[i], f); return;
+    }
   }
 
  private:
-  template <class Self, class F>
-  static void visit_field(Self& o, option_id id, F& f) {
-    switch (id) {
-      case option_id::device: f(o.m_device); return;
-      case option_id::segment: f(o.m_segment); return;
-      case option_id::access: f(o.m_access); return;
-      case option_id::gate_park: f(o.m_gate_park); return;
-      case option_id::drain_deadline: f(o.m_drain_deadline); return;
-      case option_id::lock_wait: f(o.m_lock_wait); return;
-      case option_id::lease: f(o.m_lease); return;
-      case option_id::allow_contended: f(o.m_allow_contended); return;
-      case option_id::freeze: f(o.m_freeze); return;
-      case option_id::scope: f(o.m_scope); return;
-      case option_id::freeze_deadline: f(o.m_freeze_deadline); return;
-      case option_id::handoff_grace: f(o.m_handoff_grace); return;
-      case option_id::cgroup_root: f(o.m_cgroup_root); return;
-      case option_id::pin: f(o.m_pin); return;
-      case option_id::reserved_cores: f(o.m_reserved_cores); return;
-      case option_id::confine: f(o.m_confine); return;
-      case option_id::gate_contexts: f(o.m_gate_contexts); return;
-      case option_id::release_on_leave: f(o.m_release_on_leave); return;
-      case option_id::host_devices: f(o.m_host_devices); return;
-      case option_id::gate_mode: f(o.m_gating); return;
-      case option_id::quiet_deadline: f(o.m_quiet_deadline); return;
-      case option_id::quiet_tolerance_pct: f(o.m_quiet_tolerance_pct); return;
-    }
+  // Every option's value, by its row (detail::value_slot): the text ones in
+  // m_text, the others (the enum's value of a choice) in m_number. So an
+  // option has no field, case or default here but its setter and getter.
+  template <class T, option_id Id>
+  T get() const noexcept {
+    static_assert(detail::holds<T>(detail::option(Id)), "the getter's type is not its row's kind");
+    return T(m_number[detail::value_slot(Id)]);  // NOLINT(google-readability-casting): ms too
   }
+  const std::string& text(option_id id) const noexcept { return m_text[detail::value_slot(id)]; }
+  void store(const detail::option_spec& s, const std::string& v) { m_text[slot(s)] = v; }
+  void store(const detail::option_spec& s, ms v) { m_number[slot(s)] = v.count(); }
+  template <class T>
+  void store(const detail::option_spec& s, T v) {
+    m_number[slot(s)] = static_cast<long long>(v);
+  }
+  static std::size_t slot(const detail::option_spec& s) { return detail::value_slot(s.id); }
 
   static std::string range(const detail::option_spec& s) {
     return std::to_string(s.lo) + ".." + std::to_string(s.hi);
@@ -530,8 +423,8 @@ class options {
     return v;
   }
   template <class Enum>
-  static Enum from_env(const detail::option_spec& s, const std::string& v, Enum* e) {
-    return detail::parse_choice(s.env, v, e);
+  static Enum from_env(const detail::option_spec& s, const std::string& v, Enum*) {
+    return static_cast<Enum>(detail::parse_choice(s.env, v, *s.choices));
   }
 
   /// Set variables that look like misspellings of env_variables(): an
@@ -569,50 +462,41 @@ class options {
     for (const detail::option_spec& s : detail::option_table) {
       const char* v = env(s.env);
       if (v == nullptr) continue;
-      visit(s.id, [&](auto& field) {
-        field = from_env(s, v, static_cast<std::decay_t<decltype(field)>*>(nullptr));
+      visit(s.id, [&](const auto& now) {
+        store(s, from_env(s, v, static_cast<std::decay_t<decltype(now)>*>(nullptr)));
       });
     }
   }
 
   void check_lease() const {
-    const ms entry = m_drain_deadline + 3 * m_freeze_deadline;
-    if (m_lease > entry) return;
+    const ms entry = drain_deadline() + 3 * freeze_deadline();
+    if (lease() > entry) return;
     throw error(step::options,
-                "lease (" + std::to_string(m_lease.count()) +
+                "lease (" + std::to_string(lease().count()) +
                     " ms) must be longer than a region's longest entry, drain_deadline + 3 x "
-                    "freeze_deadline (" + std::to_string(entry.count()) + " ms)",
-                0, "raise lease / KREX_LEASE_MS, or lower drain_deadline / KREX_DRAIN_DEADLINE_MS "
-                   "and freeze_deadline / KREX_FREEZE_DEADLINE_MS");
+                    "freeze_deadline (" +
+                    std::to_string(entry.count()) + " ms)",
+                0,
+                "raise lease / KREX_LEASE_MS, or lower drain_deadline / KREX_DRAIN_DEADLINE_MS "
+                "and freeze_deadline / KREX_FREEZE_DEADLINE_MS");
   }
 
-  /// A default of detail::option_table (integer, milliseconds, boolean).
-  static constexpr long long default_of(option_id id) { return detail::option(id).def; }
+  /// The table's defaults, by slot.
+  static constexpr std::array<long long, detail::number_option_count> number_defaults() {
+    std::array<long long, detail::number_option_count> out{};
+    for (const detail::option_spec& s : detail::option_table)
+      if (!detail::is_text(s.kind)) out[detail::value_slot(s.id)] = s.def;
+    return out;
+  }
+  static std::array<std::string, detail::text_option_count> text_defaults() {
+    std::array<std::string, detail::text_option_count> out;
+    for (const detail::option_spec& s : detail::option_table)
+      if (detail::is_text(s.kind)) out[detail::value_slot(s.id)] = s.def_text;
+    return out;
+  }
 
-  // Defaults: detail::option_table's (tests/test_tables.cpp checks the
-  // strings' and choices'; the numbers are read from it).
-  int m_device = static_cast<int>(default_of(option_id::device));
-  std::string m_segment = "krex";
-  segment_access m_access = segment_access::user;
-  ms m_gate_park{default_of(option_id::gate_park)};
-  ms m_drain_deadline{default_of(option_id::drain_deadline)};
-  ms m_lock_wait{default_of(option_id::lock_wait)};
-  ms m_lease{default_of(option_id::lease)};
-  bool m_allow_contended = default_of(option_id::allow_contended) != 0;
-  freeze_method m_freeze = freeze_method::automatic;
-  freeze_scope m_scope = freeze_scope::device;
-  ms m_freeze_deadline{default_of(option_id::freeze_deadline)};
-  ms m_handoff_grace{default_of(option_id::handoff_grace)};
-  std::string m_cgroup_root;
-  bool m_pin = default_of(option_id::pin) != 0;
-  int m_reserved_cores = static_cast<int>(default_of(option_id::reserved_cores));
-  bool m_confine = default_of(option_id::confine) != 0;
-  bool m_release_on_leave = default_of(option_id::release_on_leave) != 0;
-  bool m_gate_contexts = default_of(option_id::gate_contexts) != 0;
-  ms m_quiet_deadline{default_of(option_id::quiet_deadline)};
-  int m_quiet_tolerance_pct = static_cast<int>(default_of(option_id::quiet_tolerance_pct));
-  int m_host_devices = static_cast<int>(default_of(option_id::host_devices));
-  gating m_gating = gating::automatic;
+  std::array<long long, detail::number_option_count> m_number = number_defaults();
+  std::array<std::string, detail::text_option_count> m_text = text_defaults();
 };
 
 }  // namespace krex

@@ -10,6 +10,7 @@
 #include <krex/options.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -17,22 +18,86 @@
 
 namespace krex {
 
+namespace detail {
+/// Every pool_options setter, in the order of the class and docs/POOL.md's
+/// table (generated from pool_option_table).
+enum class pool_option_id {
+  workers,
+  devices,
+  all_devices,
+  tenant,
+  timeout,
+  respawn,
+  start_retries,
+  recycle_on_error,
+  start_timeout,
+  shutdown_grace,
+};
+
+/// A pool option, as detail::option_spec is a tenant's: integer (lo..hi),
+/// milliseconds (at least lo) and boolean rows hold their value in the
+/// table's slot; a row with `def_text` is documented here and held by a
+/// field of its own (devices, all_devices, tenant).
+struct pool_option_spec {
+  pool_option_id id;
+  option_kind kind;
+  const char* name;  ///< the setter
+  const char* arg;   ///< its argument, as docs/POOL.md writes it
+  long long lo, hi, def;
+  const char* doc;                 ///< what it does (an integer's range follows it)
+  const char* accepted;            ///< integer: the accepted text of an error ("": the range)
+  const char* def_text = nullptr;  ///< a row held by a field of its own: its default's text
+};
+
+inline constexpr pool_option_spec pool_option_table[] = {
+    {pool_option_id::workers, option_kind::integer, "workers", "n", 1, 256, 1,
+     "worker processes per device", "1..256 (one worker process per concurrent command)"},
+    {pool_option_id::devices, option_kind::integer, "devices", "{...}", 0, 0, 0,
+     "the devices served, each ordinal once", "", "unset: one device, `tenant().device()`"},
+    {pool_option_id::all_devices, option_kind::boolean, "all_devices", "", 0, 0, 0,
+     "every device the backend sees, counted at `start()`", "", ""},
+    {pool_option_id::tenant, option_kind::integer, "tenant", "options", 0, 0, 0,
+     "each worker's tenant; `KREX_*` variables still apply in the worker", "", "`krex::options{}`"},
+    {pool_option_id::timeout, option_kind::milliseconds, "timeout", "ms", 0, 0, 600'000,
+     "per command, from when it is sent; 0 = none", ""},
+    {pool_option_id::respawn, option_kind::boolean, "respawn", "bool", 0, 0, 1,
+     "replace a worker that died", ""},
+    {pool_option_id::start_retries, option_kind::integer, "start_retries", "n", 0, 1000, 3,
+     "failed starts in a row before a worker's place is given up", ""},
+    {pool_option_id::recycle_on_error, option_kind::boolean, "recycle_on_error", "bool", 0, 0, 0,
+     "replace the worker after a command whose handler threw (a CUDA error can leave a context "
+     "unusable)",
+     ""},
+    {pool_option_id::start_timeout, option_kind::milliseconds, "start_timeout", "ms", 1, 0, 60'000,
+     "how long `start()` waits for every worker", ""},
+    {pool_option_id::shutdown_grace, option_kind::milliseconds, "shutdown_grace", "ms", 0, 0,
+     10'000,
+     "in-flight commands get this long at shutdown; then workers get max(this, 1 s) to "
+     "leave",
+     ""},
+};
+inline constexpr std::size_t pool_option_count =
+    sizeof(pool_option_table) / sizeof(pool_option_table[0]);
+static_assert(static_cast<std::size_t>(pool_option_id::shutdown_grace) + 1 == pool_option_count,
+              "pool_option_table: a row per pool_option_id");
+
+constexpr const pool_option_spec& pool_option(pool_option_id id) {
+  return pool_option_table[static_cast<std::size_t>(id)];
+}
+}  // namespace detail
+
 /// Configuration of a worker pool. Setters validate at once and throw
 /// krex::error (step::options) naming the option and the accepted values.
+/// Each option's range, default and meaning are detail::pool_option_table's.
 class pool_options {
  public:
   using ms = std::chrono::milliseconds;
+  using id = detail::pool_option_id;
 
   /// Worker processes per device, each with its own tenant (1..256; default
   /// 1). A pool over one device (the default) has exactly this many.
-  pool_options& workers(int n) {
-    if (n < 1 || n > 256)
-      detail::bad_option("pool workers", std::to_string(n),
-                         "1..256 (one worker process per concurrent command)");
-    m_workers = n;
-    return *this;
-  }
-  int workers() const noexcept { return m_workers; }
+  pool_options& workers(int n) { return set(id::workers, n); }
+  int workers() const noexcept { return static_cast<int>(get(id::workers)); }
 
   /// The devices the pool serves, `workers()` workers on each; every worker
   /// is a tenant of its own device (tenant().device() is replaced by it).
@@ -80,63 +145,64 @@ class pool_options {
   /// time excluded; time frozen by a sibling's region counts). Past it the
   /// worker is killed and replaced, and the command fails with
   /// pool_status::timed_out. 0 = no limit. Default 600 s.
-  pool_options& timeout(ms t) { return set_ms("pool timeout", m_timeout, t, 0); }
-  ms timeout() const noexcept { return m_timeout; }
+  pool_options& timeout(ms t) { return set(id::timeout, t.count()); }
+  ms timeout() const noexcept { return ms(get(id::timeout)); }
 
   /// Replace a worker that died (crash, kill, timeout). Default true.
-  pool_options& respawn(bool b) noexcept {
-    m_respawn = b;
-    return *this;
-  }
-  bool respawn() const noexcept { return m_respawn; }
+  pool_options& respawn(bool b) noexcept { return put(id::respawn, b); }
+  bool respawn() const noexcept { return get(id::respawn) != 0; }
 
   /// Starts in a row that may fail for one worker before its place is given
   /// up (a replacement that cannot join, a crash before its tenant is up):
   /// the bound on respawn loops. Default 3. At start() any failure throws.
-  pool_options& start_retries(int n) {
-    if (n < 0 || n > 1000) detail::bad_option("pool start_retries", std::to_string(n), "0..1000");
-    m_start_retries = n;
-    return *this;
-  }
-  int start_retries() const noexcept { return m_start_retries; }
+  pool_options& start_retries(int n) { return set(id::start_retries, n); }
+  int start_retries() const noexcept { return static_cast<int>(get(id::start_retries)); }
 
   /// Replace a worker after a command whose handler threw (a CUDA error can
   /// leave its context unusable: a fresh process gets a fresh one). Default false.
-  pool_options& recycle_on_error(bool b) noexcept {
-    m_recycle = b;
-    return *this;
-  }
-  bool recycle_on_error() const noexcept { return m_recycle; }
+  pool_options& recycle_on_error(bool b) noexcept { return put(id::recycle_on_error, b); }
+  bool recycle_on_error() const noexcept { return get(id::recycle_on_error) != 0; }
 
   /// How long start() waits for every worker's tenant to join. Default 60 s.
-  pool_options& start_timeout(ms t) { return set_ms("pool start_timeout", m_start_timeout, t, 1); }
-  ms start_timeout() const noexcept { return m_start_timeout; }
+  pool_options& start_timeout(ms t) { return set(id::start_timeout, t.count()); }
+  ms start_timeout() const noexcept { return ms(get(id::start_timeout)); }
 
   /// Shutdown: how long commands in flight may still finish, and then how
   /// long (at least 1 s) workers get to leave the node before they are
   /// killed. Default 10 s.
-  pool_options& shutdown_grace(ms t) { return set_ms("pool shutdown_grace", m_grace, t, 0); }
-  ms shutdown_grace() const noexcept { return m_grace; }
+  pool_options& shutdown_grace(ms t) { return set(id::shutdown_grace, t.count()); }
+  ms shutdown_grace() const noexcept { return ms(get(id::shutdown_grace)); }
 
  private:
-  pool_options& set_ms(const char* name, ms& field, ms t, long long min) {
-    if (t.count() < min)
-      detail::bad_option(name, std::to_string(t.count()) + " ms",
-                         "a duration of at least " + std::to_string(min) + " ms");
-    field = t;
+  long long get(id i) const noexcept { return m_value[static_cast<std::size_t>(i)]; }
+  pool_options& put(id i, long long v) noexcept {
+    m_value[static_cast<std::size_t>(i)] = v;
     return *this;
   }
+  /// Checked against the row, the message naming "pool <setter>".
+  pool_options& set(id i, long long v) {
+    const detail::pool_option_spec& s = detail::pool_option(i);
+    const std::string name = std::string("pool ") + s.name;
+    if (s.kind == detail::option_kind::milliseconds && v < s.lo)
+      detail::bad_option(name, std::to_string(v) + " ms",
+                         "a duration of at least " + std::to_string(s.lo) + " ms");
+    if (s.kind == detail::option_kind::integer && (v < s.lo || v > s.hi))
+      detail::bad_option(name, std::to_string(v),
+                         *s.accepted != '\0' ? std::string(s.accepted)
+                                             : std::to_string(s.lo) + ".." + std::to_string(s.hi));
+    return put(i, v);
+  }
+  static constexpr std::array<long long, detail::pool_option_count> defaults() {
+    std::array<long long, detail::pool_option_count> out{};
+    for (std::size_t i = 0; i < detail::pool_option_count; ++i)
+      out[i] = detail::pool_option_table[i].def;
+    return out;
+  }
 
-  int m_workers = 1;
+  std::array<long long, detail::pool_option_count> m_value = defaults();
   std::vector<int> m_devices;
   bool m_all_devices = false;
   options m_tenant;
-  ms m_timeout{600'000};
-  bool m_respawn = true;
-  int m_start_retries = 3;
-  bool m_recycle = false;
-  ms m_start_timeout{60'000};
-  ms m_grace{10'000};
 };
 
 /// How a command ended.

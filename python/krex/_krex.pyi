@@ -15,8 +15,8 @@ class Error(RuntimeError):
     code: int
 
 class Tenant:
-    # The keywords are include/krex/detail/option_table.hpp's, in its order
-    # (tests/test_tables.cpp checks it).
+    # The keywords after `*` are written by `krexctl options --write .` from
+    # include/krex/detail/option_table.hpp (tests/test_tables.cpp checks it).
     def __init__(
         self,
         device: int = 0,

@@ -50,6 +50,9 @@ from . import _krex
 
 __all__ = ["Pool", "PoolError", "WorkerDied", "worker_tenant"]
 
+# The C++ pool's ranges (detail::pool_option_table in include/krex/pool_options.hpp).
+_RANGES = {row["name"]: (row["lo"], row["hi"]) for row in _krex._pool_table}
+
 _worker = {"tenant": None, "device": None, "index": None}
 
 
@@ -254,8 +257,10 @@ class Pool(_cf.Executor):
     def __init__(self, workers=1, devices=None, *, device=0, initializer=None, timeout=None,
                  start_timeout=120.0, respawn=True, start_retries=3, recycle_on_error=False,
                  patch=False, context="spawn", shutdown_grace=10.0, **tenant_options):
-        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 256:
-            raise PoolError("workers=%r" % (workers,), "1..256 worker processes per device")
+        lo, hi = _RANGES["workers"]
+        if isinstance(workers, bool) or not isinstance(workers, int) or not lo <= workers <= hi:
+            raise PoolError("workers=%r" % (workers,),
+                            "%d..%d worker processes per device" % (lo, hi))
         if context not in ("spawn", "forkserver"):
             raise PoolError("context=%r" % (context,),
                             "'spawn' or 'forkserver': a CUDA context does not survive fork")

@@ -14,6 +14,7 @@
 #include <krex/error.hpp>
 #include <krex/measure.hpp>
 #include <krex/options.hpp>
+#include <krex/pool_options.hpp>
 #include <krex/region.hpp>
 #include <krex/report.hpp>
 #include <krex/tenant.hpp>
@@ -137,12 +138,11 @@ T from_python(const detail::option_spec& s, const std::string& k, py::handle v) 
   } else if constexpr (std::is_same_v<T, std::string>) {
     return to_str(k, v, s.kind == detail::option_kind::segment_name ? "1..64 of [A-Za-z0-9._-]"
                                                                      : "an absolute path");
-  } else {  // a choice: one of the names in s.values
-    const std::string name = to_str(k, v, s.values);
-    const std::string values = std::string(", ") + s.values + ", ";
-    if (values.find(", " + name + ", ") == std::string::npos)
-      bad_value(k, py_repr(v), s.values);
-    return detail::parse_choice(k, name, static_cast<T*>(nullptr));
+  } else {  // a choice: one of its enum's names
+    const std::string names = detail::choice_list(*s.choices);
+    const long long x = detail::choice_value(*s.choices, to_str(k, v, names));
+    if (x < 0) bad_value(k, py_repr(v), names);
+    return static_cast<T>(x);
   }
 }
 
@@ -211,13 +211,11 @@ const std::string& tenant_init_doc() {
     std::string choices;
     for (const detail::option_spec& s : detail::option_table) {
       if (s.kind != detail::option_kind::choice) continue;
-      std::vector<std::string> names;
-      const std::string values = std::string(s.values) + ", ";
-      for (std::size_t at = 0, end; (end = values.find(", ", at)) != std::string::npos; at = end + 2)
-        names.push_back("\"" + values.substr(at, end - at) + "\"");
+      const detail::choice_names& c = *s.choices;
       choices += (choices.empty() ? "" : "; ") + std::string(s.python) + ":";
-      for (std::size_t i = 0; i < names.size(); ++i)
-        choices += (i == 0 ? " " : i + 1 == names.size() ? " or " : ", ") + names[i];
+      for (std::size_t i = 0; i < c.count; ++i)
+        choices += std::string(i == 0 ? " " : i + 1 == c.count ? " or " : ", ") + "\"" +
+                   c.names[i] + "\"";
     }
     std::string wrapped, line;
     for (std::size_t at = 0; at <= choices.size();) {
@@ -244,12 +242,12 @@ a failed join, TypeError for a keyword of the wrong type.)doc";
 }
 
 /// A report field as Python holds it (detail::visit_report_fields' types).
+/// A choice (freeze, scope) by its name.
 template <class T>
 py::object to_python(const T& v) {
-  return py::cast(v);
+  if constexpr (detail::choices_of<T>.count > 0) return py::str(to_string(v));
+  else return py::cast(v);
 }
-py::object to_python(freeze_method v) { return py::str(to_string(v)); }
-py::object to_python(freeze_scope v) { return py::str(to_string(v)); }
 py::object to_python(const device_clocks& c) {
   if (!c.valid) return py::none();
   py::dict x;
@@ -283,6 +281,22 @@ py::list option_table_py() {
     const auto [type, def] = python_type_and_default(s, d);
     row["type"] = type;
     row["default"] = def;
+    l.append(row);
+  }
+  return l;
+}
+
+/// krex._krex._pool_table: detail::pool_option_table's checked rows (name,
+/// lo, hi, default), so that krex.Pool (pool.py) checks by the C++ ranges.
+py::list pool_table_py() {
+  py::list l;
+  for (const detail::pool_option_spec& s : detail::pool_option_table) {
+    if (s.def_text != nullptr) continue;
+    py::dict row;
+    row["name"] = s.name;
+    row["lo"] = s.lo;
+    row["hi"] = s.hi;
+    row["default"] = s.def;
     l.append(row);
   }
   return l;
@@ -611,6 +625,7 @@ PYBIND11_MODULE(_krex, m) {
   m.attr("compare_default_samples") = k::compare_default_samples;
   m.attr("compare_default_confidence") = k::compare_default_confidence;
   m.attr("_option_table") = option_table_py();
+  m.attr("_pool_table") = pool_table_py();
   m.attr("_report_fields") = report_fields_py();
 
   static py::exception<k::error> error_type(m, "Error", PyExc_RuntimeError);
@@ -728,10 +743,16 @@ freezes siblings and pins this thread; exit undoes it. r.report is a dict.)doc")
       .def_property_readonly("report", &py_region::report)
       .def_property_readonly("tenant", &py_region::tenant_object);
 
-  m.def("measure", &measure_py, py::arg("region"), py::arg("fn"), py::arg("warmup") = 3,
-        py::arg("samples") = 50, py::arg("warmup_ms") = 0.0, py::arg("timer") = "auto",
-        py::arg("stream") = py::none(), py::arg("cold_l2") = true, py::arg("flush_bytes") = 0,
-        py::arg("placements") = 1, py::arg("placement_bytes") = 0,
+  // The loop's keywords and their defaults: detail::measure_option_table's.
+  using mo = k::detail::measure_option_id;
+  const auto md = [](mo i) { return k::detail::measure_default<long long>(i); };
+  const double warmup_ms = static_cast<double>(md(mo::warmup_time)) / 1000.0;
+  m.def("measure", &measure_py, py::arg("region"), py::arg("fn"),
+        py::arg("warmup") = md(mo::warmup), py::arg("samples") = md(mo::samples),
+        py::arg("warmup_ms") = warmup_ms, py::arg("timer") = "auto",
+        py::arg("stream") = py::none(), py::arg("cold_l2") = md(mo::cold_l2) != 0,
+        py::arg("flush_bytes") = md(mo::flush_bytes), py::arg("placements") = md(mo::placements),
+        py::arg("placement_bytes") = md(mo::placement_bytes),
         R"doc(
 Times fn() inside the entered region r (krex::measure): warm-up, then samples.
 timer='host' uses the host clock per call; on a CUDA build, 'auto' uses CUDA
@@ -743,10 +764,11 @@ mean_ms, min_ms, max_ms, method, placement, placement_median_ms,
 placement_spread, placement_bytes.)doc");
 
   m.def("compare", &compare_py, py::arg("region"), py::arg("fns"), py::arg("names") = py::none(),
-        py::arg("warmup") = 3, py::arg("samples") = k::compare_default_samples,
-        py::arg("warmup_ms") = 0.0, py::arg("timer") = "auto", py::arg("stream") = py::none(),
-        py::arg("cold_l2") = true, py::arg("flush_bytes") = 0, py::arg("placements") = 1,
-        py::arg("placement_bytes") = 0, py::arg("tolerance") = 0.005,
+        py::arg("warmup") = md(mo::warmup), py::arg("samples") = k::compare_default_samples,
+        py::arg("warmup_ms") = warmup_ms, py::arg("timer") = "auto",
+        py::arg("stream") = py::none(), py::arg("cold_l2") = md(mo::cold_l2) != 0,
+        py::arg("flush_bytes") = md(mo::flush_bytes), py::arg("placements") = md(mo::placements),
+        py::arg("placement_bytes") = md(mo::placement_bytes), py::arg("tolerance") = 0.005,
         py::arg("confidence") = k::compare_default_confidence, py::arg("seed") = 1,
         R"doc(
 Times the candidates fns (two or more callables) inside the entered region r,
@@ -769,7 +791,7 @@ candidate: pairs, ratio, low, high, coverage, diff_ms, verdict: 'baseline',
         (void)flush_bytes;
 #endif
       },
-      py::arg("cold_l2") = true, py::arg("flush_bytes") = 0,
+      py::arg("cold_l2") = md(mo::cold_l2) != 0, py::arg("flush_bytes") = md(mo::flush_bytes),
       R"doc(
 prepare_measure(cold_l2=True, flush_bytes=0) -> None: krex::prepare_measure.
 On a CUDA build, makes measure's device scratch (the L2 flush buffer and
