@@ -28,6 +28,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -67,6 +68,12 @@ class split : public ::testing::Test {
       while (b->stop.load() == 0) std::this_thread::sleep_for(1ms);
       return 0;
     });
+  }
+  /// A tenant_in_child of segment `a` and one of segment `b`, in that order.
+  std::pair<child, child> one_tenant_in_each(const scoped_segment& a, const scoped_segment& b,
+                                             shared<board>& bd) {
+    child first = tenant_in_child(a.opts(), bd);
+    return {std::move(first), tenant_in_child(b.opts(), bd)};
   }
   /// The names in directory `dir` (not "." and "..").
   static std::vector<std::string> names_in(const std::string& dir) {
@@ -149,8 +156,7 @@ TEST_F(split, another_segment_name_on_the_device_is_reported) {
 TEST_F(split, siblings_and_dead_tenants_are_not_splits) {
   scoped_segment mine, theirs;
   shared<board> b;
-  child sibling = tenant_in_child(mine.opts(), b);
-  child killed = tenant_in_child(theirs.opts(), b);
+  auto [sibling, killed] = one_tenant_in_each(mine, theirs, b);
   ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 2; }, 20s));
   ::kill(killed.pid(), SIGKILL);
   ASSERT_TRUE(killed.wait(5s).has_value());
@@ -260,8 +266,7 @@ TEST_F(split, a_segment_that_comes_during_the_body_is_named_at_exit) {
 TEST_F(split, entries_of_killed_tenants_are_swept_by_the_next_scan) {
   scoped_segment mine, theirs;
   shared<board> b;
-  child same = tenant_in_child(mine.opts(), b);
-  child other = tenant_in_child(theirs.opts(), b);
+  auto [same, other] = one_tenant_in_each(mine, theirs, b);
   ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 2; }, 20s));
   const int same_pid = same.pid(), other_pid = other.pid();
   ASSERT_EQ(entries_of(same_pid), 1U);
