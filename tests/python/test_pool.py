@@ -54,6 +54,15 @@ def run_example(name, *args, extra_env=None, light_env=True):
     return results, summary[0]
 
 
+def _failure(f, kind):
+    """The exception of type `kind` that future `f` raises; it must raise one."""
+    try:
+        f.result(timeout=30)
+    except kind as e:
+        return e
+    raise AssertionError("no exception")
+
+
 def test_kernelbench_example_runs_every_candidate_in_persistent_workers_at_full_protection():
     name = unique_name("pypool-ex")
     try:
@@ -136,41 +145,28 @@ def test_a_workers_tenant_is_its_process_tenant_for_patched_calls():
 
 
 def test_exceptions_propagate_and_the_worker_goes_on():
-    name = unique_name("pypool-exc")
-    try:
-        with krex.Pool(workers=1, **light(name)) as pool:
-            pid = pool.workers()[0]["pid"]
-            f = pool.submit("pool_tasks:fail", 7)
-            try:
-                f.result(timeout=30)
-                raise AssertionError("no exception")
-            except pool_tasks.CandidateError as e:
-                assert "candidate 7 is broken" in str(e)
-                assert "Traceback" in str(e.__cause__), "the worker's traceback is the cause"
-            try:
-                list(pool.map("pool_tasks:fail", [1, 2]))
-                raise AssertionError("map did not raise")
-            except pool_tasks.CandidateError:
-                pass
-            f = pool.submit("pool_tasks:unpicklable")
-            try:
-                f.result(timeout=30)
-                raise AssertionError("no exception")
-            except krex.PoolError as e:
-                assert "cannot be pickled" in str(e) and e.step == "pool", e
-            f = pool.submit("pool_tasks:no_such_function")
-            try:
-                f.result(timeout=30)
-                raise AssertionError("no exception")
-            except AttributeError as e:
-                assert "no_such_function" in str(e)
-            assert pool.submit("pool_tasks:where").result(timeout=30)["pid"] == pid
-            s = pool.stats()
-            # map cancels what it did not reach: its second task failed or was cancelled.
-            assert s["failures"] + s["cancelled"] == 5 and s["failures"] >= 4, s
-            assert s["ok"] == 1, s
-    finally:
-        cleanup(name)
+    with segment("pypool-exc") as name, krex.Pool(workers=1, **light(name)) as pool:
+        pid = pool.workers()[0]["pid"]
+        f = pool.submit("pool_tasks:fail", 7)
+        e = _failure(f, pool_tasks.CandidateError)
+        assert "candidate 7 is broken" in str(e)
+        assert "Traceback" in str(e.__cause__), "the worker's traceback is the cause"
+        try:
+            list(pool.map("pool_tasks:fail", [1, 2]))
+            raise AssertionError("map did not raise")
+        except pool_tasks.CandidateError:
+            pass
+        f = pool.submit("pool_tasks:unpicklable")
+        e = _failure(f, krex.PoolError)
+        assert "cannot be pickled" in str(e) and e.step == "pool", e
+        f = pool.submit("pool_tasks:no_such_function")
+        e = _failure(f, AttributeError)
+        assert "no_such_function" in str(e)
+        assert pool.submit("pool_tasks:where").result(timeout=30)["pid"] == pid
+        s = pool.stats()
+        # map cancels what it did not reach: its second task failed or was cancelled.
+        assert s["failures"] + s["cancelled"] == 5 and s["failures"] >= 4, s
+        assert s["ok"] == 1, s
 
 
 def test_a_killed_worker_is_replaced_and_its_task_fails_clearly():
@@ -182,14 +178,11 @@ def test_a_killed_worker_is_replaced_and_its_task_fails_clearly():
         assert victim["running"] == "pool_tasks:sleep"
         other = [w for w in pool.workers() if w["device"] == 0][0]["pid"]
         os.kill(victim["pid"], signal.SIGKILL)
-        try:
-            f.result(timeout=30)
-            raise AssertionError("no exception")
-        except krex.WorkerDied as e:
-            msg = str(e)
-            assert "died while running 'pool_tasks:sleep'" in msg, msg
-            assert "SIGKILL" in msg and "device 1" in msg and "replaced" in msg, msg
-            assert isinstance(e, krex.Error)
+        e = _failure(f, krex.WorkerDied)
+        msg = str(e)
+        assert "died while running 'pool_tasks:sleep'" in msg, msg
+        assert "SIGKILL" in msg and "device 1" in msg and "replaced" in msg, msg
+        assert isinstance(e, krex.Error)
         assert wait_for(lambda: pool.stats()["devices"][1]["alive"] == 1)
         again = pool.submit_to(1, "pool_tasks:where").result(timeout=30)
         assert again["device"] == 1 and again["pid"] != victim["pid"]
@@ -199,11 +192,8 @@ def test_a_killed_worker_is_replaced_and_its_task_fails_clearly():
         assert [w for w in pool.workers() if w["device"] == 0][0]["pid"] == other
         # A task that ends its own worker fails the same way.
         f = pool.submit_to(0, "pool_tasks:exit_now", 3)
-        try:
-            f.result(timeout=30)
-            raise AssertionError("no exception")
-        except krex.WorkerDied as e:
-            assert "exit status 3" in str(e), e
+        e = _failure(f, krex.WorkerDied)
+        assert "exit status 3" in str(e), e
     assert wait_for(lambda: _gone(again["pid"]) and _gone(other), 10)
 
 
@@ -219,19 +209,12 @@ def _gone(pid):
 
 
 def test_timeout_kills_the_worker_and_fails_the_task():
-    name = unique_name("pypool-to")
-    try:
-        with krex.Pool(workers=1, timeout=0.5, **light(name)) as pool:
-            pid = pool.workers()[0]["pid"]
-            f = pool.submit("pool_tasks:sleep", 30)
-            try:
-                f.result(timeout=30)
-                raise AssertionError("no exception")
-            except krex.WorkerDied as e:
-                assert "timeout" in str(e), e
-            assert pool.submit("pool_tasks:where").result(timeout=30)["pid"] != pid
-    finally:
-        cleanup(name)
+    with segment("pypool-to") as name, krex.Pool(workers=1, timeout=0.5, **light(name)) as pool:
+        pid = pool.workers()[0]["pid"]
+        f = pool.submit("pool_tasks:sleep", 30)
+        e = _failure(f, krex.WorkerDied)
+        assert "timeout" in str(e), e
+        assert pool.submit("pool_tasks:where").result(timeout=30)["pid"] != pid
 
 
 def test_user_errors_are_clear():
