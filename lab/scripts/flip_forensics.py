@@ -274,7 +274,8 @@ def axpby16_by_timing(runs):
 
 
 def t1(runs):
-    table("T1: flips by gap class (recomputed; trials of set x timing x copy, against the reference pass)",
+    table("T1: flips by gap class (recomputed; trials of set x timing x copy, against the "
+          "reference pass)",
           ["0-1%", "1-2%", "2-5%", ">5%", "same as the JSON's by_gap"])
     for R, c in each_config(runs):
         n, f = R.gap_counts(c)
@@ -294,9 +295,9 @@ def t10(runs):
     own run's reference pass), each configuration against the native repeats
     of the same runs, pooled."""
     table("T10: flips by gap class pooled over the runs given, by configuration", GAP_NAMES,
-          "Each pair is judged against its own run's reference pass; each configuration is compared with the "
-          "native repeats of the runs it appears in, pooled; the difference in points and a one-sided Fisher "
-          "exact p (the configuration flips more often).", ("configuration", "runs"))
+          "Each pair is judged against its own run's reference pass; each configuration is compared "
+          "with the native repeats of the runs it appears in, pooled; the difference in points and a "
+          "one-sided Fisher exact p (the configuration flips more often).", ("configuration", "runs"))
     pooled = {}  # label -> [runs, n[4], f[4], native n[4], native f[4]]
     natives = set()  # the native repeats' labels: "native repeat", "native repeat, spaced"
     for R in runs:
@@ -382,17 +383,19 @@ def t11(runs):
             kinds[phase(*counts)] += 1
         odd, even, none = kinds["odd"], kinds["even"], kinds["none"]
         print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | {100 * fe / max(ne, 1):.1f} / "
-              f"{100 * fo / max(no, 1):.1f} | {odd} | {even} | {none} | {100 * (fe + fo) / max(ne + no, 1):.1f} |")
+              f"{100 * fo / max(no, 1):.1f} | {odd} | {even} | {none} | "
+              f"{100 * (fe + fo) / max(ne + no, 1):.1f} |")
     print()
 
 
 def t12(runs):
     """T11's classes against the commands' deviation: whether the commands
     that lost the alternation are the deviant ones."""
-    table("T12: axpby-16M batched commands by T11's class: deviation from the baseline and deviant commands",
+    table("T12: axpby-16M batched commands by T11's class: deviation from the baseline and deviant "
+          "commands",
           ["class", "commands", "median deviation %", "sd %", "deviant", "fast share %"],
-          f"Deviant: |deviation| > {DEVIANT_PCT:g}% (T5). Fast share: the command's share of fast samples "
-          "(T4's definition), averaged.")
+          f"Deviant: |deviation| > {DEVIANT_PCT:g}% (T5). Fast share: the command's share of fast "
+          "samples (T4's definition), averaged.")
     for R in runs:
         for c in R.configs:
             by = defaultdict(list)
@@ -474,11 +477,12 @@ T14_STATS = (("median", lambda r: r["median_ms"]), ("p10", lambda r: quantile(r[
 
 def t14(runs):
     """Flips against the construction order by gap class, ranked by the median or by p10."""
-    table("T14: which statistic ranks: flips against the construction order, by the median or by p10",
+    table("T14: which statistic ranks: flips against the construction order, by the median or by "
+          "p10",
           GAP_NAMES,
-          "Every set trial's pairs (as T1), the order known by construction (the member with more work is "
-          "slower), classed by the reference's gap; each command's time its median or its samples' 10th "
-          "percentile; every run given pooled by configuration label.",
+          "Every set trial's pairs (as T1), the order known by construction (the member with more "
+          "work is slower), classed by the reference's gap; each command's time its median or its "
+          "samples' 10th percentile; every run given pooled by configuration label.",
           ("configuration", "runs", "timing", "statistic"))
     pooled = {}  # (label, timing, statistic) -> [runs, n[4], f[4]]
     for R in runs:
@@ -625,12 +629,14 @@ def t4(runs):
         if c["role"] != "repeat" and nat:
             nf = fast_shares(nat[0], tim)
             n_off = sum(1 for f in nf if f < 0.1 or f > 0.5)
-            offs = f"{off}/{len(fr)} ({fmt_p(fisher_two_sided(off, len(fr) - off, n_off, len(nf) - n_off))})"
+            p_off = fisher_two_sided(off, len(fr) - off, n_off, len(nf) - n_off)
+            offs = f"{off}/{len(fr)} ({fmt_p(p_off)})"
         else:
             offs = f"{off}/{len(fr)}"
         print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | "
               + " | ".join(str(h) for h in hist(fr, FRAC_BINS))
-              + f" | {offs} | {100.0 * nfast / nall:.1f} | {median_pct(fast_s)} / {median_pct(other_s)}"
+              + f" | {offs} | {100.0 * nfast / nall:.1f}"
+              + f" | {median_pct(fast_s)} / {median_pct(other_s)}"
               + f" | {mr} | {fl} |")
     print()
 
