@@ -295,9 +295,10 @@ def t10(runs):
     own run's reference pass), each configuration against the native repeats
     of the same runs, pooled."""
     table("T10: flips by gap class pooled over the runs given, by configuration", GAP_NAMES,
-          "Each pair is judged against its own run's reference pass; each configuration is compared "
-          "with the native repeats of the runs it appears in, pooled; the difference in points and a "
-          "one-sided Fisher exact p (the configuration flips more often).", ("configuration", "runs"))
+          "Each pair is judged against its own run's reference pass; each configuration is "
+          "compared with the native repeats of the runs it appears in, pooled; the difference in "
+          "points and a one-sided Fisher exact p (the configuration flips more often).",
+          ("configuration", "runs"))
     pooled = {}  # label -> [runs, n[4], f[4], native n[4], native f[4]]
     natives = set()  # the native repeats' labels: "native repeat", "native repeat, spaced"
     for R in runs:
@@ -780,7 +781,8 @@ def t6(runs):
 
 
 def t7(runs):
-    table("T7: the axpby-16M candidates: each copy's deviation from the native baseline (%), sorted",
+    table("T7: the axpby-16M candidates: each copy's deviation from the native baseline (%), "
+          "sorted",
           ["command", "copies", "worker processes", "deviations"])
     for R, c in each_config(runs):
         by, pids = defaultdict(list), defaultdict(set)
@@ -930,12 +932,14 @@ def placement_features(c):
 def t9(runs):
     if not has_field(runs, "x_addr"):
         return
-    table("T9: placement of the axpby-16M buffers against the share of fast samples (T4's definition)",
+    table("T9: placement of the axpby-16M buffers against the share of fast samples "
+          "(T4's definition)",
           ["timing", "commands", "distinct x", "feature",
            "groups: value (commands, median fast share %)", "eta squared"],
-          "Per configuration and timing, the commands that recorded addresses: distinct x addresses, and per "
-          "feature its groups (commands, median share of fast samples) with eta squared of the share by group "
-          "and a permutation p (2000 shuffles, seed 19); one group: nothing to test.")
+          "Per configuration and timing, the commands that recorded addresses: distinct x "
+          "addresses, and per feature its groups (commands, median share of fast samples) with eta "
+          "squared of the share by group and a permutation p (2000 shuffles, seed 19); one group: "
+          "nothing to test.")
     for R in runs:
         for c in R.configs:
             feats = placement_features(c)

@@ -448,8 +448,8 @@ def main():
     a["config"] = {k: v for k, v in vars(args).items() if k not in ("worker", "index")}
     a["total_s"] = time.monotonic() - t_start
     md = markdown(a, a["config"])
-    write_report(args.out, "kernelbench_real",
-                 {"analysis": a, "raw": {k: v["results"] for k, v in phases.items()}}, md, a["total_s"])
+    raw = {k: v["results"] for k, v in phases.items()}
+    write_report(args.out, "kernelbench_real", {"analysis": a, "raw": raw}, md, a["total_s"])
     return 0
 
 
