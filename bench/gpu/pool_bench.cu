@@ -113,8 +113,8 @@ std::string command(krex::tenant& t, const std::vector<std::string>& args) {
     throw std::runtime_error(std::string("spin kernel: ") + cudaGetErrorString(e));
   const std::string level = r.report().level();
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%.6f %.6f %d %s", m.median_ms, m.p95_ms, krex_gpu::full_protection(level, true) ? 1 : 0,
-                level.c_str());
+  std::snprintf(buf, sizeof buf, "%.6f %.6f %d %s", m.median_ms, m.p95_ms,
+                krex_gpu::full_protection(level, true) ? 1 : 0, level.c_str());
   std::string out = buf;
   for (double s : m.samples_ms) {
     std::snprintf(buf, sizeof buf, " %.6f", s);
