@@ -10,12 +10,8 @@ set(THREADS_PREFER_PTHREAD_FLAG ON)
 find_package(Threads REQUIRED)
 
 if(KREX_WITH_CUDA)
-  find_package(CUDAToolkit REQUIRED)
-  if(NOT TARGET CUDA::cupti)
-    message(FATAL_ERROR "KREX_WITH_CUDA=ON needs CUPTI (CUDA::cupti), which this CUDA "
-                        "toolkit does not provide: install CUPTI or reconfigure with "
-                        "-DKREX_WITH_CUDA=OFF")
-  endif()
+  include("${PROJECT_SOURCE_DIR}/python/cmake/krexCupti.cmake")
+  krex_require_cupti("" "reconfigure with -DKREX_WITH_CUDA=OFF")
 endif()
 
 if(KREX_WITH_HIP)

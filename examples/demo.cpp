@@ -46,6 +46,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu_kernel.hpp"
+
 namespace {
 
 constexpr int max_commands = 512;
@@ -84,12 +86,7 @@ double now_s() {
 // A CPU "kernel": a fixed amount of dependent integer work.
 std::uint64_t g_sink = 0;
 void kernel(std::uint64_t iters) {
-  std::uint64_t x = 88172645463325252ULL;
-  for (std::uint64_t i = 0; i < iters; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-  }
+  const std::uint64_t x = krex_example::xorshift_chain(iters);
   g_sink += x;
   __asm__ volatile("" : : "r"(x) : "memory");
 }

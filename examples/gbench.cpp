@@ -14,17 +14,14 @@
 
 #include <cstdint>
 
+#include "cpu_kernel.hpp"
+
 namespace {
 
 std::uint64_t g_sink = 0;
 
 void xorshift_chain(std::uint64_t iters) {
-  std::uint64_t x = 88172645463325252ULL;
-  for (std::uint64_t i = 0; i < iters; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-  }
+  const std::uint64_t x = krex_example::xorshift_chain(iters);
   g_sink += x;
   benchmark::DoNotOptimize(x);
 }

@@ -4,6 +4,7 @@
 // Cgroup helpers shared by the tests that create real cgroups.
 
 #include <krex/detail/cgroup.hpp>
+#include <krex/region.hpp>
 
 #include "flag.hpp"
 #include "krex_test.hpp"
@@ -14,6 +15,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -79,6 +81,16 @@ class cgroup2_test : public ::testing::Test {
     return m_seg.opts().freeze(krex::freeze_method::cgroup_v2).cgroup_root(m_root);
   }
   std::string leaf(int slot) const { return m_root + "/t" + std::to_string(slot); }
+  /// A sibling that joins with opts(), adds 1 to `joined` (a word of the
+  /// board) and computes, counting in the board's `spins`, until stop.
+  void spawn_spinner(std::atomic<int>& joined) {
+    m_kids.push_back(spawn([this, &joined] {
+      krex::tenant t{opts()};
+      joined.fetch_add(1);
+      while (!m_b->stop.up()) m_b->spins.fetch_add(1);
+      return 0;
+    }));
+  }
 
   const char* m_prefix;
   scoped_segment m_seg;

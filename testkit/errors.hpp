@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// What a call that must refuse its options says, and the table of command
-// lines a program must refuse:
+// What a call that must refuse its options says, the error a call must
+// throw, and the table of command lines a program must refuse:
 //
 //   EXPECT_NE(krex_test::options_error([&] { krex::measure(...); }).find("raise samples"),
 //             std::string::npos);
@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace krex_test {
@@ -28,6 +29,23 @@ inline std::string options_error(const std::function<void()>& f) {
   }
   ADD_FAILURE() << "no krex::error";
   return {};
+}
+
+/// The krex::error that `f` throws; nullopt, and a test failure saying
+/// `otherwise`, if it throws none:
+///
+///   const auto e = krex_test::error_of([&] { krex::tenant t{o}; }, "joined");
+///   ASSERT_TRUE(e);
+///   EXPECT_EQ(e->where(), krex::step::segment);
+inline std::optional<krex::error> error_of(const std::function<void()>& f,
+                                           const std::string& otherwise = "no krex::error") {
+  try {
+    f();
+  } catch (const krex::error& e) {
+    return e;
+  }
+  ADD_FAILURE() << otherwise;
+  return std::nullopt;
 }
 
 /// A command line a program must refuse (exit 64, EX_USAGE), and what its

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace krex_gpu {
 
@@ -114,5 +115,22 @@ inline int gpu_count_forked() {
 
 /// Exit code of a GPU benchmark that found no GPU (ctest SKIP_RETURN_CODE).
 constexpr int exit_no_gpu = 77;
+
+/// No CUDA device here (gpu_count_forked): says so; the benchmark then exits
+/// with exit_no_gpu.
+inline bool no_gpu() {
+  if (gpu_count_forked() > 0) return false;
+  std::printf("no CUDA device: skipped\n");
+  return true;
+}
+
+/// A region's level (report().level()) at full protection: the gate and the
+/// drain held, nothing contended, busy, broken, shared or split; with
+/// `pinned`, the pin step as well.
+inline bool full_protection(const std::string& level, bool pinned = false) {
+  const auto has = [&](const char* x) { return level.find(x) != std::string::npos; };
+  return level.rfind("gate+drain", 0) == 0 && (!pinned || has("+pin")) && !has("(contended)") &&
+         !has("(busy)") && !has(",broken") && !has("-shared") && !has("-split");
+}
 
 }  // namespace krex_gpu

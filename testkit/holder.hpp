@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace krex_test {
 
@@ -156,5 +157,22 @@ class basic_member : public tenant_child {
 };
 
 using member = basic_member<>;
+
+/// `n` forked children, each a tenant of `o` (a default_backend tenant)
+/// that adds 1 to `joined` once joined and then runs body(i, tenant), i in
+/// 0..n-1; its exit code is what body returns. `joined` lives in shared
+/// memory (a member of a shared<board>).
+template <class Body>
+std::vector<child> spawn_tenants(int n, const krex::options& o, std::atomic<int>& joined,
+                                 Body body) {
+  std::vector<child> kids;
+  for (int i = 0; i < n; ++i)
+    kids.push_back(spawn([&, i] {
+      krex::tenant t{o};
+      joined.fetch_add(1);
+      return body(i, t);
+    }));
+  return kids;
+}
 
 }  // namespace krex_test

@@ -27,6 +27,8 @@ import os
 import re
 import sys
 
+from problems import report
+
 NUMBERING = [
     (re.compile(r"\bissues?\s+#?\d+", re.I), "an issue number"),
     (re.compile(r"(?<![\w`])#\d+\b"), "an issue number"),
@@ -212,10 +214,7 @@ def main(argv):
             path = os.path.join(root, "docs", g)
             if os.path.exists(path):
                 problems += fence_problems("docs/" + g, open(path, encoding="utf-8").read(), tests)
-    for p in problems:
-        print("docs_rules_test:", p)
-    print(f"docs_rules_test: {len(problems)} problem(s)")
-    return 1 if problems else 0
+    return report("docs_rules_test", problems)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+from problems import report
+
 # The layers, top to bottom. A layer holds the files its patterns name (paths
 # relative to include/, or tools/...; an exact name wins over a pattern, a
 # longer pattern over a shorter one) and may include only files of the layers
@@ -457,10 +459,7 @@ def main(argv):
         print("layers_test: docs/ARCHITECTURE.md map redrawn")
         return 0
     problems += check_table() + check(g) + check_top_level(root) + self_test(g) + map_problems(root, g)
-    for p in problems:
-        print("layers_test:", p)
-    print(f"layers_test: {len(g)} files, {len(problems)} problem(s)")
-    return 1 if problems else 0
+    return report("layers_test", problems, f"{len(g)} files, ")
 
 
 if __name__ == "__main__":

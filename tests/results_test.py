@@ -14,6 +14,8 @@ import os
 import re
 import sys
 
+from problems import report
+
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -108,10 +110,7 @@ def self_test():
 def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     problems = check_tables(root) + check_links(root) + self_test()
-    for p in problems:
-        print("results_test:", p)
-    print(f"results_test: {len(problems)} problem(s)")
-    return 1 if problems else 0
+    return report("results_test", problems)
 
 
 if __name__ == "__main__":

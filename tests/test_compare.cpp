@@ -50,6 +50,14 @@ std::vector<std::vector<double>> synth(const std::vector<double>& base,
 }
 
 /// All of candidate 0's samples, then all of candidate 1's: no interleaving.
+/// How many of the seeds 1..n `pred(seed)` holds for.
+template <class Pred>
+int seeds_where(std::uint64_t n, Pred pred) {
+  int k = 0;
+  for (std::uint64_t seed = 1; seed <= n; ++seed) k += pred(seed) ? 1 : 0;
+  return k;
+}
+
 std::vector<int> blocked(int m, int n) {
   std::vector<int> o;
   for (int c = 0; c < m; ++c)
@@ -226,16 +234,17 @@ TEST(Compare, ASlowOpenerFallsOnBothCandidatesAlike) {
 // The same drift with the candidates timed one after the other (no
 // interleaving) calls it slower: the test can tell the two apart.
 TEST(Compare, ADriftingPairIsStillCalledRightWhenInterleaved) {
-  int right = 0, wrong_blocked = 0;
   const std::vector<int> order = krex::detail::compare_order(2, 60, 1);
-  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
-    const auto r = krex::compare_schedule(synth({1.0, 0.98}, order, 0.2, 0.005, seed), order);
-    right += r[1].verdict == verdict::faster ? 1 : 0;
-    const auto b = krex::compare_samples(synth({1.0, 0.98}, blocked(2, 60), 0.2, 0.005, seed));
-    wrong_blocked += b[1].verdict == verdict::slower ? 1 : 0;
-  }
-  EXPECT_GE(right, 190);
-  EXPECT_GE(wrong_blocked, 190);
+  EXPECT_GE(seeds_where(200, [&](std::uint64_t seed) {
+              const auto t = synth({1.0, 0.98}, order, 0.2, 0.005, seed);
+              return krex::compare_schedule(t, order)[1].verdict == verdict::faster;
+            }),
+            190);
+  EXPECT_GE(seeds_where(200, [&](std::uint64_t seed) {
+              const auto t = synth({1.0, 0.98}, blocked(2, 60), 0.2, 0.005, seed);
+              return krex::compare_samples(t)[1].verdict == verdict::slower;
+            }),
+            190);
 }
 
 // Issue 19's two levels: samples at odd positions 3% faster (the batched
@@ -243,15 +252,18 @@ TEST(Compare, ADriftingPairIsStillCalledRightWhenInterleaved) {
 // still find a 1% difference; pairs taken within a round (one odd, one even)
 // split into two modes 6% apart and cannot: the test tells them apart.
 TEST(Compare, APeriodTwoLevelFallsOnBothMembersOfAPair) {
-  int right = 0, right_by_round = 0;
   const std::vector<int> order = krex::detail::compare_order(2, 60, 1);
-  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
-    const auto t = synth({1.0, 1.01}, order, 0, 0.002, seed, 0.03);
-    right += krex::compare_schedule(t, order)[1].verdict == verdict::slower ? 1 : 0;
-    right_by_round += krex::compare_samples(t)[1].verdict == verdict::slower ? 1 : 0;
-  }
-  EXPECT_GE(right, 190);
-  EXPECT_LE(right_by_round, 20);
+  const auto two_level = [&](std::uint64_t seed) {
+    return synth({1.0, 1.01}, order, 0, 0.002, seed, 0.03);
+  };
+  EXPECT_GE(seeds_where(200, [&](std::uint64_t seed) {
+              return krex::compare_schedule(two_level(seed), order)[1].verdict == verdict::slower;
+            }),
+            190);
+  EXPECT_LE(seeds_where(200, [&](std::uint64_t seed) {
+              return krex::compare_samples(two_level(seed))[1].verdict == verdict::slower;
+            }),
+            20);
 }
 
 TEST(Compare, ThreeCandidatesEachAgainstTheFirst) {

@@ -46,6 +46,12 @@ int in_child(F&& body, std::chrono::milliseconds timeout = 120s) {
   return krex_test::exit_code(c.wait(timeout));
 }
 
+// Runs `body` in a forked child (in_child), which must exit 0.
+template <class F>
+void expect_child_ok(F&& body) {
+  EXPECT_EQ(in_child(std::forward<F>(body)), 0);
+}
+
 int gpu_count() {
   static const int n = in_child([] {
     int c = 0;
@@ -72,10 +78,48 @@ struct board {
   std::atomic<std::uint64_t> value[8];
 };
 
+// What the tests start from: a segment and a board of their own (a test
+// that needs a GPU says so first, REQUIRE_GPU).
+class cuda_test : public ::testing::Test {
+ protected:
+  /// A forked tenant of seg: it says it joined (step 1), waits for step 2,
+  /// then runs then(tenant), whose result is its exit code.
+  template <class F>
+  krex_test::child tenant_at_step_2(F then) {
+    return krex_test::spawn([this, then] {
+      krex::tenant t{seg.opts()};
+      b->step.store(1);
+      while (b->step.load() < 2) std::this_thread::sleep_for(1ms);
+      return then(t);
+    });
+  }
+
+  /// expect_child_ok: a forked tenant of seg with a non-blocking stream
+  /// (exit 90 if it cannot have one) runs body(tenant, stream).
+  template <class F>
+  void expect_tenant_child_ok(F body) {
+    expect_child_ok([&] {
+      krex::tenant t{seg.opts()};
+      cudaStream_t s;
+      CHILD_EXPECT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 90);
+      return body(t, s);
+    });
+  }
+
+  scoped_segment seg;
+  shared<board> b;
+};
+
 }  // namespace
 
+// The suites, named as before.
+class CudaGate : public cuda_test {};
+class CudaBackend : public cuda_test {};
+class CudaMeasure : public cuda_test {};
+class CudaQuiet : public cuda_test {};
+
 // Which API calls automatic gating subscribes to (no GPU needed).
-TEST(CudaGate, GatedApiNames) {
+TEST_F(CudaGate, GatedApiNames) {
   using krex::detail::cupti::gated_api;
   const auto drv = CUPTI_CB_DOMAIN_DRIVER_API;
   const auto rt = CUPTI_CB_DOMAIN_RUNTIME_API;
@@ -128,8 +172,8 @@ TEST(CudaGate, GatedApiNames) {
 // CUDA errors become krex::error(step::backend) naming the call and the
 // error, through the code CUDA and HIP share (gpu_api.hpp's gpu_check; no GPU
 // needed; in a child, so the test process never touches the runtime).
-TEST(CudaBackend, ErrorsNameTheCallAndTheCudaError) {
-  const int code = in_child([] {
+TEST_F(CudaBackend, ErrorsNameTheCallAndTheCudaError) {
+  expect_child_ok([] {
     try {
       krex::detail::cuda_check(cudaErrorInvalidValue, "cudaMemcpyAsync");
       return 10;
@@ -156,19 +200,13 @@ TEST(CudaBackend, ErrorsNameTheCallAndTheCudaError) {
     }
     return 0;
   });
-  EXPECT_EQ(code, 0);
 }
 
-TEST(CudaBackend, IdentityAndIdleTenantCreatesNoContext) {
+TEST_F(CudaBackend, IdentityAndIdleTenantCreatesNoContext) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  shared<board> b;
   // The idle tenant: joins (automatic gating) and is drained by a sibling's
   // region, but never submits, so its agent must not create a context.
-  krex_test::child idle = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
-    b->step.store(1);
-    while (b->step.load() < 2) std::this_thread::sleep_for(1ms);
+  krex_test::child idle = tenant_at_step_2([&](krex::tenant& t) {
     // (The holder may ack for a sibling with nothing to drain, so drains() can stay 0.)
     CHILD_EXPECT(t.syncs() == 0, 11);
     // Through the runtime's entry-point lookup: the tests do not link libcuda.
@@ -204,10 +242,9 @@ TEST(CudaBackend, IdentityAndIdleTenantCreatesNoContext) {
 
 // The DESIGN.md claim, checked: the agent thread synchronizes the device
 // while another thread of its process is parked inside a CUPTI enter callback.
-TEST(CudaGate, AgentDrainsWhileLauncherParkedInCuptiCallback) {
+TEST_F(CudaGate, AgentDrainsWhileLauncherParkedInCuptiCallback) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  const int code = in_child([&] {
+  expect_child_ok([&] {
     krex::tenant a{seg.opts().drain_deadline(5s)};  // automatic: CUPTI routes to a
     CHILD_EXPECT(a.gating_note() == "cupti", 30);
     krex::tenant h{seg.opts().drain_deadline(5s).gate_mode(krex::gating::explicit_)};
@@ -244,19 +281,13 @@ TEST(CudaGate, AgentDrainsWhileLauncherParkedInCuptiCallback) {
     CHILD_EXPECT(vf[1] == 1, 39);
     return 0;
   });
-  EXPECT_EQ(code, 0);
 }
 
 // A launch into a capturing stream does not run, so it passes a raised gate;
 // the graph launch is gated.
-TEST(CudaGate, CaptureIsNotGatedGraphLaunchIs) {
+TEST_F(CudaGate, CaptureIsNotGatedGraphLaunchIs) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  shared<board> b;
-  krex_test::child holder = krex_test::spawn([&] {
-    krex::tenant t{seg.opts()};
-    b->step.store(1);
-    while (b->step.load() < 2) std::this_thread::sleep_for(1ms);
+  krex_test::child holder = tenant_at_step_2([&](krex::tenant& t) {
     {
       krex::region r{t};
       b->step.store(3);
@@ -265,7 +296,7 @@ TEST(CudaGate, CaptureIsNotGatedGraphLaunchIs) {
     }
     return 0;
   });
-  const int code = in_child([&] {
+  expect_child_ok([&] {
     krex::tenant t{seg.opts()};
     CHILD_EXPECT(t.gating_note() == "cupti", 40);
     cudaStream_t s;
@@ -292,14 +323,12 @@ TEST(CudaGate, CaptureIsNotGatedGraphLaunchIs) {
     CHILD_EXPECT(cudaStreamSynchronize(s) == cudaSuccess, 50);
     return 0;
   });
-  EXPECT_EQ(code, 0);
   EXPECT_EQ(krex_test::exit_code(holder.wait(60s)), 0);
 }
 
-TEST(CudaGate, FallsBackToExplicitWhenCuptiHasASubscriber) {
+TEST_F(CudaGate, FallsBackToExplicitWhenCuptiHasASubscriber) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  const int code = in_child([&] {
+  expect_child_ok([&] {
     CUpti_SubscriberHandle other = nullptr;
     CHILD_EXPECT(cuptiSubscribe(
                      &other, [](void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {},
@@ -313,13 +342,11 @@ TEST(CudaGate, FallsBackToExplicitWhenCuptiHasASubscriber) {
     cuptiUnsubscribe(other);
     return 0;
   });
-  EXPECT_EQ(code, 0);
 }
 
-TEST(CudaGate, CublasLaunchesAreGated) {
+TEST_F(CudaGate, CublasLaunchesAreGated) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  const int code = in_child([&] {
+  expect_child_ok([&] {
     krex::tenant t{seg.opts()};
     CHILD_EXPECT(t.gating_note() == "cupti", 70);
     cublasHandle_t h;
@@ -340,13 +367,11 @@ TEST(CudaGate, CublasLaunchesAreGated) {
     cublasDestroy(h);
     return 0;
   });
-  EXPECT_EQ(code, 0);
 }
 
-TEST(CudaGate, LaunchHelperPassesTheGate) {
+TEST_F(CudaGate, LaunchHelperPassesTheGate) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  const int code = in_child([&] {
+  expect_child_ok([&] {
     krex::tenant t{seg.opts().gate_mode(krex::gating::explicit_)};
     CHILD_EXPECT(t.gating_note() == "explicit", 80);
     const std::uint64_t before = t.submits();
@@ -365,16 +390,11 @@ TEST(CudaGate, LaunchHelperPassesTheGate) {
     }
     return 0;
   });
-  EXPECT_EQ(code, 0);
 }
 
-TEST(CudaMeasure, EventsColdL2AndGraphs) {
+TEST_F(CudaMeasure, EventsColdL2AndGraphs) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  const int code = in_child([&] {
-    krex::tenant t{seg.opts()};
-    cudaStream_t s;
-    CHILD_EXPECT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 90);
+  expect_tenant_child_ok([&](krex::tenant& t, cudaStream_t s) {
     unsigned long long* st = nullptr;
     CHILD_EXPECT(cudaMalloc(&st, 16) == cudaSuccess, 91);
     krex::region r{t};
@@ -398,7 +418,6 @@ TEST(CudaMeasure, EventsColdL2AndGraphs) {
     CHILD_EXPECT(g.median_ms > 0.0095 && g.median_ms < 0.02, 97);
     return 0;
   });
-  EXPECT_EQ(code, 0);
 }
 
 namespace {
@@ -427,12 +446,10 @@ krex_test::child hold_region(const scoped_segment& seg, shared<board>& b,
 // member that creates its context while a sibling holds a region parks before
 // the context exists, and creates it only after the region ended. Which CUPTI
 // domain caught it is printed (runtime: cudaFree; driver: a nested retain).
-TEST(CudaGate, LazyContextCreationParksUntilTheRegionEnds) {
+TEST_F(CudaGate, LazyContextCreationParksUntilTheRegionEnds) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  shared<board> b;
   krex_test::child holder = hold_region(seg, b, 500ms);
-  const int code = in_child([&] {
+  expect_child_ok([&] {
     krex::tenant t{seg.opts()};
     CHILD_EXPECT(t.gating_note() == "cupti", 60);
     CHILD_EXPECT(primary_context_active(0) == 0, 61);  // joining created no context
@@ -462,16 +479,13 @@ TEST(CudaGate, LazyContextCreationParksUntilTheRegionEnds) {
     CHILD_EXPECT(primary_context_active(0) == 1, 65);
     return 0;
   });
-  EXPECT_EQ(code, 0);
   EXPECT_EQ(krex_test::exit_code(holder.wait(60s)), 0);
 }
 
 // cudaMalloc and a CUDA 13 <<<>>> launch both park while a sibling holds a
 // region, and run after it.
-TEST(CudaGate, AllocationAndTripleChevronLaunchPark) {
+TEST_F(CudaGate, AllocationAndTripleChevronLaunchPark) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  shared<board> b;
   // Two regions, at step 1 and at step 4; each end time goes to value[0] / value[1].
   krex_test::child holder = krex_test::spawn([&] {
     krex::tenant t{seg.opts().gate_mode(krex::gating::explicit_)};
@@ -487,7 +501,7 @@ TEST(CudaGate, AllocationAndTripleChevronLaunchPark) {
     }
     return 0;
   });
-  const int code = in_child([&] {
+  expect_child_ok([&] {
     krex::tenant t{seg.opts()};
     CHILD_EXPECT(cudaFree(nullptr) == cudaSuccess, 70);
     b->step.store(1);
@@ -510,16 +524,14 @@ TEST(CudaGate, AllocationAndTripleChevronLaunchPark) {
     cudaFree(p);
     return 0;
   });
-  EXPECT_EQ(code, 0);
   EXPECT_EQ(krex_test::exit_code(holder.wait(60s)), 0);
 }
 
 // options::release_on_leave: leaving resets the device (inside the gate), so
 // the process has no context afterwards; without it the context stays.
-TEST(CudaBackend, ReleaseOnLeaveResetsTheContext) {
+TEST_F(CudaBackend, ReleaseOnLeaveResetsTheContext) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  const int code = in_child([&] {
+  expect_child_ok([&] {
     {
       krex::tenant t{seg.opts()};
       CHILD_EXPECT(cudaFree(nullptr) == cudaSuccess, 80);
@@ -534,15 +546,13 @@ TEST(CudaBackend, ReleaseOnLeaveResetsTheContext) {
     CHILD_EXPECT(primary_context_active(0) == 0, 84);
     return 0;
   });
-  EXPECT_EQ(code, 0);
 }
 
 // The measure scratch is reused across calls and survives a device reset (the
 // old context's buffer is dropped, not used).
-TEST(CudaMeasure, ScratchIsReusedAndSurvivesADeviceReset) {
+TEST_F(CudaMeasure, ScratchIsReusedAndSurvivesADeviceReset) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  const int code = in_child([&] {
+  expect_child_ok([&] {
     krex::tenant t{seg.opts()};
     cudaStream_t s = nullptr;
     CHILD_EXPECT(cudaStreamCreate(&s) == cudaSuccess, 90);
@@ -569,7 +579,6 @@ TEST(CudaMeasure, ScratchIsReusedAndSurvivesADeviceReset) {
     cudaStreamDestroy(s);
     return 0;
   });
-  EXPECT_EQ(code, 0);
 }
 
 namespace {
@@ -623,7 +632,7 @@ void print_quiet(const char* what, const krex::region_report& r) {
 
 // Issue 35: the budget of placement_buffers is checked before anything is
 // allocated (no GPU needed), and a bad index says how to index.
-TEST(CudaMeasure, PlacementBuffersBudgetIsCheckedBeforeAllocating) {
+TEST_F(CudaMeasure, PlacementBuffersBudgetIsCheckedBeforeAllocating) {
   try {
     krex::cuda::placement_buffers big(8, {std::size_t{1} << 30, std::size_t{1} << 30},
                                       std::size_t{3} << 30);
@@ -639,13 +648,9 @@ TEST(CudaMeasure, PlacementBuffersBudgetIsCheckedBeforeAllocating) {
 // Issue 35 on the device: measure over K placements (each sample's pointers
 // from its placement, with and without graphs: one graph per placement) and
 // compare of two kernels of different lengths, interleaved in one region.
-TEST(CudaMeasure, PlacementsAndCompare) {
+TEST_F(CudaMeasure, PlacementsAndCompare) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  const int code = in_child([&] {
-    krex::tenant t{seg.opts()};
-    cudaStream_t s;
-    CHILD_EXPECT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, 90);
+  expect_tenant_child_ok([&](krex::tenant& t, cudaStream_t s) {
     const std::size_t n4 = std::size_t{1} << 18;  // 4 MiB per buffer
     krex::cuda::placement_buffers in(3, {n4 * sizeof(float4), n4 * sizeof(float4), n4 * sizeof(float4)});
     CHILD_EXPECT(in.bytes() == 9 * n4 * sizeof(float4), 91);
@@ -696,7 +701,6 @@ TEST(CudaMeasure, PlacementsAndCompare) {
     CHILD_EXPECT(c.candidates[1].median_ms > 0.145 && c.candidates[1].median_ms < 0.2, 103);
     return 0;
   });
-  EXPECT_EQ(code, 0);
 }
 
 // Issue 19: after a 4 GB cudaMalloc + cudaFree the device runs bandwidth-bound
@@ -704,10 +708,8 @@ TEST(CudaMeasure, PlacementsAndCompare) {
 // after such a free (by the holder itself, then by a sibling just before)
 // waits for the device to be quiet: the kernel's median is within 1% of the
 // same kernel on a quiet device, and the report says what it waited for.
-TEST(CudaQuiet, RegionAfterALargeFreeMeasuresAsOnAQuietDevice) {
+TEST_F(CudaQuiet, RegionAfterALargeFreeMeasuresAsOnAQuietDevice) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  shared<board> b;
   krex_test::child sib = krex_test::spawn([&] {
     krex::tenant t{seg.opts()};
     while (b->step.load() < 1) std::this_thread::sleep_for(1ms);
@@ -735,25 +737,22 @@ TEST(CudaQuiet, RegionAfterALargeFreeMeasuresAsOnAQuietDevice) {
                  quiet_ms, unprotected_ms, (unprotected_ms / quiet_ms - 1) * 100);
     std::this_thread::sleep_for(100ms);
     CHILD_EXPECT(free_4gb(), 93);  // the holder's own free
-    {
+    // A region after `what`: quiet, its median within 1% of the quiet
+    // device's (else exit `code`, `code` + 1).
+    const auto still_quiet = [&](const char* what, int code) {
       krex::region r{t};
       const double ms = k.median(r);
-      print_quiet("after the holder's own 4 GB free", r.report());
+      print_quiet(what, r.report());
       std::fprintf(stderr, "  axpby %.4f ms (%+.2f%%)\n", ms, (ms / quiet_ms - 1) * 100);
-      CHILD_EXPECT(r.report().quiet, 94);
-      CHILD_EXPECT(ms < quiet_ms * 1.01, 95);
-    }
+      CHILD_EXPECT(r.report().quiet, code);
+      CHILD_EXPECT(ms < quiet_ms * 1.01, code + 1);
+      return 0;
+    };
+    if (const int c = still_quiet("after the holder's own 4 GB free", 94)) return c;
     std::this_thread::sleep_for(100ms);
     b->step.store(1);
     while (b->step.load() < 2) std::this_thread::sleep_for(100us);
-    {
-      krex::region r{t};
-      const double ms = k.median(r);
-      print_quiet("after a sibling's 4 GB free", r.report());
-      std::fprintf(stderr, "  axpby %.4f ms (%+.2f%%)\n", ms, (ms / quiet_ms - 1) * 100);
-      CHILD_EXPECT(r.report().quiet, 96);
-      CHILD_EXPECT(ms < quiet_ms * 1.01, 97);
-    }
+    if (const int c = still_quiet("after a sibling's 4 GB free", 96)) return c;
     return 0;
   });
   b->step.store(3);
@@ -763,10 +762,8 @@ TEST(CudaQuiet, RegionAfterALargeFreeMeasuresAsOnAQuietDevice) {
 
 // Issue 20: a process outside krex holding a context on the device is
 // reported (NVML) and lowers the level; krex members alone are not.
-TEST(CudaQuiet, AProcessOutsideKrexOnTheDeviceIsReported) {
+TEST_F(CudaQuiet, AProcessOutsideKrexOnTheDeviceIsReported) {
   REQUIRE_GPU();
-  scoped_segment seg;
-  shared<board> b;
   krex_test::child stranger = krex_test::spawn([&] {
     while (b->step.load() < 1) std::this_thread::sleep_for(1ms);
     if (cudaFree(nullptr) != cudaSuccess) return 80;  // a context, no krex
@@ -847,9 +844,8 @@ struct exit_board {
 // while another tenant takes region after region: the holder's drain must
 // never wait out its deadline on a process that is exiting (the CUTLASS
 // comparison saw two 10 s drain timeouts on such siblings, docs/results/cutlass.md).
-TEST(CudaGate, ExitingSiblingsNeverStallARegion) {
+TEST_F(CudaGate, ExitingSiblingsNeverStallARegion) {
   REQUIRE_GPU();
-  scoped_segment seg;
   const krex::options o = seg.opts().drain_deadline(3s);
   for (const std::pair<int, int> variant : {std::pair{0, 8}, std::pair{1, 8}}) {
     const int how = variant.first, held_gb = variant.second;

@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -168,6 +169,61 @@ class expiry : public krex_test::cgroup2_test<board> {
     });
   }
 
+  /// After `who` (a stale holder or recoverer) resumed inside the waiter's
+  /// region: the waiter's sibling in slot s0 is still frozen, `dev`'s gate
+  /// still at `epoch`, and a third tenant joining now parks behind it; then
+  /// `release` lets the waiter go, and the waiter and the third exit 0.
+  void expect_the_new_region_holds(const std::string& who, const kd::device_state& dev, int s0,
+                                   std::uint32_t epoch, child& waiter, krex_test::flag& release) {
+    EXPECT_TRUE(frozen(s0)) << who << " thawed the new holder's sibling";
+    EXPECT_EQ(dev.gate.load(), epoch) << who << " lowered the new holder's gate";
+    // A third tenant, joining now: its submission must park behind the gate.
+    child third = spawn_third_tenant();
+    ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() >= 12; }, 10s));
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(m_b->submitted_ns.load(), 0U) << "a third tenant passed the new holder's gate";
+    release.raise();
+    EXPECT_EQ(krex_test::exit_code(waiter.wait(10s)), 0);
+    EXPECT_EQ(krex_test::exit_code(third.wait(10s)), 0);
+  }
+
+  /// The recoverer tests' scene: a spinner (slot s0) and a waiter joined; a
+  /// holder `first` in its region, whose lease the recovery takes away (it
+  /// learns that at exit); the waiter asked for a region (frozen, it queues
+  /// once thawed); the spinner frozen; a recoverer that claimed the recovery
+  /// and stops (reached 1).
+  struct stalled_recovery {
+    child waiter;
+    std::optional<krex_test::holder> first;
+    int s0 = -1;
+    child recoverer;
+  };
+  void stall_a_recovery(stalled_recovery& sc) {
+    spawn_spinner(0);
+    sc.waiter = spawn_waiter();
+    ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
+    sc.first.emplace(base(), krex_test::lease_lost_on_exit{});
+    ASSERT_TRUE(sc.first->ready(20s));
+    m_b->go.raise();
+    sc.s0 = m_b->slot[0].load();
+    ASSERT_TRUE(krex_test::wait_until([&] { return frozen(sc.s0); }, 5s));
+    sc.recoverer = spawn_stopping_recoverer();
+    ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
+  }
+
+  /// Once the waiter holds its region (the spinner frozen again, by it; the
+  /// gate raised at `epoch`), the stale recoverer resumes inside it, and
+  /// learns that its recovery is no longer its own.
+  void resume_the_stale_recoverer(stalled_recovery& sc, const kd::device_state& dev,
+                                  std::uint32_t& epoch) {
+    ASSERT_TRUE(krex_test::wait_until([&] { return frozen(sc.s0); }, 5s));
+    epoch = dev.gate.load();
+    EXPECT_EQ(epoch % 2, 1U);
+    ::kill(sc.recoverer.pid(), SIGCONT);
+    EXPECT_EQ(krex_test::exit_code(sc.recoverer.wait(10s)),
+              static_cast<int>(kd::recovery::in_progress));
+  }
+
   /// Spins of the spinner seen to advance within `within`.
   bool spinner_runs(std::chrono::milliseconds within) {
     const std::uint64_t before = m_b->spins.load();
@@ -308,16 +364,7 @@ TEST_F(expiry, HolderStoppedWhileExitingIsRecoveredAndThenTouchesNothing) {
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->slot[3].load() != 0; }, 10s));
   EXPECT_EQ(m_b->slot[3].load(), 100)
       << "the resumed holder must report its lost lease (exit() throws step::release)";
-  EXPECT_TRUE(frozen(s0)) << "the resumed old holder thawed the new holder's sibling";
-  EXPECT_EQ(dev.gate.load(), epoch) << "the resumed old holder lowered the new holder's gate";
-  // A third tenant, joining now: its submission must park behind the gate.
-  child third = spawn_third_tenant();
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() >= 12; }, 10s));
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(m_b->submitted_ns.load(), 0U) << "a third tenant passed the new holder's gate";
-  m_b->release.raise();
-  EXPECT_EQ(krex_test::exit_code(waiter.wait(10s)), 0);
-  EXPECT_EQ(krex_test::exit_code(third.wait(10s)), 0);
+  expect_the_new_region_holds("the resumed old holder", dev, s0, epoch, waiter, m_b->release);
   EXPECT_EQ(krex_test::exit_code(holder.wait(10s)), 0);
   EXPECT_NE(m_b->submitted_ns.load(), 0U);
   EXPECT_FALSE(frozen(s0));
@@ -465,50 +512,28 @@ TEST_F(expiry, ServedWaiterStoppedIsSkippedAtTheHandoffDeadline) {
 TEST_F(expiry, StalledRecovererIsNotTakenOverWhileAliveAndItsLateStepsFail) {
   kd::segment seg{base()};
   kd::device_state& dev = seg.node().devices[0];
-  spawn_spinner(0);
-  child waiter = spawn_waiter();
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
-  // Its lease is taken away by the forced recovery: it learns that at exit.
-  krex_test::holder first{base(), krex_test::lease_lost_on_exit{}};
-  ASSERT_TRUE(first.ready(20s));
-  m_b->go.raise();  // the waiter is frozen: it queues once thawed
-  const int s0 = m_b->slot[0].load();
-  ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
-  child recoverer = spawn_stopping_recoverer();
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
-  ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(recoverer.pid()) == 'T'; }, 5s));
+  stalled_recovery sc;
+  ASSERT_NO_FATAL_FAILURE(stall_a_recovery(sc));
+  ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(sc.recoverer.pid()) == 'T'; }, 5s));
   EXPECT_NE(dev.lease_slot.load() & kd::lease_recovering, 0U);
   // Well past the old 1 s takeover: the live claimant keeps its claim.
   std::this_thread::sleep_for(1500ms);
   EXPECT_NE(dev.lease_slot.load() & kd::lease_recovering, 0U) << "a live recoverer was taken over";
-  EXPECT_TRUE(frozen(s0)) << "a live recoverer's recovery was taken over";
+  EXPECT_TRUE(frozen(sc.s0)) << "a live recoverer's recovery was taken over";
   result r = krexctl("status " + ctl_args());
   EXPECT_EQ(r.rc, 1) << r.out;
-  EXPECT_TRUE(contains(r.out, "recovery by pid " + std::to_string(recoverer.pid()))) << r.out;
+  EXPECT_TRUE(contains(r.out, "recovery by pid " + std::to_string(sc.recoverer.pid()))) << r.out;
   r = krexctl("recover " + ctl_args());
   EXPECT_TRUE(contains(r.out, "in progress")) << r.out;
-  EXPECT_TRUE(frozen(s0));
+  EXPECT_TRUE(frozen(sc.s0));
   r = krexctl("recover --force " + ctl_args());
   EXPECT_TRUE(contains(r.out, "recovered")) << r.out;
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 2; }, 10s))
       << "the waiter never got its region after the forced recovery";
-  ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
-  const std::uint32_t epoch = dev.gate.load();
-  EXPECT_EQ(epoch % 2, 1U);
-  // The stale recoverer resumes inside the waiter's region.
-  ::kill(recoverer.pid(), SIGCONT);
-  EXPECT_EQ(krex_test::exit_code(recoverer.wait(10s)),
-            static_cast<int>(kd::recovery::in_progress));
-  EXPECT_TRUE(frozen(s0)) << "the stale recoverer thawed the new holder's sibling";
-  EXPECT_EQ(dev.gate.load(), epoch) << "the stale recoverer lowered the new holder's gate";
-  child third = spawn_third_tenant();
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() >= 12; }, 10s));
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(m_b->submitted_ns.load(), 0U) << "a third tenant passed the new holder's gate";
-  m_b->go2.raise();
-  EXPECT_EQ(krex_test::exit_code(waiter.wait(10s)), 0);
-  EXPECT_EQ(krex_test::exit_code(third.wait(10s)), 0);
-  EXPECT_EQ(first.finish(10s), 0);
+  std::uint32_t epoch = 0;
+  ASSERT_NO_FATAL_FAILURE(resume_the_stale_recoverer(sc, dev, epoch));
+  expect_the_new_region_holds("the stale recoverer", dev, sc.s0, epoch, sc.waiter, m_b->go2);
+  EXPECT_EQ(sc.first->finish(10s), 0);
   EXPECT_TRUE(spinner_runs(2s));
 }
 
@@ -521,41 +546,29 @@ TEST_F(expiry, StalledRecovererIsNotTakenOverWhileAliveAndItsLateStepsFail) {
 TEST_F(expiry, StoppedRecovererIsTakenOverPastItsDeadline) {
   kd::segment seg{base()};
   kd::device_state& dev = seg.node().devices[0];
-  spawn_spinner(0);
-  child waiter = spawn_waiter();
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s));
-  // Its lease is taken away by the recovery: it learns that at exit.
-  krex_test::holder first{base(), krex_test::lease_lost_on_exit{}};
-  ASSERT_TRUE(first.ready(20s));
-  m_b->go.raise();
-  const int s0 = m_b->slot[0].load();
-  ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
-  child recoverer = spawn_stopping_recoverer();
-  ASSERT_TRUE(krex_test::wait_until([&] { return m_b->reached.load() == 1; }, 20s));
+  stalled_recovery sc;
+  ASSERT_NO_FATAL_FAILURE(stall_a_recovery(sc));
   const auto claimed = std::chrono::steady_clock::now();
-  ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(recoverer.pid()) == 'T'; }, 5s));
+  ASSERT_TRUE(krex_test::wait_until([&] { return proc_state(sc.recoverer.pid()) == 'T'; }, 5s));
   // Within the deadline the stopped claimant keeps its claim.
   std::this_thread::sleep_for(3s - (std::chrono::steady_clock::now() - claimed));
   EXPECT_NE(dev.lease_slot.load() & kd::lease_recovering, 0U) << "taken over before its deadline";
-  EXPECT_TRUE(frozen(s0));
+  EXPECT_TRUE(frozen(sc.s0));
   // Past it, the guardian takes over, thaws and hands the device on: the
   // waiter holds its region (the sibling frozen again, by the waiter).
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->in_body.load() == 2; }, 20s))
       << "the stopped recoverer kept the device gated past its deadline";
   const auto taken = std::chrono::steady_clock::now() - claimed;
   EXPECT_GE(taken, std::chrono::nanoseconds(kd::recovery_claim_deadline_ns) - 100ms);
-  EXPECT_EQ(proc_state(recoverer.pid()), 'T') << "the takeover must not need the claimant to run";
-  ASSERT_TRUE(krex_test::wait_until([&] { return frozen(s0); }, 5s));
-  const std::uint32_t epoch = dev.gate.load();
-  EXPECT_EQ(epoch % 2, 1U);
-  ::kill(recoverer.pid(), SIGCONT);
-  EXPECT_EQ(krex_test::exit_code(recoverer.wait(10s)),
-            static_cast<int>(kd::recovery::in_progress));
-  EXPECT_TRUE(frozen(s0)) << "the stale recoverer thawed the new holder's sibling";
+  EXPECT_EQ(proc_state(sc.recoverer.pid()), 'T')
+      << "the takeover must not need the claimant to run";
+  std::uint32_t epoch = 0;
+  ASSERT_NO_FATAL_FAILURE(resume_the_stale_recoverer(sc, dev, epoch));
+  EXPECT_TRUE(frozen(sc.s0)) << "the stale recoverer thawed the new holder's sibling";
   EXPECT_EQ(dev.gate.load(), epoch) << "the stale recoverer lowered the new holder's gate";
   m_b->go2.raise();
-  EXPECT_EQ(krex_test::exit_code(waiter.wait(10s)), 0);
-  EXPECT_EQ(first.finish(10s), 0);
+  EXPECT_EQ(krex_test::exit_code(sc.waiter.wait(10s)), 0);
+  EXPECT_EQ(sc.first->finish(10s), 0);
   EXPECT_TRUE(spinner_runs(2s));
 }
 

@@ -130,6 +130,16 @@ class faults : public ::testing::Test {
     return m_seg.opts().gate_park(20ms).freeze(m_method).cgroup_root(m_root).lock_wait(10s);
   }
 
+  /// The board's per-round words back to their start: nobody ready or
+  /// arrived, no grant, go and stop lowered.
+  void new_round() {
+    m_b->ready.store(0);
+    m_b->reached.store(0);
+    m_b->granted_ns.store(0);
+    m_b->go.lower();
+    m_b->stop.lower();
+  }
+
   /// A sibling that joins and then computes (counting) until told to stop.
   void spawn_spinner() {
     m_kids.push_back(krex_test::spawn([&] {
@@ -191,10 +201,7 @@ class faults : public ::testing::Test {
   /// `o`, killed once it reached `phase` (kill_and_time: ms until the waiter
   /// got its region, -1 if it did not). stop_siblings() ends it.
   double kill_holder_in(std::uint32_t phase, const krex::options& o) {
-    m_b->ready.store(0);
-    m_b->go.lower();
-    m_b->granted_ns.store(0);
-    m_b->stop.lower();
+    new_round();
     spawn_spinner();
     spawn_waiter();
     if (!krex_test::wait_until([&] { return m_b->ready.load() == 2; }, 20s)) {
@@ -454,10 +461,7 @@ TEST_F(faults, SiblingKilledMidSubmitMidDrainAndFrozen) {
   for (const char* when : {"mid-submit", "mid-drain", "frozen"}) {
     SCOPED_TRACE(when);
     const std::string w = when;
-    m_b->ready.store(0);
-    m_b->go.lower();
-    m_b->reached.store(0);
-    m_b->stop.lower();
+    new_round();
     child victim = krex_test::spawn([&] {
       krex::basic_tenant<slow_backend> t{opts()};
       m_b->pids[0].store(static_cast<int>(t.slot()));
@@ -523,10 +527,7 @@ TEST_F(faults, GuardianKilledMidRegionThenHolder) {
   for (const char* mode : {"restarted", "stopped", "join"}) {
     SCOPED_TRACE(mode);
     const std::string how = mode;
-    m_b->ready.store(0);
-    m_b->go.lower();
-    m_b->granted_ns.store(0);
-    m_b->stop.lower();
+    new_round();
     krex::detail::segment seg{opts()};
     krex::detail::node_state& n = seg.node();
     spawn_spinner();

@@ -2,6 +2,7 @@
 // Step 3 (freeze) against real cgroups and real processes: one conformance
 // suite run for every method this machine allows, plus injected failures.
 
+#include "errors.hpp"
 #include "proc_util.hpp"
 
 #include <krex/detail/freeze_table.hpp>
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,13 @@ kd::sibling tg(std::uint32_t slot, pid_t pid) {
 }
 
 // --- the fixture: a unique root per test, everything torn down ---------------
+/// `e` is a krex::error with errno `code` that names the leaf `leaf`.
+void expect_leaf_error(const std::optional<krex::error>& e, int code, const std::string& leaf) {
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code(), code);
+  EXPECT_NE(std::string(e->what()).find(leaf), std::string::npos) << e->what();
+}
+
 class freeze_test : public ::testing::TestWithParam<freeze_method> {
  protected:
   void SetUp() override {
@@ -419,13 +428,10 @@ TEST_P(freeze_test, failed_write_thaws_what_it_froze) {
   freezer h = holder();
   const pid_t pid = start_tenant(5);
   // Slot 6 has no leaf: the freeze of slot 5 must be undone.
-  try {
-    (void)h.freeze({tg(5, pid), {6, pid + 100000}}, clock_type::now() + 2s);
-    ADD_FAILURE() << "freeze did not throw";
-  } catch (const krex::error& e) {
-    EXPECT_EQ(e.code(), ENOENT);
-    EXPECT_NE(std::string(e.what()).find(h.leaf(6)), std::string::npos) << e.what();
-  }
+  const auto e = krex_test::error_of(
+      [&] { (void)h.freeze({tg(5, pid), {6, pid + 100000}}, clock_type::now() + 2s); },
+      "freeze did not throw");
+  expect_leaf_error(e, ENOENT, h.leaf(6));
   EXPECT_TRUE(both_move(5));
 }
 
@@ -483,14 +489,13 @@ TEST_P(freeze_test, leaf_with_live_processes_is_refused) {
   if (!is_cgroup(m_method)) GTEST_SKIP() << "signal and none have no leaf";
   freezer h = holder();
   start_tenant(8);
-  try {
-    h.enter(8);
-    h.leave(8);
-    ADD_FAILURE() << "entered a busy leaf";
-  } catch (const krex::error& e) {
-    EXPECT_EQ(e.code(), EBUSY);
-    EXPECT_NE(std::string(e.what()).find(h.leaf(8)), std::string::npos) << e.what();
-  }
+  const auto e = krex_test::error_of(
+      [&] {
+        h.enter(8);
+        h.leave(8);
+      },
+      "entered a busy leaf");
+  expect_leaf_error(e, EBUSY, h.leaf(8));
   EXPECT_TRUE(both_move(8));
 }
 

@@ -19,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "gbench_util.hpp"
 #include "krex_test.hpp"
 #include "proc_util.hpp"
+#include "sibling_log.hpp"
 
 namespace {
 
@@ -52,47 +54,11 @@ void bm_without_hooks(benchmark::State& st) {
   krex::gbench::run(st, [] { ++g_unprotected_calls; });
 }
 
-struct capture : benchmark::BenchmarkReporter {
-  std::vector<Run> runs;
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>& r) override { runs.insert(runs.end(), r.begin(), r.end()); }
-};
-
-// Sibling submissions, timestamped inside their gated call.
-struct sibling_log {
-  std::atomic<int> ready{0};
-  std::atomic<int> stop{0};
-  std::atomic<int> failed{0};
-  std::atomic<std::uint32_t> n{0};
-  std::uint64_t tried_ns[200000];  // before submit(): the sibling wants the device
-  std::uint64_t at_ns[200000];     // inside the gated call
-};
-
 TEST(gbench, each_run_holds_a_region_and_siblings_never_submit_inside_it) {
   krex_test::scoped_segment seg;
-  krex_test::shared<sibling_log> log;
+  krex_test::shared<krex_test::sibling_log<200000>> log;
   // Forked before this process starts any thread (the gbench tenant's agent).
-  krex_test::child sib = krex_test::spawn([&] {
-    try {
-      krex::tenant t{seg.opts()};
-      log->ready.store(1);
-      while (log->stop.load() == 0) {
-        const std::uint32_t i = log->n.load();
-        if (i >= 200000) break;
-        log->tried_ns[i] = krex::detail::now_ns();
-        t.submit([&] { log->at_ns[i] = krex::detail::now_ns(); });
-        log->n.store(i + 1);
-        ::usleep(100);
-      }
-    } catch (...) {
-      log->failed.store(1);
-    }
-    return 0;
-  });
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while (log->ready.load() == 0 && log->failed.load() == 0 &&
-         std::chrono::steady_clock::now() < until)
-    ::usleep(1000);
+  krex_test::child sib = krex_test::spawn_submitter(seg.opts(), *log);
   ASSERT_EQ(log->ready.load(), 1) << "sibling did not join";
 
   krex::gbench::configure(seg.opts());
@@ -101,7 +67,7 @@ TEST(gbench, each_run_holds_a_region_and_siblings_never_submit_inside_it) {
   krex::gbench::strict(false);
   KREX_BENCHMARK(bm_protected)->Iterations(25)->Repetitions(4);
   BENCHMARK(bm_without_hooks)->Iterations(5)->UseManualTime();
-  capture rep;
+  krex_test::capture rep;
   const std::uint64_t regions_before = krex::gbench::regions();
   benchmark::RunSpecifiedBenchmarks(&rep);
   log->stop.store(1);

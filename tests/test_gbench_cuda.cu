@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "gbench_run.hpp"
+#include "gbench_util.hpp"
 #include "krex_test.hpp"
 
 namespace {
@@ -36,27 +36,9 @@ std::string no_gpu() {
   return n > 0 ? "" : "no CUDA device";
 }
 
-krex_test::scoped_segment& segment() {
-  static krex_test::scoped_segment seg;
-  static const bool configured = [] {
-    krex::gbench::configure(seg.opts());
-    krex::gbench::strict(false);  // the misuse test makes an error row on purpose
-    return true;
-  }();
-  (void)configured;
-  return seg;
-}
-
-struct capture : benchmark::BenchmarkReporter {
-  std::vector<Run> runs;
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>& r) override { runs.insert(runs.end(), r.begin(), r.end()); }
-  const Run* find(const std::string& function) const {
-    for (const Run& r : runs)
-      if (r.run_name.function_name == function) return &r;
-    return nullptr;
-  }
-};
+using krex_test::capture;
+using krex_test::run_one;
+using krex_test::run_only;
 
 constexpr std::size_t n4 = std::size_t{1} << 20;  // 16 MiB per buffer
 cudaStream_t g_stream{};
@@ -78,7 +60,7 @@ void bm_axpby_placements(benchmark::State& st) {
 TEST(gbench_cuda_placements, iterations_rotate_over_k_device_copies) {
   const std::string why = no_gpu();
   if (!why.empty()) GTEST_SKIP() << why;
-  segment();
+  krex_test::gbench_segment();
   ASSERT_EQ(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking), cudaSuccess);
   const std::size_t bytes = n4 * sizeof(float4);
   krex::cuda::placement_buffers in(4, {bytes, bytes, bytes}, std::size_t{1} << 30);
@@ -88,12 +70,9 @@ TEST(gbench_cuda_placements, iterations_rotate_over_k_device_copies) {
   g_in = &in;
   g_z.clear();
   KREX_BENCHMARK(bm_axpby_placements)->Iterations(16);
-  capture rep;
-  benchmark::RunSpecifiedBenchmarks(&rep, "bm_axpby_placements");
+  const auto r = run_one("bm_axpby_placements");
   g_in = nullptr;
-  const auto* r = rep.find("bm_axpby_placements");
-  ASSERT_NE(r, nullptr);
-  ASSERT_FALSE(krex_test::gbench_failed(*r)) << krex_test::gbench_message(*r);
+  ASSERT_TRUE(r);
 
   // 4 warm-up calls (one per placement), then iteration i on placement i % 4.
   ASSERT_EQ(g_z.size(), 20U);
@@ -133,17 +112,15 @@ void bm_plain_body_placements(benchmark::State& st) {
 TEST(gbench_cuda_placements, a_body_that_cannot_rotate_is_an_error_row) {
   const std::string why = no_gpu();
   if (!why.empty()) GTEST_SKIP() << why;
-  segment();
+  krex_test::gbench_segment();
   KREX_BENCHMARK(bm_plain_body_placements)->Iterations(3);
   const std::uint64_t before = krex::gbench::failures();
-  capture rep;
-  benchmark::RunSpecifiedBenchmarks(&rep, "bm_plain_body_placements");
+  const capture rep = run_only("bm_plain_body_placements");
   const auto* r = rep.find("bm_plain_body_placements");
   ASSERT_NE(r, nullptr);
   EXPECT_TRUE(krex_test::gbench_failed(*r));
-  EXPECT_NE(krex_test::gbench_message(*r).find("does not take a krex::placement"),
-            std::string::npos)
-      << krex_test::gbench_message(*r);
+  const std::string why = krex_test::gbench_message(*r);
+  EXPECT_NE(why.find("does not take a krex::placement"), std::string::npos) << why;
   EXPECT_EQ(g_plain_calls, 0);
   EXPECT_EQ(krex::gbench::failures() - before, 1U);
 }

@@ -15,41 +15,14 @@
 #include <utility>
 #include <vector>
 
-#include "gbench_run.hpp"
+#include "gbench_util.hpp"
 #include "krex_test.hpp"
 
 namespace {
 
-// One segment for the whole program: the gbench tenant joins once and keeps it.
-krex_test::scoped_segment& segment() {
-  static krex_test::scoped_segment seg;
-  static const bool configured = [] {
-    krex::gbench::configure(seg.opts());
-    krex::gbench::strict(false);  // the misuse tests make error rows on purpose
-    return true;
-  }();
-  (void)configured;
-  return seg;
-}
-
-struct capture : benchmark::BenchmarkReporter {
-  std::vector<Run> runs;
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>& r) override { runs.insert(runs.end(), r.begin(), r.end()); }
-  const Run* find(const std::string& function) const {
-    for (const Run& r : runs)
-      if (r.run_name.function_name == function) return &r;
-    return nullptr;
-  }
-};
-
-// Runs the benchmarks whose names start with `prefix`, capturing their rows.
-capture run_only(const std::string& prefix) {
-  segment();
-  capture rep;
-  benchmark::RunSpecifiedBenchmarks(&rep, prefix);
-  return rep;
-}
+using krex_test::capture;
+using krex_test::run_one;
+using krex_test::run_only;
 
 // Placement 1 is twice as slow as the others: 1 ms vs 0.5 ms.
 std::uint64_t spin_ns(int placement) { return placement == 1 ? 1'000'000 : 500'000; }
@@ -72,10 +45,8 @@ void bm_place_rotation(benchmark::State& st) {
 TEST(gbench_placements, iterations_rotate_and_the_run_reports_the_spread) {
   g_calls.clear();
   KREX_BENCHMARK(bm_place_rotation)->Iterations(12);
-  const capture rep = run_only("bm_place_rotation");
-  const auto* r = rep.find("bm_place_rotation");
-  ASSERT_NE(r, nullptr);
-  ASSERT_FALSE(krex_test::gbench_failed(*r)) << krex_test::gbench_message(*r);
+  const auto r = run_one("bm_place_rotation");
+  ASSERT_TRUE(r);
 
   // Warm-up: each placement once (calls 0, 1, 2), then the 12 iterations on
   // placement i % 3.
@@ -126,10 +97,8 @@ void bm_place_one(benchmark::State& st) {
 TEST(gbench_placements, one_placement_is_the_loop_as_before) {
   g_calls.clear();
   KREX_BENCHMARK(bm_place_one)->Iterations(5);
-  const capture rep = run_only("bm_place_one");
-  const auto* r = rep.find("bm_place_one");
-  ASSERT_NE(r, nullptr);
-  ASSERT_FALSE(krex_test::gbench_failed(*r)) << krex_test::gbench_message(*r);
+  const auto r = run_one("bm_place_one");
+  ASSERT_TRUE(r);
   // No extra calls, the iteration index as before, no placement counters.
   EXPECT_EQ(g_calls, (std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}}));
   for (const auto& c : r->counters) EXPECT_EQ(c.first.find("krex_placement"), std::string::npos);
@@ -148,10 +117,8 @@ void bm_place_short(benchmark::State& st) {
 
 TEST(gbench_placements, fewer_iterations_than_placements_are_said_in_the_label) {
   KREX_BENCHMARK(bm_place_short)->Iterations(2);
-  const capture rep = run_only("bm_place_short");
-  const auto* r = rep.find("bm_place_short");
-  ASSERT_NE(r, nullptr);
-  ASSERT_FALSE(krex_test::gbench_failed(*r)) << krex_test::gbench_message(*r);
+  const auto r = run_one("bm_place_short");
+  ASSERT_TRUE(r);
   EXPECT_NE(r->report_label.find("PLACEMENTS: 2 of 4 timed"), std::string::npos)
       << r->report_label;
   EXPECT_NE(r->report_label.find("->Iterations()"), std::string::npos) << r->report_label;
@@ -181,10 +148,8 @@ void bm_place_over(benchmark::State& st) {
 TEST(gbench_placements, over_takes_k_and_the_bytes_from_the_copies) {
   g_seen.clear();
   KREX_BENCHMARK(bm_place_over)->Iterations(4);
-  const capture rep = run_only("bm_place_over");
-  const auto* r = rep.find("bm_place_over");
-  ASSERT_NE(r, nullptr);
-  ASSERT_FALSE(krex_test::gbench_failed(*r)) << krex_test::gbench_message(*r);
+  const auto r = run_one("bm_place_over");
+  ASSERT_TRUE(r);
   EXPECT_EQ(r->counters.at("krex_placements").value, 2.0);
   EXPECT_EQ(r->counters.at("krex_placement_bytes").value, 2.0 * 1000 * sizeof(float));
   ASSERT_EQ(g_seen.size(), 6U);  // 2 warm-up calls, 4 iterations
@@ -235,11 +200,9 @@ TEST(gbench_placements, a_bad_k_or_a_body_that_cannot_rotate_is_an_error_row) {
     const auto* r = rep.find(name);
     ASSERT_NE(r, nullptr) << name;
     EXPECT_TRUE(krex_test::gbench_failed(*r)) << name;
-    EXPECT_NE(krex_test::gbench_message(*r).find("does not take a krex::placement"),
-            std::string::npos)
-        << krex_test::gbench_message(*r);
-    EXPECT_NE(krex_test::gbench_message(*r).find("[&](krex::placement p)"), std::string::npos)
-        << krex_test::gbench_message(*r);
+    const std::string why = krex_test::gbench_message(*r);
+    EXPECT_NE(why.find("does not take a krex::placement"), std::string::npos) << why;
+    EXPECT_NE(why.find("[&](krex::placement p)"), std::string::npos) << why;
   }
   // A failed run leaves no stale iterations behind.
   EXPECT_TRUE(krex::gbench::last_run().samples_ms.empty());

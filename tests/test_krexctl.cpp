@@ -8,6 +8,7 @@
 // --any-owner), exact name matching, per-segment cgroup directories.
 
 #include "cgroup_util.hpp"
+#include "errors.hpp"
 #include "holder.hpp"
 #include "krex_test.hpp"
 #include "segment_util.hpp"
@@ -271,13 +272,11 @@ TEST(Krexctl, CorruptSegment) {
   EXPECT_EQ(r.rc, 3) << r.out;
   EXPECT_TRUE(contains(r.out, "device 0 gate holder = 9999")) << r.out;
   EXPECT_TRUE(contains(r.out, "tenant slot 3 device = 77")) << r.out;
-  try {
-    krex::tenant t{seg.opts()};
-    ADD_FAILURE() << "joined a corrupt segment";
-  } catch (const krex::error& e) {
-    EXPECT_EQ(e.where(), krex::step::segment);
-    EXPECT_TRUE(contains(e.what(), "corrupt node state")) << e.what();
-  }
+  const auto e = krex_test::error_of([&] { krex::tenant t{seg.opts()}; },
+                                     "joined a corrupt segment");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where(), krex::step::segment);
+  EXPECT_TRUE(contains(e->what(), "corrupt node state")) << e->what();
   r = krexctl("clean --freeze none --segment " + seg.name());
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "no live member, removed")) << r.out;
@@ -333,13 +332,11 @@ TEST(Krexctl, CorruptLockQueue) {
   EXPECT_TRUE(contains(r.out, "region-lock queue is corrupt: now_serving")) << r.out;
   EXPECT_TRUE(contains(r.out, "krexctl recover")) << r.out;
   EXPECT_FALSE(contains(r.out, "healthy")) << r.out;
-  try {
-    krex::tenant t{seg.opts()};
-    ADD_FAILURE() << "joined a segment with a corrupt lock queue";
-  } catch (const krex::error& e) {
-    EXPECT_TRUE(contains(e.what(), "region-lock queue is corrupt")) << e.what();
-    EXPECT_TRUE(contains(e.what(), "krexctl recover")) << e.what();
-  }
+  const auto e = krex_test::error_of([&] { krex::tenant t{seg.opts()}; },
+                                     "joined a segment with a corrupt lock queue");
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(contains(e->what(), "region-lock queue is corrupt")) << e->what();
+  EXPECT_TRUE(contains(e->what(), "krexctl recover")) << e->what();
   b->go.store(1);
   EXPECT_EQ(krex_test::exit_code(waiter.wait(15s)), 0) << "the region spun past its lock_wait";
   EXPECT_EQ(b->how.load(), 2) << b->what;
@@ -429,12 +426,7 @@ class krexctl_cgroup : public krex_test::cgroup2_test<board> {
 TEST_F(krexctl_cgroup, RecoverAWedgedDevice) {
   krex::detail::segment seg{opts()};
   krex::detail::node_state& n = seg.node();
-  m_kids.push_back(krex_test::spawn([&] {
-    krex::tenant t{opts()};
-    m_b->ready.fetch_add(1);
-    while (!m_b->stop.up()) m_b->spins.fetch_add(1);
-    return 0;
-  }));
+  spawn_spinner(m_b->ready);
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->ready.load() == 1; }, 20s));
   krex_test::holder holder{opts()};  // killed inside its region
   ASSERT_TRUE(holder.ready(20s));
@@ -719,15 +711,15 @@ TEST(Krexctl, CleanRefusesSegmentWithAllAndNamesNearOptions) {
   ::rmdir(dir);
 
   // Near misses: named with the right spelling, still a usage error.
-  r = krexctl("status --segmnet x");
-  EXPECT_EQ(r.rc, 64) << r.out;
-  EXPECT_TRUE(contains(r.out, "unknown option '--segmnet'; did you mean --segment?")) << r.out;
-  r = krexctl("status --hlep");
-  EXPECT_EQ(r.rc, 64) << r.out;
-  EXPECT_TRUE(contains(r.out, "did you mean --help?")) << r.out;
-  r = krexctl("stauts");
-  EXPECT_EQ(r.rc, 64) << r.out;
-  EXPECT_TRUE(contains(r.out, "unknown command 'stauts'; did you mean status?")) << r.out;
+  const krex_test::usage_case near_misses[] = {
+      {"status --segmnet x", "unknown option '--segmnet'; did you mean --segment?"},
+      {"status --hlep", "did you mean --help?"},
+      {"stauts", "unknown command 'stauts'; did you mean status?"}};
+  for (const krex_test::usage_case& c : near_misses) {
+    r = krexctl(c.args);
+    EXPECT_EQ(r.rc, 64) << c.args << ": " << r.out;
+    EXPECT_TRUE(contains(r.out, c.says)) << c.args << ": " << r.out;
+  }
   r = krexctl("status --frobnicate");
   EXPECT_EQ(r.rc, 64) << r.out;
   EXPECT_FALSE(contains(r.out, "did you mean")) << r.out;

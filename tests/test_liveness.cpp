@@ -492,12 +492,7 @@ class liveness_cgroup : public krex_test::cgroup2_test<board> {
 }  // namespace
 
 TEST_F(liveness_cgroup, HolderAtItsFileDescriptorLimitFreezesOrSaysWhy) {
-  m_kids.push_back(krex_test::spawn([&] {
-    krex::tenant t{opts()};
-    m_b->joined.fetch_add(1);
-    while (!m_b->stop.up()) m_b->spins.fetch_add(1);
-    return 0;
-  }));
+  spawn_spinner(m_b->joined);
   ASSERT_TRUE(krex_test::wait_until([&] { return m_b->joined.load() == 1; }, 20s));
   child h = krex_test::spawn([&] {
     krex::tenant t{opts()};

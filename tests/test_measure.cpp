@@ -4,6 +4,7 @@
 
 #include "errors.hpp"
 #include "krex_test.hpp"
+#include "measure_util.hpp"
 
 #include <krex/measure.hpp>
 #include <krex/region.hpp>
@@ -43,9 +44,7 @@ TEST(Measure, HostLoopInsideRegion) {
   krex::tenant t{seg.opts()};
   krex::region r{t};
   std::vector<int> seen;
-  krex::measure_options o;
-  o.warmup = 2;
-  o.samples = 7;
+  krex::measure_options o = krex_test::loop_options(2, 7);
   const krex::measure_result m = krex::measure(
       r,
       [&](int i) {
@@ -87,9 +86,7 @@ TEST(Measure, HostLoopInsideRegion) {
 // as the first argument does not compile: ctest measure_needs_region).
 TEST(Measure, UnprotectedRunsTheSameLoopWithoutARegion) {
   std::vector<int> seen;
-  krex::measure_options o;
-  o.warmup = 1;
-  o.samples = 4;
+  krex::measure_options o = krex_test::loop_options(1, 4);
   const krex::measure_result m = krex::measure(
       krex::unprotected, [&](int i) { seen.push_back(i); }, o);
   EXPECT_EQ(m.method, "host");
@@ -107,9 +104,8 @@ TEST(Measure, UnprotectedRunsTheSameLoopWithoutARegion) {
 TEST(Measure, PlacementsRotatePerSampleAndAreRecorded) {
   std::vector<int> warm, timed;
   int calls = 0;
-  krex::measure_options o;
-  o.warmup = 2;  // fewer than K: warm-up still visits every placement once
-  o.samples = 30;
+  // 2 warm-up calls, fewer than K: warm-up still visits every placement once.
+  krex::measure_options o = krex_test::loop_options(2, 30);
   o.placements = 3;
   o.placement_bytes = 12345;
   const krex::measure_result m = krex::measure(
@@ -138,9 +134,7 @@ TEST(Measure, PlacementsRotatePerSampleAndAreRecorded) {
 
 TEST(Measure, OnePlacementIsTheLoopAsBefore) {
   std::vector<int> seen;
-  krex::measure_options o;
-  o.warmup = 1;
-  o.samples = 4;
+  krex::measure_options o = krex_test::loop_options(1, 4);
   const krex::measure_result m = krex::measure(
       krex::unprotected, [&](int i) { seen.push_back(i); }, o);
   EXPECT_EQ(seen, (std::vector<int>{0, 0, 1, 2, 3})) << "an int body still gets the sample index";

@@ -6,6 +6,7 @@
 // not stay frozen), shutdown with commands in flight, and every user error.
 
 #include "cgroup_util.hpp"
+#include "errors.hpp"
 #include "krex_test.hpp"
 
 #include <krex/pool.hpp>
@@ -73,6 +74,17 @@ std::vector<std::string> split(const std::string& s) {
 bool process_gone(int pid) {
   krex_test::reap_orphans();
   return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+/// start() of `p` (given a no-op "x" handler here) must throw at the pool
+/// step, its message containing `what` and its hint `hint`.
+void expect_start_refused(krex::pool& p, const std::string& what, const std::string& hint) {
+  p.handle("x", [](krex::tenant&, const std::vector<std::string>&) { return std::string(); });
+  const auto e = krex_test::error_of([&] { p.start(); }, "start() must fail: " + what);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where(), krex::step::pool);
+  EXPECT_NE(std::string(e->what()).find(what), std::string::npos) << e->what();
+  EXPECT_NE(e->hint().find(hint), std::string::npos) << e->hint();
 }
 
 class pool_test : public ::testing::Test {
@@ -369,15 +381,7 @@ TEST_F(pool_test, UserErrorsAreClearKrexErrors) {
 TEST_F(pool_test, AWorkerThatCannotJoinFailsStartWithItsError) {
   // Device 3 of a host backend with one device: every worker's join fails.
   krex::pool p{krex::pool_options{}.workers(2).tenant(m_seg.opts().device(3))};
-  p.handle("x", [](krex::tenant&, const std::vector<std::string>&) { return std::string(); });
-  try {
-    p.start();
-    ADD_FAILURE() << "start() must fail";
-  } catch (const krex::error& e) {
-    EXPECT_EQ(e.where(), krex::step::pool);
-    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
-    EXPECT_NE(e.hint().find("CUDA"), std::string::npos) << e.hint();
-  }
+  expect_start_refused(p, "out of range", "CUDA");
 }
 
 TEST_F(pool_test, OnWorkerStartRunsOnceInEveryWorkerBeforeItsCommands) {
@@ -397,27 +401,16 @@ TEST_F(pool_test, OnWorkerStartRunsOnceInEveryWorkerBeforeItsCommands) {
   krex::pool bad{popts(1)};
   bad.on_worker_start([](krex::tenant&) { throw std::runtime_error("no such module: k.cubin"); });
   bad.handle("x", [](krex::tenant&, const std::vector<std::string>&) { return std::string(); });
-  try {
-    bad.start();
-    ADD_FAILURE() << "start() must fail";
-  } catch (const krex::error& e) {
-    EXPECT_NE(std::string(e.what()).find("no such module: k.cubin"), std::string::npos) << e.what();
-  }
+  const auto e = krex_test::error_of([&] { bad.start(); }, "start() must fail");
+  ASSERT_TRUE(e);
+  EXPECT_NE(std::string(e->what()).find("no such module: k.cubin"), std::string::npos) << e->what();
 }
 
 // Last of the host-only tests: this process joins a tenant (and keeps its agent thread).
 TEST_F(pool_test, StartInAProcessThatHoldsATenantIsRefused) {
   krex::tenant t{m_seg.opts()};
   krex::pool p{popts(1)};
-  p.handle("x", [](krex::tenant&, const std::vector<std::string>&) { return std::string(); });
-  try {
-    p.start();
-    ADD_FAILURE() << "start() must refuse";
-  } catch (const krex::error& e) {
-    EXPECT_EQ(e.where(), krex::step::pool);
-    EXPECT_NE(std::string(e.what()).find("already joined"), std::string::npos) << e.what();
-    EXPECT_NE(e.hint().find("does not survive fork"), std::string::npos) << e.hint();
-  }
+  expect_start_refused(p, "already joined", "does not survive fork");
 }
 
 // With real cgroup v2 freezing: a worker that holds a region (its sibling

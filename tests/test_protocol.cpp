@@ -3,6 +3,7 @@
 // drain, FIFO order, CPU-only siblings, stress.
 
 #include "flag.hpp"
+#include "holder.hpp"
 #include "krex_test.hpp"
 
 #include <krex/detail/handoff.hpp>
@@ -56,20 +57,17 @@ std::uint64_t total(const board& b, int k) {
 void exclusivity(int k) {
   scoped_segment seg;
   shared<board> b;
-  std::vector<child> kids;
-  for (int i = 0; i < k; ++i)
-    kids.push_back(krex_test::spawn([&, i] {
-      krex::tenant t{seg.opts()};
-      b->ready.fetch_add(1);
-      while (b->stop.load() == 0)
-        t.submit([&] {
-          b->in_flight.fetch_add(1);
-          krex_test::spin_for(20'000);
-          b->count[i].fetch_add(1);
-          b->in_flight.fetch_sub(1);
-        });
-      return 0;
-    }));
+  std::vector<child> kids =
+      krex_test::spawn_tenants(k, seg.opts(), b->ready, [&](int i, krex::tenant& t) {
+        while (b->stop.load() == 0)
+          t.submit([&] {
+            b->in_flight.fetch_add(1);
+            krex_test::spin_for(20'000);
+            b->count[i].fetch_add(1);
+            b->in_flight.fetch_sub(1);
+          });
+        return 0;
+      });
   ASSERT_TRUE(krex_test::wait_until([&] { return b->ready.load() == k; }, 30s));
   krex::tenant t{seg.opts()};
   for (int r = 0; r < 20; ++r) {
@@ -313,16 +311,13 @@ TEST(Protocol, FifoOrder) {
   constexpr int n = 8;
   scoped_segment seg;
   shared<board> b;
-  std::vector<child> kids;
-  for (int i = 0; i < n; ++i)
-    kids.push_back(krex_test::spawn([&, i] {
-      krex::tenant t{seg.opts()};
-      b->ready.fetch_add(1);
-      b->go[i].child_wait();
-      krex::region r{t};
-      b->order[i].store(b->next_order.fetch_add(1));
-      return 0;
-    }));
+  std::vector<child> kids =
+      krex_test::spawn_tenants(n, seg.opts(), b->ready, [&](int i, krex::tenant& t) {
+        b->go[i].child_wait();
+        krex::region r{t};
+        b->order[i].store(b->next_order.fetch_add(1));
+        return 0;
+      });
   ASSERT_TRUE(krex_test::wait_until([&] { return b->ready.load() == n; }, 30s));
   krex::tenant t{seg.opts()};
   auto& dev = *krex::detail::member_of(t).dev;
@@ -350,35 +345,32 @@ TEST(Protocol, Stress16x1000) {
   constexpr int ops = 1000;
   scoped_segment seg;
   shared<board> b;
-  std::vector<child> kids;
-  for (int i = 0; i < k; ++i)
-    kids.push_back(krex_test::spawn([&, i] {
-      krex::tenant t{seg.opts()};
-      b->ready.fetch_add(1);
-      while (b->ready.load() < k) std::this_thread::sleep_for(100us);
-      std::mt19937 rng(static_cast<unsigned>(i * 7919 + 1));
-      for (int op = 0; op < ops; ++op) {
-        if (rng() % 4 == 0) {
-          krex::region r{t};
-          if (b->holders.fetch_add(1) != 0) b->violations.fetch_add(1);
-          if (b->in_flight.load() != 0) b->violations.fetch_add(1);
-          krex_test::spin_for(rng() % 50'000);
-          if (b->in_flight.load() != 0) b->violations.fetch_add(1);
-          b->holders.fetch_sub(1);
-          b->regions.fetch_add(1);
-        } else {
-          t.submit([&] {
-            b->in_flight.fetch_add(1);
-            if (b->holders.load() != 0) b->violations.fetch_add(1);
-            krex_test::spin_for(rng() % 20'000);
-            if (b->holders.load() != 0) b->violations.fetch_add(1);
-            b->in_flight.fetch_sub(1);
-          });
-          b->count[i].fetch_add(1);
+  std::vector<child> kids =
+      krex_test::spawn_tenants(k, seg.opts(), b->ready, [&](int i, krex::tenant& t) {
+        while (b->ready.load() < k) std::this_thread::sleep_for(100us);
+        std::mt19937 rng(static_cast<unsigned>(i * 7919 + 1));
+        for (int op = 0; op < ops; ++op) {
+          if (rng() % 4 == 0) {
+            krex::region r{t};
+            if (b->holders.fetch_add(1) != 0) b->violations.fetch_add(1);
+            if (b->in_flight.load() != 0) b->violations.fetch_add(1);
+            krex_test::spin_for(rng() % 50'000);
+            if (b->in_flight.load() != 0) b->violations.fetch_add(1);
+            b->holders.fetch_sub(1);
+            b->regions.fetch_add(1);
+          } else {
+            t.submit([&] {
+              b->in_flight.fetch_add(1);
+              if (b->holders.load() != 0) b->violations.fetch_add(1);
+              krex_test::spin_for(rng() % 20'000);
+              if (b->holders.load() != 0) b->violations.fetch_add(1);
+              b->in_flight.fetch_sub(1);
+            });
+            b->count[i].fetch_add(1);
+          }
         }
-      }
-      return 0;
-    }));
+        return 0;
+      });
   for (auto& c : kids) EXPECT_EQ(krex_test::exit_code(c.wait(240s)), 0) << "deadlock or crash";
   EXPECT_EQ(b->violations.load(), 0U);
   EXPECT_EQ(b->regions.load() + total(*b, k), static_cast<std::uint64_t>(k) * ops);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "krex_test.hpp"
+#include "measure_util.hpp"
 
 namespace {
 
@@ -279,9 +280,7 @@ struct hook_scope {
 
 TEST(measure_throttle, samples_taken_during_a_slowdown_are_marked) {
   hook_scope h;
-  krex::measure_options o;
-  o.warmup = 0;
-  o.samples = 8;
+  krex::measure_options o = krex_test::loop_options(0, 8);
   int calls = 0;
   const krex::measure_result m = krex::measure(krex::unprotected, [&] {
     if (calls++ == 3) g_slow_reads = 3;  // slow for the read after sample 3 and both of sample 4
@@ -295,9 +294,7 @@ TEST(measure_throttle, samples_taken_during_a_slowdown_are_marked) {
 
 TEST(measure_throttle, retaken_samples_are_unmarked_when_the_slowdown_is_over) {
   hook_scope h;
-  krex::measure_options o;
-  o.warmup = 0;
-  o.samples = 8;
+  krex::measure_options o = krex_test::loop_options(0, 8);
   o.retake_throttled = true;
   o.throttle_recovery = 1ms;
   int calls = 0;
@@ -312,9 +309,7 @@ TEST(measure_throttle, retaken_samples_are_unmarked_when_the_slowdown_is_over) {
 
 TEST(measure_throttle, a_slowdown_that_lasts_stays_marked_after_the_last_retake) {
   hook_scope h;
-  krex::measure_options o;
-  o.warmup = 0;
-  o.samples = 4;
+  krex::measure_options o = krex_test::loop_options(0, 4);
   o.retake_throttled = true;
   o.max_retakes = 2;
   o.throttle_recovery = 0ms;
@@ -325,9 +320,7 @@ TEST(measure_throttle, a_slowdown_that_lasts_stays_marked_after_the_last_retake)
 }
 
 TEST(measure_throttle, without_a_clock_source_nothing_is_checked_or_marked) {
-  krex::measure_options o;
-  o.warmup = 0;
-  o.samples = 4;
+  krex::measure_options o = krex_test::loop_options(0, 4);
   const krex::measure_result m = krex::measure(krex::unprotected, [] {}, o);
   EXPECT_FALSE(m.clocks_checked);
   EXPECT_TRUE(m.throttled.empty());

@@ -28,6 +28,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -50,6 +51,9 @@ struct board {
 // children inherit it), removed with everything in it at the end.
 class split : public ::testing::Test {
  protected:
+  /// The board of the test's children (joined counts, stop).
+  shared<board> b;
+
   void SetUp() override {
     m_registry = "/dev/shm/" + krex_test::unique_name("krex-registry");
     ::setenv("KREX_DEVICE_REGISTRY", m_registry.c_str(), 1);  // no tenant threads run yet
@@ -59,14 +63,20 @@ class split : public ::testing::Test {
     (void)std::system(("rm -rf '" + m_registry + "'").c_str());
   }
   /// A tenant of `o` in a child process, until told to stop.
-  child tenant_in_child(const krex::options& o, shared<board>& b, const char* shm_dir = nullptr) {
-    return krex_test::spawn([&b, o, shm_dir] {
+  child tenant_in_child(const krex::options& o, shared<board>& bd, const char* shm_dir = nullptr) {
+    return krex_test::spawn([&bd, o, shm_dir] {
       if (shm_dir != nullptr) ::setenv("KREX_SHM_DIR", shm_dir, 1);
       krex::tenant t{o};
-      b->joined++;
-      while (b->stop.load() == 0) std::this_thread::sleep_for(1ms);
+      bd->joined++;
+      while (bd->stop.load() == 0) std::this_thread::sleep_for(1ms);
       return 0;
     });
+  }
+  /// A tenant_in_child of segment `first` and one of segment `second`, in that order.
+  std::pair<child, child> one_tenant_in_each(const scoped_segment& first,
+                                             const scoped_segment& second, shared<board>& bd) {
+    child c = tenant_in_child(first.opts(), bd);
+    return {std::move(c), tenant_in_child(second.opts(), bd)};
   }
   /// The names in directory `dir` (not "." and "..").
   static std::vector<std::string> names_in(const std::string& dir) {
@@ -115,7 +125,6 @@ class split : public ::testing::Test {
 
 TEST_F(split, another_segment_name_on_the_device_is_reported) {
   scoped_segment mine, theirs;
-  shared<board> b;
   child other = tenant_in_child(theirs.opts(), b);
   ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 1; }, 20s));
   krex::tenant t{mine.opts()};
@@ -148,9 +157,7 @@ TEST_F(split, another_segment_name_on_the_device_is_reported) {
 // without leaving is not reported (its entry names a dead process).
 TEST_F(split, siblings_and_dead_tenants_are_not_splits) {
   scoped_segment mine, theirs;
-  shared<board> b;
-  child sibling = tenant_in_child(mine.opts(), b);
-  child killed = tenant_in_child(theirs.opts(), b);
+  auto [sibling, killed] = one_tenant_in_each(mine, theirs, b);
   ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 2; }, 20s));
   ::kill(killed.pid(), SIGKILL);
   ASSERT_TRUE(killed.wait(5s).has_value());
@@ -172,7 +179,6 @@ TEST_F(split, same_name_in_another_shm_dir_is_reported) {
   scoped_segment mine;
   const std::string dir = "/dev/shm/" + krex_test::unique_name("krex-shmdir");
   ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
-  shared<board> b;
   child other = tenant_in_child(mine.opts(), b, dir.c_str());
   ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 1; }, 20s));
   krex::tenant t{mine.opts()};
@@ -207,7 +213,6 @@ TEST_F(split, an_unsafe_registry_turns_the_check_off_with_a_note) {
 // level), and so is it in the reserved-CPU warning.
 TEST_F(split, a_segment_that_comes_during_the_body_is_named_at_exit) {
   scoped_segment mine, theirs;
-  shared<board> b;
   krex::tenant t{mine.opts().pin(true).confine(true)};
   const std::string their_path = krex::detail::segment_id_of(theirs.opts()).path();
   krex::region_report rep;
@@ -259,9 +264,7 @@ TEST_F(split, a_segment_that_comes_during_the_body_is_named_at_exit) {
 // same user, whatever segment it is in.
 TEST_F(split, entries_of_killed_tenants_are_swept_by_the_next_scan) {
   scoped_segment mine, theirs;
-  shared<board> b;
-  child same = tenant_in_child(mine.opts(), b);
-  child other = tenant_in_child(theirs.opts(), b);
+  auto [same, other] = one_tenant_in_each(mine, theirs, b);
   ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 2; }, 20s));
   const int same_pid = same.pid(), other_pid = other.pid();
   ASSERT_EQ(entries_of(same_pid), 1U);
@@ -283,7 +286,6 @@ TEST_F(split, entries_of_killed_tenants_are_swept_by_the_next_scan) {
 // node whose last tenant was killed keeps none.
 TEST_F(split, the_guardian_sweeps_entries_of_its_killed_tenants) {
   scoped_segment mine;
-  shared<board> b;
   child killed = tenant_in_child(mine.opts(), b);
   ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 1; }, 20s));
   const int pid = killed.pid();
@@ -358,7 +360,6 @@ TEST_F(split, a_flooded_registry_is_read_in_bounded_time) {
 // cannot judge its pid), and writes it again if a sweep removed it.
 TEST_F(split, a_tenant_refreshes_its_entry_and_restores_it) {
   scoped_segment mine;
-  shared<board> b;
   child c = tenant_in_child(mine.opts(), b);
   ASSERT_TRUE(krex_test::wait_until([&] { return b->joined.load() == 1; }, 20s));
   const int pid = c.pid();

@@ -89,8 +89,8 @@ class json_check {
   bool value() {
     if (m_i >= m_s.size()) return false;
     switch (m_s[m_i]) {
-      case '{': return object();
-      case '[': return array();
+      case '{': return sequence('}', true);
+      case '[': return sequence(']', false);
       case '"': return string();
       case 't': return word("true");
       case 'f': return word("false");
@@ -98,31 +98,23 @@ class json_check {
       default: return number();
     }
   }
-  bool object() {
+  // An object or an array: its members (a key, ':' and a value) or values,
+  // separated by ',', up to `close`.
+  bool sequence(char close, bool keyed) {
     ++m_i;
     ws();
-    if (eat('}')) return true;
+    if (eat(close)) return true;
     for (;;) {
       ws();
-      if (m_i >= m_s.size() || m_s[m_i] != '"' || !string()) return false;
-      ws();
-      if (!eat(':')) return false;
-      ws();
+      if (keyed) {
+        if (m_i >= m_s.size() || m_s[m_i] != '"' || !string()) return false;
+        ws();
+        if (!eat(':')) return false;
+        ws();
+      }
       if (!value()) return false;
       ws();
-      if (eat('}')) return true;
-      if (!eat(',')) return false;
-    }
-  }
-  bool array() {
-    ++m_i;
-    ws();
-    if (eat(']')) return true;
-    for (;;) {
-      ws();
-      if (!value()) return false;
-      ws();
-      if (eat(']')) return true;
+      if (eat(close)) return true;
       if (!eat(',')) return false;
     }
   }

@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,26 @@ krex_test::child joined_member(const krex_test::scoped_segment& seg,
     }
     return 0;
   });
+}
+
+// A member joined (counting in mem's slot 0) and this process a tenant t
+// beside it (signal_opts); the member's slot i in the node n.
+struct beside_a_member {
+  krex_test::scoped_segment seg;
+  krex_test::shared<krex_test::counters> mem;
+  krex_test::child member;
+  std::optional<krex::tenant> t;
+  kd::node_state* n = nullptr;
+  std::uint32_t i = kd::max_tenants;
+};
+
+void join_beside_a_member(beside_a_member& b) {
+  b.member = joined_member(b.seg, b.mem, 0);
+  ASSERT_TRUE(krex_test::wait_until([&] { return b.mem->ready.load() == 1; }, 5000ms));
+  b.t.emplace(signal_opts(b.seg));
+  b.n = krex::detail::member_of(*b.t).node;
+  b.i = slot_of(*b.n, b.member.pid());
+  ASSERT_LT(b.i, kd::max_tenants);
 }
 
 // --- the holder: regions -------------------------------------------------------
@@ -231,23 +252,18 @@ TEST(trust_signal, pid_one_and_group_one_are_never_signalled) {
 // region verified and stopped is continued; the verification is not a
 // refusal of everybody.
 TEST(trust_signal, verified_member_is_stopped_and_continued) {
-  krex_test::scoped_segment seg;
-  krex_test::shared<krex_test::counters> mem;
-  auto member = joined_member(seg, mem, 0);
-  ASSERT_TRUE(krex_test::wait_until([&] { return mem->ready.load() == 1; }, 5000ms));
-  krex::tenant t{signal_opts(seg)};
-  kd::node_state& n = *krex::detail::member_of(t).node;
-  const std::uint32_t i = slot_of(n, member.pid());
-  ASSERT_LT(i, kd::max_tenants);
+  beside_a_member b;
+  ASSERT_NO_FATAL_FAILURE(join_beside_a_member(b));
   {
-    krex::region r{t};
-    EXPECT_TRUE(holds(mem, 0)) << "a verified member was not stopped";
-    EXPECT_EQ(r.report().frozen_pids, std::vector<int>{member.pid()});
+    krex::region r{*b.t};
+    EXPECT_TRUE(holds(b.mem, 0)) << "a verified member was not stopped";
+    EXPECT_EQ(r.report().frozen_pids, std::vector<int>{b.member.pid()});
     EXPECT_TRUE(r.report().unverified_pids.empty());
-    EXPECT_EQ(n.tenants[i].stop_target.load(), member.pid()) << "stop not recorded for recoverers";
+    EXPECT_EQ(b.n->tenants[b.i].stop_target.load(), b.member.pid())
+        << "stop not recorded for recoverers";
   }
-  EXPECT_TRUE(moves(mem, 0)) << "not continued after the region";
-  EXPECT_EQ(n.tenants[i].stop_target.load(), 0);
+  EXPECT_TRUE(moves(b.mem, 0)) << "not continued after the region";
+  EXPECT_EQ(b.n->tenants[b.i].stop_target.load(), 0);
 }
 
 // --- membership: the mapping is the segment file, not a look-alike path --------
@@ -317,19 +333,13 @@ TEST(trust_signal, look_alike_path_is_not_the_segment) {
 // the same path) still maps the file it joined: the device and inode it
 // joined with prove it, the path no longer does either way.
 TEST(trust_signal, membership_follows_the_file_not_its_name) {
-  krex_test::scoped_segment seg;
-  krex_test::shared<krex_test::counters> mem;
-  auto member = joined_member(seg, mem, 0);
-  ASSERT_TRUE(krex_test::wait_until([&] { return mem->ready.load() == 1; }, 5000ms));
-  krex::tenant t{signal_opts(seg)};
-  kd::node_state& n = *krex::detail::member_of(t).node;
-  const std::uint32_t i = slot_of(n, member.pid());
-  ASSERT_LT(i, kd::max_tenants);
-  const std::string path = kd::segment_id_of(signal_opts(seg)).path();
+  beside_a_member b;
+  ASSERT_NO_FATAL_FAILURE(join_beside_a_member(b));
+  const std::string path = kd::segment_id_of(signal_opts(b.seg)).path();
   const kd::identity_domain joined =
       kd::make_identity_domain(krex::segment_access::user, path.c_str());
-  const std::uint64_t start = start_of(member.pid());
-  ASSERT_EQ(kd::as_safe::verify_member(joined, member.pid(), start, i), kd::identity_ok);
+  const std::uint64_t start = start_of(b.member.pid());
+  ASSERT_EQ(kd::as_safe::verify_member(joined, b.member.pid(), start, b.i), kd::identity_ok);
   // Replaced: a new file under the segment's name is not what members map.
   const std::string aside = path + ".aside";
   ASSERT_EQ(::rename(path.c_str(), aside.c_str()), 0);
@@ -338,9 +348,9 @@ TEST(trust_signal, membership_follows_the_file_not_its_name) {
   ::close(fd);
   const kd::identity_domain replaced =
       kd::make_identity_domain(krex::segment_access::user, path.c_str());
-  EXPECT_EQ(kd::as_safe::verify_member(replaced, member.pid(), start, i),
+  EXPECT_EQ(kd::as_safe::verify_member(replaced, b.member.pid(), start, b.i),
             kd::identity_not_mapped);
-  EXPECT_EQ(kd::as_safe::verify_member(joined, member.pid(), start, i), kd::identity_ok)
+  EXPECT_EQ(kd::as_safe::verify_member(joined, b.member.pid(), start, b.i), kd::identity_ok)
       << "the member's mapping is the file it joined, whatever its name now";
   ::unlink(path.c_str());
   ASSERT_EQ(::rename(aside.c_str(), path.c_str()), 0);

@@ -100,10 +100,7 @@ int main(int argc, char** argv) {
       scale = std::stod(v);
   }
   const std::string seg = "krexgpu-a-" + std::to_string(::getpid());
-  if (krex_gpu::gpu_count_forked() == 0) {
-    std::printf("no CUDA device: skipped\n");
-    return krex_gpu::exit_no_gpu;
-  }
+  if (krex_gpu::no_gpu()) return krex_gpu::exit_no_gpu;
   krex_test::become_subreaper();
   krex_test::shared<board> b;
   std::vector<krex_test::child> kids;

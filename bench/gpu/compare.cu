@@ -113,6 +113,17 @@ void json_array(std::ostringstream& f, const std::vector<T>& v) {
   f << ']';
 }
 
+/// Each of `vs` as a JSON array, in one.
+template <class T>
+void json_arrays(std::ostringstream& f, const std::vector<std::vector<T>>& vs) {
+  f << '[';
+  for (std::size_t c = 0; c < vs.size(); ++c) {
+    if (c != 0) f << ',';
+    json_array(f, vs[c]);
+  }
+  f << ']';
+}
+
 /// One comparison as a JSON object.
 std::string record_json(const record& r) {
   std::ostringstream f;
@@ -131,19 +142,13 @@ std::string record_json(const record& r) {
       r.level.c_str());
   f << buf << ",\"pair_order\":";
   json_array(f, r.pair_order);
-  f << ",\"pair_samples_ms\":[";
-  for (std::size_t c = 0; c < r.pair_samples.size(); ++c) {
-    if (c != 0) f << ',';
-    json_array(f, r.pair_samples[c]);
-  }
-  f << "],\"identical_order\":";
+  f << ",\"pair_samples_ms\":";
+  json_arrays(f, r.pair_samples);
+  f << ",\"identical_order\":";
   json_array(f, r.same_order);
-  f << ",\"identical_samples_ms\":[";
-  for (std::size_t c = 0; c < r.same_samples.size(); ++c) {
-    if (c != 0) f << ',';
-    json_array(f, r.same_samples[c]);
-  }
-  f << "]}";
+  f << ",\"identical_samples_ms\":";
+  json_arrays(f, r.same_samples);
+  f << "}";
   return f.str();
 }
 
@@ -157,12 +162,6 @@ struct row {
   std::string json;
 };
 
-bool full_protection(const std::string& level) {
-  const auto has = [&](const char* x) { return level.find(x) != std::string::npos; };
-  return level.rfind("gate+drain", 0) == 0 && !has("(contended)") && !has("(busy)") &&
-         !has(",broken") && !has("-shared") && !has("-split");
-}
-
 row to_row(const record& r) {
   row w;
   w.right = r.right;
@@ -172,7 +171,7 @@ row to_row(const record& r) {
   w.pair_unsure = r.pair.verdict == krex::verdict::unsure;
   w.same_same = r.same.verdict == krex::verdict::same;
   w.same_unsure = r.same.verdict == krex::verdict::unsure;
-  w.full = full_protection(r.level);
+  w.full = krex_gpu::full_protection(r.level);
   w.ratio_ab = r.b_first ? 1 / r.pair.ratio : r.pair.ratio;
   w.width_pair = r.pair.high - r.pair.low;
   w.width_same = r.same.high - r.same.low;

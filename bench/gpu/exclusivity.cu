@@ -158,10 +158,7 @@ int main(int argc, char** argv) {
     }
   }
   a.segment = "krexgpu-x-" + std::to_string(::getpid());
-  if (krex_gpu::gpu_count_forked() == 0) {
-    std::printf("no CUDA device: skipped\n");
-    return krex_gpu::exit_no_gpu;
-  }
+  if (krex_gpu::no_gpu()) return krex_gpu::exit_no_gpu;
   krex_test::become_subreaper();
 
   // Siblings are forked before this process touches CUDA.

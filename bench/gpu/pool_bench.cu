@@ -35,6 +35,8 @@
 #include <thread>
 #include <vector>
 
+#include "gpu_kernels.cuh"
+
 namespace {
 
 __global__ void spin_cycles(long long cycles) {
@@ -93,12 +95,6 @@ void spin_cpu(double ms) {
 // Full protection, read from the level string the same way as pool_bench.py:
 // gated, drained, pinned, nothing contended, busy at the quiet deadline, broken,
 // foreign or split.
-bool full_protection(const std::string& level) {
-  const auto has = [&](const char* x) { return level.find(x) != std::string::npos; };
-  return level.rfind("gate+drain", 0) == 0 && has("+pin") && !has("(contended)") && !has("(busy)") &&
-         !has(",broken") && !has("-shared") && !has("-split");
-}
-
 // args: prep_ms, kernel_cycles, samples. Returns "median_ms p95_ms full level".
 std::string command(krex::tenant& t, const std::vector<std::string>& args) {
   spin_cpu(std::stod(args.at(0)));
@@ -117,8 +113,8 @@ std::string command(krex::tenant& t, const std::vector<std::string>& args) {
     throw std::runtime_error(std::string("spin kernel: ") + cudaGetErrorString(e));
   const std::string level = r.report().level();
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%.6f %.6f %d %s", m.median_ms, m.p95_ms, full_protection(level) ? 1 : 0,
-                level.c_str());
+  std::snprintf(buf, sizeof buf, "%.6f %.6f %d %s", m.median_ms, m.p95_ms,
+                krex_gpu::full_protection(level, true) ? 1 : 0, level.c_str());
   std::string out = buf;
   for (double s : m.samples_ms) {
     std::snprintf(buf, sizeof buf, " %.6f", s);

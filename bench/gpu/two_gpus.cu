@@ -66,13 +66,23 @@ krex::options opts(const std::string& seg, int device) {
   return krex::options{}.segment(seg).device(device).drain_deadline(20s).lock_wait(120s);
 }
 
+/// A tenant of `device` in segment `seg`, with the device set, a stream and
+/// two stamps (stamped_spin's start and end) in device memory.
+struct gpu_tenant {
+  krex::tenant tenant;
+  cudaStream_t stream{};
+  unsigned long long* stamps = nullptr;
+  gpu_tenant(const std::string& seg, int device) : tenant{opts(seg, device)} {
+    KREX_GPU_CHECK(cudaSetDevice(device));
+    KREX_GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    KREX_GPU_CHECK(cudaMalloc(&stamps, 16));
+  }
+};
+
 int sibling(const std::string& seg, int device, board* b) {
-  krex::tenant t{opts(seg, device)};
-  KREX_GPU_CHECK(cudaSetDevice(device));
-  cudaStream_t s;
-  KREX_GPU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  unsigned long long* st = nullptr;
-  KREX_GPU_CHECK(cudaMalloc(&st, 16));
+  gpu_tenant g{seg, device};
+  cudaStream_t s = g.stream;
+  unsigned long long* st = g.stamps;
   b->ready.fetch_add(1);
   int k = 0;
   while (b->stop.load() == 0) {
@@ -84,17 +94,14 @@ int sibling(const std::string& seg, int device, board* b) {
 }
 
 int measurer(const std::string& seg, int device, int regions, int body_ms, board* b) {
-  krex::tenant t{opts(seg, device)};
-  KREX_GPU_CHECK(cudaSetDevice(device));
-  cudaStream_t s;
-  KREX_GPU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  unsigned long long* st = nullptr;
-  KREX_GPU_CHECK(cudaMalloc(&st, 16));
+  gpu_tenant g{seg, device};
+  cudaStream_t s = g.stream;
+  unsigned long long* st = g.stamps;
   b->numa[device] = gpu_node(device);
   b->ready.fetch_add(1);
   while (b->go.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   for (int r = 0; r < regions; ++r) {
-    krex::region reg{t};
+    krex::region reg{g.tenant};
     b->begin[device][r] = krex::detail::now_ns();
     krex_gpu::stamped_spin<<<132, 128, 0, s>>>(
         st, st + 1, static_cast<unsigned long long>(body_ms) * 1'000'000);

@@ -42,6 +42,7 @@ import time
 HERE = os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "..", "..", "scripts"))
 from quantiles import quantile  # noqa: E402  (scripts/quantiles.py: the scripts' one quantile)
+from report_files import write_report  # noqa: E402  (scripts/report_files.py)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "..", "..", "testkit"))
 from krex_leftovers import remove_leftovers  # noqa: E402  (shared with tests/python)
 
@@ -391,6 +392,18 @@ def remove_segment(name):
     remove_leftovers(name)
 
 
+def add_driver_args(ap, timeout):
+    """The arguments every KernelBench-style driver takes (kernelbench_throughput.py
+    too): where to write, the phase timeout, the CPU stand-ins, and the worker's
+    own (hidden)."""
+    ap.add_argument("--out", default=os.environ.get("OUT", "kernelbench-out"))
+    ap.add_argument("--timeout", type=float, default=timeout, help="seconds per phase")
+    ap.add_argument("--fake", action="store_true", help="CPU stand-ins, no GPU (logic check)")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--problem", help=argparse.SUPPRESS)
+    ap.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -401,12 +414,7 @@ def main():
     ap.add_argument("--modes", default="unprotected,krex")
     ap.add_argument("--problems", default=",".join(DEFAULT_PROBLEMS),
                     help="comma-separated, of: " + ", ".join(PROBLEMS))
-    ap.add_argument("--out", default=os.environ.get("OUT", "kernelbench-out"))
-    ap.add_argument("--timeout", type=float, default=400, help="seconds per phase")
-    ap.add_argument("--fake", action="store_true", help="CPU stand-ins, no GPU (logic check)")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--problem", help=argparse.SUPPRESS)
-    ap.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
+    add_driver_args(ap, timeout=400)
     ap.add_argument("--fake-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -440,12 +448,7 @@ def main():
     a["raw"] = {"solo": solo, **{m: r for m, (r, _) in phases.items()}}
     a["total_s"] = time.monotonic() - t_start
     md = markdown(a, args)
-    with open(os.path.join(args.out, "kernelbench_style.json"), "w") as f:
-        json.dump(a, f, indent=1)
-    with open(os.path.join(args.out, "kernelbench_style.md"), "w") as f:
-        f.write(md)
-    print(md)
-    print("total %.0f s; written to %s" % (a["total_s"], args.out))
+    write_report(args.out, "kernelbench_style", a, md, a["total_s"])
     return 0
 
 

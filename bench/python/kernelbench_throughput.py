@@ -62,6 +62,7 @@ HERE = os.path.abspath(__file__)
 BENCH = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(BENCH, "..", "..", "scripts"))
 from quantiles import quantile  # noqa: E402  (scripts/quantiles.py: the scripts' one quantile)
+from report_files import write_report  # noqa: E402  (scripts/report_files.py)
 
 _spec = importlib.util.spec_from_file_location("kernelbench_style",
                                                os.path.join(BENCH, "kernelbench_style.py"))
@@ -582,12 +583,7 @@ def main(argv=None):
     ap.add_argument("--warmup-ms", type=int, default=10)
     ap.add_argument("--rep-ms", type=int, default=50)
     ap.add_argument("--problems", default=",".join(kbs.DEFAULT_PROBLEMS))
-    ap.add_argument("--out", default=os.environ.get("OUT", "kernelbench-out"))
-    ap.add_argument("--timeout", type=float, default=300, help="seconds per phase")
-    ap.add_argument("--fake", action="store_true", help="CPU stand-ins, no GPU (logic check)")
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--problem", help=argparse.SUPPRESS)
-    ap.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
+    kbs.add_driver_args(ap, timeout=300)
     ap.add_argument("--cfg", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -658,12 +654,7 @@ def main(argv=None):
     for k in ("worker", "problem", "index", "cfg"):
         out["config"].pop(k, None)
     md = markdown(out, args)
-    with open(os.path.join(args.out, "kernelbench_throughput.json"), "w") as f:
-        json.dump(out, f, indent=1)
-    with open(os.path.join(args.out, "kernelbench_throughput.md"), "w") as f:
-        f.write(md)
-    print(md)
-    print("total %.0f s; written to %s" % (out["total_s"], args.out))
+    write_report(args.out, "kernelbench_throughput", out, md, out["total_s"])
     return 1 if any(failures.values()) else 0
 
 

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The Python binding on a GPU machine, offline: install krex from this checkout
-# (pip install --no-build-isolation ./python, which needs scikit-build-core and
-# pybind11 already installed; if pip refuses, a plain CMake build of python/
-# put on PYTHONPATH), check it, then run bench/python/kernelbench_style.py.
+# (scripts/install_python.sh: pip, or if pip refuses a plain CMake build of
+# python/ put on PYTHONPATH), check it, then run bench/python/kernelbench_style.py.
 #
 #   bash bench/python/run_gpu.sh [kernelbench_style.py arguments...]
 #   bash bench/python/run_gpu.sh --throughput [kernelbench_throughput.py arguments...]
@@ -17,25 +16,8 @@ mkdir -p "$out"
 py="${PYTHON:-python3}"
 t0=$(date +%s)
 
-installed=0
-if "$py" -m pip install --no-build-isolation -v ./python >"$out/install.log" 2>&1; then
-  installed=1
-elif "$py" -m pip install --no-build-isolation --break-system-packages -v ./python \
-    >>"$out/install.log" 2>&1; then
-  installed=1
-else
-  echo "pip install failed (tail of install.log below); building python/ with CMake instead"
-  tail -15 "$out/install.log"
-  if cmake -S python -B build-py -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v "$py")" \
-       >>"$out/install.log" 2>&1 &&
-     cmake --build build-py -j"$(nproc)" >>"$out/install.log" 2>&1; then
-    export PYTHONPATH="$PWD/build-py${PYTHONPATH:+:$PYTHONPATH}"
-    installed=1
-  fi
-fi
-t1=$(date +%s)
-echo "install: $((t1 - t0)) s (ok=$installed)"
-[ "$installed" = 1 ] || { tail -30 "$out/install.log"; exit 1; }
+. scripts/install_python.sh
+krex_install_python "$py" "$out" || exit 1
 
 # Run from elsewhere so ./python (the source package, without the extension)
 # does not shadow the installed one.

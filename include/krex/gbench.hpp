@@ -67,6 +67,7 @@
 //       axpby<<<g, b, 0, stream>>>(in.get<float>(p, 0), in.get<float>(p, 1), n);
 //     }, krex::gbench::run_options{}.over(in));
 
+#include <krex/detail/bench_state.hpp>
 #include <krex/detail/env_switch.hpp>
 #include <krex/error.hpp>
 #include <krex/measure.hpp>
@@ -116,25 +117,26 @@ struct run_options {
 namespace detail {
 
 /// The process's benchmark tenant and its current region.
-struct state {
-  std::mutex lock;
-  std::optional<options> opts;  ///< set by configure(); unset: options{}
+struct state : krex::detail::bench_state {
   std::unique_ptr<krex::tenant> tenant;
   std::optional<krex::region> region;
   std::string error;        ///< why the current run has no region ("" if it has one)
-  region_report last;       ///< the report of the last region that ended
   std::uint64_t runs = 0;   ///< regions entered
   std::uint64_t lost = 0;   ///< regions whose lease expired before Teardown
-  std::uint64_t failures = 0;  ///< runs with a krex error (reported through SkipWithError)
-  measure_result last_run;     ///< the iterations of the last run() that ended
-  int strict = -1;             ///< strict(): 1 on, 0 off, -1 unset (KREX_GBENCH_STRICT decides)
-  bool exit_hook = false;      ///< strict mode's exit hook is registered
+  measure_result last_run;  ///< the iterations of the last run() that ended
+
+  static constexpr const char* name = "gbench";
+  static constexpr const char* failed =
+      "benchmark run(s) had a krex error (see their error rows)";
+  /// strict(), or else KREX_GBENCH_STRICT (below).
+  bool strict_on() const;
+  void leave() {
+    region.reset();
+    tenant.reset();
+  }
 };
 
-inline state& global() {
-  static state s;
-  return s;
-}
+inline state& global() { return krex::detail::process_state<state>(); }
 
 /// KREX_GBENCH: unset or 1 = regions, 0 = off. Read once; any other value is
 /// an error (reported by every run through SkipWithError).
@@ -159,41 +161,9 @@ inline const strict_env& strict_from_env() {
   return s;
 }
 
-/// Strict mode's exit hook: the program ran to its end (main returned or
-/// called exit) with failed runs, so its status becomes 1. Registered after
-/// the state exists, so it runs before the state's destructor: it leaves the
-/// node itself, flushes the output and ends the process with _exit(1).
-inline bool strict_on(const state& s) {
-  return s.strict >= 0 ? s.strict == 1 : strict_from_env().on;
-}
+inline bool state::strict_on() const { return strict >= 0 ? strict == 1 : strict_from_env().on; }
 
-inline void strict_exit_hook() {
-  state& s = global();
-  std::uint64_t n = 0;
-  {
-    std::lock_guard<std::mutex> g(s.lock);
-    if (!strict_on(s)) return;  // strict(false) since: a normal exit
-    n = s.failures;
-    s.region.reset();
-    s.tenant.reset();
-  }
-  std::cout.flush();
-  std::fprintf(stderr,
-               "krex: gbench: strict mode: %llu benchmark run(s) had a krex error (see their "
-               "error rows); exit status 1\n",
-               static_cast<unsigned long long>(n));
-  std::fflush(nullptr);
-  ::_exit(1);
-}
-
-/// In strict mode with failed runs: makes sure the program will exit 1.
-/// Called with s.lock held.
-inline void arm_strict_exit(state& s) {
-  if (s.failures > 0 && strict_on(s) && !s.exit_hook) {
-    s.exit_hook = true;
-    std::atexit(strict_exit_hook);
-  }
-}
+using krex::detail::arm_strict_exit;
 
 /// Counts a run's krex error. Called with s.lock held.
 inline void count_failure(state& s) {

@@ -55,6 +55,7 @@
 // no region, krex/level "unprotected"): the control for a concurrent run
 // without krex, from the same binary.
 
+#include <krex/detail/bench_state.hpp>
 #include <krex/detail/env_switch.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
@@ -83,21 +84,19 @@ namespace krex::nvbench {
 namespace detail {
 
 /// The process's tenants (one per device) and its counts.
-struct state {
-  std::mutex lock;
-  std::optional<options> opts;  ///< set by configure(); unset: options{}
+struct state : krex::detail::bench_state {
   std::map<int, std::unique_ptr<krex::tenant>> tenants;
-  region_report last;          ///< the report of the last region that ended
-  std::uint64_t regions = 0;   ///< regions entered
-  std::uint64_t failures = 0;  ///< execs that threw a krex error
-  int strict = -1;             ///< strict(): 1 on, 0 off, -1 unset (on)
-  bool exit_hook = false;      ///< strict mode's exit hook is registered
+  std::uint64_t regions = 0;  ///< regions entered
+
+  static constexpr const char* name = "nvbench";
+  static constexpr const char* failed =
+      "state(s) had a krex error (nvbench printed each as a failure)";
+  /// strict(); unset: on.
+  bool strict_on() const { return strict != 0; }
+  void leave() { tenants.clear(); }
 };
 
-inline state& global() {
-  static state s;
-  return s;
-}
+inline state& global() { return krex::detail::process_state<state>(); }
 
 /// KREX_NVBENCH_REGIONS: unset or 1 = regions, 0 = off; anything else is an
 /// error, thrown by every exec. Read once.
@@ -107,37 +106,11 @@ inline const switch_state& regions_switch() {
   return s;
 }
 
-inline bool strict_on(const state& s) { return s.strict != 0; }
-
-/// Strict mode's exit hook: the program ran to its end with failed execs, so
-/// its status becomes 1. It leaves the node itself (the tenants), flushes the
-/// output and ends the process with _exit(1).
-inline void strict_exit_hook() {
-  state& s = global();
-  std::uint64_t n = 0;
-  {
-    std::lock_guard<std::mutex> g(s.lock);
-    if (!strict_on(s)) return;
-    n = s.failures;
-    s.tenants.clear();
-  }
-  std::cout.flush();
-  std::fprintf(stderr,
-               "krex: nvbench: strict mode: %llu state(s) had a krex error (nvbench printed "
-               "each as a failure); exit status 1\n",
-               static_cast<unsigned long long>(n));
-  std::fflush(nullptr);
-  ::_exit(1);
-}
-
 /// Counts a failed exec and, in strict mode, makes sure the program will
 /// exit 1. Called with s.lock held.
 inline void count_failure(state& s) {
   ++s.failures;
-  if (strict_on(s) && !s.exit_hook) {
-    s.exit_hook = true;
-    std::atexit(strict_exit_hook);
-  }
+  krex::detail::arm_strict_exit(s);
 }
 
 inline void count_failure() {
@@ -290,10 +263,7 @@ inline void strict(bool on) {
   detail::state& s = detail::global();
   std::lock_guard<std::mutex> g(s.lock);
   s.strict = on ? 1 : 0;
-  if (on && s.failures > 0 && !s.exit_hook) {
-    s.exit_hook = true;
-    std::atexit(detail::strict_exit_hook);
-  }
+  krex::detail::arm_strict_exit(s);
 }
 
 /// Execs that threw a krex error so far (each one a failed state in nvbench's output).

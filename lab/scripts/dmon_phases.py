@@ -16,9 +16,12 @@ samples at or above 95% of the board's power limit (--limit, e.g. from
 `nvidia-smi --query-gpu=power.limit`; without it, of the highest power in the
 whole log): a GPU near its power limit lowers its clocks.
 """
-import json
+import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from report_files import write_json  # noqa: E402  (scripts/report_files.py)
 
 
 def secs(hms):
@@ -132,9 +135,7 @@ def main(argv):
         return 2
     result = summarize(read_dmon(args[0]), read_phases(args[1]), limit)
     print(table(result))
-    if out_json:
-        with open(out_json, "w") as f:
-            json.dump(result, f, indent=1)
+    write_json(out_json, result)
     return 0
 
 

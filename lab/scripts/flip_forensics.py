@@ -252,21 +252,41 @@ class Run:
         return n, f
 
 
+def table(title, columns, note=None, keys=("run", "configuration")):
+    """A table's title, its note (a paragraph) and its header: `keys`, then `columns`."""
+    print(f"## {title}\n")
+    if note:
+        print(note + "\n")
+    heads = list(keys) + list(columns)
+    print("| " + " | ".join(heads) + " |")
+    print("|" + "---|" * len(heads))
+
+
+def each_config(runs):
+    """(run, configuration) of every configuration of every run."""
+    return [(R, c) for R in runs for c in R.configs]
+
+
+def axpby16_by_timing(runs):
+    """(run, configuration, timing, its axpby-16M commands) wherever there are any."""
+    return [(R, c, tim, cmds) for R, c in each_config(runs) for tim in ("batched", "sync")
+            for cmds in [axpby16_cmds(c, tim)] if cmds]
+
+
 def t1(runs):
-    print("## T1: flips by gap class (recomputed; trials of set x timing x copy, against the reference pass)\n")
-    print("| run | configuration | 0-1% | 1-2% | 2-5% | >5% | same as the JSON's by_gap |")
-    print("|---|---|---|---|---|---|---|")
-    for R in runs:
-        for c in R.configs:
-            n, f = R.gap_counts(c)
-            js_n, js_f = defaultdict(int), defaultdict(int)
-            for t in c["ranking"].values():
-                for k, v in t["by_gap"].items():
-                    js_n[k] += v["pairs"]
-                    js_f[k] += v["flips"]
-            same = all(js_n[GAP_NAMES[g]] == n[g] and js_f[GAP_NAMES[g]] == f[g] for g in range(4))
-            print(f"| {R.label} | {c['short']} | " + " | ".join(pct(f[g], n[g]) for g in range(4))
-                  + f" | {'yes' if same else 'NO'} |")
+    table("T1: flips by gap class (recomputed; trials of set x timing x copy, against the "
+          "reference pass)",
+          ["0-1%", "1-2%", "2-5%", ">5%", "same as the JSON's by_gap"])
+    for R, c in each_config(runs):
+        n, f = R.gap_counts(c)
+        js_n, js_f = defaultdict(int), defaultdict(int)
+        for t in c["ranking"].values():
+            for k, v in t["by_gap"].items():
+                js_n[k] += v["pairs"]
+                js_f[k] += v["flips"]
+        same = all(js_n[GAP_NAMES[g]] == n[g] and js_f[GAP_NAMES[g]] == f[g] for g in range(4))
+        print(f"| {R.label} | {c['short']} | " + " | ".join(pct(f[g], n[g]) for g in range(4))
+              + f" | {'yes' if same else 'NO'} |")
     print()
 
 
@@ -274,12 +294,11 @@ def t10(runs):
     """Every run's pairs pooled by configuration label (each pair against its
     own run's reference pass), each configuration against the native repeats
     of the same runs, pooled."""
-    print("## T10: flips by gap class pooled over the runs given, by configuration\n")
-    print("Each pair is judged against its own run's reference pass; each configuration is compared with the "
-          "native repeats of the runs it appears in, pooled; the difference in points and a one-sided Fisher "
-          "exact p (the configuration flips more often).\n")
-    print("| configuration | runs | " + " | ".join(GAP_NAMES) + " |")
-    print("|---|---|" + "---|" * 4)
+    table("T10: flips by gap class pooled over the runs given, by configuration", GAP_NAMES,
+          "Each pair is judged against its own run's reference pass; each configuration is "
+          "compared with the native repeats of the runs it appears in, pooled; the difference in "
+          "points and a one-sided Fisher exact p (the configuration flips more often).",
+          ("configuration", "runs"))
     pooled = {}  # label -> [runs, n[4], f[4], native n[4], native f[4]]
     natives = set()  # the native repeats' labels: "native repeat", "native repeat, spaced"
     for R in runs:
@@ -356,32 +375,28 @@ def t11(runs):
     print("| run | configuration | timing | commands | fast % at even / odd index | odd fast | even fast "
           "| no alternation | fast % of all |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for R in runs:
-        for c in R.configs:
-            for tim in ("batched", "sync"):
-                cmds = axpby16_cmds(c, tim)
-                if not cmds:
-                    continue
-                fe = ne = fo = no = 0
-                kinds = defaultdict(int)
-                for x in cmds:
-                    counts = parity_fast(x)
-                    fe, ne, fo, no = (t + v for t, v in zip((fe, ne, fo, no), counts))
-                    kinds[phase(*counts)] += 1
-                odd, even, none = kinds["odd"], kinds["even"], kinds["none"]
-                print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | {100 * fe / max(ne, 1):.1f} / "
-                      f"{100 * fo / max(no, 1):.1f} | {odd} | {even} | {none} | {100 * (fe + fo) / max(ne + no, 1):.1f} |")
+    for R, c, tim, cmds in axpby16_by_timing(runs):
+        fe = ne = fo = no = 0
+        kinds = defaultdict(int)
+        for x in cmds:
+            counts = parity_fast(x)
+            fe, ne, fo, no = (t + v for t, v in zip((fe, ne, fo, no), counts))
+            kinds[phase(*counts)] += 1
+        odd, even, none = kinds["odd"], kinds["even"], kinds["none"]
+        print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | {100 * fe / max(ne, 1):.1f} / "
+              f"{100 * fo / max(no, 1):.1f} | {odd} | {even} | {none} | "
+              f"{100 * (fe + fo) / max(ne + no, 1):.1f} |")
     print()
 
 
 def t12(runs):
     """T11's classes against the commands' deviation: whether the commands
     that lost the alternation are the deviant ones."""
-    print("## T12: axpby-16M batched commands by T11's class: deviation from the baseline and deviant commands\n")
-    print(f"Deviant: |deviation| > {DEVIANT_PCT:g}% (T5). Fast share: the command's share of fast samples "
-          "(T4's definition), averaged.\n")
-    print("| run | configuration | class | commands | median deviation % | sd % | deviant | fast share % |")
-    print("|---|---|---|---|---|---|---|---|")
+    table("T12: axpby-16M batched commands by T11's class: deviation from the baseline and deviant "
+          "commands",
+          ["class", "commands", "median deviation %", "sd %", "deviant", "fast share %"],
+          f"Deviant: |deviation| > {DEVIANT_PCT:g}% (T5). Fast share: the command's share of fast "
+          "samples (T4's definition), averaged.")
     for R in runs:
         for c in R.configs:
             by = defaultdict(list)
@@ -463,12 +478,13 @@ T14_STATS = (("median", lambda r: r["median_ms"]), ("p10", lambda r: quantile(r[
 
 def t14(runs):
     """Flips against the construction order by gap class, ranked by the median or by p10."""
-    print("## T14: which statistic ranks: flips against the construction order, by the median or by p10\n")
-    print("Every set trial's pairs (as T1), the order known by construction (the member with more work is "
-          "slower), classed by the reference's gap; each command's time its median or its samples' 10th "
-          "percentile; every run given pooled by configuration label.\n")
-    print("| configuration | runs | timing | statistic | " + " | ".join(GAP_NAMES) + " |")
-    print("|---|---|---|---|" + "---|" * 4)
+    table("T14: which statistic ranks: flips against the construction order, by the median or by "
+          "p10",
+          GAP_NAMES,
+          "Every set trial's pairs (as T1), the order known by construction (the member with more "
+          "work is slower), classed by the reference's gap; each command's time its median or its "
+          "samples' 10th percentile; every run given pooled by configuration label.",
+          ("configuration", "runs", "timing", "statistic"))
     pooled = {}  # (label, timing, statistic) -> [runs, n[4], f[4]]
     for R in runs:
         for c in R.configs:
@@ -585,47 +601,44 @@ def t4(runs):
           + " | off the native range (< 10% or > 50%), Fisher p vs the native repeat"
           + " | fast samples % | median dev % of fast / other samples | mean fast run | deviant commands: first 10 samples vs the rest, median dev % |")
     print("|---|---|---|---|" + "---|" * len(FRAC_NAMES) + "---|---|---|---|---|")
-    for R in runs:
-        for c in R.configs:
-            for tim in ("batched", "sync"):
-                cmds = axpby16_cmds(c, tim)
-                if not cmds:
-                    continue
-                fr, runs_len, nfast, nall = [], [], 0, 0
-                fast_s, other_s = [], []
-                first, rest = [], []
-                for x in cmds:
-                    lv = [s < FAST_SAMPLE_PCT for s in x["sdev"]]
-                    fast_s += [s for s in x["sdev"] if s < FAST_SAMPLE_PCT]
-                    other_s += [s for s in x["sdev"] if s >= FAST_SAMPLE_PCT]
-                    fr.append(sum(lv) / len(lv))
-                    nfast += sum(lv)
-                    nall += len(lv)
+    for R, c, tim, cmds in axpby16_by_timing(runs):
+        fr, runs_len, nfast, nall = [], [], 0, 0
+        fast_s, other_s = [], []
+        first, rest = [], []
+        for x in cmds:
+            lv = [s < FAST_SAMPLE_PCT for s in x["sdev"]]
+            fast_s += [s for s in x["sdev"] if s < FAST_SAMPLE_PCT]
+            other_s += [s for s in x["sdev"] if s >= FAST_SAMPLE_PCT]
+            fr.append(sum(lv) / len(lv))
+            nfast += sum(lv)
+            nall += len(lv)
+            run = 0
+            for f in lv + [False]:
+                if f:
+                    run += 1
+                elif run:
+                    runs_len.append(run)
                     run = 0
-                    for f in lv + [False]:
-                        if f:
-                            run += 1
-                        elif run:
-                            runs_len.append(run)
-                            run = 0
-                    if abs(x["dev"]) > DEVIANT_PCT and len(x["sdev"]) > 10:
-                        first.append(statistics.median(x["sdev"][:10]))
-                        rest.append(statistics.median(x["sdev"][10:]))
-                fl = (f"{statistics.median(first):+.2f} vs {statistics.median(rest):+.2f} ({len(first)})"
-                      if first else "-")
-                mr = f"{statistics.fmean(runs_len):.1f}" if runs_len else "-"
-                off = sum(1 for f in fr if f < 0.1 or f > 0.5)
-                nat = [n for n in R.configs if n["role"] == "repeat"]
-                if c["role"] != "repeat" and nat:
-                    nf = fast_shares(nat[0], tim)
-                    n_off = sum(1 for f in nf if f < 0.1 or f > 0.5)
-                    offs = f"{off}/{len(fr)} ({fmt_p(fisher_two_sided(off, len(fr) - off, n_off, len(nf) - n_off))})"
-                else:
-                    offs = f"{off}/{len(fr)}"
-                print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | "
-                      + " | ".join(str(h) for h in hist(fr, FRAC_BINS))
-                      + f" | {offs} | {100.0 * nfast / nall:.1f} | {median_pct(fast_s)} / {median_pct(other_s)}"
-                      + f" | {mr} | {fl} |")
+            if abs(x["dev"]) > DEVIANT_PCT and len(x["sdev"]) > 10:
+                first.append(statistics.median(x["sdev"][:10]))
+                rest.append(statistics.median(x["sdev"][10:]))
+        fl = (f"{statistics.median(first):+.2f} vs {statistics.median(rest):+.2f} ({len(first)})"
+              if first else "-")
+        mr = f"{statistics.fmean(runs_len):.1f}" if runs_len else "-"
+        off = sum(1 for f in fr if f < 0.1 or f > 0.5)
+        nat = [n for n in R.configs if n["role"] == "repeat"]
+        if c["role"] != "repeat" and nat:
+            nf = fast_shares(nat[0], tim)
+            n_off = sum(1 for f in nf if f < 0.1 or f > 0.5)
+            p_off = fisher_two_sided(off, len(fr) - off, n_off, len(nf) - n_off)
+            offs = f"{off}/{len(fr)} ({fmt_p(p_off)})"
+        else:
+            offs = f"{off}/{len(fr)}"
+        print(f"| {R.label} | {c['short']} | {tim} | {len(cmds)} | "
+              + " | ".join(str(h) for h in hist(fr, FRAC_BINS))
+              + f" | {offs} | {100.0 * nfast / nall:.1f}"
+              + f" | {median_pct(fast_s)} / {median_pct(other_s)}"
+              + f" | {mr} | {fl} |")
     print()
 
 
@@ -768,19 +781,18 @@ def t6(runs):
 
 
 def t7(runs):
-    print("## T7: the axpby-16M candidates: each copy's deviation from the native baseline (%), sorted\n")
-    print("| run | configuration | command | copies | worker processes | deviations |")
-    print("|---|---|---|---|---|---|")
-    for R in runs:
-        for c in R.configs:
-            by, pids = defaultdict(list), defaultdict(set)
-            for x in c["ok_cmds"]:
-                if x["result"]["set"] == "axpby-16M":
-                    by[x["id"]].append(x["dev"])
-                    pids[x["id"]].add(x["result"]["pid"])
-            for k in sorted(by):
-                print(f"| {R.label} | {c['short']} | {k} | {len(by[k])} | {len(pids[k])} | "
-                      + " ".join(f"{v:+.2f}" for v in sorted(by[k])) + " |")
+    table("T7: the axpby-16M candidates: each copy's deviation from the native baseline (%), "
+          "sorted",
+          ["command", "copies", "worker processes", "deviations"])
+    for R, c in each_config(runs):
+        by, pids = defaultdict(list), defaultdict(set)
+        for x in c["ok_cmds"]:
+            if x["result"]["set"] == "axpby-16M":
+                by[x["id"]].append(x["dev"])
+                pids[x["id"]].add(x["result"]["pid"])
+        for k in sorted(by):
+            print(f"| {R.label} | {c['short']} | {k} | {len(by[k])} | {len(pids[k])} | "
+                  + " ".join(f"{v:+.2f}" for v in sorted(by[k])) + " |")
     print()
 
 
@@ -920,12 +932,14 @@ def placement_features(c):
 def t9(runs):
     if not has_field(runs, "x_addr"):
         return
-    print("## T9: placement of the axpby-16M buffers against the share of fast samples (T4's definition)\n")
-    print("Per configuration and timing, the commands that recorded addresses: distinct x addresses, and per "
-          "feature its groups (commands, median share of fast samples) with eta squared of the share by group "
-          "and a permutation p (2000 shuffles, seed 19); one group: nothing to test.\n")
-    print("| run | configuration | timing | commands | distinct x | feature | groups: value (commands, median fast share %) | eta squared |")
-    print("|---|---|---|---|---|---|---|---|")
+    table("T9: placement of the axpby-16M buffers against the share of fast samples "
+          "(T4's definition)",
+          ["timing", "commands", "distinct x", "feature",
+           "groups: value (commands, median fast share %)", "eta squared"],
+          "Per configuration and timing, the commands that recorded addresses: distinct x "
+          "addresses, and per feature its groups (commands, median share of fast samples) with eta "
+          "squared of the share by group and a permutation p (2000 shuffles, seed 19); one group: "
+          "nothing to test.")
     for R in runs:
         for c in R.configs:
             feats = placement_features(c)

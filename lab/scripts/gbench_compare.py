@@ -19,6 +19,7 @@ from collections import defaultdict
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from quantiles import quantile  # noqa: E402  (scripts/quantiles.py: the scripts' one quantile)
+from report_files import write_json  # noqa: E402  (scripts/report_files.py)
 
 
 def rows(path):
@@ -94,9 +95,7 @@ def main(argv):
             flips[mode][1] += len(judged)
             print(f"| {a} vs {b} | {100 * gap:+.2f}% | {mode} | {flipped} of {len(judged)} |")
     result["flips"] = {m: {"flipped": f, "judged": n} for m, (f, n) in flips.items()}
-    if out_json:
-        with open(out_json, "w") as f:
-            json.dump(result, f, indent=1)
+    write_json(out_json, result)
     return 0
 
 

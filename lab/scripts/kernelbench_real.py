@@ -60,6 +60,7 @@ HERE = os.path.abspath(__file__)
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 from quantiles import quantile  # noqa: E402  (scripts/quantiles.py)
+from report_files import write_report  # noqa: E402  (scripts/report_files.py)
 sys.path.insert(0, os.path.join(REPO, "testkit"))
 from krex_leftovers import remove_leftovers  # noqa: E402  (shared with tests/ and bench/)
 
@@ -478,12 +479,8 @@ def main():
     a["config"] = {k: v for k, v in vars(args).items() if k not in ("worker", "index")}
     a["total_s"] = time.monotonic() - t_start
     md = markdown(a, a["config"])
-    with open(os.path.join(args.out, "kernelbench_real.json"), "w") as f:
-        json.dump({"analysis": a, "raw": {k: v["results"] for k, v in phases.items()}}, f, indent=1)
-    with open(os.path.join(args.out, "kernelbench_real.md"), "w") as f:
-        f.write(md)
-    print(md)
-    print("total %.0f s; written to %s" % (a["total_s"], args.out))
+    raw = {k: v["results"] for k, v in phases.items()}
+    write_report(args.out, "kernelbench_real", {"analysis": a, "raw": raw}, md, a["total_s"])
     return 0
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The real KernelBench under krex on a GPU machine, offline: installs krex from
-# this checkout (pip install --no-build-isolation ./python; if pip refuses, a
-# CMake build of python/ put on PYTHONPATH), checks it is the CUDA build, runs
+# this checkout (scripts/install_python.sh: pip, or if pip refuses a CMake
+# build of python/ put on PYTHONPATH), checks it is the CUDA build, runs
 # the GPU test of KernelBench's timing module (tests/python/test_kernelbench.py),
 # then lab/scripts/kernelbench_real.py with the arguments given.
 #
@@ -30,24 +30,8 @@ kb="$(cd "${KERNELBENCH_DIR:-.deps/KernelBench}" 2>/dev/null && pwd)" || {
 export KERNELBENCH_DIR="$kb"
 t0=$(date +%s)
 
-installed=0
-if "$py" -m pip install --no-build-isolation -v ./python >"$out/install.log" 2>&1; then
-  installed=1
-elif "$py" -m pip install --no-build-isolation --break-system-packages -v ./python \
-    >>"$out/install.log" 2>&1; then
-  installed=1
-else
-  echo "pip install failed (tail of install.log below); building python/ with CMake instead"
-  tail -15 "$out/install.log"
-  if cmake -S python -B build-py -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v "$py")" \
-       >>"$out/install.log" 2>&1 &&
-     cmake --build build-py -j"$(nproc)" >>"$out/install.log" 2>&1; then
-    export PYTHONPATH="$PWD/build-py${PYTHONPATH:+:$PYTHONPATH}"
-    installed=1
-  fi
-fi
-echo "install: $(($(date +%s) - t0)) s (ok=$installed)"
-[ "$installed" = 1 ] || { tail -30 "$out/install.log"; exit 1; }
+. scripts/install_python.sh
+krex_install_python "$py" "$out" || exit 1
 
 # From elsewhere, so ./python (the source package, without the extension) does
 # not shadow the installed one.

@@ -89,6 +89,15 @@ SOLO = {(P1, KA): 0.100, (P1, KB): 0.104, (P1, KC): 0.130,
         (P2, KA): 0.800, (P2, KB): 0.790, (P2, KC): 0.900}
 
 
+def write_file(path, text, mode=None):
+    """Writes `text` to `path` (with `mode`, e.g. 0o755 for a fake program); returns path."""
+    with open(path, "w") as f:
+        f.write(text)
+    if mode is not None:
+        os.chmod(path, mode)
+    return path
+
+
 class CompareCase(unittest.TestCase):
     """Synthetic runs in a temporary folder, and the script run on them."""
 
@@ -230,9 +239,7 @@ class CutlassCompare(CompareCase):
         self.assertEqual((st["runs"], st["runs_missing_a_kernel"]), (0, 1))
 
     def test_a_file_that_is_not_a_profiler_csv_is_refused(self):
-        path = os.path.join(self.dir.name, "other.csv")
-        with open(path, "w") as f:
-            f.write("a,b\n1,2\n")
+        path = write_file(os.path.join(self.dir.name, "other.csv"), "a,b\n1,2\n")
         p = subprocess.run([sys.executable, SCRIPT, path, "krex=" + path], capture_output=True, text=True,
                            timeout=60)
         self.assertNotEqual(p.returncode, 0)
@@ -403,12 +410,8 @@ class CutlassCompareDriver(unittest.TestCase):
             bindir = os.path.join(d, "bin")
             os.mkdir(bindir)
             for name, text in (("cutlass_profiler", FAKE_PROFILER), ("nvidia-smi", FAKE_NVIDIA_SMI)):
-                with open(os.path.join(bindir, name), "w") as f:
-                    f.write(text)
-                os.chmod(os.path.join(bindir, name), 0o755)
-            kl = os.path.join(d, "kernels.txt")
-            with open(kl, "w") as f:
-                f.write(f"{KA}\n{KB}\n")
+                write_file(os.path.join(bindir, name), text, 0o755)
+            kl = write_file(os.path.join(d, "kernels.txt"), f"{KA}\n{KB}\n")
             out = os.path.join(d, "out")
             env = dict(os.environ, KREX_CUTLASS_PROFILER=os.path.join(bindir, "cutlass_profiler"),
                        KREX_CUTLASS_KERNEL_LIST=kl, OUT=out, KREX_CUTLASS_WORK=os.path.join(d, "work"),
@@ -439,19 +442,12 @@ class CutlassCompareDriver(unittest.TestCase):
     def test_driver_runs_every_mode_and_writes_its_four_files(self):
         root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
         with tempfile.TemporaryDirectory() as d:
-            fake = os.path.join(d, "cutlass_profiler")
-            with open(fake, "w") as f:
-                f.write(FAKE_PROFILER)
-            os.chmod(fake, 0o755)
+            fake = write_file(os.path.join(d, "cutlass_profiler"), FAKE_PROFILER, 0o755)
             # An nvidia-smi on the PATH (as on a GPU machine): KREX_CUTLASS_DMON=0 keeps dmon off.
             bindir = os.path.join(d, "bin")
             os.mkdir(bindir)
-            with open(os.path.join(bindir, "nvidia-smi"), "w") as f:
-                f.write(FAKE_NVIDIA_SMI)
-            os.chmod(os.path.join(bindir, "nvidia-smi"), 0o755)
-            kl = os.path.join(d, "kernels.txt")
-            with open(kl, "w") as f:
-                f.write(f"{KA}\n{KB}\n{KC}\n")
+            write_file(os.path.join(bindir, "nvidia-smi"), FAKE_NVIDIA_SMI, 0o755)
+            kl = write_file(os.path.join(d, "kernels.txt"), f"{KA}\n{KB}\n{KC}\n")
             out = os.path.join(d, "out")
             env = dict(os.environ, KREX_CUTLASS_PROFILER=fake, KREX_CUTLASS_KERNEL_LIST=kl, OUT=out,
                        KREX_CUTLASS_WORK=os.path.join(d, "work"), KREX_CUTLASS_REPS="2",
@@ -494,13 +490,8 @@ class CutlassCompareDriver(unittest.TestCase):
     def test_driver_passes_placements_on_and_counts_their_loops(self):
         root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
         with tempfile.TemporaryDirectory() as d:
-            fake = os.path.join(d, "cutlass_profiler")
-            with open(fake, "w") as f:
-                f.write(FAKE_PROFILER)
-            os.chmod(fake, 0o755)
-            kl = os.path.join(d, "kernels.txt")
-            with open(kl, "w") as f:
-                f.write(f"{KA}\n{KB}\n{KC}\n")
+            fake = write_file(os.path.join(d, "cutlass_profiler"), FAKE_PROFILER, 0o755)
+            kl = write_file(os.path.join(d, "kernels.txt"), f"{KA}\n{KB}\n{KC}\n")
             out = os.path.join(d, "out")
             env = dict(os.environ, KREX_CUTLASS_PROFILER=fake, KREX_CUTLASS_KERNEL_LIST=kl, OUT=out,
                        KREX_CUTLASS_WORK=os.path.join(d, "work"), KREX_CUTLASS_REPS="1",

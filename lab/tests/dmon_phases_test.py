@@ -2,12 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tests lab/scripts/dmon_phases.py on a synthetic `nvidia-smi dmon -s pc -o T` log
 (the header lines and columns dmon prints, as in lab/results/*/dmon.log.gz)."""
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
+
+from script_json import run_json
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "dmon_phases.py")
 HEADER = ("#Time         gpu    pwr  gtemp  mtemp   mclk   pclk \n"
@@ -26,13 +25,7 @@ class DmonPhases(unittest.TestCase):
                 f.write(log)
             with open(pp, "w") as f:
                 f.write(phases)
-            p = subprocess.run([sys.executable, SCRIPT, lp, pp, "--json", jp, *extra],
-                               capture_output=True, text=True, timeout=60)
-            out = None
-            if p.returncode == 0:
-                with open(jp) as f:
-                    out = json.load(f)
-            return p, out
+            return run_json(SCRIPT, [lp, pp, "--json", jp, *extra], jp)
 
     def test_samples_fall_into_their_phases(self):
         log = HEADER

@@ -5,10 +5,10 @@ out as lab/scripts/nvbench_gpu.sh writes them (MODE-wI-EXAMPLE.json; the
 summaries as nvbench's JSON printer writes them, krex's level among them)."""
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
+
+from script_json import run_json
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
                       "nvbench_inflation.py")
@@ -39,13 +39,7 @@ class NvbenchInflation(unittest.TestCase):
                     else:
                         json.dump(data, f)
             jp = os.path.join(d, "out.json")
-            p = subprocess.run([sys.executable, SCRIPT, d, "--workers", "2", "--json", jp],
-                               capture_output=True, text=True, timeout=60)
-            out = None
-            if p.returncode == 0:
-                with open(jp) as f:
-                    out = json.load(f)
-            return p, out
+            return run_json(SCRIPT, [d, "--workers", "2", "--json", jp], jp)
 
     def test_inflation_per_benchmark_and_overall(self):
         good = "gate+drain+freeze(cgroup2)+pin"

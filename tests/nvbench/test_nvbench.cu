@@ -27,6 +27,7 @@
 
 #include "krex_test.hpp"
 #include "proc_util.hpp"
+#include "sibling_log.hpp"
 
 void krex_nvbench_dummy(nvbench::state&) {}
 NVBENCH_DEFINE_CALLABLE(krex_nvbench_dummy, krex_nvbench_dummy_callable);
@@ -68,15 +69,6 @@ const nvbench::summary* find(const nvbench::state& st, const std::string& tag) {
   return nullptr;
 }
 
-struct sibling_log {
-  std::atomic<int> ready{0};
-  std::atomic<int> stop{0};
-  std::atomic<int> failed{0};
-  std::atomic<std::uint32_t> n{0};
-  std::uint64_t tried_ns[100000];  // before submit(): the sibling wants the device
-  std::uint64_t at_ns[100000];     // inside the gated call
-};
-
 krex_test::scoped_segment& segment() {
   static krex_test::scoped_segment seg;
   return seg;
@@ -84,29 +76,9 @@ krex_test::scoped_segment& segment() {
 
 // Runs first (gtest keeps file order): configure() before any tenant joins.
 TEST(nvbench, each_exec_holds_a_region_and_siblings_never_submit_inside_it) {
-  krex_test::shared<sibling_log> log;
+  krex_test::shared<krex_test::sibling_log<100000>> log;
   const krex::options opts = segment().opts();  // named before the fork: one segment for both
-  krex_test::child sib = krex_test::spawn([&] {
-    try {
-      krex::tenant t{opts};
-      log->ready.store(1);
-      while (log->stop.load() == 0) {
-        const std::uint32_t i = log->n.load();
-        if (i >= 100000) break;
-        log->tried_ns[i] = krex::detail::now_ns();
-        t.submit([&] { log->at_ns[i] = krex::detail::now_ns(); });
-        log->n.store(i + 1);
-        ::usleep(100);
-      }
-    } catch (...) {
-      log->failed.store(1);
-    }
-    return 0;
-  });
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while (log->ready.load() == 0 && log->failed.load() == 0 &&
-         std::chrono::steady_clock::now() < until)
-    ::usleep(1000);
+  krex_test::child sib = krex_test::spawn_submitter(opts, *log);
   ASSERT_EQ(log->ready.load(), 1) << "sibling did not join";
 
   krex::nvbench::configure(opts);

@@ -8,6 +8,7 @@ leaf cgroup of the segment's krex root, and the test runner must stay out of
 it to remove that root afterwards.
 """
 
+import contextlib
 import json
 import os
 import selectors
@@ -31,9 +32,36 @@ def unique_name(prefix):
     return "%s-%d-%d-%d" % (prefix, os.getpid(), _counter[0], int(time.time() * 1000) % 100000)
 
 
+# In every Child: in_fork(fn) runs fn() in a forked child of the child and
+# returns what it returned (JSON through a pipe), or {"error": repr(e)}.
+_IN_FORK = """
+def in_fork(fn):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            res = fn()
+        except BaseException as e:
+            res = {"error": repr(e)}
+        os.write(w, json.dumps(res).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.waitpid(pid, 0)
+    return json.loads(data)
+"""
+
+
 class Child:
     """A Python child running `code` (after `import json, os, sys, threading,
-    time, krex` and `say(tag, obj)`, which prints "tag <json>" and flushes),
+    time, krex`, `say(tag, obj)`, which prints "tag <json>" and flushes, and
+    in_fork(fn) above),
     talked to one line at a time; every read is bounded."""
 
     def __init__(self, code, env=None, args=(), python_args=()):
@@ -41,7 +69,7 @@ class Child:
         full_env.update(env or {})
         prelude = ("import json, os, sys, threading, time\nimport krex\n"
                    "def say(tag, obj=None):\n"
-                   "    print(tag, json.dumps(obj), flush=True)\n")
+                   "    print(tag, json.dumps(obj), flush=True)\n" + _IN_FORK)
         self.proc = subprocess.Popen(
             [sys.executable, *python_args, "-c", prelude + textwrap.dedent(code), *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -121,6 +149,37 @@ def cleanup(name, children=()):
     for c in children:
         c.close()
     remove_leftovers(name)
+
+
+def children_say(code, prefix, envs, tag="out", timeout=20, segment_env=False):
+    """Runs `code` in one Child per environment of `envs` (added to os.environ),
+    all on one new segment made from `prefix`: sys.argv[1], and with
+    segment_env KREX_SEGMENT too. Returns what each said under `tag`, in
+    order; each must exit 0. The segment is cleaned up whatever happens."""
+    name = unique_name(prefix)
+    seg = {"KREX_SEGMENT": name} if segment_env else {}
+    kids = [Child(code, env=dict(e or {}, **seg), args=[name]) for e in envs]
+    try:
+        outs = [c.expect(tag, timeout) for c in kids]
+        assert [c.wait() for c in kids] == [0] * len(kids)
+        return outs
+    finally:
+        cleanup(name, kids)
+
+
+def child_says(code, prefix, tag="out", timeout=20, env=None):
+    """children_say with one child: what it said under `tag`."""
+    return children_say(code, prefix, [env], tag, timeout)[0]
+
+
+@contextlib.contextmanager
+def segment(prefix):
+    """A unique segment name made from `prefix`, cleaned up (cleanup()) on exit."""
+    name = unique_name(prefix)
+    try:
+        yield name
+    finally:
+        cleanup(name)
 
 
 class TempTree:

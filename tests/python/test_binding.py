@@ -5,10 +5,19 @@ processes on a real segment (the host backend in CI)."""
 import os
 
 import krex
-from pyutil import Child, cleanup, unique_name
+from pyutil import Child, child_says, cleanup, unique_name
 
 # Light tenants for tests that are not about freezing or pinning.
 LIGHT = "dict(freeze='none', pin=False, confine=False, lock_wait_ms=30000)"
+
+# A light tenant that holds a region until it reads a line, then says "released".
+HOLDER = """
+    t = krex.Tenant(segment=sys.argv[1], **%s)
+    with krex.region(t):
+        say("held")
+        sys.stdin.readline()
+    say("released")
+""" % LIGHT
 
 
 def _expect_error(fn, step, *fragments):
@@ -54,44 +63,31 @@ def test_bad_options_raise_krex_error_with_message_step_and_hint():
     _expect_error(lambda: krex.Tenant(device=15, host_devices=1), "options", "out of range")
 
 
-def test_bad_environment_value_names_the_variable():
-    name = unique_name("pyenv")
-    c = Child("""
+def _env_error(env, prefix):
+    """The krex.Error (message, step, hint) of a child's join under `env`."""
+    return child_says("""
         try:
             krex.Tenant(segment=sys.argv[1])
             say("joined")
         except krex.Error as e:
             say("error", {"msg": str(e), "step": e.step, "hint": e.hint})
-    """, env={"KREX_FREEZE": "bogus"}, args=[name])
-    try:
-        got = c.expect("error")
-        assert got["step"] == "options"
-        assert "KREX_FREEZE" in got["msg"] and "'bogus'" in got["msg"], got
-        assert "cgroup2" in got["hint"], got
-        assert c.wait() == 0
-    finally:
-        cleanup(name, [c])
+    """, prefix, tag="error", env=env)
+
+
+def test_bad_environment_value_names_the_variable():
+    got = _env_error({"KREX_FREEZE": "bogus"}, "pyenv")
+    assert got["step"] == "options"
+    assert "KREX_FREEZE" in got["msg"] and "'bogus'" in got["msg"], got
+    assert "cgroup2" in got["hint"], got
 
 
 def test_misnamed_environment_variable_names_the_real_one():
     # Issue 38: KREX_SCOPE (the keyword's name, not the variable's) was ignored.
-    name = unique_name("pyenvname")
-    c = Child("""
-        try:
-            krex.Tenant(segment=sys.argv[1])
-            say("joined")
-        except krex.Error as e:
-            say("error", {"msg": str(e), "step": e.step, "hint": e.hint})
-    """, env={"KREX_SCOPE": "all"}, args=[name])
-    try:
-        got = c.expect("error")
-        assert got["step"] == "options", got
-        assert "KREX_SCOPE is not a krex variable" in got["msg"], got
-        assert "did you mean KREX_FREEZE_SCOPE?" in got["msg"], got
-        assert "rename KREX_SCOPE to KREX_FREEZE_SCOPE" in got["hint"], got
-        assert c.wait() == 0
-    finally:
-        cleanup(name, [c])
+    got = _env_error({"KREX_SCOPE": "all"}, "pyenvname")
+    assert got["step"] == "options", got
+    assert "KREX_SCOPE is not a krex variable" in got["msg"], got
+    assert "did you mean KREX_FREEZE_SCOPE?" in got["msg"], got
+    assert "rename KREX_SCOPE to KREX_FREEZE_SCOPE" in got["hint"], got
 
 
 def test_region_report_and_measure_round_trip_with_a_sibling():
@@ -170,42 +166,28 @@ def test_region_report_and_measure_round_trip_with_a_sibling():
         cleanup(name, [c for c in (holder, sib) if c is not None])
 
 
+def _beside_a_holder(prefix, waiter_code, check):
+    """Runs `waiter_code` in a child W while a child H holds a region of the
+    same segment (HOLDER); check(H, W) talks to both and releases H; then
+    both must exit 0."""
+    name = unique_name(prefix)
+    holder = Child(HOLDER, args=[name])
+    waiter = None
+    try:
+        holder.expect("held")
+        waiter = Child(waiter_code, args=[name])
+        check(holder, waiter)
+        assert holder.wait() == 0 and waiter.wait() == 0
+    finally:
+        cleanup(name, [c for c in (holder, waiter) if c is not None])
+
+
 def test_region_entry_releases_the_gil_while_it_waits():
     """Process H holds a region; in process W a thread waits to enter one. W's
     main thread must keep running Python meanwhile. Were the GIL held during
     the wait, W's main thread would stop until H released, and W's 'ticks'
     line would not come before the test releases H."""
-    name = unique_name("pygil")
-    holder = Child("""
-        t = krex.Tenant(segment=sys.argv[1], **%s)
-        with krex.region(t):
-            say("held")
-            sys.stdin.readline()
-        say("released")
-    """ % LIGHT, args=[name])
-    waiter = None
-    try:
-        holder.expect("held")
-        waiter = Child("""
-            t = krex.Tenant(segment=sys.argv[1], **%s)
-            about_to_enter = threading.Event()
-            entered = threading.Event()
-            def measure_thread():
-                about_to_enter.set()
-                with krex.region(t) as r:
-                    entered.set()
-            th = threading.Thread(target=measure_thread)
-            th.start()
-            about_to_enter.wait(10)
-            time.sleep(0.2)                      # the thread is inside region entry by now
-            ticks, end = 0, time.monotonic() + 0.5
-            while time.monotonic() < end:
-                ticks += 1
-            say("ticks", {"ticks": ticks, "entered": entered.is_set()})
-            th.join(30)
-            say("joined", {"entered": entered.is_set(), "alive": th.is_alive()})
-            t.leave()
-        """ % LIGHT, args=[name])
+    def check(holder, waiter):
         got = waiter.expect("ticks", timeout=15)
         assert got["entered"] is False, ("the waiter entered while another process held the region", got)
         assert got["ticks"] > 1000, got
@@ -213,41 +195,48 @@ def test_region_entry_releases_the_gil_while_it_waits():
         holder.expect("released")
         done = waiter.expect("joined", timeout=30)
         assert done == {"entered": True, "alive": False}, done
-        assert holder.wait() == 0 and waiter.wait() == 0
-    finally:
-        cleanup(name, [c for c in (holder, waiter) if c is not None])
+
+    _beside_a_holder("pygil", """
+        t = krex.Tenant(segment=sys.argv[1], **%s)
+        about_to_enter = threading.Event()
+        entered = threading.Event()
+        def measure_thread():
+            about_to_enter.set()
+            with krex.region(t) as r:
+                entered.set()
+        th = threading.Thread(target=measure_thread)
+        th.start()
+        about_to_enter.wait(10)
+        time.sleep(0.2)                      # the thread is inside region entry by now
+        ticks, end = 0, time.monotonic() + 0.5
+        while time.monotonic() < end:
+            ticks += 1
+        say("ticks", {"ticks": ticks, "entered": entered.is_set()})
+        th.join(30)
+        say("joined", {"entered": entered.is_set(), "alive": th.is_alive()})
+        t.leave()
+    """ % LIGHT, check)
 
 
 def test_region_wait_is_bounded_by_lock_wait():
-    name = unique_name("pywait")
-    holder = Child("""
-        t = krex.Tenant(segment=sys.argv[1], **%s)
-        with krex.region(t):
-            say("held")
-            sys.stdin.readline()
-    """ % LIGHT, args=[name])
-    waiter = None
-    try:
-        holder.expect("held")
-        waiter = Child("""
-            t = krex.Tenant(segment=sys.argv[1], freeze="none", pin=False, confine=False,
-                            lock_wait_ms=300)
-            t0 = time.monotonic()
-            try:
-                with krex.region(t):
-                    say("entered")
-            except krex.Error as e:
-                say("error", {"step": e.step, "msg": str(e), "s": time.monotonic() - t0})
-            t.leave()
-        """, args=[name])
+    def check(holder, waiter):
         got = waiter.expect("error", timeout=15)
         assert got["step"] == "lock" and "timed out" in got["msg"], got
         assert str(holder.pid) in got["msg"], got
         assert got["s"] >= 0.25, got
         holder.send("release")
-        assert holder.wait() == 0 and waiter.wait() == 0
-    finally:
-        cleanup(name, [c for c in (holder, waiter) if c is not None])
+
+    _beside_a_holder("pywait", """
+        t = krex.Tenant(segment=sys.argv[1], freeze="none", pin=False, confine=False,
+                        lock_wait_ms=300)
+        t0 = time.monotonic()
+        try:
+            with krex.region(t):
+                say("entered")
+        except krex.Error as e:
+            say("error", {"step": e.step, "msg": str(e), "s": time.monotonic() - t0})
+        t.leave()
+    """, check)
 
 
 def test_nested_region_and_misuse_are_errors():
@@ -291,25 +280,19 @@ def test_nested_region_and_misuse_are_errors():
 
 
 def test_submit_runs_the_callable_through_the_gate():
-    name = unique_name("pysub")
-    c = Child("""
+    out = child_says("""
         t = krex.Tenant(segment=sys.argv[1], **%s)
         before = t.submits
         got = t.submit(lambda: 41 + 1)
         say("out", {"got": got, "submits": t.submits - before})
         t.leave()
-    """ % LIGHT, args=[name])
-    try:
-        assert c.expect("out") == {"got": 42, "submits": 1}
-        assert c.wait() == 0
-    finally:
-        cleanup(name, [c])
+    """ % LIGHT, "pysub")
+    assert out == {"got": 42, "submits": 1}
 
 
 def test_join_report_says_what_the_join_cost():
     # krex::join_timings in ms: each step of the join, and the whole of it.
-    name = unique_name("pyjoin")
-    c = Child("""
+    out = child_says("""
         t = krex.Tenant(segment=sys.argv[1], **%s)
         j = t.join_report
         t.leave()
@@ -319,20 +302,15 @@ def test_join_report_says_what_the_join_cost():
         except krex.Error as e:
             after = e.step
         say("out", {"j": j, "after": after})
-    """ % LIGHT, args=[name])
-    try:
-        out = c.expect("out")
-        j = out["j"]
-        steps = ["driver_ms", "segment_ms", "slot_ms", "freeze_ms", "recover_ms", "sweep_ms",
-                 "topology_ms", "agent_ms", "gating_ms", "guardian_ms"]
-        assert sorted(j) == sorted(steps + ["total_ms", "swept"]), sorted(j)
-        assert isinstance(j["swept"], bool)
-        assert all(isinstance(j[k], float) and j[k] >= 0 for k in steps), j
-        assert j["total_ms"] > 0 and j["total_ms"] + 1e-3 >= sum(j[k] for k in steps), j
-        assert out["after"] is not None, "join_report of a tenant that left did not raise"
-        assert c.wait() == 0
-    finally:
-        cleanup(name, [c])
+    """ % LIGHT, "pyjoin")
+    j = out["j"]
+    steps = ["driver_ms", "segment_ms", "slot_ms", "freeze_ms", "recover_ms", "sweep_ms",
+             "topology_ms", "agent_ms", "gating_ms", "guardian_ms"]
+    assert sorted(j) == sorted(steps + ["total_ms", "swept"]), sorted(j)
+    assert isinstance(j["swept"], bool)
+    assert all(isinstance(j[k], float) and j[k] >= 0 for k in steps), j
+    assert j["total_ms"] > 0 and j["total_ms"] + 1e-3 >= sum(j[k] for k in steps), j
+    assert out["after"] is not None, "join_report of a tenant that left did not raise"
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-from pyutil import Child, TempTree, cleanup, unique_name
+from pyutil import Child, TempTree, children_say, cleanup, unique_name
 
 LIGHT_ENV = {"KREX_FREEZE": "none", "KREX_PIN": "0", "KREX_CONFINE": "0",
              "KREX_LOCK_WAIT_MS": "30000"}
@@ -153,7 +153,6 @@ def test_patch_makes_state_exec_itself_take_a_region_and_unpatch_restores_it():
 
 
 def test_regions_switch_off_says_unprotected_and_a_bad_value_is_an_error():
-    name = unique_name("pynvbs")
     code = """
         sys.path.insert(0, %r)
         import cuda.bench as bench
@@ -166,18 +165,13 @@ def test_regions_switch_off_says_unprotected_and_a_bad_value_is_an_error():
             say("out", {"error": str(e), "ran": st.in_region})
     """
     with TempTree(FAKE_CUDA_BENCH) as tree:
-        off = _child(code % tree.path, name, {"KREX_NVBENCH_REGIONS": "0"})
-        bad = _child(code % tree.path, name, {"KREX_NVBENCH_REGIONS": "maybe"})
-        try:
-            out = off.expect("out")
-            assert out == {"in_region": [False] * 5, "summaries": {"krex": "unprotected"}}, out
-            out = bad.expect("out")
-            assert "invalid value 'maybe' for KREX_NVBENCH_REGIONS" in out["error"], out
-            assert "set KREX_NVBENCH_REGIONS=1" in out["error"], out
-            assert out["ran"] == [], out
-            assert off.wait() == 0 and bad.wait() == 0
-        finally:
-            cleanup(name, [off, bad])
+        off, bad = children_say(code % tree.path, "pynvbs",
+                                [dict(LIGHT_ENV, KREX_NVBENCH_REGIONS=v) for v in ("0", "maybe")],
+                                segment_env=True)
+    assert off == {"in_region": [False] * 5, "summaries": {"krex": "unprotected"}}, off
+    assert "invalid value 'maybe' for KREX_NVBENCH_REGIONS" in bad["error"], bad
+    assert "set KREX_NVBENCH_REGIONS=1" in bad["error"], bad
+    assert bad["ran"] == [], bad
 
 
 def _cuda_bench_unavailable():

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from pyutil import Child, TempTree, cleanup, unique_name
+from pyutil import Child, TempTree, children_say, cleanup, unique_name
 
 LIGHT_ENV = {"KREX_FREEZE": "none", "KREX_PIN": "0", "KREX_CONFINE": "0",
              "KREX_LOCK_WAIT_MS": "30000"}
@@ -144,8 +144,7 @@ def test_patch_wraps_modules_imported_later_through_the_import_hook():
 
 
 def test_patch_is_off_with_krex_patch_0_and_rejects_other_values():
-    name = unique_name("pyoff")
-    code = """
+    off, bad = children_say("""
         import types
         testing = types.ModuleType("triton.testing")
         testing.do_bench = lambda fn, **kw: krex.in_region()
@@ -155,16 +154,9 @@ def test_patch_is_off_with_krex_patch_0_and_rejects_other_values():
             say("out", {"patch": on, "in_region": testing.do_bench(None)})
         except krex.Error as e:
             say("out", {"error": str(e), "step": e.step})
-    """
-    off = Child(code, env=dict(LIGHT_ENV, KREX_PATCH="0"), args=[name])
-    bad = Child(code, env=dict(LIGHT_ENV, KREX_PATCH="maybe"), args=[name])
-    try:
-        assert off.expect("out") == {"patch": False, "in_region": False}
-        got = bad.expect("out")
-        assert got["step"] == "options" and "KREX_PATCH" in got["error"], got
-        assert off.wait() == 0 and bad.wait() == 0
-    finally:
-        cleanup(name, [off, bad])
+    """, "pyoff", [dict(LIGHT_ENV, KREX_PATCH="0"), dict(LIGHT_ENV, KREX_PATCH="maybe")])
+    assert off == {"patch": False, "in_region": False}
+    assert bad["step"] == "options" and "KREX_PATCH" in bad["error"], bad
 
 
 def test_krex_run_runs_an_unmodified_script_with_patch_applied():
@@ -422,27 +414,12 @@ def test_a_forked_child_joins_its_own_tenant_and_leaves_the_parents_alone():
         sys.modules["triton.testing"] = testing
         krex.patch(segment=sys.argv[1])
         out = {"parent_first": testing.do_bench(None), "parent_slot": krex.process_tenant().slot}
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            try:
-                res = {"in_region": testing.do_bench(None), "slot": krex.process_tenant().slot,
-                       "level": krex.last_report()["level"]}
-                krex.process_tenant().leave()
-            except BaseException as e:
-                res = {"error": repr(e)}
-            os.write(w, json.dumps(res).encode())
-            os._exit(0)
-        os.close(w)
-        data = b""
-        while True:
-            chunk = os.read(r, 4096)
-            if not chunk:
-                break
-            data += chunk
-        os.waitpid(pid, 0)
-        out["child"] = json.loads(data)
+        def in_child():
+            res = {"in_region": testing.do_bench(None), "slot": krex.process_tenant().slot,
+                   "level": krex.last_report()["level"]}
+            krex.process_tenant().leave()
+            return res
+        out["child"] = in_fork(in_child)
         t = krex.process_tenant()
         out["parent_after"] = testing.do_bench(None)
         out["parent_joined"] = t.joined and t.slot == out["parent_slot"]

@@ -15,7 +15,7 @@ import sys
 import time
 
 import krex
-from pyutil import cleanup, unique_name
+from pyutil import cleanup, segment, unique_name
 
 import pool_tasks
 
@@ -54,6 +54,15 @@ def run_example(name, *args, extra_env=None, light_env=True):
     return results, summary[0]
 
 
+def _failure(f, kind):
+    """The exception of type `kind` that future `f` raises; it must raise one."""
+    try:
+        f.result(timeout=30)
+    except kind as e:
+        return e
+    raise AssertionError("no exception")
+
+
 def test_kernelbench_example_runs_every_candidate_in_persistent_workers_at_full_protection():
     name = unique_name("pypool-ex")
     try:
@@ -86,34 +95,31 @@ def test_kernelbench_example_runs_every_candidate_in_persistent_workers_at_full_
 
 
 def test_workers_are_tenants_of_their_devices_and_persist():
-    name = unique_name("pypool-dev")
-    try:
-        with krex.Pool(workers=2, devices=[1, 0], **light(name, host_devices=2)) as pool:
-            assert pool.devices == [1, 0]
-            ws = pool.workers()
-            assert [w["device"] for w in ws] == [1, 1, 0, 0]
-            pids = {w["pid"] for w in ws}
-            assert len(pids) == 4 and all(w["alive"] for w in ws)
-            for d in (0, 1):
-                for _ in range(4):
-                    got = pool.submit_to(d, "pool_tasks:where").result(timeout=30)
-                    assert got["device"] == d and got["joined"], got
-                    assert got["pid"] in pids
-            seen = list(pool.map(pool_tasks.where, range(0)))  # map with nothing: fine
-            assert seen == []
-            out = [pool.submit(pool_tasks.timed, 1000) for _ in range(8)]
-            for f in out:
-                level, ms = f.result(timeout=30)
-                assert level.startswith("gate+drain") and ms > 0
-                assert f.krex_info["device"] in (0, 1)
-            s = pool.stats()
-            assert s["submitted"] == 16 and s["ok"] == 16 and s["failures"] == 0, s
-            assert s["workers"] == 4 and s["alive"] == 4
-            assert [d["device"] for d in s["devices"]] == [1, 0]
-            assert sum(d["commands"] for d in s["devices"]) == 16
-            assert {w["pid"] for w in pool.workers()} == pids, "no worker was replaced"
-    finally:
-        cleanup(name)
+    with segment("pypool-dev") as name, \
+            krex.Pool(workers=2, devices=[1, 0], **light(name, host_devices=2)) as pool:
+        assert pool.devices == [1, 0]
+        ws = pool.workers()
+        assert [w["device"] for w in ws] == [1, 1, 0, 0]
+        pids = {w["pid"] for w in ws}
+        assert len(pids) == 4 and all(w["alive"] for w in ws)
+        for d in (0, 1):
+            for _ in range(4):
+                got = pool.submit_to(d, "pool_tasks:where").result(timeout=30)
+                assert got["device"] == d and got["joined"], got
+                assert got["pid"] in pids
+        seen = list(pool.map(pool_tasks.where, range(0)))  # map with nothing: fine
+        assert seen == []
+        out = [pool.submit(pool_tasks.timed, 1000) for _ in range(8)]
+        for f in out:
+            level, ms = f.result(timeout=30)
+            assert level.startswith("gate+drain") and ms > 0
+            assert f.krex_info["device"] in (0, 1)
+        s = pool.stats()
+        assert s["submitted"] == 16 and s["ok"] == 16 and s["failures"] == 0, s
+        assert s["workers"] == 4 and s["alive"] == 4
+        assert [d["device"] for d in s["devices"]] == [1, 0]
+        assert sum(d["commands"] for d in s["devices"]) == 16
+        assert {w["pid"] for w in pool.workers()} == pids, "no worker was replaced"
 
 
 def test_a_workers_tenant_is_its_process_tenant_for_patched_calls():
@@ -139,78 +145,56 @@ def test_a_workers_tenant_is_its_process_tenant_for_patched_calls():
 
 
 def test_exceptions_propagate_and_the_worker_goes_on():
-    name = unique_name("pypool-exc")
-    try:
-        with krex.Pool(workers=1, **light(name)) as pool:
-            pid = pool.workers()[0]["pid"]
-            f = pool.submit("pool_tasks:fail", 7)
-            try:
-                f.result(timeout=30)
-                raise AssertionError("no exception")
-            except pool_tasks.CandidateError as e:
-                assert "candidate 7 is broken" in str(e)
-                assert "Traceback" in str(e.__cause__), "the worker's traceback is the cause"
-            try:
-                list(pool.map("pool_tasks:fail", [1, 2]))
-                raise AssertionError("map did not raise")
-            except pool_tasks.CandidateError:
-                pass
-            f = pool.submit("pool_tasks:unpicklable")
-            try:
-                f.result(timeout=30)
-                raise AssertionError("no exception")
-            except krex.PoolError as e:
-                assert "cannot be pickled" in str(e) and e.step == "pool", e
-            f = pool.submit("pool_tasks:no_such_function")
-            try:
-                f.result(timeout=30)
-                raise AssertionError("no exception")
-            except AttributeError as e:
-                assert "no_such_function" in str(e)
-            assert pool.submit("pool_tasks:where").result(timeout=30)["pid"] == pid
-            s = pool.stats()
-            # map cancels what it did not reach: its second task failed or was cancelled.
-            assert s["failures"] + s["cancelled"] == 5 and s["failures"] >= 4, s
-            assert s["ok"] == 1, s
-    finally:
-        cleanup(name)
+    with segment("pypool-exc") as name, krex.Pool(workers=1, **light(name)) as pool:
+        pid = pool.workers()[0]["pid"]
+        f = pool.submit("pool_tasks:fail", 7)
+        e = _failure(f, pool_tasks.CandidateError)
+        assert "candidate 7 is broken" in str(e)
+        assert "Traceback" in str(e.__cause__), "the worker's traceback is the cause"
+        try:
+            list(pool.map("pool_tasks:fail", [1, 2]))
+            raise AssertionError("map did not raise")
+        except pool_tasks.CandidateError:
+            pass
+        f = pool.submit("pool_tasks:unpicklable")
+        e = _failure(f, krex.PoolError)
+        assert "cannot be pickled" in str(e) and e.step == "pool", e
+        f = pool.submit("pool_tasks:no_such_function")
+        e = _failure(f, AttributeError)
+        assert "no_such_function" in str(e)
+        assert pool.submit("pool_tasks:where").result(timeout=30)["pid"] == pid
+        s = pool.stats()
+        # map cancels what it did not reach: its second task failed or was cancelled.
+        assert s["failures"] + s["cancelled"] == 5 and s["failures"] >= 4, s
+        assert s["ok"] == 1, s
 
 
 def test_a_killed_worker_is_replaced_and_its_task_fails_clearly():
-    name = unique_name("pypool-kill")
-    try:
-        with krex.Pool(workers=1, devices=[0, 1], **light(name, host_devices=2)) as pool:
-            f = pool.submit_to(1, "pool_tasks:sleep", 60)
-            assert wait_for(lambda: pool.stats()["devices"][1]["busy"] == 1)
-            victim = [w for w in pool.workers() if w["device"] == 1][0]
-            assert victim["running"] == "pool_tasks:sleep"
-            other = [w for w in pool.workers() if w["device"] == 0][0]["pid"]
-            os.kill(victim["pid"], signal.SIGKILL)
-            try:
-                f.result(timeout=30)
-                raise AssertionError("no exception")
-            except krex.WorkerDied as e:
-                msg = str(e)
-                assert "died while running 'pool_tasks:sleep'" in msg, msg
-                assert "SIGKILL" in msg and "device 1" in msg and "replaced" in msg, msg
-                assert isinstance(e, krex.Error)
-            assert wait_for(lambda: pool.stats()["devices"][1]["alive"] == 1)
-            again = pool.submit_to(1, "pool_tasks:where").result(timeout=30)
-            assert again["device"] == 1 and again["pid"] != victim["pid"]
-            s = pool.stats()
-            assert s["devices"][1]["respawns"] == 1 and s["devices"][1]["failures"] == 1, s
-            assert s["devices"][0]["respawns"] == 0
-            assert [w for w in pool.workers() if w["device"] == 0][0]["pid"] == other
-            # A task that ends its own worker fails the same way.
-            f = pool.submit_to(0, "pool_tasks:exit_now", 3)
-            try:
-                f.result(timeout=30)
-                raise AssertionError("no exception")
-            except krex.WorkerDied as e:
-                assert "exit status 3" in str(e), e
-        assert wait_for(lambda: _gone(again["pid"]) and _gone(other), 10)
-    finally:
-        cleanup(name)
+    with segment("pypool-kill") as name, \
+            krex.Pool(workers=1, devices=[0, 1], **light(name, host_devices=2)) as pool:
+        f = pool.submit_to(1, "pool_tasks:sleep", 60)
+        assert wait_for(lambda: pool.stats()["devices"][1]["busy"] == 1)
+        victim = [w for w in pool.workers() if w["device"] == 1][0]
+        assert victim["running"] == "pool_tasks:sleep"
+        other = [w for w in pool.workers() if w["device"] == 0][0]["pid"]
+        os.kill(victim["pid"], signal.SIGKILL)
+        e = _failure(f, krex.WorkerDied)
+        msg = str(e)
+        assert "died while running 'pool_tasks:sleep'" in msg, msg
+        assert "SIGKILL" in msg and "device 1" in msg and "replaced" in msg, msg
+        assert isinstance(e, krex.Error)
+        assert wait_for(lambda: pool.stats()["devices"][1]["alive"] == 1)
+        again = pool.submit_to(1, "pool_tasks:where").result(timeout=30)
+        assert again["device"] == 1 and again["pid"] != victim["pid"]
+        s = pool.stats()
+        assert s["devices"][1]["respawns"] == 1 and s["devices"][1]["failures"] == 1, s
+        assert s["devices"][0]["respawns"] == 0
+        assert [w for w in pool.workers() if w["device"] == 0][0]["pid"] == other
+        # A task that ends its own worker fails the same way.
+        f = pool.submit_to(0, "pool_tasks:exit_now", 3)
+        e = _failure(f, krex.WorkerDied)
+        assert "exit status 3" in str(e), e
+    assert wait_for(lambda: _gone(again["pid"]) and _gone(other), 10)
 
 
 def _gone(pid):
@@ -225,19 +209,12 @@ def _gone(pid):
 
 
 def test_timeout_kills_the_worker_and_fails_the_task():
-    name = unique_name("pypool-to")
-    try:
-        with krex.Pool(workers=1, timeout=0.5, **light(name)) as pool:
-            pid = pool.workers()[0]["pid"]
-            f = pool.submit("pool_tasks:sleep", 30)
-            try:
-                f.result(timeout=30)
-                raise AssertionError("no exception")
-            except krex.WorkerDied as e:
-                assert "timeout" in str(e), e
-            assert pool.submit("pool_tasks:where").result(timeout=30)["pid"] != pid
-    finally:
-        cleanup(name)
+    with segment("pypool-to") as name, krex.Pool(workers=1, timeout=0.5, **light(name)) as pool:
+        pid = pool.workers()[0]["pid"]
+        f = pool.submit("pool_tasks:sleep", 30)
+        e = _failure(f, krex.WorkerDied)
+        assert "timeout" in str(e), e
+        assert pool.submit("pool_tasks:where").result(timeout=30)["pid"] != pid
 
 
 def test_user_errors_are_clear():

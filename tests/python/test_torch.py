@@ -71,6 +71,22 @@ def _variants():
     return out
 
 
+def _variant_outs(code, prefix, check_exit=True):
+    """(label, what the child running `code` said under "out") for each of
+    _variants(), each on its own segment; with check_exit, the child must exit 0."""
+    for label, files in _variants():
+        name = unique_name(prefix)
+        with _tree(files) as tree:
+            c = _child(code, name, tree)
+            try:
+                out = c.expect("out", timeout=180)
+                if check_exit:
+                    assert c.wait(60) == 0, (label, c.stderr_now())
+            finally:
+                cleanup(name, [c])
+        yield label, out
+
+
 def _need_real_torch():
     if not _real_torch():
         raise unittest.SkipTest("PyTorch is not installed: pip install torch (2.13 or newer has "
@@ -167,15 +183,7 @@ REGISTRATION = """
 
 
 def test_enable_registers_krex_and_nested_sections_open_one_region():
-    for label, files in _variants():
-        name = unique_name("pytorchreg")
-        with _tree(files) as tree:
-            c = _child(REGISTRATION, name, tree)
-            try:
-                out = c.expect("out", timeout=180)
-                assert c.wait(60) == 0, (label, c.stderr_now())
-            finally:
-                cleanup(name, [c])
+    for label, out in _variant_outs(REGISTRATION, "pytorchreg"):
         if not out["supported"]:  # an installed PyTorch older than the hook
             assert label == "installed PyTorch", (label, out)
             assert out["step"] == "torch" and "no Inductor GPU benchmark lock hook" in out["error"]
@@ -317,14 +325,7 @@ SUBPROC = """
 
 
 def test_enable_warns_that_subprocess_autotuning_is_out_of_reach():
-    for label, files in _variants():
-        name = unique_name("pytorchsub")
-        with _tree(files) as tree:
-            c = _child(SUBPROC, name, tree)
-            try:
-                out = c.expect("out", timeout=180)
-            finally:
-                cleanup(name, [c])
+    for label, out in _variant_outs(SUBPROC, "pytorchsub", check_exit=False):
         assert out["enable"] is True, (label, out)
         assert len(out["warnings"]) == 1, (label, out)
         assert "autotune_in_subproc" in out["warnings"][0], out
@@ -448,29 +449,13 @@ FORK = """
     with b.maybe_gpu_benchmark_lock():
         pass
     parent = {"sections": krex.torch.status()["sections"], "process_tenants": len(patch_state["tenants"])}
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(rfd)
-        try:
-            with b.maybe_gpu_benchmark_lock():
-                inside = krex.in_region()
-            msg = {"inside": inside, "sections": krex.torch.status()["sections"],
-                   "process_tenants": [x.slot for x in patch_state["tenants"].values()],
-                   "level": krex.torch.last_report()["level"]}
-        except BaseException as e:
-            msg = {"error": repr(e)}
-        os.write(wfd, json.dumps(msg).encode())
-        os._exit(0)
-    os.close(wfd)
-    data = b""
-    while True:
-        chunk = os.read(rfd, 65536)
-        if not chunk:
-            break
-        data += chunk
-    os.waitpid(pid, 0)
-    say("out", {"parent": parent, "child": json.loads(data), "parent_slot": t.slot})
+    def in_child():
+        with b.maybe_gpu_benchmark_lock():
+            inside = krex.in_region()
+        return {"inside": inside, "sections": krex.torch.status()["sections"],
+                "process_tenants": [x.slot for x in patch_state["tenants"].values()],
+                "level": krex.torch.last_report()["level"]}
+    say("out", {"parent": parent, "child": in_fork(in_child), "parent_slot": t.slot})
 """
 
 
