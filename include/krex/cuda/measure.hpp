@@ -9,7 +9,7 @@
 #include <krex/backend/cuda.hpp>
 #include <krex/backend/cuda_api.hpp>
 #include <krex/backend/gpu_quiet.hpp>
-#include <krex/detail/nvml.hpp>
+#include <krex/detail/device/nvml.hpp>
 #include <krex/gpu/measure.hpp>
 #include <krex/measure.hpp>
 

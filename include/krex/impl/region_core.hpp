@@ -12,8 +12,8 @@
 
 #include <krex/detail/config.hpp>
 #include <krex/detail/core.hpp>
-#include <krex/detail/cpu_watch.hpp>
-#include <krex/detail/device_ops.hpp>
+#include <krex/detail/cpu/cpu_watch.hpp>
+#include <krex/detail/device/device_ops.hpp>
 #include <krex/detail/steps/context.hpp>
 #include <krex/detail/steps/drain.hpp>
 #include <krex/detail/steps/freeze.hpp>
@@ -192,7 +192,7 @@ class region_core {
       m_report.notes.push_back(std::move(note));
   }
 
-  // Tenants of another segment on this device (detail/device_registry.hpp)
+  // Tenants of another segment on this device (detail/device/device_registry.hpp)
   // run beside the body: nothing here drained or froze them.
   void record_split(std::vector<other_segment>&& others, const char* what) {
     for (other_segment& o : others) {

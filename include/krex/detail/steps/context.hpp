@@ -9,7 +9,7 @@
 // is the undo, in reverse: the lock's claim on the exit comes first
 // (lock_step::begin_exit sets `exit`), then each step's own exit reads it.
 
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/slots.hpp>
 #include <krex/error.hpp>
 
 #include <unistd.h>

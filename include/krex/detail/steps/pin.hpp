@@ -13,10 +13,10 @@
 // the device's phase. Undo (pin_step's destructor): the phase moves to
 // exiting while the lease is ours, and the thread gets its mask back.
 
-#include <krex/detail/slots.hpp>
+#include <krex/detail/cpu/topology.hpp>
+#include <krex/detail/slots/slots.hpp>
 #include <krex/detail/steps/context.hpp>
 #include <krex/detail/sys.hpp>
-#include <krex/detail/topology.hpp>
 #include <krex/error.hpp>
 
 #include <dirent.h>

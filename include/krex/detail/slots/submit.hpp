@@ -13,7 +13,7 @@
 // reaches the device.
 
 #include <krex/detail/futex.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/slots.hpp>
 
 #include <atomic>
 #include <cstdint>

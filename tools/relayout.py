@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Moves include/krex/detail/'s headers into one folder per subsystem
+(issue 37, "Folders are the layers") and rewrites every path that names them.
+
+MOVES below is the whole change: old path -> new path, relative to
+include/krex/detail/. For each pair the script `git mv`s the file (when the
+old one is there and the new one is not) and then, in every file git tracks
+(headers, tests, testkit, bench, examples, python, tools, docs, lab, CMake),
+rewrites `detail/OLD` to `detail/NEW` wherever it stands as a path: in
+`#include <krex/detail/...>` and `"..."`, in `include/krex/detail/...` in
+prose and comments, in the Python and CMake tables that name headers. Nothing
+else changes, so the script can be run again after branches that still use
+the old paths are merged: files already moved stay, paths already rewritten
+do not match again, and new uses of an old path are rewritten.
+
+usage: relayout.py [--check] [SOURCE_DIR]
+  --check   change nothing; exit 1 if a file is still to move or a path still
+            to rewrite (listing them)
+"""
+import os
+import re
+import subprocess
+import sys
+
+# old -> new, relative to include/krex/detail/. What stays at detail/'s root
+# is the async-signal-safe base and the leaves every subsystem uses (as_safe,
+# layout, proc, sys, futex, hash, identity, freeze_table, clocks, config,
+# json, env_switch, option_table), the façade's boundary (core) and the join's
+# pieces (membership); the protocol steps stay in steps/.
+MOVES = {
+    # the node segment: the file, its checks, the segment object
+    "segment.hpp": "segment/segment.hpp",
+    "segment_file.hpp": "segment/segment_file.hpp",
+    "validate.hpp": "segment/validate.hpp",
+    # tenant slots: claiming and reaping, the lock's hand-off, the gate's
+    # submitters' side, a sibling
+    "slots.hpp": "slots/slots.hpp",
+    "handoff.hpp": "slots/handoff.hpp",
+    "sibling.hpp": "slots/sibling.hpp",
+    "submit.hpp": "slots/submit.hpp",
+    # the guardian process and crash recovery
+    "guardian.hpp": "guardian/guardian.hpp",
+    "guardian_recover.hpp": "guardian/guardian_recover.hpp",
+    "guardian_sys.hpp": "guardian/guardian_sys.hpp",
+    # freezing: the freezer, the signal fallback, cgroups
+    "freezer.hpp": "freeze/freezer.hpp",
+    "freeze_signal.hpp": "freeze/freeze_signal.hpp",
+    "cgroup.hpp": "freeze/cgroup.hpp",
+    # krex::pool's workers
+    "pool_core.hpp": "pool/pool_core.hpp",
+    "pool_spawner.hpp": "pool/pool_spawner.hpp",
+    "pool_wire.hpp": "pool/pool_wire.hpp",
+    "pool_worker.hpp": "pool/pool_worker.hpp",
+    # the machine's CPUs: topology, what ran beside a region
+    "topology.hpp": "cpu/topology.hpp",
+    "cpu_watch.hpp": "cpu/cpu_watch.hpp",
+    # the device: the backend as the core sees it, the node's device registry, NVML
+    "device_ops.hpp": "device/device_ops.hpp",
+    "device_registry.hpp": "device/device_registry.hpp",
+    "nvml.hpp": "device/nvml.hpp",
+}
+DETAIL = os.path.join("include", "krex", "detail")
+
+
+def pattern(old):
+    """`detail/OLD` standing as a path (not a longer name, nor another folder's detail/)."""
+    return re.compile(r"(?<![\w.-])((?:include/)?(?:krex/)?detail/)" + re.escape(old)
+                      + r"(?![\w-]|\.\w)")
+
+
+KREX_INCLUDE = re.compile(r"^#include <krex/([^>]+)>")
+
+
+def sort_include_runs(text):
+    """Sorts each run of consecutive `#include <krex/...>` lines by path (as
+    .clang-format's include sorting does), so moved paths stand in order."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and KREX_INCLUDE.match(lines[j]):
+            j += 1
+        if j - i > 1:
+            lines[i:j] = sorted(lines[i:j], key=lambda l: KREX_INCLUDE.match(l).group(1))
+        i = max(j, i + 1)
+    return "\n".join(lines)
+
+
+def tracked(root):
+    out = subprocess.run(["git", "-C", root, "ls-files", "-z"], capture_output=True,
+                         check=True).stdout.decode().split("\0")
+    return [f for f in out if f]
+
+
+def main(argv):
+    check = "--check" in argv
+    args = [a for a in argv[1:] if a != "--check"]
+    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    problems, moved, rewritten = [], [], []
+    for old, new in MOVES.items():
+        src, dst = os.path.join(root, DETAIL, old), os.path.join(root, DETAIL, new)
+        if os.path.exists(src) and os.path.exists(dst):
+            problems.append(f"both {src} and {dst} exist: merge them by hand, then rerun")
+        elif os.path.exists(src):
+            moved.append(f"{old} -> {new}")
+            if not check:
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                subprocess.run(["git", "-C", root, "mv", os.path.join(DETAIL, old),
+                                os.path.join(DETAIL, new)], check=True)
+    patterns = [(pattern(old), new) for old, new in MOVES.items()]
+    for rel in tracked(root):
+        path = os.path.join(root, rel)
+        if not os.path.isfile(path) or os.path.islink(path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (UnicodeDecodeError, OSError):
+            continue  # not text
+        out = text
+        for rx, new in patterns:
+            out = rx.sub(lambda m, new=new: m.group(1) + new, out)
+        if out != text:
+            if rel.endswith((".hpp", ".cpp", ".cu", ".cuh", ".h", ".hip")):
+                out = sort_include_runs(out)
+            rewritten.append(rel)
+            if not check:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(out)
+    verb = "to move" if check else "moved"
+    for m in moved:
+        print(f"relayout: {verb} {m}")
+    for r in rewritten:
+        print(f"relayout: {'to rewrite' if check else 'rewrote'} {r}")
+    for p in problems:
+        print(f"relayout: {p}")
+    if check:
+        return 1 if (moved or rewritten or problems) else 0
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
