@@ -374,7 +374,7 @@ def self_test(g):
          "krex/detail/steps/gate.hpp (protocol step)"),
         ("krex/detail/steps/lock.hpp", "krex/detail/guardian/guardian_recover.hpp",
          "krex/detail/steps/lock.hpp (protocol step)"),
-        ("krex/detail/futex.hpp", "krex/detail/guardian/guardian_recover.hpp",
+        ("krex/detail/slots/futex.hpp", "krex/detail/guardian/guardian_recover.hpp",
          "krex/detail/steps/drain.hpp (protocol step)"),
         ("krex/detail/steps/drain.hpp", "krex/detail/steps/gate.hpp",
          "krex/detail/steps/drain.hpp (protocol step) includes the step"),

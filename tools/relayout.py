@@ -7,7 +7,8 @@ MOVES below is the whole change: old path -> new path, relative to
 include/krex/detail/. For each pair the script `git mv`s the file (when the
 old one is there and the new one is not) and then, in every file git tracks
 (headers, tests, testkit, bench, examples, python, tools, docs, lab, CMake),
-rewrites `detail/OLD` to `detail/NEW` wherever it stands as a path: in
+rewrites `detail/OLD` to `detail/NEW` wherever it stands as a path (lab/'s
+raw records, its logs and JSON, are left as they were written): in
 `#include <krex/detail/...>` and `"..."`, in `include/krex/detail/...` in
 prose and comments, in the Python and CMake tables that name headers. Nothing
 else changes, so the script can be run again after branches that still use
@@ -25,7 +26,7 @@ import sys
 
 # old -> new, relative to include/krex/detail/. What stays at detail/'s root
 # is the async-signal-safe base and the leaves every subsystem uses (as_safe,
-# layout, proc, sys, futex, hash, identity, freeze_table, clocks, config,
+# layout, proc, sys, hash, identity, freeze_table, clocks, config,
 # json, env_switch, option_table), the façade's boundary (core) and the join's
 # pieces (membership); the protocol steps stay in steps/.
 MOVES = {
@@ -34,8 +35,9 @@ MOVES = {
     "segment_file.hpp": "segment/segment_file.hpp",
     "validate.hpp": "segment/validate.hpp",
     # tenant slots: claiming and reaping, the lock's hand-off, the gate's
-    # submitters' side, a sibling
+    # submitters' side, a sibling, the bounded waits on their words
     "slots.hpp": "slots/slots.hpp",
+    "futex.hpp": "slots/futex.hpp",
     "handoff.hpp": "slots/handoff.hpp",
     "sibling.hpp": "slots/sibling.hpp",
     "submit.hpp": "slots/submit.hpp",
@@ -110,6 +112,8 @@ def main(argv):
                                 os.path.join(DETAIL, new)], check=True)
     patterns = [(pattern(old), new) for old, new in MOVES.items()]
     for rel in tracked(root):
+        if rel.startswith("lab/") and not rel.endswith(".md"):
+            continue  # raw records of past runs (logs, JSON) say what was, not what is
         path = os.path.join(root, rel)
         if not os.path.isfile(path) or os.path.islink(path):
             continue

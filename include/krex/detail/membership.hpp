@@ -18,8 +18,8 @@
 
 #include <krex/detail/device/device_ops.hpp>
 #include <krex/detail/freeze/freezer.hpp>
-#include <krex/detail/futex.hpp>
 #include <krex/detail/layout.hpp>
+#include <krex/detail/slots/futex.hpp>
 #include <krex/detail/slots/slots.hpp>
 #include <krex/detail/slots/submit.hpp>
 #include <krex/detail/steps/pin.hpp>

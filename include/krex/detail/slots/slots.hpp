@@ -6,10 +6,10 @@
 // when a dead or expired holder is in their way.
 
 #include <krex/detail/as_safe.hpp>
-#include <krex/detail/futex.hpp>
 #include <krex/detail/hash.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
+#include <krex/detail/slots/futex.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 

@@ -14,8 +14,8 @@
 // Undo: none (a drain leaves nothing to take back; the raised gate keeps the
 // siblings off the device until the gate step's undo).
 
-#include <krex/detail/futex.hpp>
 #include <krex/detail/proc.hpp>
+#include <krex/detail/slots/futex.hpp>
 #include <krex/detail/slots/sibling.hpp>
 #include <krex/detail/slots/slots.hpp>
 #include <krex/detail/slots/submit.hpp>

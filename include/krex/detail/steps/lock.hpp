@@ -14,8 +14,8 @@
 // away, only give this slot's ticket up. The exit starts here too: the
 // region's first act at exit is the lock's claim on it (begin_exit).
 
-#include <krex/detail/futex.hpp>
 #include <krex/detail/segment/validate.hpp>
+#include <krex/detail/slots/futex.hpp>
 #include <krex/detail/slots/handoff.hpp>
 #include <krex/detail/slots/slots.hpp>
 #include <krex/detail/steps/context.hpp>
