@@ -21,7 +21,6 @@
 #include <krex/detail/clocks.hpp>
 #include <krex/detail/device/nvml.hpp>
 #include <krex/detail/hash.hpp>
-#include <krex/options.hpp>
 
 #include <cuda_runtime_api.h>
 

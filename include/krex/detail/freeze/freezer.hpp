@@ -19,7 +19,6 @@
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/slots/sibling.hpp>
-#include <krex/detail/slots/slots.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 

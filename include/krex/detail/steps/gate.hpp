@@ -18,7 +18,6 @@
 // (gate_exit); when a recoverer took the lease away, only a gate still at
 // this region's epoch comes down.
 
-#include <krex/detail/slots/futex.hpp>
 #include <krex/detail/slots/sibling.hpp>
 #include <krex/detail/slots/slots.hpp>
 #include <krex/detail/slots/submit.hpp>
