@@ -64,6 +64,62 @@ MOVES = {
 }
 DETAIL = os.path.join("include", "krex", "detail")
 
+# Public headers that pull in their CUDA part at their end (a loop: the CUDA
+# part includes them back). Each becomes its host part, krex/host/NAME, which
+# the CUDA, HIP and shared GPU parts include, and a short public header of
+# the same name that includes the host part and, in a CUDA build, the CUDA
+# part: the same public includes, no loop. A public header without THIN's
+# line holds the body (a merge brought it back): the script moves it again.
+HOST_PARTS = ["measure.hpp", "compare.hpp"]
+THIN = "// The host part and, in a CUDA build, the CUDA part (tools/relayout.py)."
+PUBLIC = os.path.join("include", "krex")
+CUDA_TAIL = re.compile(r"\n#if defined\(KREX_WITH_CUDA\)[^\n]*(?:\\\n[^\n]*)*\n"
+                       r"#include <krex/cuda/[a-z_]+\.hpp>\n#endif[^\n]*\n?$")
+
+
+def split_host_parts(root, check):
+    """Moves each public header of HOST_PARTS that still holds its body to
+    krex/host/ and writes the short public header; returns what it did."""
+    done = []
+    for name in HOST_PARTS:
+        pub = os.path.join(root, PUBLIC, name)
+        host = os.path.join(root, PUBLIC, "host", name)
+        if not os.path.exists(pub):
+            continue
+        with open(pub, encoding="utf-8") as f:
+            body = f.read()
+        if THIN in body:
+            continue
+        tail = CUDA_TAIL.search(body)
+        if tail is None:
+            raise SystemExit(f"relayout: {pub} does not end in its #if KREX_WITH_CUDA include")
+        done.append(f"krex/{name} -> krex/host/{name} and a short krex/{name}")
+        if check:
+            continue
+        if os.path.exists(host):
+            subprocess.run(["git", "-C", root, "rm", "-q", "-f", os.path.join(PUBLIC, "host", name)],
+                           check=True)
+        os.makedirs(os.path.dirname(host), exist_ok=True)
+        subprocess.run(["git", "-C", root, "mv", os.path.join(PUBLIC, name),
+                        os.path.join(PUBLIC, "host", name)], check=True)
+        with open(host, "w", encoding="utf-8") as f:
+            f.write(body[:tail.start()].rstrip("\n") + "\n")
+        stem = name[:-len(".hpp")]
+        with open(pub, "w", encoding="utf-8") as f:
+            f.write("// SPDX-License-Identifier: Apache-2.0\n#pragma once\n\n"
+                    f"// krex::{stem}: see krex/host/{name}.\n{THIN}\n\n"
+                    f"#include <krex/detail/config.hpp>\n#include <krex/host/{name}>\n"
+                    + tail.group(0).rstrip("\n") + "\n")
+        subprocess.run(["git", "-C", root, "add", os.path.join(PUBLIC, name)], check=True)
+    return done
+
+
+# Inside the device parts and the host parts, the host parts are included,
+# never the short public headers (which would close the loop again).
+HOST_INCLUDE = re.compile(r"#include <krex/(" + "|".join(n[:-4] for n in HOST_PARTS)
+                          + r")\.hpp>")
+HOST_DIRS = tuple("include/krex/" + d + "/" for d in ("cuda", "gpu", "hip", "host"))
+
 
 def pattern(old):
     """`detail/OLD` standing as a path (not a longer name, nor another folder's detail/)."""
@@ -110,6 +166,7 @@ def main(argv):
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
                 subprocess.run(["git", "-C", root, "mv", os.path.join(DETAIL, old),
                                 os.path.join(DETAIL, new)], check=True)
+    moved += split_host_parts(root, check)
     patterns = [(pattern(old), new) for old, new in MOVES.items()]
     for rel in tracked(root):
         if rel.startswith("lab/") and not rel.endswith(".md"):
@@ -125,6 +182,8 @@ def main(argv):
         out = text
         for rx, new in patterns:
             out = rx.sub(lambda m, new=new: m.group(1) + new, out)
+        if rel.startswith(HOST_DIRS):
+            out = HOST_INCLUDE.sub(lambda m: f"#include <krex/host/{m.group(1)}.hpp>", out)
         if out != text:
             if rel.endswith((".hpp", ".cpp", ".cu", ".cuh", ".h", ".hip")):
                 out = sort_include_runs(out)

@@ -11,7 +11,7 @@
 #include <krex/backend/gpu_quiet.hpp>
 #include <krex/detail/device/nvml.hpp>
 #include <krex/gpu/measure.hpp>
-#include <krex/measure.hpp>
+#include <krex/host/measure.hpp>
 
 #include <cuda_runtime_api.h>
 
