@@ -114,6 +114,27 @@ def split_host_parts(root, check):
     return done
 
 
+GBENCH_CUDA_MEASURE = """// krex::measure's CUDA part, as <krex/measure.hpp> brings it (the host part
+// is included above, not <krex/measure.hpp>, which would loop back here
+// through krex/cuda/gbench.hpp).
+#if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
+#include <krex/cuda/measure.hpp>
+#endif  // KREX_WITH_CUDA
+"""
+
+
+def gbench_host_measure(text):
+    """krex/gbench.hpp includes krex::measure's host part, and its CUDA part
+    under #if, not <krex/measure.hpp> (which loops back through cuda/gbench.hpp)."""
+    if "#include <krex/measure.hpp>\n" not in text:
+        return text
+    text = text.replace("#include <krex/measure.hpp>\n", "#include <krex/host/measure.hpp>\n")
+    if GBENCH_CUDA_MEASURE not in text:
+        i = text.rindex("#if defined(KREX_WITH_CUDA)")
+        text = text[:i] + GBENCH_CUDA_MEASURE + text[i:]
+    return text
+
+
 # Inside the device parts and the host parts, the host parts are included,
 # never the short public headers (which would close the loop again).
 HOST_INCLUDE = re.compile(r"#include <krex/(" + "|".join(n[:-4] for n in HOST_PARTS)
@@ -182,6 +203,8 @@ def main(argv):
         out = text
         for rx, new in patterns:
             out = rx.sub(lambda m, new=new: m.group(1) + new, out)
+        if rel == "include/krex/gbench.hpp":
+            out = gbench_host_measure(out)
         if rel.startswith(HOST_DIRS):
             out = HOST_INCLUDE.sub(lambda m: f"#include <krex/host/{m.group(1)}.hpp>", out)
         if out != text:
