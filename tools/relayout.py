@@ -97,8 +97,8 @@ def split_host_parts(root, check):
         if check:
             continue
         if os.path.exists(host):
-            subprocess.run(["git", "-C", root, "rm", "-q", "-f", os.path.join(PUBLIC, "host", name)],
-                           check=True)
+            subprocess.run(["git", "-C", root, "rm", "-q", "-f",
+                            os.path.join(PUBLIC, "host", name)], check=True)
         os.makedirs(os.path.dirname(host), exist_ok=True)
         subprocess.run(["git", "-C", root, "mv", os.path.join(PUBLIC, name),
                         os.path.join(PUBLIC, "host", name)], check=True)
@@ -114,7 +114,8 @@ def split_host_parts(root, check):
     return done
 
 
-GBENCH_CUDA_MEASURE = """// krex::measure's CUDA part, as <krex/measure.hpp> brings it (the host part
+GBENCH_CUDA_MEASURE = """\
+// krex::measure's CUDA part, as <krex/measure.hpp> brings it (the host part
 // is included above, not <krex/measure.hpp>, which would loop back here
 // through krex/cuda/gbench.hpp).
 #if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
