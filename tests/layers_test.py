@@ -48,7 +48,7 @@ LAYERS = [
               "freeze", "device", "slots", "segment", "cpu"] + BASE},
     {"name": "membership", "what": "the tenant's join and leave as pieces with RAII undo",
      "files": ["krex/detail/membership.hpp"],
-     "uses": ["membership", "protocol steps", "freeze", "device", "slots"] + BASE},
+     "uses": ["membership", "freeze", "device", "slots", "cpu"] + BASE},
     {"name": "backends", "what": "a device's side of the steps",
      "files": ["krex/backend/*"],
      "uses": ["backends", "device", "slots", "cpu"] + BASE},
@@ -76,7 +76,8 @@ LAYERS = [
     {"name": "pool", "what": "krex::pool's workers, spawner and wire",
      "files": ["krex/detail/pool/*"],
      "uses": ["pool"] + BASE},
-    {"name": "cpu", "what": "the machine's CPUs: topology, what ran beside a region",
+    {"name": "cpu", "what": "the machine's CPUs: topology, the join's slices, pinning, what "
+                            "ran beside a region",
      "files": ["krex/detail/cpu/*"],
      "uses": ["cpu"] + BASE},
     {"name": "detail base", "what": "async-signal-safe building blocks, futexes, identity",

@@ -8,6 +8,7 @@
 
 #include <krex/detail/config.hpp>
 #include <krex/detail/core.hpp>
+#include <krex/detail/cpu/slices.hpp>
 #include <krex/detail/device/device_ops.hpp>
 #include <krex/detail/device/device_registry.hpp>
 #include <krex/detail/freeze/freezer.hpp>
@@ -18,7 +19,6 @@
 #include <krex/detail/segment/validate.hpp>
 #include <krex/detail/slots/slots.hpp>
 #include <krex/detail/steps/drain.hpp>
-#include <krex/detail/steps/pin.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
