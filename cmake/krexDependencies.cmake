@@ -4,7 +4,7 @@
 # consumers of an installed krex.
 
 # No Boost: since segment layout 3 the node segment is a fixed-layout file
-# that krex maps itself (include/krex/detail/segment.hpp).
+# that krex maps itself (include/krex/detail/segment/segment.hpp).
 
 set(THREADS_PREFER_PTHREAD_FLAG ON)
 find_package(Threads REQUIRED)

@@ -23,8 +23,8 @@
 // The recovery config is `none`: nothing outside the buffer or the file (no
 // cgroup file, no signal) is touched whatever the image says.
 
-#include <krex/detail/guardian_recover.hpp>
-#include <krex/detail/segment.hpp>
+#include <krex/detail/guardian/guardian_recover.hpp>
+#include <krex/detail/segment/segment.hpp>
 #include <krex/detail/steps/drain.hpp>
 #include <krex/detail/steps/gate.hpp>
 #include <krex/detail/steps/lock.hpp>

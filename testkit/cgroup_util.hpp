@@ -3,7 +3,7 @@
 
 // Cgroup helpers shared by the tests that create real cgroups.
 
-#include <krex/detail/cgroup.hpp>
+#include <krex/detail/freeze/cgroup.hpp>
 #include <krex/region.hpp>
 
 #include "flag.hpp"

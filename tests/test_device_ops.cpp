@@ -36,7 +36,7 @@ struct calls {
 };
 calls g;
 
-// Every optional hook of detail/device_ops.hpp, each recording its call.
+// Every optional hook of detail/device/device_ops.hpp, each recording its call.
 struct hooked_backend : krex::backend::host {
   static constexpr const char* name = "hooked";
   using krex::backend::host::host;

@@ -8,7 +8,7 @@
 #include "holder.hpp"
 #include "krex_test.hpp"
 
-#include <krex/detail/device_registry.hpp>
+#include <krex/detail/device/device_registry.hpp>
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>

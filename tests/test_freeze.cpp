@@ -6,7 +6,7 @@
 #include "proc_util.hpp"
 
 #include <krex/detail/freeze_table.hpp>
-#include <krex/detail/guardian_sys.hpp>
+#include <krex/detail/guardian/guardian_sys.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/steps/freeze.hpp>
 

@@ -9,8 +9,8 @@
 #include "cgroup_util.hpp"
 #include "krex_test.hpp"
 
+#include <krex/detail/guardian/guardian_recover.hpp>
 #include <krex/region.hpp>
-#include <krex/detail/guardian_recover.hpp>
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include "proc_util.hpp"
 #include "segment_util.hpp"
 
-#include <krex/detail/segment.hpp>
+#include <krex/detail/segment/segment.hpp>
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>

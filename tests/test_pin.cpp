@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Step 4: cpulists, topology from fake sysfs trees, slicing, and pinning on
 // the real machine (with failures injected through the syscall seam).
-#include <krex/detail/steps/pin.hpp>
+#include <krex/detail/cpu/slices.hpp>
 
 #include <gtest/gtest.h>
 

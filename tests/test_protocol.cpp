@@ -6,7 +6,7 @@
 #include "holder.hpp"
 #include "krex_test.hpp"
 
-#include <krex/detail/handoff.hpp>
+#include <krex/detail/slots/handoff.hpp>
 #include <krex/detail/steps/gate.hpp>
 #include <krex/detail/steps/lock.hpp>
 #include <krex/region.hpp>

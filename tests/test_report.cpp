@@ -3,7 +3,7 @@
 // tenant took at join is a note with its reason, and non-krex work on the
 // reserved CPUs during the body is a warning.
 
-#include <krex/detail/cpu_watch.hpp>
+#include <krex/detail/cpu/cpu_watch.hpp>
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>

@@ -2,13 +2,13 @@
 // Split segments (issue 20): two harnesses on one device whose segments
 // differ (another KREX_SEGMENT, another KREX_SHM_DIR) do not drain or freeze
 // each other. They find each other through the node-wide device registry
-// (detail/device_registry.hpp), whatever their segment settings, and a
+// (detail/device/device_registry.hpp), whatever their segment settings, and a
 // region reports the other segment as a warning and a "-split(...)" level.
 // Real processes, real segments, a registry directory of this test's own.
 
 #include "krex_test.hpp"
 
-#include <krex/detail/device_registry.hpp>
+#include <krex/detail/device/device_registry.hpp>
 #include <krex/region.hpp>
 #include <krex/report.hpp>
 

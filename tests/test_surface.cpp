@@ -5,11 +5,11 @@
 
 #include "krex_test.hpp"
 
+#include <krex/detail/cpu/topology.hpp>
+#include <krex/detail/freeze/cgroup.hpp>
 #include <krex/detail/hash.hpp>
-#include <krex/detail/cgroup.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/slots.hpp>
 #include <krex/detail/sys.hpp>
-#include <krex/detail/topology.hpp>
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>

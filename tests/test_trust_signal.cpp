@@ -9,10 +9,10 @@
 #include "krex_test.hpp"
 #include "proc_util.hpp"
 
-#include <krex/detail/guardian_recover.hpp>
+#include <krex/detail/freeze/freezer.hpp>
+#include <krex/detail/guardian/guardian_recover.hpp>
 #include <krex/detail/identity.hpp>
-#include <krex/detail/segment.hpp>
-#include <krex/detail/freezer.hpp>
+#include <krex/detail/segment/segment.hpp>
 #include <krex/region.hpp>
 
 #include <gtest/gtest.h>

@@ -18,12 +18,12 @@
 // status from a copy read with pread: a hostile or broken file can make it
 // exit 3, never hang or crash it. See docs/KREXCTL.md.
 
-#include <krex/detail/cgroup.hpp>
-#include <krex/detail/guardian_recover.hpp>
-#include <krex/detail/segment.hpp>
-#include <krex/detail/freezer.hpp>
-#include <krex/options.hpp>
+#include <krex/detail/freeze/cgroup.hpp>
+#include <krex/detail/freeze/freezer.hpp>
+#include <krex/detail/guardian/guardian_recover.hpp>
+#include <krex/detail/segment/segment.hpp>
 #include <krex/detail/steps/lock.hpp>
+#include <krex/options.hpp>
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -45,7 +45,7 @@ struct board {
 };
 
 /// The NUMA node of GPU `device` from its PCI address (-1: unknown), through
-/// the library's sysfs readers (detail/topology.hpp).
+/// the library's sysfs readers (detail/cpu/topology.hpp).
 int gpu_node(int device) {
   char bus[32] = {};
   if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess) return -1;

@@ -70,7 +70,7 @@
 #include <krex/detail/bench_state.hpp>
 #include <krex/detail/env_switch.hpp>
 #include <krex/error.hpp>
-#include <krex/measure.hpp>
+#include <krex/host/measure.hpp>
 #include <krex/options.hpp>
 #include <krex/region.hpp>
 
@@ -476,6 +476,12 @@ void run(benchmark::State& st, F&& fn) {
       ->Teardown(::krex::gbench::teardown)      \
       ->UseManualTime()
 
+// krex::measure's CUDA part, as <krex/measure.hpp> brings it (the host part
+// is included above, not <krex/measure.hpp>, which would loop back here
+// through krex/cuda/gbench.hpp).
+#if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
+#include <krex/cuda/measure.hpp>
+#endif  // KREX_WITH_CUDA
 #if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA && \
     !(defined(KREX_DEFAULT_BACKEND_HOST) && KREX_DEFAULT_BACKEND_HOST)
 #include <krex/cuda/gbench.hpp>

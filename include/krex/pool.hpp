@@ -23,8 +23,8 @@
 // docs/POOL.md: when to use it, the fork-before-CUDA rule, faults, the API.
 
 #include <krex/detail/config.hpp>
-#include <krex/detail/pool_core.hpp>
-#include <krex/detail/pool_worker.hpp>
+#include <krex/detail/pool/pool_core.hpp>
+#include <krex/detail/pool/pool_worker.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 #include <krex/pool_options.hpp>

@@ -14,8 +14,6 @@
 
 #include <krex/detail/config.hpp>
 #include <krex/detail/core.hpp>
-#include <krex/error.hpp>
-#include <krex/options.hpp>
 #include <krex/report.hpp>
 #include <krex/submit_guard.hpp>
 #include <krex/tenant.hpp>

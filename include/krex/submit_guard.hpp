@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// krex::submit_guard: the gate as a harness sees it (detail/submit.hpp is the
+// krex::submit_guard: the gate as a harness sees it (detail/slots/submit.hpp is the
 // submitter's side of the protocol, detail/steps/gate.hpp the holder's).
 
 #include <krex/detail/config.hpp>
-#include <krex/detail/submit.hpp>
+#include <krex/detail/slots/submit.hpp>
 
 namespace krex {
 

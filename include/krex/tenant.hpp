@@ -8,8 +8,8 @@
 #include <krex/backend/default.hpp>
 #include <krex/detail/config.hpp>
 #include <krex/detail/core.hpp>
-#include <krex/detail/device_ops.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/device/device_ops.hpp>
+#include <krex/detail/slots/slots.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 #include <krex/submit_guard.hpp>

@@ -9,13 +9,13 @@
 // trusts the segment: values are copied, checked and sanitized before use,
 // and no path is ever taken from it.
 
-#include <krex/detail/guardian_recover.hpp>
-#include <krex/detail/guardian_sys.hpp>
-#include <krex/detail/handoff.hpp>
+#include <krex/detail/guardian/guardian_recover.hpp>
+#include <krex/detail/guardian/guardian_sys.hpp>
 #include <krex/detail/json.hpp>
 #include <krex/detail/layout.hpp>
-#include <krex/detail/slots.hpp>
-#include <krex/detail/validate.hpp>
+#include <krex/detail/segment/validate.hpp>
+#include <krex/detail/slots/handoff.hpp>
+#include <krex/detail/slots/slots.hpp>
 
 #include <signal.h>
 
@@ -29,7 +29,7 @@
 namespace krex::detail {
 
 /// Mends device `dev`'s corrupt region-lock queue (now_serving ahead of
-/// next_ticket, krex/detail/validate.hpp): next_ticket moves up to now_serving, so the
+/// next_ticket, krex/detail/segment/validate.hpp): next_ticket moves up to now_serving, so the
 /// queue is empty and consistent; waiters holding older tickets see their
 /// turn passed and queue anew. Returns true if it was corrupt (and `serving`,
 /// `next` its words then). Async-signal-safe.

@@ -19,9 +19,8 @@
 #include <krex/backend/gpu_backend.hpp>
 #include <krex/backend/gpu_quiet.hpp>
 #include <krex/detail/clocks.hpp>
+#include <krex/detail/device/nvml.hpp>
 #include <krex/detail/hash.hpp>
-#include <krex/detail/nvml.hpp>
-#include <krex/options.hpp>
 
 #include <cuda_runtime_api.h>
 

@@ -7,7 +7,7 @@
 // (krex links cudart and CUPTI, not libcuda).
 
 #include <krex/backend/gpu_api.hpp>
-#include <krex/detail/nvml.hpp>
+#include <krex/detail/device/nvml.hpp>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>

@@ -15,8 +15,8 @@
 // process did not have.
 
 #include <krex/backend/gpu_api.hpp>
-#include <krex/detail/slots.hpp>
-#include <krex/detail/topology.hpp>
+#include <krex/detail/cpu/topology.hpp>
+#include <krex/detail/slots/slots.hpp>
 #include <krex/options.hpp>
 
 #include <string>

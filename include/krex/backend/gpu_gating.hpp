@@ -12,8 +12,8 @@
 // (submit_enter: it parks while a sibling holds a region); its exit callback
 // closes the submission on the member it was opened on.
 
-#include <krex/detail/slots.hpp>
-#include <krex/detail/submit.hpp>
+#include <krex/detail/slots/slots.hpp>
+#include <krex/detail/slots/submit.hpp>
 
 #include <atomic>
 #include <chrono>

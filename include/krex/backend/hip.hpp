@@ -19,7 +19,6 @@
 #include <krex/backend/hip_api.hpp>
 #include <krex/backend/hip_callbacks.hpp>
 #include <krex/detail/hash.hpp>
-#include <krex/options.hpp>
 
 #include <hip/hip_runtime_api.h>
 

@@ -9,9 +9,9 @@
 #include <krex/backend/cuda.hpp>
 #include <krex/backend/cuda_api.hpp>
 #include <krex/backend/gpu_quiet.hpp>
-#include <krex/detail/nvml.hpp>
+#include <krex/detail/device/nvml.hpp>
 #include <krex/gpu/measure.hpp>
-#include <krex/measure.hpp>
+#include <krex/host/measure.hpp>
 
 #include <cuda_runtime_api.h>
 

@@ -2,7 +2,7 @@
 #pragma once
 
 // What a backend reads of its device: the clock state as the region report
-// and krex::measure carry it (NVML, detail/nvml.hpp; the test seam that
+// and krex::measure carry it (NVML, detail/device/nvml.hpp; the test seam that
 // replaces the reading), and one probe of the quiet step (krex/detail/steps/quiet.hpp).
 
 #include <cstdint>

@@ -10,7 +10,7 @@
 // (<krex/impl/src.hpp>, or the CMake target krex::compiled).
 
 #include <krex/detail/config.hpp>
-#include <krex/detail/device_ops.hpp>
+#include <krex/detail/device/device_ops.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 

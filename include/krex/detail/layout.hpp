@@ -199,7 +199,7 @@ struct node_state {
   std::atomic<std::uint64_t> cgroup_root_hash;
   std::atomic<std::uint64_t> cgroup_root_text[32];
 
-  /// The guardian (see krex/detail/guardian.hpp): > 0 its pid, < 0 minus the pid
+  /// The guardian (see krex/detail/guardian/guardian.hpp): > 0 its pid, < 0 minus the pid
   /// of a tenant that is starting one, 0 none.
   std::atomic<std::int32_t> guardian_pid;
   std::atomic<std::uint32_t> guardian_starts;  ///< guardians started on this segment

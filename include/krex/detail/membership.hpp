@@ -16,13 +16,13 @@
 // before the pieces go): while a sibling's region is between its drain and
 // its freeze, this tenant must not vanish, so it leaves inside a submission.
 
-#include <krex/detail/device_ops.hpp>
-#include <krex/detail/freezer.hpp>
-#include <krex/detail/futex.hpp>
+#include <krex/detail/cpu/slices.hpp>
+#include <krex/detail/device/device_ops.hpp>
+#include <krex/detail/freeze/freezer.hpp>
 #include <krex/detail/layout.hpp>
-#include <krex/detail/slots.hpp>
-#include <krex/detail/steps/pin.hpp>
-#include <krex/detail/submit.hpp>
+#include <krex/detail/slots/futex.hpp>
+#include <krex/detail/slots/slots.hpp>
+#include <krex/detail/slots/submit.hpp>
 #include <krex/error.hpp>
 
 #include <pthread.h>

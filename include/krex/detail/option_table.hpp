@@ -321,7 +321,7 @@ struct env_variable {
   const char* doc;
 };
 inline constexpr env_variable other_env_table[] = {
-    {"KREX_SHM_DIR", "the segment directory (default `/dev/shm`; detail/segment_file.hpp)"},
+    {"KREX_SHM_DIR", "the segment directory (default `/dev/shm`; detail/segment/segment_file.hpp)"},
     {"KREX_GBENCH", "`0`: krex off for a Google Benchmark program (gbench.hpp)"},
     {"KREX_GBENCH_STRICT",
      "`0`: a krex error only makes error rows; by default it fails the Google Benchmark "

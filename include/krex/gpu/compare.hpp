@@ -30,8 +30,8 @@ compare_result compare(typename V::stream_t stream, const std::vector<candidate>
 }  // namespace detail::gpu
 }  // namespace krex
 
-#include <krex/compare.hpp>
 #include <krex/gpu/measure.hpp>
+#include <krex/host/compare.hpp>
 
 namespace krex::detail::gpu {
 

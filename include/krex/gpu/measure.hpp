@@ -42,7 +42,7 @@ measure_result measure(typename V::stream_t stream, F& fn, const measure_options
 }  // namespace detail::gpu
 }  // namespace krex
 
-#include <krex/measure.hpp>
+#include <krex/host/measure.hpp>
 
 namespace krex::detail::gpu {
 

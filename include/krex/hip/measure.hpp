@@ -7,10 +7,10 @@
 // krex::prepare_measure. What <krex/cuda/measure.hpp> is for CUDA, less
 // NVML's throttle reasons and the quiet probe (docs/HIP.md).
 
-#include <krex/gpu/measure.hpp>
 #include <krex/backend/hip.hpp>
 #include <krex/backend/hip_api.hpp>
-#include <krex/measure.hpp>
+#include <krex/gpu/measure.hpp>
+#include <krex/host/measure.hpp>
 
 #include <hip/hip_runtime_api.h>
 

@@ -15,9 +15,9 @@
 
 #include <krex/detail/config.hpp>
 #include <krex/detail/core.hpp>
-#include <krex/detail/cpu_watch.hpp>
-#include <krex/detail/device_ops.hpp>
-#include <krex/detail/device_registry.hpp>
+#include <krex/detail/cpu/cpu_watch.hpp>
+#include <krex/detail/device/device_ops.hpp>
+#include <krex/detail/device/device_registry.hpp>
 #include <krex/detail/steps/context.hpp>
 #include <krex/detail/steps/drain.hpp>
 #include <krex/detail/steps/freeze.hpp>
@@ -138,7 +138,7 @@ class region_core {
   }
 
   // The freeze, then what it could not freeze: the tenants of other segments
-  // on this device (detail/device_registry.hpp).
+  // on this device (detail/device/device_registry.hpp).
   void describe(const freeze_step& step) {
     step.describe(m_report);
     describe_other_segments(m_tenant->other_segments(), "uses this device", m_report);

@@ -8,17 +8,17 @@
 
 #include <krex/detail/config.hpp>
 #include <krex/detail/core.hpp>
-#include <krex/detail/device_ops.hpp>
-#include <krex/detail/device_registry.hpp>
-#include <krex/detail/freezer.hpp>
-#include <krex/detail/guardian.hpp>
-#include <krex/detail/guardian_recover.hpp>
+#include <krex/detail/cpu/slices.hpp>
+#include <krex/detail/device/device_ops.hpp>
+#include <krex/detail/device/device_registry.hpp>
+#include <krex/detail/freeze/freezer.hpp>
+#include <krex/detail/guardian/guardian.hpp>
+#include <krex/detail/guardian/guardian_recover.hpp>
 #include <krex/detail/membership.hpp>
-#include <krex/detail/segment.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/segment/segment.hpp>
+#include <krex/detail/segment/validate.hpp>
+#include <krex/detail/slots/slots.hpp>
 #include <krex/detail/steps/drain.hpp>
-#include <krex/detail/steps/pin.hpp>
-#include <krex/detail/validate.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
@@ -217,7 +217,7 @@ class tenant_core {
     clk.lap(m_join.slot_ns);
     try {
       isolate(j.isolation.emplace(m_member.index), count, clk);
-      // Found by device, whatever the segment: see detail/device_registry.hpp.
+      // Found by device, whatever the segment: see detail/device/device_registry.hpp.
       m_device_entry.emplace(key, m_segment->file_stat(), m_segment->path(), &n);
       if (!m_device_entry->available())
         m_notes.push_back("split segments: not checked (" + m_device_entry->why() +

@@ -11,7 +11,7 @@
 // first (lock_step::begin_exit sets `exit`), then each step's own exit reads
 // it.
 
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/slots.hpp>
 #include <krex/error.hpp>
 #include <krex/report.hpp>
 

@@ -15,12 +15,12 @@
 // released. Undo: none (a drain leaves nothing to take back; the raised gate
 // keeps the siblings off the device until the gate step's undo).
 
-#include <krex/detail/futex.hpp>
 #include <krex/detail/proc.hpp>
-#include <krex/detail/sibling.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/futex.hpp>
+#include <krex/detail/slots/sibling.hpp>
+#include <krex/detail/slots/slots.hpp>
+#include <krex/detail/slots/submit.hpp>
 #include <krex/detail/steps/context.hpp>
-#include <krex/detail/submit.hpp>
 #include <krex/error.hpp>
 
 #include <sys/types.h>

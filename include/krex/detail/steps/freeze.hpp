@@ -3,7 +3,7 @@
 
 // Step 3, freeze: the siblings' process trees are frozen while the region
 // runs, and thawed at its end. The method (cgroup v2, v1, signal, none) is
-// the freezer's (detail/freezer.hpp), opened by the tenant at join.
+// the freezer's (detail/freeze/freezer.hpp), opened by the tenant at join.
 //
 // State: the siblings it froze, and the freezer's record of the freeze (its
 // stops, those found stopped by someone else), handed back to thaw. Shared
@@ -12,11 +12,11 @@
 // running. Undo (freeze_step's destructor): thaw each frozen sibling while the
 // lease is ours; when a recoverer took the lease away, it has thawed them.
 
-#include <krex/detail/freeze_signal.hpp>
-#include <krex/detail/freezer.hpp>
+#include <krex/detail/freeze/freeze_signal.hpp>
+#include <krex/detail/freeze/freezer.hpp>
 #include <krex/detail/proc.hpp>
-#include <krex/detail/sibling.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/sibling.hpp>
+#include <krex/detail/slots/slots.hpp>
 #include <krex/detail/steps/context.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>

@@ -2,7 +2,7 @@
 #pragma once
 
 // Step 1, the gate, holder side (the submitters' side, submit_enter and
-// submit_exit, is detail/submit.hpp).
+// submit_exit, is detail/slots/submit.hpp).
 //
 // Submitter: in_submit.fetch_add(1), then load the gate. If a sibling holds
 // it, undo the increment and park on the gate word (bounded; on timeout the
@@ -19,11 +19,10 @@
 // recoverer took the lease away, only a gate still at this region's epoch
 // comes down.
 
-#include <krex/detail/futex.hpp>
-#include <krex/detail/sibling.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/sibling.hpp>
+#include <krex/detail/slots/slots.hpp>
+#include <krex/detail/slots/submit.hpp>
 #include <krex/detail/steps/context.hpp>
-#include <krex/detail/submit.hpp>
 
 #include <sys/types.h>
 #include <time.h>

@@ -15,11 +15,11 @@
 // up. The exit starts here too: the region's first act at exit is the lock's
 // claim on it (begin_exit).
 
-#include <krex/detail/futex.hpp>
-#include <krex/detail/handoff.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/segment/validate.hpp>
+#include <krex/detail/slots/futex.hpp>
+#include <krex/detail/slots/handoff.hpp>
+#include <krex/detail/slots/slots.hpp>
 #include <krex/detail/steps/context.hpp>
-#include <krex/detail/validate.hpp>
 #include <krex/error.hpp>
 
 #include <cstdint>

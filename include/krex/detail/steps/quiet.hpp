@@ -29,11 +29,11 @@
 // fields, a line for foreign processes, a busy device or a wait. Undo: none.
 
 #include <krex/detail/clocks.hpp>
-#include <krex/detail/device_ops.hpp>
+#include <krex/detail/device/device_ops.hpp>
 #include <krex/detail/layout.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/slots.hpp>
+#include <krex/detail/slots/submit.hpp>
 #include <krex/detail/steps/context.hpp>
-#include <krex/detail/submit.hpp>
 #include <krex/options.hpp>
 
 #include <algorithm>

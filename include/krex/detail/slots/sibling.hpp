@@ -4,9 +4,9 @@
 // A sibling: another tenant of the region holder's device, as its slot said
 // when the gate rose. One type for every step that handles siblings: the gate
 // snapshots them, the drain marks who acked, the freeze step and the freezer
-// (detail/freezer.hpp, its signal stop records) freeze, watch and thaw them.
+// (detail/freeze/freezer.hpp, its signal stop records) freeze, watch and thaw them.
 
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/slots.hpp>
 
 #include <sys/types.h>
 

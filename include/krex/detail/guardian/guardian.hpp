@@ -23,9 +23,9 @@
 // after fork: raw system calls on the already mapped segment and on paths
 // built from the forking tenant's own freeze configuration.
 
-#include <krex/detail/device_registry.hpp>
-#include <krex/detail/guardian_recover.hpp>
-#include <krex/detail/guardian_sys.hpp>
+#include <krex/detail/device/device_registry.hpp>
+#include <krex/detail/guardian/guardian_recover.hpp>
+#include <krex/detail/guardian/guardian_sys.hpp>
 #include <krex/detail/layout.hpp>
 
 #include <fcntl.h>
@@ -50,7 +50,7 @@ inline constexpr std::uint64_t guardian_reap_ns = 200'000'000ULL;
 /// the dead tenant's last threads are still exiting).
 inline constexpr std::uint64_t guardian_sweep_ns = 500'000'000ULL;
 /// How often it removes its segment's dead tenants' device registry entries
-/// (detail/device_registry.hpp; again when it leaves).
+/// (detail/device/device_registry.hpp; again when it leaves).
 inline constexpr std::uint64_t guardian_registry_ns = 5'000'000'000ULL;
 /// How long a leafless slot's heartbeat must be still before the guardian
 /// frees it (reap_leafless_slots; the freeze step's leafless_reap_ns).

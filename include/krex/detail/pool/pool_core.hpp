@@ -9,8 +9,8 @@
 // is what the spawner reports (its wait status), never a socket's end of
 // stream: a process the worker forked may keep its socket open.
 
-#include <krex/detail/pool_spawner.hpp>
-#include <krex/detail/pool_wire.hpp>
+#include <krex/detail/pool/pool_spawner.hpp>
+#include <krex/detail/pool/pool_wire.hpp>
 #include <krex/error.hpp>
 #include <krex/pool_options.hpp>
 

@@ -15,7 +15,7 @@
 //   /proc/stat counts in USER_HZ ticks (10 ms on most kernels), so this is an
 //   estimate with one tick per CPU of resolution.
 
-#include <krex/detail/topology.hpp>
+#include <krex/detail/cpu/topology.hpp>
 #include <krex/report.hpp>
 
 #include <sys/resource.h>

@@ -6,10 +6,10 @@
 // when a dead or expired holder is in their way.
 
 #include <krex/detail/as_safe.hpp>
-#include <krex/detail/futex.hpp>
 #include <krex/detail/hash.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
+#include <krex/detail/slots/futex.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
@@ -24,7 +24,7 @@ namespace krex::detail {
 
 /// How a protocol step gets a dead region holder (or one past its lease) out
 /// of its way without calling crash recovery itself: a parked submitter
-/// (detail/submit.hpp) or a lock waiter (detail/steps/lock.hpp) that finds the device held by
+/// (detail/slots/submit.hpp) or a lock waiter (detail/steps/lock.hpp) that finds the device held by
 /// a holder that cannot release it calls its member's recoverer. It recovers
 /// device `device` if its lease holder is dead or past its lease, or (no
 /// lease) its raised gate's holder is dead: thaw the device's tenants (by

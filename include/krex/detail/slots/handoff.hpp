@@ -16,7 +16,7 @@
 
 #include <krex/detail/as_safe.hpp>
 #include <krex/detail/layout.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/slots.hpp>
 
 #include <cstdint>
 

@@ -21,10 +21,10 @@
 // steps: a stop that lands between them, or during the body, is continued at
 // thaw, as signals cannot tell whose stop a process is in.
 
-#include <krex/detail/cgroup.hpp>
+#include <krex/detail/freeze/cgroup.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
-#include <krex/detail/sibling.hpp>
+#include <krex/detail/slots/sibling.hpp>
 #include <krex/detail/sys.hpp>
 #include <krex/options.hpp>
 

@@ -12,8 +12,8 @@
 // gate) a submission either completes before the drain looks, or never
 // reaches the device.
 
-#include <krex/detail/futex.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/futex.hpp>
+#include <krex/detail/slots/slots.hpp>
 
 #include <atomic>
 #include <cstdint>

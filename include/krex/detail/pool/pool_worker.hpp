@@ -6,7 +6,7 @@
 // and leave the node before the process ends. Templated on the tenant type
 // so that detail/ needs no public header.
 
-#include <krex/detail/pool_wire.hpp>
+#include <krex/detail/pool/pool_wire.hpp>
 #include <krex/options.hpp>
 
 #include <unistd.h>

@@ -21,8 +21,8 @@
 // what was found and what to do.
 
 #include <krex/detail/layout.hpp>
-#include <krex/detail/segment_file.hpp>
-#include <krex/detail/validate.hpp>
+#include <krex/detail/segment/segment_file.hpp>
+#include <krex/detail/segment/validate.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 

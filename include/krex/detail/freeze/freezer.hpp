@@ -9,20 +9,19 @@
 // own enter and leave): cgroup v2, cgroup v1 and none share the cgroup
 // operations, driven by their entries in detail/freeze_table.hpp (the files
 // and values the kernel uses; none is the empty entry); signal has its own,
-// over detail/freeze_signal.hpp. Each tenant lives in its own leaf
+// over detail/freeze/freeze_signal.hpp. Each tenant lives in its own leaf
 // `<root>/t<slot>`; the region holder builds its siblings' leaves from its own
 // root and their slot numbers and never opens any other path.
 // The freezer keeps only what lasts as long as the tenant; what one freeze did
 // is the freezer::record that freeze() returns, which the freeze step keeps
 // and hands back to thaw.
 
-#include <krex/detail/cgroup.hpp>
-#include <krex/detail/freeze_signal.hpp>
+#include <krex/detail/freeze/cgroup.hpp>
+#include <krex/detail/freeze/freeze_signal.hpp>
 #include <krex/detail/freeze_table.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
-#include <krex/detail/sibling.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/sibling.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 

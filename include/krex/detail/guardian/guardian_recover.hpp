@@ -14,9 +14,9 @@
 // freeze a sibling that a late thaw of this recovery then lets run.
 
 #include <krex/detail/as_safe.hpp>
-#include <krex/detail/handoff.hpp>
 #include <krex/detail/layout.hpp>
-#include <krex/detail/slots.hpp>
+#include <krex/detail/slots/handoff.hpp>
+#include <krex/detail/slots/slots.hpp>
 
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
 
 // What the machine looks like, read from sysfs: which physical core, package
 // and NUMA node each CPU belongs to, and which CPUs are local to a PCI device.
-// Pure reading and parsing; deciding who gets which cores is steps/pin.hpp's job.
+// Pure reading and parsing; deciding who gets which cores is slices.hpp's job.
 
 #include <krex/detail/sys.hpp>
 #include <krex/error.hpp>
@@ -210,7 +210,7 @@ struct topology {
   std::vector<cpu_info> cpus;
 
   /// Reads <sysfs_root>/devices/system/{cpu,node}. `allowed` defaults to
-  /// allowed_cpus() (see steps/pin.hpp); tests pass it with a fake root.
+  /// allowed_cpus() (see slices.hpp); tests pass it with a fake root.
   /// Degrades instead of failing: without `online` every cpuN directory
   /// counts; without core_id a CPU is its own core; without
   /// physical_package_id its package is 0; without node directories every
