@@ -119,8 +119,8 @@ TEST(gbench_cuda_placements, a_body_that_cannot_rotate_is_an_error_row) {
   const auto* r = rep.find("bm_plain_body_placements");
   ASSERT_NE(r, nullptr);
   EXPECT_TRUE(krex_test::gbench_failed(*r));
-  const std::string why = krex_test::gbench_message(*r);
-  EXPECT_NE(why.find("does not take a krex::placement"), std::string::npos) << why;
+  const std::string error = krex_test::gbench_message(*r);
+  EXPECT_NE(error.find("does not take a krex::placement"), std::string::npos) << error;
   EXPECT_EQ(g_plain_calls, 0);
   EXPECT_EQ(krex::gbench::failures() - before, 1U);
 }
