@@ -533,29 +533,27 @@ class runner {
     ck(cudaGetLastError(), "fill_uniform");
   }
 
-  /// The K copies of a command's buffers (`bytes`, one copy's): with K = 1
-  /// (or KREX_EVAL_FRESH_PLACEMENTS=1) allocated for this command into
-  /// `owned`; with K > 1 the worker's kept copies when they fit (as many
-  /// copies of as many buffers, each at least as large, all within `budget`),
-  /// else the kept ones are freed first and new ones allocated and kept.
+  /// The K copies of a command's buffers (`bytes`, one copy's): the worker's
+  /// kept copies when they fit (K > 1: as many copies of as many buffers, each
+  /// at least as large, all within `budget`). Otherwise the kept ones are freed
+  /// first, so that a worker never holds more than one command's copies, and
+  /// new ones are allocated: kept (K > 1), or with K = 1 (or
+  /// KREX_EVAL_FRESH_PLACEMENTS=1) for this command alone, into `owned`.
   krex::cuda::placement_buffers* placement_copies(int k, const std::vector<std::size_t>& bytes,
                                                   long long budget,
                                                   std::unique_ptr<krex::cuda::placement_buffers>* owned,
                                                   bool* reused) {
     const std::size_t cap = k > 1 ? static_cast<std::size_t>(budget) : 0;
-    *reused = false;
+    *reused = m_kept != nullptr &&
+              krex_eval::placements_reusable(m_kept->count(), m_kept_sizes,
+                                             static_cast<std::int64_t>(m_kept->bytes()), k, bytes, budget);
+    if (*reused) return m_kept.get();
+    m_kept.reset();
+    m_kept_sizes.clear();
     if (k == 1 || m_fresh_placements) {
       *owned = std::make_unique<krex::cuda::placement_buffers>(k, bytes, cap);
       return owned->get();
     }
-    if (m_kept != nullptr &&
-        krex_eval::placements_reusable(m_kept->count(), m_kept_sizes,
-                                       static_cast<std::int64_t>(m_kept->bytes()), k, bytes, budget)) {
-      *reused = true;
-      return m_kept.get();
-    }
-    m_kept.reset();  // freed before the new copies are allocated
-    m_kept_sizes.clear();
     m_kept = std::make_unique<krex::cuda::placement_buffers>(k, bytes, cap);
     m_kept_sizes = bytes;
     return m_kept.get();

@@ -26,10 +26,10 @@
 // sample i on placement i % K, each result with placements,
 // placements_asked, placement_bytes, placement_spread, placement_median_ms,
 // sample_placement and placements_reused (a worker keeps one copy set of
-// K > 1 and reuses it when plan.hpp's placements_reusable says it fits, with
-// the one-buffer size input_bytes; krex::measure's bookkeeping; the
-// stand-in keeps its 20 samples, where the real worker rounds them up to a
-// multiple of K).
+// K > 1, reuses it when plan.hpp's placements_reusable says it fits, with
+// the one-buffer size input_bytes, and frees it otherwise; krex::measure's
+// bookkeeping; the stand-in keeps its 20 samples, where the real worker
+// rounds them up to a multiple of K where that adds at most 5%).
 //
 // --pool C: the persistent krex shape on a real krex::pool of C workers
 // (bench/eval/pool_host.hpp, the host backend): each pool worker joins the
@@ -146,15 +146,15 @@ struct fake_worker {
     const std::vector<std::size_t> sizes{static_cast<std::size_t>(per_copy)};
     const bool reused = krex_eval::placements_reusable(m_kept_k, m_kept_sizes, m_kept_bytes, k, sizes,
                                                        m_a.budget_mb << 20);
-    if (!reused && k > 1) {
-      m_kept_k = k, m_kept_sizes = sizes;
-      m_kept_bytes = static_cast<std::int64_t>(k) * per_copy;
+    if (!reused) {  // the kept copies freed; K > 1 keeps the command's own
+      m_kept_k = k > 1 ? k : 0;
+      m_kept_sizes = k > 1 ? sizes : std::vector<std::size_t>{};
+      m_kept_bytes = k > 1 ? static_cast<std::int64_t>(k) * per_copy : 0;
     }
     krex::measure_result res;
     res.samples_ms = samples;
     krex::detail::summarize_placements(
-        res, k, reused || k > 1 ? static_cast<std::size_t>(m_kept_bytes)
-                                : static_cast<std::size_t>(k) * static_cast<std::size_t>(per_copy));
+        res, k, static_cast<std::size_t>(k > 1 ? m_kept_bytes : per_copy));
     o.boolean("placements_reused", reused);
     o.num("placements", k).num("placements_asked", m_a.placements).num("placement_spread", res.placement_spread);
     o.integer("placement_bytes", static_cast<long long>(res.placement_bytes));
