@@ -98,6 +98,30 @@ TEST(Measure, UnprotectedRunsTheSameLoopWithoutARegion) {
                krex::error);
 }
 
+// warm_placements off: the warm-up is `warmup` calls only, still rotating,
+// for placements the harness already touched; the samples rotate as before.
+TEST(Measure, PlacementWarmupCanBeLeftToTheHarness) {
+  std::vector<int> seen;
+  krex::measure_options o = krex_test::loop_options(2, 8);
+  o.placements = 4;
+  o.warm_placements = false;
+  krex::measure(
+      krex::unprotected, [&](krex::placement p) { seen.push_back(p.index); }, o);
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 0, 1, 2, 3, 0, 1, 2, 3}))
+      << "2 warm-up calls (placements 0, 1), then 8 samples over all 4";
+  o.warmup = 6;  // more warm-up calls than placements still rotate
+  seen.clear();
+  krex::measure(
+      krex::unprotected, [&](krex::placement p) { seen.push_back(p.index); }, o);
+  ASSERT_EQ(seen.size(), 14U);
+  EXPECT_EQ(std::vector<int>(seen.begin(), seen.begin() + 6), (std::vector<int>{0, 1, 2, 3, 0, 1}));
+  EXPECT_EQ(krex::detail::warmup_calls(o), 6);
+  o.warmup = 1;
+  EXPECT_EQ(krex::detail::warmup_calls(o), 1);
+  o.warm_placements = true;
+  EXPECT_EQ(krex::detail::warmup_calls(o), 4) << "on (the default): every placement once";
+}
+
 // Placements: sample i runs on placement i % K, warm-up covers every
 // placement, and the result records each sample's placement, the median of
 // each placement and their spread.

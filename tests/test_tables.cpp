@@ -343,6 +343,7 @@ TEST(OptionTable, MeasureAndPoolDefaultsAreTheirTables) {
       {mid::max_retakes, m.max_retakes},
       {mid::throttle_recovery, m.throttle_recovery.count()},
       {mid::placements, m.placements},
+      {mid::warm_placements, m.warm_placements},
       {mid::placement_bytes, static_cast<long long>(m.placement_bytes)}};
   ASSERT_EQ(std::size(fields), std::size(kd::measure_option_table));
   for (const auto& [id, value] : fields)

@@ -33,7 +33,11 @@
 // them afresh cost every command ~330 ms on the H200. KREX_EVAL_FRESH_PLACEMENTS=1
 // allocates them afresh for every command. It fills
 // every copy alike, checks copy 0, and times the candidate with krex::measure
-// over them, sample i on copy i % K (measure_options::placements), its
+// over them, sample i on copy i % K (measure_options::placements), with the
+// plan's warm-up calls only (measure_options::warm_placements off: the fill
+// has touched every copy, and K warm-up calls of a 5 ms gemm were most of
+// what K = 8 added to a region; KREX_EVAL_WARM_PLACEMENTS=1 warms every
+// copy), its
 // samples rounded up to a multiple of K where that adds at most 5%. K is the largest that fits the
 // budget and the samples (bench/eval/plan.hpp's placements_within); the
 // result line has placements, placements_asked, placement_bytes (all K
@@ -385,9 +389,11 @@ class runner {
       mo.samples = krex_eval::samples_for_placements(plan.samples, k);
       p.in->configure(mo);  // mo.placements = k, mo.placement_bytes = all k copies
       mo.warmup = plan.warmup;
+      mo.warm_placements = m_warm_placements;
       mo.warmup_time = std::chrono::microseconds(static_cast<long long>(plan.warmup_ms * 1000));
       mo.sync_each = plan.sync_each;
       o.num("warmup_ms", plan.warmup_ms).boolean("sync_each", plan.sync_each);
+      o.num("warmup_calls", krex::detail::warmup_calls(mo));
       const auto fn = [&](krex::placement pl) { p.launch_on(m_stream, pl.index); };
       // The flush buffer and events, outside the region / lock (every mode alike).
       t = clk::now();
@@ -713,6 +719,10 @@ class runner {
   std::vector<std::size_t> m_kept_sizes;                  // one copy's buffer sizes, as kept
   bool m_fresh_placements = [] {
     const char* v = std::getenv("KREX_EVAL_FRESH_PLACEMENTS");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  bool m_warm_placements = [] {  // KREX_EVAL_WARM_PLACEMENTS=1: warm-up on every copy
+    const char* v = std::getenv("KREX_EVAL_WARM_PLACEMENTS");
     return v != nullptr && std::string(v) == "1";
   }();
   krex::tenant* m_pool_tenant = nullptr;  // --pool: the pool worker's tenant

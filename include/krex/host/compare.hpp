@@ -213,9 +213,10 @@ inline std::vector<int> compare_order(int m, int rounds, std::uint64_t seed) {
 inline int compare_placement(int j, int k) { return (j / 2) % (k < 1 ? 1 : k); }
 
 /// The warm-up calls of each candidate in krex::compare: o.warmup, and
-/// every placement (two calls each, as the samples use them).
+/// every placement (two calls each, as the samples use them) unless
+/// o.warm_placements is off.
 inline int compare_warmup_calls(const measure_options& o) {
-  return o.placements > 1 ? std::max(o.warmup, 2 * o.placements) : o.warmup;
+  return o.placements > 1 && o.warm_placements ? std::max(o.warmup, 2 * o.placements) : o.warmup;
 }
 
 /// The pairs of krex::compare for the samples taken in time order `order`

@@ -78,7 +78,7 @@ namespace detail {
 // clang-format off
 enum class measure_option_id {
   warmup, warmup_time, samples, cold_l2, flush_bytes, graph_batch, sync_each, retake_throttled,
-  max_retakes, throttle_recovery, placements, placement_bytes
+  max_retakes, throttle_recovery, placements, warm_placements, placement_bytes
 };
 // clang-format on
 struct measure_option_spec {
@@ -114,6 +114,9 @@ inline constexpr measure_option_spec measure_option_table[] = {
      "the wait before a retake"},
     {measure_option_id::placements, "placements", "placements", "int", 1, 1,
      "K placements of the body's inputs: sample i runs on placement i % K (docs/COMPARE.md)"},
+    {measure_option_id::warm_placements, "warm_placements", nullptr, "bool", 0, 1,
+     "with K > 1, warm up on every placement (at least K warm-up calls); off: `warmup` calls "
+     "only, for placements the harness already touched (filled, or kept from the last loop)"},
     {measure_option_id::placement_bytes, "placement_bytes", "placement_bytes", "bytes", 0, 0,
      "the memory the K placements cost, copied to the result (reported, never allocated)"},
 };
@@ -162,6 +165,12 @@ struct measure_options {
   /// loop exactly as without this option. Raise it when deciding between
   /// close candidates in a long-lived process (docs/COMPARE.md).
   int placements = detail::measure_default<int>(id::placements);
+  /// With placements > 1, warm up on every placement: at least K warm-up
+  /// calls, placements 0..K-1. Off: `warmup` calls only (still rotating), for
+  /// placements the harness has already touched on the device (it filled
+  /// them, or kept them from the loop before), where K calls of a long body
+  /// would only lengthen the region.
+  bool warm_placements = detail::measure_default<bool>(id::warm_placements);
   /// The memory the K placements cost, in bytes, copied to the result
   /// (krex::placements<T>::bytes(), placement_buffers::bytes(); their
   /// configure(o) sets this and `placements`). Reported, never allocated.
@@ -259,9 +268,10 @@ void check_body(const measure_options& o) {
                 "leave placements at 1");
 }
 
-/// The warm-up calls of a loop over `o`: o.warmup, and every placement once.
+/// The warm-up calls of a loop over `o`: o.warmup, and every placement once
+/// unless o.warm_placements is off.
 inline int warmup_calls(const measure_options& o) {
-  return o.placements > 1 ? std::max(o.warmup, o.placements) : o.warmup;
+  return o.placements > 1 && o.warm_placements ? std::max(o.warmup, o.placements) : o.warmup;
 }
 
 /// Calls fn(i) if it takes the sample index (rotating inputs), fn(placement)
