@@ -47,9 +47,11 @@ installed with the CUDA backend (`pip install ./python`), or on PYTHONPATH.
 """
 
 import argparse
+import faulthandler
 import json
 import os
-import selectors
+import queue
+import signal
 import statistics
 import subprocess
 import sys
@@ -111,6 +113,8 @@ def worker(args):
     t_started = time.monotonic()  # the worker's first line (under krex.run: joined already)
     print("started", json.dumps({"pid": os.getpid(), "t": t_started}), flush=True)
     logf = open(args.log, "a", buffering=1) if args.log else None  # noqa: SIM115
+    # A stuck worker's stacks on SIGUSR1 (the driver sends it when a line is late).
+    faulthandler.register(signal.SIGUSR1, file=logf or sys.stderr, all_threads=True)
 
     def log(what):
         """A timestamped step in --log: where a slow or stuck worker is."""
@@ -123,6 +127,7 @@ def worker(args):
     patched = hasattr(fn, "__krex_original__")
     log("imported torch and the timing module (%s), patched by krex: %s" % (how, patched))
     print("ready", flush=True)
+    log("ready: waiting for go")
     if sys.stdin.readline().strip() != "go":
         return 1
 
@@ -195,13 +200,31 @@ def worker(args):
 
 # -------------------------------------------------------------- the driver
 class Proc:
-    def __init__(self, cmd, env):
+    """A worker process and its output: stdout's lines are read by a thread
+    into a queue (waiting on the pipe with select() beside a buffered reader
+    misses a line the reader has already taken in: a worker's "ready" behind
+    its "started" in one read waited out the whole phase), stderr's last 40
+    lines are kept for errors."""
+
+    def __init__(self, cmd, env, log=None):
+        self.log = log
+        self.t0 = time.monotonic()
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, bufsize=1, env=env)
         self.err = []
+        self.out = queue.Queue()
         self.t_exit = None
+        threading.Thread(target=self._drain_out, daemon=True).start()
         threading.Thread(target=self._drain_err, daemon=True).start()
         threading.Thread(target=self._reap, daemon=True).start()
+
+    def _drain_out(self):
+        for line in self.p.stdout:
+            if not line.startswith("result "):  # the driver's timeline of each worker
+                print("  %7.2f s  worker %d: %s" % (time.monotonic() - self.t0, self.p.pid,
+                                                     line.strip()[:80]), flush=True)
+            self.out.put(line)
+        self.out.put("")  # end of output
 
     def _drain_err(self):
         for line in self.p.stderr:
@@ -213,23 +236,35 @@ class Proc:
         self.t_exit = time.monotonic()
 
     def line(self, prefix, deadline):
-        sel = selectors.DefaultSelector()
-        sel.register(self.p.stdout, selectors.EVENT_READ)
+        """The rest of the worker's next stdout line that starts with
+        `prefix` (other lines are skipped), by `deadline` (monotonic)."""
+        while True:
+            try:
+                s = self.out.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise RuntimeError("worker %d: no '%s' line in time; stderr:\n%s%s"
+                                   % (self.p.pid, prefix, "".join(self.err),
+                                      self.stacks())) from None
+            if s == "":
+                self.out.put("")  # stays at the end for a later call
+                self.p.wait()
+                raise RuntimeError("worker %d exited (status %s) before '%s'; stderr:\n%s"
+                                   % (self.p.pid, self.p.returncode, prefix, "".join(self.err)))
+            if s.startswith(prefix):
+                return s[len(prefix):].strip()
+
+    def stacks(self):
+        """A late worker's stacks (SIGUSR1: faulthandler, into its log) and
+        its log's tail, for the error."""
+        if self.p.poll() is not None or not self.log:
+            return ""
         try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    raise RuntimeError("worker %d: no '%s' line in time; stderr:\n%s"
-                                       % (self.p.pid, prefix, "".join(self.err)))
-                s = self.p.stdout.readline()
-                if s == "":
-                    self.p.wait()
-                    raise RuntimeError("worker %d exited (status %s) before '%s'; stderr:\n%s"
-                                       % (self.p.pid, self.p.returncode, prefix, "".join(self.err)))
-                if s.startswith(prefix):
-                    return s[len(prefix):].strip()
-        finally:
-            sel.close()
+            os.kill(self.p.pid, signal.SIGUSR1)
+            time.sleep(1.0)
+            with open(self.log, encoding="utf-8", errors="replace") as f:
+                return "\nits log (stacks at the end):\n" + "".join(f.readlines()[-60:])
+        except OSError as e:
+            return "\n(no stacks: %s)" % e
 
     def send(self, s):
         self.p.stdin.write(s + "\n")
@@ -251,7 +286,8 @@ def run_phase(args, name, n, krex_on, segment):
     logs = os.path.join(args.out, "worker-logs")
     os.makedirs(logs, exist_ok=True)
     procs = [Proc(cmd + ["--index", str(i), "--log",
-                         os.path.join(logs, "%s-w%02d.log" % (name, i))], env)
+                         os.path.join(logs, "%s-w%02d.log" % (name, i))], env,
+                  os.path.join(logs, "%s-w%02d.log" % (name, i)))
              for i in range(n)]
     deadline = time.monotonic() + args.timeout
     try:

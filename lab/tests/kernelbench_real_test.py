@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
@@ -106,6 +107,49 @@ class UserErrors(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("level-1 problem 777 not found", p.stderr)
 
+
+
+class Driver(unittest.TestCase):
+    """The driver's reading of its workers (kr.Proc): lines that arrive
+    together, a worker that exits, and a late one's stacks."""
+
+    def child(self, body):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "child.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(body)
+        return d, [sys.executable, path]
+
+    def test_lines_in_one_write_are_all_read(self):
+        _, cmd = self.child("import sys\nsys.stdout.write('started {}\\nready\\n')\n"
+                            "sys.stdout.flush()\nsys.stdin.readline()\n")
+        p = kr.Proc(cmd, dict(os.environ))
+        self.assertEqual(p.line("ready", time.monotonic() + 20), "")
+        p.send("go")
+        p.p.wait(timeout=20)
+
+    def test_a_worker_that_exits_is_named(self):
+        _, cmd = self.child("import sys\nprint('started {}', flush=True)\nsys.exit(3)\n")
+        p = kr.Proc(cmd, dict(os.environ))
+        with self.assertRaisesRegex(RuntimeError, r"exited \(status 3\) before 'ready'"):
+            p.line("ready", time.monotonic() + 20)
+
+    def test_a_late_worker_s_stacks_are_in_the_error(self):
+        d, cmd = self.child(
+            "import faulthandler, signal, sys, time\n"
+            "log = open(sys.argv[1], 'a', buffering=1)\n"
+            "faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)\n"
+            "print('started {}', flush=True)\n"
+            "def stuck_here():\n    time.sleep(60)\n"
+            "stuck_here()\n")
+        log = os.path.join(d, "w.log")
+        p = kr.Proc(cmd + [log], dict(os.environ), log)
+        try:
+            with self.assertRaisesRegex(RuntimeError, r"(?s)no 'ready' line in time.*stuck_here"):
+                p.line("ready", time.monotonic() + 1.5)
+        finally:
+            p.p.kill()
+            p.p.wait(timeout=20)
 
 if __name__ == "__main__":
     unittest.main()
