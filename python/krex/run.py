@@ -14,6 +14,13 @@ all of its GPU work, before its first timing call too, is gated and drained
 like any tenant's; KREX_PATCH_JOIN=0 joins at the first patched call instead.
 A join that fails ends krex.run with status 2 and krex's message, before the
 script runs.
+
+The process tenant leaves at the process's exit with release_on_leave on:
+the leave resets the device (cudaDeviceReset) inside the gate, so the CUDA
+context's teardown does not run beside the other tenants' regions (an exiting
+worker was the only foreign process their regions saw).
+KREX_RELEASE_ON_LEAVE=0 turns it off (a script that calls krex.unpatch() and
+then keeps using the GPU).
 """
 
 import os
@@ -38,7 +45,7 @@ def main(argv=None):
         print("krex.run: %s: no such file" % argv[0], file=sys.stderr)
         return 2
     try:
-        patch(join=True)
+        patch(join=True, release_on_leave=True)
     except _krex.Error as e:
         hint = getattr(e, "hint", "")
         print("krex.run: %s%s" % (e, "" if not hint or hint in str(e) else "\n  hint: " + hint),

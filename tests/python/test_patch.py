@@ -167,9 +167,11 @@ def test_krex_run_runs_an_unmodified_script_with_patch_applied():
         import triton.testing
         import krex
         r = triton.testing.do_bench(lambda: None)
+        opts = sys.modules["krex.patch"]._state["options"]
         print("RESULT", json.dumps({"argv": sys.argv, "main": __name__,
                                     "in_region": r["in_region"],
-                                    "level": (krex.last_report() or {}).get("level")}))
+                                    "level": (krex.last_report() or {}).get("level"),
+                                    "release_on_leave": opts.get("release_on_leave")}))
         sys.exit(int(sys.argv[-1]))
     """
     with TempTree(files) as tree:
@@ -189,6 +191,10 @@ def test_krex_run_runs_an_unmodified_script_with_patch_applied():
             assert rc == 3, runs
             assert got["argv"] == [script, "a b", "3"] and got["main"] == "__main__", got
             assert got["in_region"] is True and got["level"].startswith("gate+drain"), got
+            # The process tenant resets the device at its leave (the exit), so an
+            # exiting worker's context teardown is gated (KREX_RELEASE_ON_LEAVE=0
+            # overrides it, as every KREX_* variable overrides patch()'s options).
+            assert got["release_on_leave"] is True, got
             rc, got = runs["control"]
             assert rc == 3 and got["in_region"] is False and got["level"] is None, got
             p = subprocess.run([sys.executable, "-m", "krex.run"], capture_output=True,
