@@ -201,10 +201,11 @@ def worker(args):
 # -------------------------------------------------------------- the driver
 class Proc:
     """A worker process and its output: stdout's lines are read by a thread
-    into a queue (waiting on the pipe with select() beside a buffered reader
-    misses a line the reader has already taken in: a worker's "ready" behind
-    its "started" in one read waited out the whole phase), stderr's last 40
-    lines are kept for errors."""
+    into a queue, stderr's last 40 lines are kept for errors. (Waiting on the
+    pipe with select() beside a buffered reader missed a line the reader had
+    already taken in: on the H200, KernelBench's get_timing_function prints
+    "[Profiling] Using timing method" unflushed, the worker's flushed "ready"
+    went out in the same write, and the driver waited out the whole phase.)"""
 
     def __init__(self, cmd, env, log=None):
         self.log = log
