@@ -73,6 +73,9 @@ from krex_leftovers import remove_leftovers  # noqa: E402  (shared with tests/ a
 # batched matmul, LayerNorm.
 DEFAULT_PROBLEMS = "95,10,6,88,50,1,8,12,16,3,40"
 METHODS = ("cuda_event", "do_bench", "do_bench_impl", "host_time")
+# A region's steps besides the lock wait and the body (docs/REPORT.md), in ns.
+STEP_FIELDS = ("gate_ns", "drain_ns", "freeze_ns", "quiet_ns", "quiet_wait_ns", "pin_ns",
+               "exit_ns")
 
 
 # ------------------------------------------------------------------ worker
@@ -182,6 +185,9 @@ def worker(args):
                     else:
                         call.update(level=rep["level"], foreign_pids=rep["foreign_pids"],
                                     lock_ms=rep["lock_ns"] / 1e6, body_ms=rep["body_ns"] / 1e6)
+                        # The region's other steps, for the timeline (analyze: timeline()).
+                        call.update({k[:-3] + "_ms": rep[k] / 1e6 for k in STEP_FIELDS
+                                     if isinstance(rep.get(k), (int, float)) and rep[k] >= 0})
                     last = rep
                 rec["calls"].append(call)
                 log("problem %s: timing call in %.2f s, median %.3f ms%s"
@@ -386,8 +392,56 @@ def analyze(phases, solo_name="solo"):
             "patched": sorted({bool(r.get("patched")) for r in ph["results"]}),
             "import": sorted({r.get("import", "?").split(" (")[0] for r in ph["results"]}),
             "nonzero_exit": [r["pid"] for r in ph["results"] if r.get("status") not in (0, None)],
+            "timeline": timeline(ph["results"]),
         }
     return out
+
+
+def timeline(results):
+    """Where a krex phase's time went: its span (first worker start to last
+    done); the time some region held the device (the union of each call's
+    [t0 + lock wait, t1]) and of that the bodies; the time no region held it
+    (before the first region, between regions, after the last); and per call
+    the region's steps and the rest of the call (the wrapper, Python). The
+    steps are there only where the worker recorded them (a run before they
+    were recorded has lock and body alone: the steps and the rest are then
+    one "entry, exit and wrapper" figure)."""
+    calls = [c for r in results for rec in r["problems"].values() for c in rec["calls"]
+             if "body_ms" in c]
+    if not calls:
+        return None
+    start = min(r["t_started"] for r in results)
+    end = max(r.get("t_done", r["t_started"]) for r in results)
+    held = sorted((c["t0"] + c.get("lock_ms", 0) / 1e3, c["t1"]) for c in calls)
+    union, gaps, cs, ce = 0.0, [], held[0][0], held[0][1]
+    for a, b in held[1:]:
+        if a > ce:
+            union += ce - cs
+            gaps.append(a - ce)
+            cs, ce = a, b
+        else:
+            ce = max(ce, b)
+    union += ce - cs
+    steps = [k[:-3] + "_ms" for k in STEP_FIELDS]
+    recorded = all("gate_ms" in c for c in calls)
+    per = {"lock_ms": [c.get("lock_ms", 0.0) for c in calls],
+           "body_ms": [c["body_ms"] for c in calls]}
+    if recorded:
+        for k in steps:
+            per[k] = [c.get(k, 0.0) for c in calls]
+    in_steps = [sum(c.get(k, 0.0) for k in steps if k != "quiet_wait_ms") if recorded else 0.0
+                for c in calls]
+    per["rest_ms"] = [(c["t1"] - c["t0"]) * 1e3 - c.get("lock_ms", 0.0) - c["body_ms"] - st
+                      for c, st in zip(calls, in_steps)]
+    return {
+        "span_s": end - start, "held_s": union, "bodies_s": sum(per["body_ms"]) / 1e3,
+        "before_first_s": held[0][0] - start, "between_s": sum(gaps), "handoffs": len(gaps),
+        "gap_median_ms": statistics.median(gaps) * 1e3 if gaps else 0.0,
+        "gap_max_ms": max(gaps) * 1e3 if gaps else 0.0,
+        "after_last_s": max(0.0, end - ce), "steps_recorded": recorded, "calls": len(calls),
+        "per_call": {k: {"sum_s": sum(v) / 1e3, "median_ms": statistics.median(v),
+                         "p95_ms": quantile(sorted(v), 0.95)} for k, v in per.items()},
+    }
 
 
 def markdown(a, cfg):
@@ -428,6 +482,31 @@ def markdown(a, cfg):
             notes.append("workers exited non-zero: %s" % p["nonzero_exit"])
         if notes:
             lines.append("%s: %s" % (name, "; ".join(notes)))
+    tl = {n: p["timeline"] for n, p in a["phases"].items() if p.get("timeline")}
+    if tl:
+        lines += ["", "Where the krex phases' time went (seconds; a region holds the device "
+                  "from the end of its lock wait to the end of its call):", "",
+                  "| phase | span | regions held | of it bodies | before the first region "
+                  "| between regions (gaps, median / max gap ms) | after the last |",
+                  "|---|---|---|---|---|---|---|"]
+        for n, t in tl.items():
+            lines.append("| %s | %.1f | %.1f | %.1f | %.1f | %.1f (%d, %.1f / %.0f) | %.1f |" % (
+                n, t["span_s"], t["held_s"], t["bodies_s"], t["before_first_s"], t["between_s"],
+                t["handoffs"], t["gap_median_ms"], t["gap_max_ms"], t["after_last_s"]))
+        lines += ["", "Per call (ms, median / p95, and the phase's sum in s); \"rest\": the "
+                  "call less its lock wait, steps and body (the wrapper, Python; with no steps "
+                  "recorded, the steps too):", ""]
+        keys = sorted({k for t in tl.values() for k in t["per_call"]},
+                      key=lambda k: (k != "lock_ms", k == "rest_ms", k))
+        lines.append("| phase | " + " | ".join(k[:-3] for k in keys) + " |")
+        lines.append("|---|" + "---|" * len(keys))
+        for n, t in tl.items():
+            cells = []
+            for k in keys:
+                v = t["per_call"].get(k)
+                cells.append("%.1f / %.1f (%.1f)" % (v["median_ms"], v["p95_ms"], v["sum_s"])
+                             if v else "-")
+            lines.append("| %s | %s |" % (n, " | ".join(cells)))
     lines.append("")
     lines.append("KernelBench imported as: %s; timing function wrapped by krex in the krex "
                  "phases: %s" % (", ".join(sorted({i for p in a["phases"].values()

@@ -109,6 +109,47 @@ class UserErrors(unittest.TestCase):
 
 
 
+class Timeline(unittest.TestCase):
+    def test_held_bodies_gaps_steps_and_the_rest(self):
+        # Two workers from t = 0 to 10. Calls (t0, t1, lock ms, body ms, steps):
+        # A: 1.0-2.0, no wait, body 600 ms, gate 50 + quiet 100 (+ its wait 80, not
+        #    counted twice) + exit 50: rest 1000 - 600 - 200 = 200 ms.
+        # B: 1.5-3.0, waited 500 ms: holds from 2.0 to 3.0 (right after A), body 800.
+        # A: 5.0-5.5, no wait: a 2 s gap after B; body 300.
+        steps = {"gate_ms": 50.0, "drain_ms": 0.0, "freeze_ms": 0.0, "quiet_ms": 100.0,
+                 "quiet_wait_ms": 80.0, "pin_ms": 0.0, "exit_ms": 50.0}
+        a = {"pid": 1, "t_started": 0.0, "t_done": 10.0, "problems": {"p": {"calls": [
+            dict(steps, t0=1.0, t1=2.0, lock_ms=0.0, body_ms=600.0),
+            dict(steps, t0=5.0, t1=5.5, lock_ms=0.0, body_ms=300.0)]}}}
+        b = {"pid": 2, "t_started": 0.5, "t_done": 9.0, "problems": {"p": {"calls": [
+            dict(steps, t0=1.5, t1=3.0, lock_ms=500.0, body_ms=800.0)]}}}
+        t = kr.timeline([a, b])
+        self.assertAlmostEqual(t["span_s"], 10.0)
+        self.assertAlmostEqual(t["held_s"], 2.5)  # 1.0-3.0 and 5.0-5.5
+        self.assertAlmostEqual(t["bodies_s"], 1.7)
+        self.assertAlmostEqual(t["before_first_s"], 1.0)
+        self.assertAlmostEqual(t["between_s"], 2.0)
+        self.assertEqual(t["handoffs"], 1)
+        self.assertAlmostEqual(t["after_last_s"], 4.5)
+        self.assertTrue(t["steps_recorded"])
+        # The rest: A's first 1000 - 0 - 600 - 200 = 200 ms; B's 1500 - 500 - 800 -
+        # 200 = 0; A's second 500 - 0 - 300 - 200 = 0.
+        rest = t["per_call"]["rest_ms"]
+        self.assertAlmostEqual(rest["median_ms"], 0.0, places=6)
+        self.assertAlmostEqual(rest["sum_s"], 0.2)
+        self.assertAlmostEqual(t["per_call"]["quiet_ms"]["sum_s"], 0.3)
+
+    def test_a_run_without_steps_folds_them_into_the_rest(self):
+        a = {"pid": 1, "t_started": 0.0, "t_done": 3.0, "problems": {"p": {"calls": [
+            {"t0": 1.0, "t1": 2.0, "lock_ms": 100.0, "body_ms": 700.0}]}}}
+        t = kr.timeline([a])
+        self.assertFalse(t["steps_recorded"])
+        self.assertNotIn("gate_ms", t["per_call"])
+        self.assertAlmostEqual(t["per_call"]["rest_ms"]["sum_s"], 0.2)
+        self.assertIsNone(kr.timeline([{"pid": 1, "t_started": 0.0, "problems": {
+            "p": {"calls": [{"t0": 1.0, "t1": 2.0, "median_ms": 1.0}]}}}]))
+
+
 class Driver(unittest.TestCase):
     """The driver's reading of its workers (kr.Proc): lines that arrive
     together, a worker that exits, and a late one's stacks."""
