@@ -65,25 +65,37 @@ MOVES = {
 DETAIL = os.path.join("include", "krex", "detail")
 
 # Public headers that pull in their CUDA part at their end (a loop: the CUDA
-# part includes them back). Each becomes its host part, krex/host/NAME, which
-# the CUDA, HIP and shared GPU parts include, and a short public header of
-# the same name that includes the host part and, in a CUDA build, the CUDA
-# part: the same public includes, no loop. A public header without THIN's
-# line holds the body (a merge brought it back): the script moves it again.
-HOST_PARTS = ["measure.hpp", "compare.hpp"]
+# part includes them back). Each becomes its host part (HOST_PARTS' path,
+# under krex/), which the CUDA, HIP and shared GPU parts include, and a short
+# public header of the same name that includes the host part and, in a CUDA
+# build, the CUDA part: the same public includes, no loop. A public header
+# without THIN's line holds the body (a merge brought it back): the script
+# moves it again. gbench's host part holds regions (it includes region.hpp),
+# so it is not in host/, which stands below the region (gpu/ and hip/
+# include it), but in adapters/ (docs/ARCHITECTURE.md, "Decisions").
+HOST_PARTS = {"measure.hpp": "host/measure.hpp", "compare.hpp": "host/compare.hpp",
+              "gbench.hpp": "adapters/gbench.hpp"}
 THIN = "// The host part and, in a CUDA build, the CUDA part (tools/relayout.py)."
 PUBLIC = os.path.join("include", "krex")
-CUDA_TAIL = re.compile(r"\n#if defined\(KREX_WITH_CUDA\)[^\n]*(?:\\\n[^\n]*)*\n"
-                       r"#include <krex/cuda/[a-z_]+\.hpp>\n#endif[^\n]*\n?$")
+# The body's end: its comment lines, then one or more #if KREX_WITH_CUDA
+# blocks that each include a CUDA part.
+CUDA_TAIL = re.compile(r"(?:\n//[^\n]*)*(?:\n#if defined\(KREX_WITH_CUDA\)[^\n]*(?:\\\n[^\n]*)*"
+                       r"\n#include <krex/cuda/[a-z_]+\.hpp>\n#endif[^\n]*)+\n?$")
+
+
+def thin_tail(tail):
+    """The short header's #if blocks: the tail without its comment lines
+    (they spoke of the body's end)."""
+    return "\n".join(l for l in tail.strip("\n").split("\n") if not l.startswith("//"))
 
 
 def split_host_parts(root, check):
     """Moves each public header of HOST_PARTS that still holds its body to
     krex/host/ and writes the short public header; returns what it did."""
     done = []
-    for name in HOST_PARTS:
+    for name, part in HOST_PARTS.items():
         pub = os.path.join(root, PUBLIC, name)
-        host = os.path.join(root, PUBLIC, "host", name)
+        host = os.path.join(root, PUBLIC, part)
         if not os.path.exists(pub):
             continue
         with open(pub, encoding="utf-8") as f:
@@ -93,23 +105,23 @@ def split_host_parts(root, check):
         tail = CUDA_TAIL.search(body)
         if tail is None:
             raise SystemExit(f"relayout: {pub} does not end in its #if KREX_WITH_CUDA include")
-        done.append(f"krex/{name} -> krex/host/{name} and a short krex/{name}")
+        done.append(f"krex/{name} -> krex/{part} and a short krex/{name}")
         if check:
             continue
         if os.path.exists(host):
-            subprocess.run(["git", "-C", root, "rm", "-q", "-f",
-                            os.path.join(PUBLIC, "host", name)], check=True)
+            subprocess.run(["git", "-C", root, "rm", "-q", "-f", os.path.join(PUBLIC, part)],
+                           check=True)
         os.makedirs(os.path.dirname(host), exist_ok=True)
         subprocess.run(["git", "-C", root, "mv", os.path.join(PUBLIC, name),
-                        os.path.join(PUBLIC, "host", name)], check=True)
+                        os.path.join(PUBLIC, part)], check=True)
         with open(host, "w", encoding="utf-8") as f:
             f.write(body[:tail.start()].rstrip("\n") + "\n")
         stem = name[:-len(".hpp")]
         with open(pub, "w", encoding="utf-8") as f:
             f.write("// SPDX-License-Identifier: Apache-2.0\n#pragma once\n\n"
-                    f"// krex::{stem}: see krex/host/{name}.\n{THIN}\n\n"
-                    f"#include <krex/detail/config.hpp>\n#include <krex/host/{name}>\n"
-                    + tail.group(0).rstrip("\n") + "\n")
+                    f"// krex::{stem}: see krex/{part}.\n{THIN}\n\n"
+                    f"#include <krex/detail/config.hpp>\n#include <krex/{part}>\n"
+                    + thin_tail(tail.group(0)) + "\n")
         subprocess.run(["git", "-C", root, "add", os.path.join(PUBLIC, name)], check=True)
     return done
 
@@ -140,7 +152,8 @@ def gbench_host_measure(text):
 # never the short public headers (which would close the loop again).
 HOST_INCLUDE = re.compile(r"#include <krex/(" + "|".join(n[:-4] for n in HOST_PARTS)
                           + r")\.hpp>")
-HOST_DIRS = tuple("include/krex/" + d + "/" for d in ("cuda", "gpu", "hip", "host"))
+
+HOST_DIRS = tuple("include/krex/" + d + "/" for d in ("cuda", "gpu", "hip", "host", "adapters"))
 
 
 def pattern(old):
@@ -207,7 +220,8 @@ def main(argv):
         if rel == "include/krex/gbench.hpp":
             out = gbench_host_measure(out)
         if rel.startswith(HOST_DIRS):
-            out = HOST_INCLUDE.sub(lambda m: f"#include <krex/host/{m.group(1)}.hpp>", out)
+            out = HOST_INCLUDE.sub(lambda m: f"#include <krex/{HOST_PARTS[m.group(1) + '.hpp']}>",
+                                   out)
         if out != text:
             if rel.endswith((".hpp", ".cpp", ".cu", ".cuh", ".h", ".hip")):
                 out = sort_include_runs(out)
