@@ -46,7 +46,7 @@ LAYERS = [
      "uses": ["compiled core", "membership", "protocol steps", "core boundary", "guardian",
               "freeze", "device", "slots", "segment", "cpu"] + BASE},
     {"name": "membership", "what": "the tenant's join and leave as pieces with RAII undo",
-     "files": ["krex/detail/membership.hpp"],
+     "files": ["krex/impl/membership.hpp"],
      "uses": ["membership", "freeze", "device", "slots", "cpu"] + BASE},
     {"name": "backends", "what": "a device's side of the steps",
      "files": ["krex/backend/*"],
@@ -84,8 +84,7 @@ LAYERS = [
      "uses": BASE},
     {"name": "layer 0", "what": "the shared bytes and the leaves every layer may use",
      "files": ["krex/detail/layout.hpp", "krex/detail/config.hpp", "krex/detail/proc.hpp",
-               "krex/detail/sys.hpp", "krex/detail/json.hpp", "krex/detail/hash.hpp",
-               "krex/detail/option_table.hpp", "krex/error.hpp", "krex/options.hpp",
+               "krex/detail/sys.hpp", "krex/detail/json.hpp", "krex/detail/option_table.hpp", "krex/error.hpp", "krex/options.hpp",
                "krex/version.hpp", "krex/pool_options.hpp", "krex/report.hpp",
                "krex/detail/clocks.hpp"],
      "uses": ["layer 0"]},
@@ -422,7 +421,7 @@ PLANTED = [
     ("include/krex/detail/steps/quiet.hpp", '#include "gate.hpp"',
      "krex/detail/steps/quiet.hpp (protocol step) includes the step krex/detail/steps/gate.hpp"),
     # an include naming no file
-    ("include/krex/detail/hash.hpp", '#include "gone.hpp"', "includes \"gone.hpp\", which names no file"),
+    ("include/krex/detail/layout.hpp", '#include "gone.hpp"', "includes \"gone.hpp\", which names no file"),
 ]
 
 

@@ -13,7 +13,9 @@ raw records, its logs and JSON, are left as they were written): in
 prose and comments, in the Python and CMake tables that name headers. Nothing
 else changes, so the script can be run again after branches that still use
 the old paths are merged: files already moved stay, paths already rewritten
-do not match again, and new uses of an old path are rewritten.
+do not match again, and new uses of an old path are rewritten. MOVES_OUT
+and MERGED do the same for the headers that left detail/ and for the tiny
+ones merged into another.
 
 usage: relayout.py [--check] [SOURCE_DIR]
   --check   change nothing; exit 1 if a file is still to move or a path still
@@ -26,9 +28,8 @@ import sys
 
 # old -> new, relative to include/krex/detail/. What stays at detail/'s root
 # is the async-signal-safe base and the leaves every subsystem uses (as_safe,
-# layout, proc, sys, hash, identity, freeze_table, clocks, config,
-# json, env_switch, option_table), the façade's boundary (core) and the join's
-# pieces (membership); the protocol steps stay in steps/.
+# layout, proc, sys, identity, clocks, config, json, option_table) and the
+# façade's boundary (core); the protocol steps stay in steps/.
 MOVES = {
     # the node segment: the file, its checks, the segment object
     "segment.hpp": "segment/segment.hpp",
@@ -63,6 +64,23 @@ MOVES = {
     "nvml.hpp": "device/nvml.hpp",
 }
 DETAIL = os.path.join("include", "krex", "detail")
+
+# Headers that left detail/ (old, relative to include/krex/detail/ -> new,
+# relative to include/krex/): the join's pieces beside the join, what the
+# benchmark adapters share beside gbench's host part. Moved as MOVES are.
+MOVES_OUT = {
+    "membership.hpp": "impl/membership.hpp",
+    "bench_state.hpp": "adapters/bench_state.hpp",
+}
+# Tiny headers merged into the one their users always include with them (old
+# -> new, both relative to include/krex/): the merge itself is done by hand;
+# the script rewrites the old path to the new one and drops an #include line
+# that then stands twice. It fails while the old file is still there.
+MERGED = {
+    "env_switch.hpp": "adapters/bench_state.hpp",   # the adapters' on/off switches
+    "freeze_table.hpp": "detail/as_safe.hpp",        # the freezers' table, which the thaw writes
+    "hash.hpp": "detail/layout.hpp",                 # how the segment's keys are hashed
+}
 
 # Public headers that pull in their CUDA part at their end (a loop: the CUDA
 # part includes them back). Each becomes its host part (HOST_PARTS' path,
@@ -150,8 +168,8 @@ def gbench_host_measure(text):
 
 # Inside the device parts and the host parts, the host parts are included,
 # never the short public headers (which would close the loop again).
-HOST_INCLUDE = re.compile(r"#include <krex/(" + "|".join(n[:-4] for n in HOST_PARTS)
-                          + r")\.hpp>")
+HOST_INCLUDE = re.compile(r"^#include <krex/(" + "|".join(n[:-4] for n in HOST_PARTS)
+                          + r")\.hpp>", re.M)
 
 HOST_DIRS = tuple("include/krex/" + d + "/" for d in ("cuda", "gpu", "hip", "host", "adapters"))
 
@@ -180,6 +198,18 @@ def sort_include_runs(text):
     return "\n".join(lines)
 
 
+def dedupe_includes(text):
+    """Drops an `#include <krex/...>` line that stands again after its first."""
+    seen, out = set(), []
+    for line in text.split("\n"):
+        if KREX_INCLUDE.match(line):
+            if line in seen:
+                continue
+            seen.add(line)
+        out.append(line)
+    return "\n".join(out)
+
+
 def tracked(root):
     out = subprocess.run(["git", "-C", root, "ls-files", "-z"], capture_output=True,
                          check=True).stdout.decode().split("\0")
@@ -201,8 +231,25 @@ def main(argv):
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
                 subprocess.run(["git", "-C", root, "mv", os.path.join(DETAIL, old),
                                 os.path.join(DETAIL, new)], check=True)
+    for old, new in MOVES_OUT.items():
+        src, dst = os.path.join(root, DETAIL, old), os.path.join(root, PUBLIC, new)
+        if os.path.exists(src) and os.path.exists(dst):
+            problems.append(f"both {src} and {dst} exist: merge them by hand, then rerun")
+        elif os.path.exists(src):
+            moved.append(f"detail/{old} -> {new}")
+            if not check:
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                subprocess.run(["git", "-C", root, "mv", os.path.join(DETAIL, old),
+                                os.path.join(PUBLIC, new)], check=True)
+    for old, new in MERGED.items():
+        if os.path.exists(os.path.join(root, DETAIL, old)):
+            problems.append(f"detail/{old} is still there: merge it into {new} by hand, then rerun")
     moved += split_host_parts(root, check)
-    patterns = [(pattern(old), new) for old, new in MOVES.items()]
+    # detail/OLD -> detail/NEW; out of detail/: krex/detail/OLD -> krex/NEW
+    # (and a bare detail/OLD in prose -> NEW, the path under krex/).
+    patterns = [(pattern(old), lambda m, new=new: m.group(1) + new) for old, new in MOVES.items()]
+    patterns += [(pattern(old), lambda m, new=new: m.group(1)[:-len("detail/")] + new)
+                 for old, new in list(MOVES_OUT.items()) + list(MERGED.items())]
     for rel in tracked(root):
         if rel.startswith("lab/") and not rel.endswith(".md"):
             continue  # raw records of past runs (logs, JSON) say what was, not what is
@@ -215,8 +262,8 @@ def main(argv):
         except (UnicodeDecodeError, OSError):
             continue  # not text
         out = text
-        for rx, new in patterns:
-            out = rx.sub(lambda m, new=new: m.group(1) + new, out)
+        for rx, repl in patterns:
+            out = rx.sub(repl, out)
         if rel == "include/krex/gbench.hpp":
             out = gbench_host_measure(out)
         if rel.startswith(HOST_DIRS):
@@ -224,7 +271,7 @@ def main(argv):
                                    out)
         if out != text:
             if rel.endswith((".hpp", ".cpp", ".cu", ".cuh", ".h", ".hip")):
-                out = sort_include_runs(out)
+                out = dedupe_includes(sort_include_runs(out))
             rewritten.append(rel)
             if not check:
                 with open(path, "w", encoding="utf-8") as f:

@@ -30,7 +30,7 @@
 // (Google Benchmark's own rule). failures() counts them for a harness with
 // its own main().
 //
-//     #include <krex/adapters/gbench.hpp>
+//     #include <krex/gbench.hpp>
 //
 //     void bm_saxpy(benchmark::State& st) {
 //       krex::gbench::run(st, [&] { saxpy(n, a, x, y); });           // host work
@@ -67,8 +67,7 @@
 //       axpby<<<g, b, 0, stream>>>(in.get<float>(p, 0), in.get<float>(p, 1), n);
 //     }, krex::gbench::run_options{}.over(in));
 
-#include <krex/detail/bench_state.hpp>
-#include <krex/detail/env_switch.hpp>
+#include <krex/adapters/bench_state.hpp>
 #include <krex/error.hpp>
 #include <krex/host/measure.hpp>
 #include <krex/options.hpp>

@@ -20,7 +20,7 @@
 #include <krex/backend/gpu_quiet.hpp>
 #include <krex/detail/clocks.hpp>
 #include <krex/detail/device/nvml.hpp>
-#include <krex/detail/hash.hpp>
+#include <krex/detail/layout.hpp>
 
 #include <cuda_runtime_api.h>
 

@@ -14,12 +14,12 @@
 #include <krex/detail/freeze/freezer.hpp>
 #include <krex/detail/guardian/guardian.hpp>
 #include <krex/detail/guardian/guardian_recover.hpp>
-#include <krex/detail/membership.hpp>
 #include <krex/detail/segment/segment.hpp>
 #include <krex/detail/segment/validate.hpp>
 #include <krex/detail/slots/slots.hpp>
 #include <krex/detail/steps/drain.hpp>
 #include <krex/error.hpp>
+#include <krex/impl/membership.hpp>
 #include <krex/options.hpp>
 
 #include <pthread.h>
@@ -159,7 +159,7 @@ class tenant_core {
   std::string split_note() const { return m_device_entry ? m_device_entry->note() : std::string(); }
 
  private:
-  // The membership's pieces (detail/membership.hpp), in join order: the
+  // The membership's pieces (impl/membership.hpp), in join order: the
   // leave is their destruction, in reverse, after the passage through the
   // gate that every leave starts with.
   struct membership {

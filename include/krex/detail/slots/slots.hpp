@@ -6,7 +6,6 @@
 // when a dead or expired holder is in their way.
 
 #include <krex/detail/as_safe.hpp>
-#include <krex/detail/hash.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
 #include <krex/detail/slots/futex.hpp>
