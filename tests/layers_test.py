@@ -56,7 +56,7 @@ LAYERS = [
      "uses": ["protocol steps", "freeze", "device", "slots", "segment", "cpu"] + BASE},
     {"name": "core boundary", "what": "what the façade calls of the join and the region",
      "files": ["krex/detail/core.hpp"],
-     "uses": ["core boundary", "device"] + BASE},
+     "uses": ["core boundary"] + BASE},
     {"name": "guardian", "what": "the guardian process and crash recovery",
      "files": ["krex/detail/guardian/*"],
      "uses": ["guardian", "device", "slots"] + BASE},
