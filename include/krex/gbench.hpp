@@ -4,7 +4,6 @@
 // krex::gbench: see krex/adapters/gbench.hpp.
 // The host part and, in a CUDA build, the CUDA part (tools/relayout.py).
 
-#include <krex/detail/config.hpp>
 #include <krex/adapters/gbench.hpp>
 // krex::measure's CUDA part, as <krex/measure.hpp> brings it.
 #if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
