@@ -58,6 +58,25 @@ struct region_context {
   /// undo happens only while this holds, checked right before it.
   bool ours() const noexcept { return lease_held(m, lease_exiting); }
 
+  /// The undo of a step that holds one of the device's shared words (the
+  /// lock's ticket, the gate's epoch), by how the exit began. ours: the
+  /// device's phase becomes `phase` while the lease is still ours, then
+  /// `release(true)`; false from it means the lease was lost meanwhile.
+  /// lost: `release(false)` alone, which touches only what is still this
+  /// region's (the recoverer owns the rest). A forked child's copy, or a
+  /// region that never took the lock, touches nothing shared.
+  template <class Release>
+  void release_shared(std::uint32_t phase, Release&& release) noexcept {
+    switch (exit) {
+      case exit_kind::ours:
+        if (ours()) set_phase(*m.dev, phase);
+        if (!release(true)) report.lease_lost = true;
+        break;
+      case exit_kind::lost: release(false); break;
+      default: break;
+    }
+  }
+
   /// Throws krex::error(step::lock) if this region's lease was taken away
   /// while it was entering (`what`: the step it was about to take).
   void check_lease(const char* what) const {
