@@ -112,13 +112,9 @@ class path_buf {
     return *this;
   }
   path_buf& add(std::uint64_t v) noexcept {
-    char tmp[24];
-    int n = 0;
-    do {
-      tmp[n++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v != 0 && n < 24);
-    while (n > 0) put(tmp[--n]);
+    char digits[20];
+    const int n = decimal_digits(v, digits);
+    for (int i = 0; i < n; ++i) put(digits[i]);
     return *this;
   }
   const char* c_str() const noexcept { return m_ok ? m_buf : nullptr; }
