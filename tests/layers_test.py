@@ -27,6 +27,15 @@ import tempfile
 # files of the layers (or the single files) in `uses`, all of which are below
 # it or itself. Every file of include/krex/ and tools/ is in exactly one layer.
 BASE = ["detail base", "layer 0"]
+
+
+def subsystem(name, what, *below):
+    """A subsystem of detail/: its folder, krex/detail/NAME/, which may use
+    itself, the subsystems named in `below` and the base."""
+    return {"name": name, "what": what, "files": [f"krex/detail/{name}/*"],
+            "uses": [name, *below] + BASE}
+
+
 LAYERS = [
     {"name": "tools", "what": "krexctl and the code the tools share; not installed",
      "files": ["tools/*"],
@@ -57,28 +66,14 @@ LAYERS = [
     {"name": "core boundary", "what": "what the façade calls of the join and the region",
      "files": ["krex/detail/core.hpp"],
      "uses": ["core boundary"] + BASE},
-    {"name": "guardian", "what": "the guardian process and crash recovery",
-     "files": ["krex/detail/guardian/*"],
-     "uses": ["guardian", "device", "slots"] + BASE},
-    {"name": "freeze", "what": "freezing a sibling's process tree: cgroups, signals",
-     "files": ["krex/detail/freeze/*"],
-     "uses": ["freeze", "slots"] + BASE},
-    {"name": "device", "what": "the backend as the core sees it, the node's device registry, NVML",
-     "files": ["krex/detail/device/*"],
-     "uses": ["device"] + BASE},
-    {"name": "slots", "what": "tenant slots, the lock's hand-off, the gate's submitters, siblings",
-     "files": ["krex/detail/slots/*"],
-     "uses": ["slots"] + BASE},
-    {"name": "segment", "what": "the node segment: its file, its checks",
-     "files": ["krex/detail/segment/*"],
-     "uses": ["segment"] + BASE},
-    {"name": "pool", "what": "krex::pool's workers, spawner and wire",
-     "files": ["krex/detail/pool/*"],
-     "uses": ["pool"] + BASE},
-    {"name": "cpu", "what": "the machine's CPUs: topology, the join's slices, pinning, what "
-                            "ran beside a region",
-     "files": ["krex/detail/cpu/*"],
-     "uses": ["cpu"] + BASE},
+    subsystem("guardian", "the guardian process and crash recovery", "device", "slots"),
+    subsystem("freeze", "freezing a sibling's process tree: cgroups, signals", "slots"),
+    subsystem("device", "the backend as the core sees it, the node's device registry, NVML"),
+    subsystem("slots", "tenant slots, the lock's hand-off, the gate's submitters, siblings"),
+    subsystem("segment", "the node segment: its file, its checks"),
+    subsystem("pool", "krex::pool's workers, spawner and wire"),
+    subsystem("cpu", "the machine's CPUs: topology, the join's slices, pinning, what ran beside "
+                     "a region"),
     {"name": "detail base", "what": "async-signal-safe building blocks, futexes, identity",
      "files": ["krex/detail/*"],
      "uses": BASE},
