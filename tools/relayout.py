@@ -101,10 +101,20 @@ CUDA_TAIL = re.compile(r"(?:\n//[^\n]*)*(?:\n#if defined\(KREX_WITH_CUDA\)[^\n]*
                        r"\n#include <krex/cuda/[a-z_]+\.hpp>\n#endif[^\n]*)+\n?$")
 
 
-def thin_tail(tail):
+def thin_tail(tail, stem):
     """The short header's #if blocks: the tail without its comment lines
-    (they spoke of the body's end)."""
-    return "\n".join(l for l in tail.strip("\n").split("\n") if not l.startswith("//"))
+    (they spoke of the body's end), and a line that names another header's
+    CUDA part (gbench.hpp brings krex::measure's)."""
+    out = []
+    for line in tail.strip("\n").split("\n"):
+        if line.startswith("//"):
+            continue
+        other = re.match(r"#include <krex/cuda/([a-z_]+)\.hpp>", line)
+        if other and other.group(1) != stem:
+            out.append(f"// krex::{other.group(1)}'s CUDA part, as <krex/{other.group(1)}.hpp> "
+                       "brings it.")
+        out.append(line)
+    return "\n".join(out)
 
 
 def split_host_parts(root, check):
@@ -138,8 +148,8 @@ def split_host_parts(root, check):
         with open(pub, "w", encoding="utf-8") as f:
             f.write("// SPDX-License-Identifier: Apache-2.0\n#pragma once\n\n"
                     f"// krex::{stem}: see krex/{part}.\n{THIN}\n\n"
-                    f"#include <krex/detail/config.hpp>\n#include <krex/{part}>\n"
-                    + thin_tail(tail.group(0)) + "\n")
+                    + ("#include <krex/detail/config.hpp>\n" if part.startswith("host/") else "")
+                    + f"#include <krex/{part}>\n" + thin_tail(tail.group(0), stem) + "\n")
         subprocess.run(["git", "-C", root, "add", os.path.join(PUBLIC, name)], check=True)
     return done
 
@@ -221,26 +231,20 @@ def main(argv):
     args = [a for a in argv[1:] if a != "--check"]
     root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     problems, moved, rewritten = [], [], []
-    for old, new in MOVES.items():
-        src, dst = os.path.join(root, DETAIL, old), os.path.join(root, DETAIL, new)
+    # (old, new, as printed), both relative to the root
+    renames = [(os.path.join(DETAIL, old), os.path.join(DETAIL, new), f"{old} -> {new}")
+               for old, new in MOVES.items()]
+    renames += [(os.path.join(DETAIL, old), os.path.join(PUBLIC, new), f"detail/{old} -> {new}")
+                for old, new in MOVES_OUT.items()]
+    for old, new, said in renames:
+        src, dst = os.path.join(root, old), os.path.join(root, new)
         if os.path.exists(src) and os.path.exists(dst):
             problems.append(f"both {src} and {dst} exist: merge them by hand, then rerun")
         elif os.path.exists(src):
-            moved.append(f"{old} -> {new}")
+            moved.append(said)
             if not check:
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
-                subprocess.run(["git", "-C", root, "mv", os.path.join(DETAIL, old),
-                                os.path.join(DETAIL, new)], check=True)
-    for old, new in MOVES_OUT.items():
-        src, dst = os.path.join(root, DETAIL, old), os.path.join(root, PUBLIC, new)
-        if os.path.exists(src) and os.path.exists(dst):
-            problems.append(f"both {src} and {dst} exist: merge them by hand, then rerun")
-        elif os.path.exists(src):
-            moved.append(f"detail/{old} -> {new}")
-            if not check:
-                os.makedirs(os.path.dirname(dst), exist_ok=True)
-                subprocess.run(["git", "-C", root, "mv", os.path.join(DETAIL, old),
-                                os.path.join(PUBLIC, new)], check=True)
+                subprocess.run(["git", "-C", root, "mv", old, new], check=True)
     for old, new in MERGED.items():
         if os.path.exists(os.path.join(root, DETAIL, old)):
             problems.append(f"detail/{old} is still there: merge it into {new} by hand, then rerun")
@@ -249,7 +253,8 @@ def main(argv):
     # (and a bare detail/OLD in prose -> NEW, the path under krex/).
     patterns = [(pattern(old), lambda m, new=new: m.group(1) + new) for old, new in MOVES.items()]
     patterns += [(pattern(old), lambda m, new=new: m.group(1)[:-len("detail/")] + new)
-                 for old, new in list(MOVES_OUT.items()) + list(MERGED.items())]
+                 for old, new in list(MOVES_OUT.items()) + list(MERGED.items())
+                 if not os.path.exists(os.path.join(root, DETAIL, old))]  # not yet merged
     for rel in tracked(root):
         if rel.startswith("lab/") and not rel.endswith(".md"):
             continue  # raw records of past runs (logs, JSON) say what was, not what is

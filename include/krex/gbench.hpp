@@ -5,8 +5,8 @@
 // The host part and, in a CUDA build, the CUDA part (tools/relayout.py).
 
 #include <krex/adapters/gbench.hpp>
-// krex::measure's CUDA part, as <krex/measure.hpp> brings it.
 #if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA
+// krex::measure's CUDA part, as <krex/measure.hpp> brings it.
 #include <krex/cuda/measure.hpp>
 #endif  // KREX_WITH_CUDA
 #if defined(KREX_WITH_CUDA) && KREX_WITH_CUDA && \
