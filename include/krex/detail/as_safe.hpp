@@ -12,18 +12,14 @@
 // recovery_config carries what a recoverer needs to thaw siblings: the freeze
 // method and the krex cgroup root, both from the recoverer's own
 // configuration, never from the segment. Leaf paths are built here from that
-// root and a slot number the caller bounds-checked; the files and values
-// written are the method's entry in the freezers' table (freeze_table, below),
-// as the freezer's (freeze/freezer.hpp).
+// root and a slot number the caller bounds-checked.
 //
-// The cgroup freezers as one table: for each method the files and values the
-// kernel uses. freezer.hpp drives every cgroup method through it, and the
-// guardian's async-signal-safe thaw (here) writes the same entries. Plain
-// constexpr data: no strings, no allocation. v2 is the core freezer, not a
-// controller (no `cgroup.subtree_control` is touched). v1 reads FREEZING
-// while a freeze is in progress; a frozen v1 task cannot even die until it
-// is thawed. none is the empty entry: no file, freezing does nothing. signal
-// has no files either; it lives in freeze/freeze_signal.hpp.
+// The cgroup freezers as one table (freeze_table): for each method the files
+// and values the kernel uses, which freeze/freezer.hpp drives and the thaw
+// here writes. Plain constexpr data. v2 is the core freezer, not a controller
+// (no `cgroup.subtree_control` is touched). v1 reads FREEZING while a freeze
+// is in progress; a frozen v1 task cannot even die until it is thawed. none
+// is the empty entry; signal has no files either (freeze/freeze_signal.hpp).
 
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>

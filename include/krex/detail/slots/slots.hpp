@@ -117,11 +117,9 @@ inline bool slot_alive(const tenant_slot& s) noexcept {
 }
 
 
-/// Clears the words of the protocol that a slot's holder leaves behind (its
-/// submission, its park, its dirty mark, its lock ticket, its frozen flag):
-/// by a reaper (reap_slot) and by the next claimer (claim_slot). The caller
-/// owns the slot (its CAS on the owner) and has set a state no other process
-/// acts on (reaping, claiming).
+/// Clears the protocol words a slot's holder leaves behind, for a reaper
+/// (reap_slot) or the next claimer (claim_slot), which owns the slot by its
+/// CAS on the owner and has set a state no other process acts on.
 inline void clear_holder_words(tenant_slot& s) noexcept {
   s.in_submit.store(0);
   s.parked.store(0);

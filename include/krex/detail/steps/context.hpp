@@ -58,13 +58,10 @@ struct region_context {
   /// undo happens only while this holds, checked right before it.
   bool ours() const noexcept { return lease_held(m, lease_exiting); }
 
-  /// The undo of a step that holds one of the device's shared words (the
-  /// lock's ticket, the gate's epoch), by how the exit began. ours: the
-  /// device's phase becomes `phase` while the lease is still ours, then
-  /// `release(true)`; false from it means the lease was lost meanwhile.
-  /// lost: `release(false)` alone, which touches only what is still this
-  /// region's (the recoverer owns the rest). A forked child's copy, or a
-  /// region that never took the lock, touches nothing shared.
+  /// The undo of a step holding a shared word (the lock's ticket, the gate's
+  /// epoch). ours: `phase` while the lease is ours, then `release(true)`
+  /// (false: the lease was lost). lost: `release(false)`, which touches only
+  /// what is still this region's. A fork's copy touches nothing shared.
   template <class Release>
   void release_shared(std::uint32_t phase, Release&& release) noexcept {
     switch (exit) {
