@@ -5,7 +5,7 @@
 #include "errors.hpp"
 #include "proc_util.hpp"
 
-#include <krex/detail/freeze_table.hpp>
+#include <krex/detail/as_safe.hpp>
 #include <krex/detail/guardian/guardian_sys.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/steps/freeze.hpp>

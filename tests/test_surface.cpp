@@ -7,7 +7,7 @@
 
 #include <krex/detail/cpu/topology.hpp>
 #include <krex/detail/freeze/cgroup.hpp>
-#include <krex/detail/hash.hpp>
+#include <krex/detail/layout.hpp>
 #include <krex/detail/slots/slots.hpp>
 #include <krex/detail/sys.hpp>
 #include <krex/region.hpp>

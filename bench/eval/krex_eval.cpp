@@ -1018,31 +1018,26 @@ struct eval_plan {
 
 /// The command line's options, their help and their defaults.
 void define_options(krex_tools::cli::program& prog, options_t& o) {
+  // A list option: its value split at commas, and marked given (else the preset's).
+  const auto list = [](std::vector<std::string>& to, bool& given) {
+    return [&to, &given](const std::string& v) {
+      to = split_list(v);
+      given = true;
+    };
+  };
   prog.root()
       .text("--config", "smoke|quick|full|issue11|ranks", o.preset, "the preset (default quick)")
       .text("--out", "DIR", o.out, "where eval.json, summary.md and workers.log go (default eval-out)")
       .text("--worker", "PATH", o.worker, "the benchmark command (default: krex_eval_worker beside krex_eval)")
       .text("--configs", "LIST", o.configs, "MODE:C[:persistent],... instead of the preset's")
       .integer("--reps", "N", o.reps, 1, 100, "repetitions of each command")
-      .value("--filter", "S1,S2,...",
-             [&](const std::string& v) {
-               o.filter = split_list(v);
-               o.filter_set = true;
-             },
+      .value("--filter", "S1,S2,...", list(o.filter, o.filter_set),
              "candidates whose id contains one of S, or whose set is S (default: the preset's; smoke, "
              "quick, full: every candidate outside the fine and wide rank sets)")
-      .value("--sync", "S1,S2,...",
-             [&](const std::string& v) {
-               o.sync = split_list(v);
-               o.sync_set = true;
-             },
+      .value("--sync", "S1,S2,...", list(o.sync, o.sync_set),
              "selected candidates (as --filter) that also run with a loop synchronized after every "
              "sample, id@sync (default: the preset's; '' for none)")
-      .value("--loop", "S1,S2,...",
-             [&](const std::string& v) {
-               o.loop = split_list(v);
-               o.loop_set = true;
-             },
+      .value("--loop", "S1,S2,...", list(o.loop, o.loop_set),
              "selected candidates (as --filter) that also run with a timed loop of about --loop-pct "
              "of the command, id@loop<ms> (default: the preset's; '' for none)")
       .number("--loop-pct", "P", o.loop_pct, 1, 90,

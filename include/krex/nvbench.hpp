@@ -55,8 +55,7 @@
 // no region, krex/level "unprotected"): the control for a concurrent run
 // without krex, from the same binary.
 
-#include <krex/detail/bench_state.hpp>
-#include <krex/detail/env_switch.hpp>
+#include <krex/adapters/bench_state.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 #include <krex/region.hpp>

@@ -9,7 +9,6 @@
 #include <krex/detail/config.hpp>
 #include <krex/detail/core.hpp>
 #include <krex/detail/device/device_ops.hpp>
-#include <krex/detail/slots/slots.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 #include <krex/submit_guard.hpp>
@@ -73,19 +72,19 @@ class basic_tenant {
   }
 
   /// The device ordinal (as the backend numbers it) this tenant joined for.
-  int device() const noexcept { return m_member->opts.device(); }
+  int device() const noexcept { return detail::core_options(*m_core).device(); }
   /// This tenant's slot in the node segment.
-  std::uint32_t slot() const noexcept { return m_member->index; }
+  std::uint32_t slot() const noexcept { return detail::core_slot(*m_core); }
   /// The options in force (code settings with KREX_* overrides applied).
-  const options& opts() const noexcept { return m_member->opts; }
+  const options& opts() const noexcept { return detail::core_options(*m_core); }
   Backend& backend() noexcept { return m_backend; }
   /// Full name of the node segment (in /dev/shm).
   const std::string& segment_name() const noexcept { return detail::core_segment_name(*m_core); }
   /// Drains this tenant's agent performed, and how many of them touched the backend.
-  std::uint64_t drains() const noexcept { return m_member->slot->drains.load(); }
-  std::uint64_t syncs() const noexcept { return m_member->slot->syncs.load(); }
+  std::uint64_t drains() const noexcept { return detail::core_slot_counts(*m_core).drains; }
+  std::uint64_t syncs() const noexcept { return detail::core_slot_counts(*m_core).syncs; }
   /// Submissions that passed the gate.
-  std::uint64_t submits() const noexcept { return m_member->slot->submits.load(); }
+  std::uint64_t submits() const noexcept { return detail::core_slot_counts(*m_core).submits; }
 
   /// The freeze method in use (never `automatic`) and the krex cgroup root ("" if none).
   freeze_method freeze() const noexcept { return detail::core_freeze(*m_core); }

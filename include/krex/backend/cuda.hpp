@@ -20,7 +20,7 @@
 #include <krex/backend/gpu_quiet.hpp>
 #include <krex/detail/clocks.hpp>
 #include <krex/detail/device/nvml.hpp>
-#include <krex/detail/hash.hpp>
+#include <krex/detail/layout.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -82,6 +82,10 @@ class cuda : public detail::gpu::backend_base<detail::cuda_api, detail::cupti::h
     return n->clocks(bus_id());
   }
 
+  /// Loads NVML now (dlopen + nvmlInit, ~17 ms on the H200), which clocks()
+  /// and device_processes() read at a region's entry: krex::prepare_measure
+  /// calls it, so that the first region does not load it with the device held.
+  static void preload_nvml() { (void)detail::nvml::get(); }
   /// Pids of every process with a compute context on the device (NVML).
   /// False: not known (no NVML, or the query failed).
   bool device_processes(std::vector<int>& pids) const {

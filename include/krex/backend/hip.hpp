@@ -18,7 +18,7 @@
 #include <krex/backend/gpu_backend.hpp>
 #include <krex/backend/hip_api.hpp>
 #include <krex/backend/hip_callbacks.hpp>
-#include <krex/detail/hash.hpp>
+#include <krex/detail/layout.hpp>
 
 #include <hip/hip_runtime_api.h>
 

@@ -6,7 +6,7 @@
 // does. Included by krex/gbench.hpp in CUDA builds.
 
 #include <krex/cuda/measure.hpp>
-#include <krex/gbench.hpp>
+#include <krex/adapters/gbench.hpp>
 
 #include <cuda_runtime_api.h>
 

@@ -9,7 +9,6 @@
 #include <krex/backend/cuda.hpp>
 #include <krex/backend/cuda_api.hpp>
 #include <krex/backend/gpu_quiet.hpp>
-#include <krex/detail/device/nvml.hpp>
 #include <krex/gpu/measure.hpp>
 #include <krex/host/measure.hpp>
 
@@ -38,10 +37,8 @@ inline void prepare_measure(const measure_options& o = {}) {
   int dev = 0;
   detail::cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
   detail::gpu::quiet_probe<detail::cuda_api>::get().prepare(dev);  // the region's quiet probe, too
-  // NVML, which the region reads at entry (foreign processes, clocks): loading
-  // it (dlopen + nvmlInit, ~17 ms on the H200) would otherwise happen inside
-  // this process's first region, with the device held.
-  (void)detail::nvml::get();
+  // NVML, which the region reads at entry (foreign processes, clocks).
+  backend::cuda::preload_nvml();
 }
 
 /// Times `fn` (which enqueues work on `stream`) inside the held region `held`

@@ -12,10 +12,15 @@
 // recovery_config carries what a recoverer needs to thaw siblings: the freeze
 // method and the krex cgroup root, both from the recoverer's own
 // configuration, never from the segment. Leaf paths are built here from that
-// root and a slot number the caller bounds-checked; the files and values
-// written are the method's entry in freeze_table.hpp, as the freezer's.
+// root and a slot number the caller bounds-checked.
+//
+// The cgroup freezers as one table (freeze_table): for each method the files
+// and values the kernel uses, which freeze/freezer.hpp drives and the thaw
+// here writes. Plain constexpr data. v2 is the core freezer, not a controller
+// (no `cgroup.subtree_control` is touched). v1 reads FREEZING while a freeze
+// is in progress; a frozen v1 task cannot even die until it is thawed. none
+// is the empty entry; signal has no files either (freeze/freeze_signal.hpp).
 
-#include <krex/detail/freeze_table.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
@@ -23,6 +28,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -34,6 +40,46 @@
 #include <cstdint>
 
 namespace krex::detail {
+
+struct freeze_table {
+  freeze_method method = freeze_method::none;
+  const char* control = nullptr;       ///< written to freeze and thaw; null: no cgroup freezing
+  const char* freeze_value = nullptr;  ///< written to `control` to freeze
+  const char* thaw_value = nullptr;    ///< written to `control` to thaw
+  const char* status = nullptr;        ///< read for the freeze's completion
+  const char* frozen_line = nullptr;   ///< a line of `status` once every task is frozen
+  const char* busy_file = nullptr;     ///< where live processes show
+  const char* busy_line = nullptr;     ///< its line while populated; null: any pid listed
+  const char* procs = nullptr;         ///< the file processes are moved through
+  const char* hierarchy = nullptr;     ///< the hierarchy's name in messages
+  long magic = 0;                      ///< its filesystem magic
+  bool v2 = false;                     ///< which of the two hierarchies it lives in
+
+  constexpr bool cgroup() const noexcept { return control != nullptr; }
+};
+
+// clang-format off
+inline constexpr freeze_table freeze_cgroup_v2{
+    freeze_method::cgroup_v2,
+    "cgroup.freeze", "1", "0",       // control file, freeze value, thaw value
+    "cgroup.events", "frozen 1",     // status file, its line once frozen
+    "cgroup.events", "populated 1",  // busy file, its line while populated
+    "cgroup.procs", "cgroup v2 hierarchy", CGROUP2_SUPER_MAGIC, true};
+inline constexpr freeze_table freeze_cgroup_v1{
+    freeze_method::cgroup_v1,
+    "freezer.state", "FROZEN", "THAWED",
+    "freezer.state", "FROZEN",       // FREEZING while in progress
+    "cgroup.procs", nullptr,         // any pid listed
+    "cgroup.procs", "cgroup v1 freezer hierarchy", CGROUP_SUPER_MAGIC, false};
+// clang-format on
+inline constexpr freeze_table freeze_none{};
+
+/// The table of method `m`: the empty one for none, signal and automatic.
+constexpr const freeze_table& freeze_table_of(freeze_method m) noexcept {
+  return m == freeze_method::cgroup_v2   ? freeze_cgroup_v2
+         : m == freeze_method::cgroup_v1 ? freeze_cgroup_v1
+                                         : freeze_none;
+}
 
 /// What a recoverer needs to thaw a device's tenants. Plain data: it is
 /// copied into the guardian by fork.
@@ -62,13 +108,9 @@ class path_buf {
     return *this;
   }
   path_buf& add(std::uint64_t v) noexcept {
-    char tmp[24];
-    int n = 0;
-    do {
-      tmp[n++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v != 0 && n < 24);
-    while (n > 0) put(tmp[--n]);
+    char digits[20];
+    const int n = decimal_digits(v, digits);
+    for (int i = 0; i < n; ++i) put(digits[i]);
     return *this;
   }
   const char* c_str() const noexcept { return m_ok ? m_buf : nullptr; }

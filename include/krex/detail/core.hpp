@@ -10,7 +10,6 @@
 // (<krex/impl/src.hpp>, or the CMake target krex::compiled).
 
 #include <krex/detail/config.hpp>
-#include <krex/detail/device/device_ops.hpp>
 #include <krex/error.hpp>
 #include <krex/options.hpp>
 
@@ -58,6 +57,7 @@ void link_krex_compiled_or_compile_krex_impl_src_hpp() noexcept;
 #endif  // defined(KREX_SEPARATE_COMPILATION)
 
 struct member;
+class device_ops;  // krex/detail/device/device_ops.hpp: the façade's side holds it
 class tenant_core;
 class region_core;
 
@@ -72,6 +72,16 @@ KREX_DECL tenant_core* join_node(const options& resolved, device_ops& ops);
 KREX_DECL void leave_node(tenant_core& t) noexcept;
 KREX_DECL bool core_joined(const tenant_core& t) noexcept;
 KREX_DECL member& core_member(tenant_core& t) noexcept;
+/// The options it joined with (KREX_* applied), and its tenant slot.
+KREX_DECL const options& core_options(const tenant_core& t) noexcept;
+KREX_DECL std::uint32_t core_slot(const tenant_core& t) noexcept;
+/// Its slot's counters, read now: drains acked, synchronizations, gated calls.
+struct slot_counts {
+  std::uint64_t drains = 0;
+  std::uint64_t syncs = 0;
+  std::uint64_t submits = 0;
+};
+KREX_DECL slot_counts core_slot_counts(const tenant_core& t) noexcept;
 KREX_DECL void check_core_owner(const tenant_core& t, step s);
 KREX_DECL const std::string& core_segment_name(const tenant_core& t) noexcept;
 KREX_DECL freeze_method core_freeze(const tenant_core& t) noexcept;

@@ -217,13 +217,9 @@ inline void agent_thread_name(std::uint32_t slot, char (&out)[16]) noexcept {
   const char* head = "krex:t";
   std::size_t i = 0;
   for (; head[i] != '\0'; ++i) out[i] = head[i];
-  char digits[12];
-  int nd = 0;
-  do {
-    digits[nd++] = static_cast<char>('0' + slot % 10);
-    slot /= 10;
-  } while (slot != 0 && nd < 9);
-  while (nd > 0) out[i++] = digits[--nd];
+  char digits[20];
+  const int nd = decimal_digits(slot, digits);
+  for (int k = nd > 9 ? nd - 9 : 0; k < nd; ++k) out[i++] = digits[k];  // 6 + 9 + NUL
   out[i] = '\0';
 }
 

@@ -6,9 +6,13 @@
 // (never a pointer, never a path), fixed sizes, and a header that a process
 // of another layout refuses to attach to. Bump `layout_version` on any change.
 // The segment file holds exactly one node_state at offset 0 (segment.hpp).
+// The hashes it holds (a device's key, the freeze domain of its tenants)
+// are fnv1a's, below: a change of the hash is a change of the layout.
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace krex::detail {
 
@@ -22,6 +26,23 @@ inline constexpr std::uint32_t max_devices = 16;
 /// `tenant_slot::ticket` values that are not tickets.
 inline constexpr std::uint64_t no_ticket = ~0ULL;
 inline constexpr std::uint64_t taking_ticket = ~0ULL - 1;
+
+// The one hash of krex: 64-bit FNV-1a, mapped off 0. Device keys (a GPU's
+// UUID, or its PCI address) and the freeze domain (method and cgroup root)
+// are stored in the segment with it, where 0 means "none".
+inline constexpr std::uint64_t fnv1a_offset_basis = 14695981039346656037ULL;
+inline constexpr std::uint64_t fnv1a_prime = 1099511628211ULL;
+
+/// 64-bit FNV-1a over `n` bytes at `p`; never 0 (a hash of 0 becomes 1).
+inline std::uint64_t fnv1a(const void* p, std::size_t n) noexcept {
+  const auto* b = static_cast<const unsigned char*>(p);
+  std::uint64_t h = fnv1a_offset_basis;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * fnv1a_prime;
+  return h == 0 ? 1 : h;
+}
+
+/// 64-bit FNV-1a of the bytes of `s`; never 0.
+inline std::uint64_t fnv1a(std::string_view s) noexcept { return fnv1a(s.data(), s.size()); }
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);

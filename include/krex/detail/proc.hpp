@@ -49,21 +49,29 @@ struct proc_stat {
 /// no /proc view can fake. Never set in production.
 inline int (*proc_fault_hook)(std::int64_t pid) noexcept = nullptr;
 
+/// The decimal digits of `v`, most significant first, into `out` (no NUL).
+/// Returns how many (1 to 20). Async-signal-safe.
+inline int decimal_digits(std::uint64_t v, char (&out)[20]) noexcept {
+  char low_first[20];
+  int n = 0;
+  do {
+    low_first[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  for (int i = 0; i < n; ++i) out[i] = low_first[n - 1 - i];
+  return n;
+}
+
 /// "/proc/<pid><tail>" into `out[n]`. False if it does not fit. Async-signal-safe.
 inline bool proc_path(char* out, std::size_t n, std::int64_t pid, const char* tail) noexcept {
   const char* head = "/proc/";
   std::size_t len = 0;
   for (; head[len] != '\0'; ++len) out[len] = head[len];
-  char digits[24];
-  int nd = 0;
-  auto v = static_cast<std::uint64_t>(pid);
-  do {
-    digits[nd++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0 && nd < 24);
-  while (nd > 0) {
+  char digits[20];
+  const int nd = decimal_digits(static_cast<std::uint64_t>(pid), digits);
+  for (int i = 0; i < nd; ++i) {
     if (len + 1 >= n) return false;
-    out[len++] = digits[--nd];
+    out[len++] = digits[i];
   }
   for (; *tail != '\0'; ++tail) {
     if (len + 1 >= n) return false;

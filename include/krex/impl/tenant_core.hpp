@@ -14,12 +14,12 @@
 #include <krex/detail/freeze/freezer.hpp>
 #include <krex/detail/guardian/guardian.hpp>
 #include <krex/detail/guardian/guardian_recover.hpp>
-#include <krex/detail/membership.hpp>
 #include <krex/detail/segment/segment.hpp>
 #include <krex/detail/segment/validate.hpp>
 #include <krex/detail/slots/slots.hpp>
 #include <krex/detail/steps/drain.hpp>
 #include <krex/error.hpp>
+#include <krex/impl/membership.hpp>
 #include <krex/options.hpp>
 
 #include <pthread.h>
@@ -123,6 +123,7 @@ class tenant_core {
   bool joined() const noexcept { return m_joined; }
   /// The shared-state view of guards and regions (its address never changes).
   member& shared() noexcept { return m_member; }
+  const member& shared() const noexcept { return m_member; }
   const std::string& segment_name() const noexcept { return m_segment->name(); }
   freeze_method freeze() const noexcept {
     return m_freezer ? m_freezer->method() : freeze_method::none;
@@ -159,7 +160,7 @@ class tenant_core {
   std::string split_note() const { return m_device_entry ? m_device_entry->note() : std::string(); }
 
  private:
-  // The membership's pieces (detail/membership.hpp), in join order: the
+  // The membership's pieces (impl/membership.hpp), in join order: the
   // leave is their destruction, in reverse, after the passage through the
   // gate that every leave starts with.
   struct membership {
@@ -416,6 +417,12 @@ KREX_DECL void core_deleter::operator()(tenant_core* t) const noexcept { delete 
 KREX_DECL void leave_node(tenant_core& t) noexcept { t.leave(); }
 KREX_DECL bool core_joined(const tenant_core& t) noexcept { return t.joined(); }
 KREX_DECL member& core_member(tenant_core& t) noexcept { return t.shared(); }
+KREX_DECL const options& core_options(const tenant_core& t) noexcept { return t.shared().opts; }
+KREX_DECL std::uint32_t core_slot(const tenant_core& t) noexcept { return t.shared().index; }
+KREX_DECL slot_counts core_slot_counts(const tenant_core& t) noexcept {
+  const tenant_slot& s = *t.shared().slot;
+  return {s.drains.load(), s.syncs.load(), s.submits.load()};
+}
 KREX_DECL void check_core_owner(const tenant_core& t, step s) { t.check_owner(s); }
 KREX_DECL const std::string& core_segment_name(const tenant_core& t) noexcept {
   return t.segment_name();

@@ -7,7 +7,7 @@
 // open one too. Every method is one table of operations (freezer::ops: start
 // a sibling's freeze, see it done, undo it, where it lives, and the tenant's
 // own enter and leave): cgroup v2, cgroup v1 and none share the cgroup
-// operations, driven by their entries in detail/freeze_table.hpp (the files
+// operations, driven by their entries in detail/as_safe.hpp (the files
 // and values the kernel uses; none is the empty entry); signal has its own,
 // over detail/freeze/freeze_signal.hpp. Each tenant lives in its own leaf
 // `<root>/t<slot>`; the region holder builds its siblings' leaves from its own
@@ -16,9 +16,9 @@
 // is the freezer::record that freeze() returns, which the freeze step keeps
 // and hands back to thaw.
 
+#include <krex/detail/as_safe.hpp>
 #include <krex/detail/freeze/cgroup.hpp>
 #include <krex/detail/freeze/freeze_signal.hpp>
-#include <krex/detail/freeze_table.hpp>
 #include <krex/detail/identity.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/slots/sibling.hpp>

@@ -6,7 +6,6 @@
 // when a dead or expired holder is in their way.
 
 #include <krex/detail/as_safe.hpp>
-#include <krex/detail/hash.hpp>
 #include <krex/detail/layout.hpp>
 #include <krex/detail/proc.hpp>
 #include <krex/detail/slots/futex.hpp>
@@ -118,6 +117,17 @@ inline bool slot_alive(const tenant_slot& s) noexcept {
 }
 
 
+/// Clears the protocol words a slot's holder leaves behind, for a reaper
+/// (reap_slot) or the next claimer (claim_slot), which owns the slot by its
+/// CAS on the owner and has set a state no other process acts on.
+inline void clear_holder_words(tenant_slot& s) noexcept {
+  s.in_submit.store(0);
+  s.parked.store(0);
+  s.dirty.store(0);
+  s.ticket.store(no_ticket);
+  s.frozen.store(0);
+}
+
 /// Frees the slot of a dead owner: its in_submit is discarded, its ticket
 /// dropped, and (given the reaper's recovery config) its leaf cgroup thawed
 /// and removed while the slot is still reserved. Only one reaper wins (CAS on
@@ -132,11 +142,7 @@ inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid,
   std::int32_t expected = dead_pid;
   if (!s.owner.compare_exchange_strong(expected, me)) return false;
   s.state.store(slot_reaping);
-  s.in_submit.store(0);
-  s.parked.store(0);
-  s.dirty.store(0);
-  s.ticket.store(no_ticket);
-  s.frozen.store(0);
+  clear_holder_words(s);
   s.start_time.store(0);
   // A stop recorded for the dead owner cannot be continued any more (the
   // pid is not verifiable); its stopped group is continued by the kernel
@@ -209,15 +215,11 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
       s.gid.store(static_cast<std::uint32_t>(::getgid()));
       s.stop_target.store(0);
       s.stop_start_time.store(0);
-      s.in_submit.store(0);
-      s.parked.store(0);
+      clear_holder_words(s);
       s.in_submit_waiters.store(0);
-      s.dirty.store(0);
       s.submits.store(0);
       s.ack_epoch.store(0);
-      s.frozen.store(0);
       s.active.store(0);
-      s.ticket.store(no_ticket);
       s.drains.store(0);
       s.syncs.store(0);
       s.joined_ns.store(now_ns());

@@ -58,6 +58,22 @@ struct region_context {
   /// undo happens only while this holds, checked right before it.
   bool ours() const noexcept { return lease_held(m, lease_exiting); }
 
+  /// The undo of a step holding a shared word (the lock's ticket, the gate's
+  /// epoch). ours: `phase` while the lease is ours, then `release(true)`
+  /// (false: the lease was lost). lost: `release(false)`, which touches only
+  /// what is still this region's. A fork's copy touches nothing shared.
+  template <class Release>
+  void release_shared(std::uint32_t phase, Release&& release) noexcept {
+    switch (exit) {
+      case exit_kind::ours:
+        if (ours()) set_phase(*m.dev, phase);
+        if (!release(true)) report.lease_lost = true;
+        break;
+      case exit_kind::lost: release(false); break;
+      default: break;
+    }
+  }
+
   /// Throws krex::error(step::lock) if this region's lease was taken away
   /// while it was entering (`what`: the step it was about to take).
   void check_lease(const char* what) const {

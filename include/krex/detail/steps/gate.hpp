@@ -163,17 +163,9 @@ class gate_step {
   gate_step& operator=(const gate_step&) = delete;
 
   ~gate_step() {
-    member& m = m_c.m;
-    switch (m_c.exit) {
-      case region_context::exit_kind::ours:
-        if (m_c.ours()) set_phase(*m.dev, phase_exiting);
-        if (!gate_exit(m, m_epoch, true)) m_c.report.lease_lost = true;
-        break;
-      case region_context::exit_kind::lost:
-        gate_exit(m, m_epoch, false);  // by CAS: only a gate still at this epoch
-        break;
-      default: break;  // a forked child's copy touches nothing shared
-    }
+    // Lost: lowered by CAS, only a gate still at this epoch.
+    m_c.release_shared(phase_exiting,
+                       [this](bool ours) { return gate_exit(m_c.m, m_epoch, ours); });
   }
 
   std::uint32_t epoch() const noexcept { return m_epoch; }

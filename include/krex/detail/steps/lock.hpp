@@ -208,15 +208,9 @@ class lock_step {
   }
 
   ~lock_step() {
+    m_c.release_shared(phase_idle,
+                       [this](bool ours) { return lock_exit(m_c.m, m_ticket, ours); });
     member& m = m_c.m;
-    switch (m_c.exit) {
-      case region_context::exit_kind::ours:
-        if (m_c.ours()) set_phase(*m.dev, phase_idle);
-        if (!lock_exit(m, m_ticket, true)) m_c.report.lease_lost = true;
-        break;
-      case region_context::exit_kind::lost: lock_exit(m, m_ticket, false); break;
-      default: break;  // a forked child's copy touches nothing shared
-    }
     if (!m_c.body_ended) return;  // a region that ran its body counts on the device
     m.dev->regions.fetch_add(1, std::memory_order_relaxed);
     m.dev->region_ns.fetch_add(m_c.report.body_ns, std::memory_order_relaxed);
