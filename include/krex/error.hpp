@@ -5,8 +5,10 @@
 #include <krex/detail/config.hpp>
 
 #include <cerrno>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 namespace krex {
@@ -49,8 +51,16 @@ inline const char* to_string(step s) noexcept {
 class error : public std::runtime_error {
  public:
   /// `code` is an errno value (0 if none) or a backend error code.
-  error(krex::step s, const std::string& message, int code = 0, const std::string& hint = {})
+  KREX_DETAIL_COLD error(krex::step s, const std::string& message, int code = 0,
+                         const std::string& hint = {})
       : std::runtime_error(compose(s, message, code, hint)), m_step(s), m_code(code), m_hint(hint) {}
+  /// The same, from texts (no std::string built where it is thrown); a null
+  /// `hint` is none.
+  KREX_DETAIL_COLD error(krex::step s, const char* message, int code = 0,
+                         const char* hint = nullptr)
+      : error(s, std::string(message), code, hint != nullptr ? std::string(hint) : std::string()) {}
+  KREX_DETAIL_COLD error(krex::step s, const std::string& message, int code, const char* hint)
+      : error(s, message, code, hint != nullptr ? std::string(hint) : std::string()) {}
 
   /// The step that failed.
   krex::step where() const noexcept { return m_step; }
@@ -84,4 +94,56 @@ class error : public std::runtime_error {
   std::string m_hint;
 };
 
+namespace detail {
+
+/// One piece of a message that cat() joins: a text, or an integer written as
+/// std::to_string writes it.
+class piece {
+ public:
+  piece(const char* s) noexcept : m_text(s), m_size(std::char_traits<char>::length(s)) {}
+  piece(const std::string& s) noexcept : m_text(s.data()), m_size(s.size()) {}
+  piece(std::string_view s) noexcept : m_text(s.empty() ? "" : s.data()), m_size(s.size()) {}
+  piece(char) = delete;  // not a number: write a one-character text
+  piece(bool) = delete;
+  piece(int v) noexcept : piece(static_cast<long long>(v)) {}
+  piece(long v) noexcept : piece(static_cast<long long>(v)) {}
+  piece(long long v) noexcept
+      : m_size(v < 0 ? 0 - static_cast<unsigned long long>(v) : static_cast<unsigned long long>(v)),
+        m_negative(v < 0) {}
+  piece(unsigned v) noexcept : m_size(v) {}
+  piece(unsigned long v) noexcept : m_size(v) {}
+  piece(unsigned long long v) noexcept : m_size(v) {}
+
+ private:
+  friend std::string cat(std::initializer_list<piece> pieces);
+  const char* m_text = nullptr;  // null: a number, m_size its magnitude
+  unsigned long long m_size;
+  bool m_negative = false;
+};
+
+/// The pieces joined into one string: what `a + b + std::to_string(n) + ...`
+/// builds, written once (a call where a message is made, not its own copy of
+/// std::string's code).
+KREX_DETAIL_NOINLINE inline std::string cat(std::initializer_list<piece> pieces) {
+  std::string out;
+  for (const piece& p : pieces) {
+    if (p.m_text != nullptr) {
+      out.append(p.m_text, p.m_size);
+      continue;
+    }
+    char digits[24];
+    char* end = digits + sizeof digits;
+    char* b = end;
+    unsigned long long v = p.m_size;
+    do {
+      *--b = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    if (p.m_negative) *--b = '-';
+    out.append(b, end);
+  }
+  return out;
+}
+
+}  // namespace detail
 }  // namespace krex
