@@ -73,14 +73,13 @@ inline std::uint32_t claim_free_slot(node_state& n, std::uint32_t device) {
       continue;
     }
     throw error(step::join,
-                "no free tenant slot: all " + std::to_string(max_tenants) +
-                    " slots of this node's segment are taken: " + std::to_string(joined) +
-                    " by joined tenants, " + std::to_string(joining) +
-                    " by tenants still joining, " + std::to_string(leaving) +
-                    " by tenants leaving, " + std::to_string(reserved) + " reserved by reapers" +
-                    (moment != 0 ? " (still so after retrying for " +
-                                       std::to_string(claim_retry_ns / 1'000'000) + " ms)"
-                                 : std::string()),
+                cat({"no free tenant slot: all ", max_tenants,
+                     " slots of this node's segment are taken: ", joined, " by joined tenants, ",
+                     joining, " by tenants still joining, ", leaving, " by tenants leaving, ",
+                     reserved, " reserved by reapers",
+                     moment != 0 ? cat({" (still so after retrying for ",
+                                        claim_retry_ns / 1'000'000, " ms)"})
+                                 : std::string()}),
                 0, "wait for some to leave, or run `krexctl status` to see who holds them");
   }
 }

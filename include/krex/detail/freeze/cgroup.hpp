@@ -261,15 +261,15 @@ class backoff {
 };
 
 /// "<what> <path>" with errno and hint, as a freeze-step error.
-[[noreturn]] inline void fail(const std::string& what, const std::string& path, int err,
-                              const std::string& hint) {
+[[noreturn]] KREX_DETAIL_COLD inline void fail(std::string_view what, std::string_view path,
+                                               int err, std::string_view hint) {
   // Out of descriptors is this process's limit, not a permission problem.
   if (err == EMFILE || err == ENFILE)
-    throw krex::error(krex::step::freeze, what + " " + path, err,
+    throw krex::error(krex::step::freeze, cat({what, " ", path}), err,
                       err == EMFILE ? "this process is at its open-file limit: close descriptors "
                                       "it no longer needs, or raise it (ulimit -n)"
                                     : "the system is out of open files (fs.file-max)");
-  throw krex::error(krex::step::freeze, what + " " + path, err, hint);
+  throw krex::error(krex::step::freeze, cat({what, " ", path}), err, std::string(hint));
 }
 
 }  // namespace krex::detail::cgroup

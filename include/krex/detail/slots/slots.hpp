@@ -244,10 +244,10 @@ inline void check_signal_namespace(node_state& n, std::uint32_t self, std::uint6
     const std::uint64_t theirs = s.pidns.load();
     if (s.owner.load() <= 0 || theirs == 0 || theirs == pidns) continue;
     throw error(step::join,
-                "signal freezing cannot reach across pid namespaces: this process is in pid "
-                "namespace " + std::to_string(pidns) + ", the tenant in slot " +
-                    std::to_string(i) + " (pid " + std::to_string(s.owner.load()) +
-                    " there) joined from pid namespace " + std::to_string(theirs),
+                cat({"signal freezing cannot reach across pid namespaces: this process is in pid "
+                     "namespace ",
+                     pidns, ", the tenant in slot ", i, " (pid ", s.owner.load(),
+                     " there) joined from pid namespace ", theirs}),
                 0,
                 "run every tenant of a segment in one pid namespace, use cgroup freezing "
                 "(KREX_FREEZE=cgroup2 or cgroup1), or give each namespace its own KREX_SEGMENT");
@@ -264,15 +264,16 @@ inline std::uint32_t device_index(node_state& n, std::uint64_t key, const std::s
       if (k == key) return i;
     }
   }
-  throw error(step::join, "the node segment already tracks " + std::to_string(max_devices) +
-                              " devices and has no entry for " + name,
+  throw error(step::join,
+              cat({"the node segment already tracks ", max_devices,
+                   " devices and has no entry for ", name}),
               0, "remove stale segments with `krexctl clean`");
 }
 
 /// FNV-1a of the freeze method and the cgroup root: what every tenant of a
 /// segment must agree on (the holder freezes siblings by its own root).
 inline std::uint64_t freeze_domain_hash(freeze_method m, const std::string& root) {
-  return fnv1a(std::string(to_string(m)) + ":" + root);
+  return fnv1a(cat({to_string(m), ":", root}));
 }
 
 /// What a recoverer that freezes by method `m` under the krex cgroup root
@@ -284,7 +285,7 @@ inline recovery_config make_recovery_config(freeze_method m, const std::string& 
   c.method = m;
   c.domain_hash = freeze_domain_hash(m, root);
   if (!as_safe::copy_text(c.root, sizeof c.root, root.c_str()))
-    throw error(step::freeze, "the krex cgroup root path is too long: " + root, ENAMETOOLONG,
+    throw error(step::freeze, cat({"the krex cgroup root path is too long: ", root}), ENAMETOOLONG,
                 "choose a shorter KREX_CGROUP_ROOT");
   return c;
 }
@@ -325,7 +326,7 @@ inline std::string load_text(const std::atomic<std::uint64_t> (&in)[32]) {
 inline void check_freeze_domain(node_state& n, std::uint32_t self, freeze_method m,
                                 const std::string& root) {
   const std::uint64_t h = freeze_domain_hash(m, root);
-  const std::string mine = std::string(to_string(m)) + ":" + (root.empty() ? "-" : root);
+  const std::string mine = cat({to_string(m), ":", root.empty() ? std::string_view("-") : root});
   n.tenants[self].domain_hash.store(h);
   std::uint64_t seen = n.cgroup_root_hash.load();
   while (seen != h) {
@@ -337,9 +338,9 @@ inline void check_freeze_domain(node_state& n, std::uint32_t self, freeze_method
         if (reap_if_dead(n, i)) continue;
         n.tenants[self].domain_hash.store(0);
         throw error(step::join,
-                    "this tenant's freeze method and cgroup root (" + mine +
-                        ") differ from those of the tenants already on this node (" +
-                        load_text(n.cgroup_root_text) + ")",
+                    cat({"this tenant's freeze method and cgroup root (", mine,
+                         ") differ from those of the tenants already on this node (",
+                         load_text(n.cgroup_root_text), ")"}),
                     0,
                     "every tenant of a segment must use the same KREX_FREEZE and "
                     "KREX_CGROUP_ROOT (or a different KREX_SEGMENT)");
