@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -147,7 +146,7 @@ inline env_misspelling misspelling_of(const std::string& name,
 
 /// Every `KREX_*` name in `env` (name=value strings, nullptr-terminated)
 /// that looks like a misspelling of a known one (misspelling_of).
-inline std::vector<env_misspelling> misspelled_env(const char* const* env,
+KREX_DETAIL_COLD inline std::vector<env_misspelling> misspelled_env(const char* const* env,
                                                    const std::vector<std::string>& known) {
   std::vector<env_misspelling> out;
   for (; env != nullptr && *env != nullptr; ++env) {
@@ -430,9 +429,9 @@ class options {
   /// Set variables that look like misspellings of env_variables(): an
   /// error for the sure ones, all named; a warning (stderr, once per name)
   /// for the others.
-  static void check_env_names() {
+  KREX_DETAIL_COLD static void check_env_names() {
     static std::mutex lock;
-    static std::set<std::string> warned;
+    static std::vector<std::string> warned;  // few: a vector, not a set
     std::string wrong, fix;
     for (const detail::env_misspelling& m : detail::misspelled_env(environ, env_variables())) {
       if (m.sure) {
@@ -444,7 +443,8 @@ class options {
         continue;
       }
       const std::lock_guard<std::mutex> g(lock);
-      if (!warned.insert(m.name).second) continue;
+      if (std::find(warned.begin(), warned.end(), m.name) != warned.end()) continue;
+      warned.push_back(m.name);
       std::fprintf(stderr,
                    "krex: options: warning: %s is not a krex variable and is ignored; did you "
                    "mean %s?\n",

@@ -48,7 +48,7 @@ inline constexpr std::uint64_t claim_retry_ns = 2'000'000'000ULL;
 /// claim_retry_ns. A table of joined tenants fails at once. The error counts
 /// the slots of each kind (issue 38: 300 joiners were told "256 tenants are
 /// already joined" when 254 were).
-inline std::uint32_t claim_free_slot(node_state& n, std::uint32_t device) {
+KREX_DETAIL_COLD inline std::uint32_t claim_free_slot(node_state& n, std::uint32_t device) {
   const std::uint64_t give_up = now_ns() + claim_retry_ns;
   std::uint64_t nap = 2'000'000;
   for (;;) {

@@ -179,7 +179,7 @@ class tenant_core {
   };
 
   // The join, phase by phase (the constructor).
-  void join(const options& o) {
+  KREX_DETAIL_COLD void join(const options& o) {
     join_clock clk;
     m_member.opts = o;
     const int count = m_backend.device_count();
@@ -262,7 +262,7 @@ class tenant_core {
 
   // Steps 3 and 4, tenant side: join the freeze domain (own leaf cgroup) and
   // keep off every device's reserved cores.
-  void isolate(isolation& iso, int device_count, join_clock& clk) {
+  KREX_DETAIL_COLD void isolate(isolation& iso, int device_count, join_clock& clk) {
     const options& o = m_member.opts;
     m_freezer.emplace(freezer::open(o.freeze(), o.cgroup_root(), m_segment->name()));
     iso.hold(*m_freezer);
@@ -305,7 +305,7 @@ class tenant_core {
   }
 
   // Says, once, every way this tenant's regions fall short of full protection.
-  void note_downgrades() {
+  KREX_DETAIL_COLD void note_downgrades() {
     const options& o = m_member.opts;
     const freeze_method m = m_freezer->method();
     if (o.freeze() == freeze_method::none)
@@ -339,7 +339,7 @@ class tenant_core {
 
   // What a recoverer of this tenant thaws by: its own method and root, and
   // the cgroup it came from (where a guardian it starts moves itself).
-  void prepare_recovery() {
+  KREX_DETAIL_COLD void prepare_recovery() {
     const std::string& root = m_freezer->root();
     m_recovery = make_recovery_config(m_freezer->method(), root);
     recovery_config& c = m_recovery;

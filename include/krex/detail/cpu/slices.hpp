@@ -90,7 +90,7 @@ inline std::vector<pid_t> list_tasks() {
 /// Throws krex::error(step::pin) if n_devices < 1, reserved_cores < 0, or
 /// there are fewer than n_devices*reserved_cores + 1 physical cores (one
 /// unreserved core must remain for work outside regions).
-inline std::vector<slice> split(const topology& topo, int n_devices, int reserved_cores,
+KREX_DETAIL_COLD inline std::vector<slice> split(const topology& topo, int n_devices, int reserved_cores,
                                 const std::vector<std::vector<int>>& local_cpus = {}) {
   using pin_impl::core;
   if (n_devices < 1)
@@ -208,7 +208,7 @@ inline std::vector<int> current_affinity() { return thread_affinity(0); }
 /// calling thread's previous mask. Throws krex::error(step::pin) if `cpus`
 /// is empty or not within allowed_cpus() (naming both lists), or if a call
 /// fails (with its errno); threads already moved are then moved back.
-inline std::vector<int> confine_process(const std::vector<int>& cpus) {
+KREX_DETAIL_COLD inline std::vector<int> confine_process(const std::vector<int>& cpus) {
   pin_impl::check_allowed(cpus, "confine_process");
   std::vector<int> previous = current_affinity();
   const cpu_mask target = cpu_mask::of(cpus);

@@ -26,7 +26,7 @@ inline constexpr int max_cpu = 65535;
 /// Parses a Linux cpulist ("0-3,8,10-11", surrounding whitespace allowed,
 /// empty = no CPUs) into sorted, unique CPU numbers.
 /// Throws krex::error(step::pin) on anything else, quoting the input.
-inline std::vector<int> parse_cpulist(const std::string& s) {
+KREX_DETAIL_COLD inline std::vector<int> parse_cpulist(const std::string& s) {
   const auto bad = [&](const char* why) -> error {
     return {step::pin, cat({"bad cpulist '", s, "': ", why}), 0,
             "expected comma-separated CPUs or ranges, e.g. 0-3,8,10-11"};
@@ -66,7 +66,7 @@ inline std::vector<int> parse_cpulist(const std::string& s) {
 }
 
 /// The inverse of parse_cpulist: sorted, compact ranges ("0-3,8,10-11"); "" for none.
-inline std::string format_cpulist(const std::vector<int>& cpus) {
+KREX_DETAIL_COLD inline std::string format_cpulist(const std::vector<int>& cpus) {
   std::vector<int> v = cpus;
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
@@ -118,7 +118,7 @@ inline std::optional<int> read_int_file(const std::string& path) {
 }
 
 /// Numeric suffixes of the entries "<prefix>N" of a directory, sorted.
-inline std::vector<int> numbered_entries(const std::string& dir, const std::string& prefix) {
+KREX_DETAIL_COLD inline std::vector<int> numbered_entries(const std::string& dir, const std::string& prefix) {
   std::vector<int> out;
   DIR* d = ::opendir(dir.c_str());
   if (!d) return out;
@@ -215,7 +215,7 @@ struct topology {
   /// physical_package_id its package is 0; without node directories every
   /// CPU is on node 0. Allowed CPUs that sysfs does not list are kept, each
   /// its own core on package 0, node 0.
-  static topology read(const std::string& sysfs_root = "/sys",
+  KREX_DETAIL_COLD static topology read(const std::string& sysfs_root = "/sys",
                        const std::optional<std::vector<int>>& allowed = std::nullopt) {
     const std::string cpu_dir = cat({sysfs_root, "/devices/system/cpu"});
     std::vector<int> present;

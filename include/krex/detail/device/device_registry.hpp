@@ -386,7 +386,7 @@ inline std::string device_registry_dir(std::string& why) {
 /// directory of every device `n` tracks, at most registry_scan_cap names
 /// each. Needs the link a tenant of this process made (device_entry);
 /// nothing without one. Returns the entries removed. Async-signal-safe.
-inline unsigned sweep_segment_entries(const node_state& n) noexcept {
+KREX_DETAIL_COLD inline unsigned sweep_segment_entries(const node_state& n) noexcept {
   const registry_impl::link* l = nullptr;
   for (const registry_impl::link& x : registry_impl::links)
     if (x.node.load() == static_cast<const void*>(&n)) l = &x;
@@ -427,7 +427,7 @@ class device_entry {
   /// Registers this process as a tenant of the segment file `segment`
   /// (its fstat: device and inode) at `path`, on the device with `key`.
   /// `node`: the segment's mapping, for its guardian's sweep (may be null).
-  device_entry(std::uint64_t key, const struct stat& segment, const std::string& path,
+  KREX_DETAIL_COLD device_entry(std::uint64_t key, const struct stat& segment, const std::string& path,
                const void* node = nullptr) {
     try {
       const std::string root = device_registry_dir(m_why);

@@ -95,7 +95,7 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 /// The cgroup mounts listed in a mountinfo text.
-inline std::vector<mount> parse_mountinfo(const std::string& text) {
+KREX_DETAIL_COLD inline std::vector<mount> parse_mountinfo(const std::string& text) {
   std::vector<mount> out;
   for (const std::string& line : split(text, '\n')) {
     const std::vector<std::string> f = split(line, ' ');
@@ -114,7 +114,7 @@ inline std::vector<mount> parse_mountinfo(const std::string& text) {
   return out;
 }
 
-inline std::vector<membership> parse_proc_cgroup(const std::string& text) {
+KREX_DETAIL_COLD inline std::vector<membership> parse_proc_cgroup(const std::string& text) {
   std::vector<membership> out;
   for (const std::string& line : split(text, '\n')) {
     const size_t a = line.find(':');
@@ -223,7 +223,7 @@ struct self_view {
   int err = 0;  ///< errno from reading /proc/self/{mountinfo,cgroup}
   const char* failed = nullptr;
 
-  static self_view read() {
+  KREX_DETAIL_COLD static self_view read() {
     self_view v;
     std::string text;
     if ((v.err = read_file("/proc/self/mountinfo", text)) != 0) {
@@ -239,7 +239,7 @@ struct self_view {
     return v;
   }
 
-  location locate(bool v2) const {
+  KREX_DETAIL_COLD location locate(bool v2) const {
     location l;
     l.m = find_mount(mounts, v2);
     const membership* c = find_membership(groups, v2);

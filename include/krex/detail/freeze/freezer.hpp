@@ -70,7 +70,7 @@ class freezer {
   /// krex::error(step::freeze) when an explicit method cannot work, or when
   /// `root_option` is set and no cgroup method can use it (an explicit root is
   /// never silently replaced by signals), naming the path and what to do.
-  static freezer open(freeze_method requested, const std::string& root_option,
+  KREX_DETAIL_COLD static freezer open(freeze_method requested, const std::string& root_option,
                       const std::string& domain = {}) {
     if (requested == freeze_method::none || requested == freeze_method::signal)
       return {requested, {}, {}};
@@ -268,7 +268,7 @@ class freezer {
   freezer(freeze_method m, std::string root, std::string notes)
       : m_method(m), m_ops(&ops_of(m)), m_root(std::move(root)), m_notes(std::move(notes)) {}
 
-  static attempt resolve(const freeze_table& t, const std::string& root_option,
+  KREX_DETAIL_COLD static attempt resolve(const freeze_table& t, const std::string& root_option,
                          const std::string& domain, const cgroup::self_view& view) {
     attempt a;
     a.hint = hint_text;
@@ -322,7 +322,7 @@ class freezer {
     return a;
   }
 
-  void enter_as(std::uint32_t slot) {
+  KREX_DETAIL_COLD void enter_as(std::uint32_t slot) {
     const freeze_table& t = table();
     const std::string l = leaf(slot);
     int made = -1;
@@ -414,7 +414,7 @@ class freezer {
     share(file(l, t.control), 0664);
   }
 
-  void leave_as(std::uint32_t slot) noexcept {
+  KREX_DETAIL_COLD void leave_as(std::uint32_t slot) noexcept {
     const freeze_table& t = table();
     try {
       const std::string l = leaf(slot);
@@ -571,7 +571,7 @@ class freezer {
   /// its threads this thread's CPU mask (off the reserved cores: a child
   /// forked by a pinned measuring thread inherited them). Returns how many
   /// processes it moved, or -errno when one could not be moved.
-  static int evacuate(const freeze_table& t, const std::string& l, const std::string& to,
+  KREX_DETAIL_COLD static int evacuate(const freeze_table& t, const std::string& l, const std::string& to,
                       const identity_domain* unmapped_only = nullptr) {
     std::string text;
     if (const int e = cgroup::read_file(file(l, t.procs), text)) return e == ENOENT ? 0 : -e;

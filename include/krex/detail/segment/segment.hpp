@@ -56,7 +56,7 @@ inline std::string segment_name(const options& o) {
 /// Why `n` (a file of `file_size` bytes, at least segment_size) is not a
 /// complete node state of this build: the header fields, then validate().
 /// Empty when it can be used.
-inline std::vector<std::string> header_problems(const node_state& n, std::uint64_t file_size) {
+KREX_DETAIL_COLD inline std::vector<std::string> header_problems(const node_state& n, std::uint64_t file_size) {
   std::vector<std::string> out;
   const auto bad = [&](const std::string& what, std::uint64_t v, std::uint64_t want) {
     out.push_back(cat({what, " = ", v, " (expected ", want, ")"}));
@@ -70,7 +70,7 @@ inline std::vector<std::string> header_problems(const node_state& n, std::uint64
 /// Checks the first bytes of a found file (its size from fstat): empty, too
 /// short, not a krex segment, another layout, another size. Throws
 /// krex::error(step::segment). `head` holds min(size, 12) bytes.
-inline void check_head(const segment_id& id, const unsigned char* head, std::uint64_t size) {
+KREX_DETAIL_COLD inline void check_head(const segment_id& id, const unsigned char* head, std::uint64_t size) {
   const std::string path = id.path();
   const std::string hint = remove_hint(id, true);
   if (size == 0)
@@ -104,7 +104,7 @@ inline void check_head(const segment_id& id, const unsigned char* head, std::uin
 }
 
 /// Throws krex::error(step::segment) for the first problems of a full image.
-inline void check_image(const segment_id& id, const node_state& n, std::uint64_t size) {
+KREX_DETAIL_COLD inline void check_image(const segment_id& id, const node_state& n, std::uint64_t size) {
   std::vector<std::string> p = header_problems(n, size);
   const bool header = !p.empty();
   if (!header) p = validate(n);
@@ -162,7 +162,7 @@ class segment {
 
   /// Opens segment `id`, creating it if `create`; without `create`, a missing
   /// segment throws krex::error with code ENOENT.
-  segment(segment_id id, bool create) : m_id(std::move(id)) {
+  KREX_DETAIL_COLD segment(segment_id id, bool create) : m_id(std::move(id)) {
     // A creator killed between publishing and removing its temporary name
     // leaves a temporary file behind a complete segment: any joiner removes it.
     if (create) (void)remove_dead_temp_files(m_id);
@@ -200,7 +200,7 @@ class segment {
   const struct stat& file_stat() const noexcept { return m_stat; }
 
  private:
-  void map_existing(found_file f) {
+  KREX_DETAIL_COLD void map_existing(found_file f) {
     unsigned char head[12];
     (void)read_head(f.fd.get(), head);
     check_head(m_id, head, static_cast<std::uint64_t>(f.st.st_size));
@@ -227,7 +227,7 @@ class segment {
   // Builds the segment under a temporary name and links it to the final one.
   // Whether it published or found the final name taken (or its temporary
   // file removed), the caller's next round maps the file by its final name.
-  void create_and_publish() {
+  KREX_DETAIL_COLD void create_and_publish() {
     std::string tmp = cat({m_id.dir, "/", temp_file_name(m_id.name)});
     ::unlink(tmp.c_str());  // this very process's, from an earlier round
     unique_fd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));

@@ -76,7 +76,7 @@ inline std::string segment_file_name(const std::string& base, const segment_doma
 /// directory others can write to must be sticky (else they could rename
 /// our files away); it must be owned by root or by this user. Throws
 /// krex::error(step::segment) naming the directory and what is wrong.
-inline std::string shm_dir() {
+KREX_DETAIL_COLD inline std::string shm_dir() {
   // getenv races only with setenv, which a harness does not call while joining.
   const char* env = std::getenv("KREX_SHM_DIR");  // NOLINT(concurrency-mt-unsafe)
   std::string d = env != nullptr && *env != '\0' ? env : default_shm_dir;
@@ -109,7 +109,7 @@ inline bool owned_by(const struct stat& st, const segment_domain& d);
 /// mode 0700) for a user, /run/krex (made here, mode 0755, under a root-owned
 /// /run) for root. Empty where there is none, and for group mode (several
 /// users must reach the file: KREX_SHM_DIR names a shared directory then).
-inline std::string private_segment_dir(const segment_domain& d) {
+KREX_DETAIL_COLD inline std::string private_segment_dir(const segment_domain& d) {
   if (d.group) return {};
   const uid_t me = ::geteuid();
   const auto owned_private = [me](const std::string& p, mode_t others_mask) {
@@ -128,7 +128,7 @@ inline std::string private_segment_dir(const segment_domain& d) {
 
 /// Where the segment's file for options `o` is named: KREX_SHM_DIR, else
 /// /dev/shm (what krexctl and the checks of a found file look at).
-inline segment_id segment_id_of(const options& o) {
+KREX_DETAIL_COLD inline segment_id segment_id_of(const options& o) {
   segment_id id;
   id.dir = shm_dir();
   id.base = o.segment();
@@ -146,7 +146,7 @@ inline segment_id segment_id_of(const options& o) {
 /// the tenant notes it (protection notes), and krexctl still reports the
 /// squatter at the default name. Without a private directory the squatter
 /// is refused as before, with the error that says what to do.
-inline segment_id joined_segment_id(const options& o) {
+KREX_DETAIL_COLD inline segment_id joined_segment_id(const options& o) {
   segment_id id = segment_id_of(o);
   const char* env = std::getenv("KREX_SHM_DIR");  // NOLINT(concurrency-mt-unsafe): see shm_dir
   if (env != nullptr && *env != '\0') return id;
@@ -232,7 +232,7 @@ struct found_file {
 /// krex::error(step::segment): code ENOENT when there is no such file (the
 /// only case a caller may create it), else naming the path, what was found
 /// and what to do.
-inline found_file open_segment_file(const segment_id& id, bool writable) {
+KREX_DETAIL_COLD inline found_file open_segment_file(const segment_id& id, bool writable) {
   found_file f;
   const std::string path = id.path();
   f.fd = unique_fd(::open(path.c_str(),
@@ -302,7 +302,7 @@ inline bool parse_temp_name(const std::string& entry, const std::string& name, s
 /// Removes temporary files that creators of segment `id` left when they
 /// died: only regular files of this domain's owner (uid, whatever the mode)
 /// whose creating process is gone. Returns the names removed.
-inline std::vector<std::string> remove_dead_temp_files(const segment_id& id) {
+KREX_DETAIL_COLD inline std::vector<std::string> remove_dead_temp_files(const segment_id& id) {
   std::vector<std::string> removed;
   DIR* dir = ::opendir(id.dir.c_str());
   if (dir == nullptr) return removed;

@@ -7,6 +7,7 @@
 // layout alone, so the segment does not pull in krexctl's status view.
 
 #include <krex/detail/layout.hpp>
+#include <krex/error.hpp>
 
 #include <cstdint>
 #include <string>
@@ -51,7 +52,7 @@ inline std::vector<std::string> queue_problems(const node_state& n) {
 /// counts; segment.hpp checked the file's size) and that every index and enumerated
 /// value a tenant reads from the segment is in range (a tenant bounds-checks
 /// them again where it uses them: the segment may change after this).
-inline std::vector<std::string> validate(const node_state& n) {
+KREX_DETAIL_COLD inline std::vector<std::string> validate(const node_state& n) {
   std::vector<std::string> out;
   const auto bad = [&](const char* what, std::uint64_t v) { out.push_back(cat({what, " = ", v})); };
   // `what` of device or slot `at`.

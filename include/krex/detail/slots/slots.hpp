@@ -122,7 +122,7 @@ inline bool slot_alive(const tenant_slot& s) noexcept {
 /// dropped, and (given the reaper's recovery config) its leaf cgroup thawed
 /// and removed while the slot is still reserved. Only one reaper wins (CAS on
 /// the owner). Returns true if this call reaped it. Async-signal-safe.
-inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid,
+KREX_DETAIL_COLD inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid,
                       const recovery_config* c = nullptr) noexcept {
   if (i >= max_tenants || dead_pid <= 0) return false;
   tenant_slot& s = n.tenants[i];
@@ -187,7 +187,7 @@ inline bool reap_if_dead(node_state& n, std::uint32_t i,
 /// reaps dead slots and claims the first one it frees. Returns max_tenants
 /// when every slot is taken (membership.hpp's claim_free_slot waits out
 /// slots taken for a moment, and says who holds them).
-inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
+KREX_DETAIL_COLD inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
   const auto me = static_cast<std::int32_t>(::getpid());
   const std::uint64_t start = self_start_time();
   const std::uint64_t pidns = as_safe::pid_namespace();
@@ -236,7 +236,7 @@ inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
 /// frozen (or, worse, having some other process of this namespace named by
 /// its pid). Reads only what slots recorded at join; signals are verified
 /// on their own (identity.hpp).
-inline void check_signal_namespace(node_state& n, std::uint32_t self, std::uint64_t pidns) {
+KREX_DETAIL_COLD inline void check_signal_namespace(node_state& n, std::uint32_t self, std::uint64_t pidns) {
   if (pidns == 0) return;
   for (std::uint32_t i = 0; i < max_tenants; ++i) {
     if (i == self) continue;
@@ -255,7 +255,7 @@ inline void check_signal_namespace(node_state& n, std::uint32_t self, std::uint6
 }
 
 /// Finds (or claims) the segment's index for the device with node-wide identity `key`.
-inline std::uint32_t device_index(node_state& n, std::uint64_t key, const std::string& name) {
+KREX_DETAIL_COLD inline std::uint32_t device_index(node_state& n, std::uint64_t key, const std::string& name) {
   for (std::uint32_t i = 0; i < max_devices; ++i) {
     std::uint64_t k = n.devices[i].key.load();
     if (k == key) return i;
@@ -280,7 +280,7 @@ inline std::uint64_t freeze_domain_hash(freeze_method m, const std::string& root
 /// `root` thaws by: the one way a tenant and krexctl build it. The rest
 /// (`home`, `identity`) is the caller's. Throws krex::error(step::freeze)
 /// for a root longer than the config holds.
-inline recovery_config make_recovery_config(freeze_method m, const std::string& root) {
+KREX_DETAIL_COLD inline recovery_config make_recovery_config(freeze_method m, const std::string& root) {
   recovery_config c;
   c.method = m;
   c.domain_hash = freeze_domain_hash(m, root);
@@ -323,7 +323,7 @@ inline std::string load_text(const std::atomic<std::uint64_t> (&in)[32]) {
 /// Each tenant publishes its domain in its slot before it looks at the
 /// others' (seq_cst both): of two tenants of different domains joining at
 /// once, at least one sees the other's, so they never both re-record.
-inline void check_freeze_domain(node_state& n, std::uint32_t self, freeze_method m,
+KREX_DETAIL_COLD inline void check_freeze_domain(node_state& n, std::uint32_t self, freeze_method m,
                                 const std::string& root) {
   const std::uint64_t h = freeze_domain_hash(m, root);
   const std::string mine = cat({to_string(m), ":", root.empty() ? std::string_view("-") : root});
