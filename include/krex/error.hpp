@@ -46,54 +46,6 @@ inline const char* to_string(step s) noexcept {
   return "unknown";
 }
 
-/// Every failure krex reports. `what()` reads
-/// "krex: <step>: <what happened>[: <strerror>] — <what to do>".
-class error : public std::runtime_error {
- public:
-  /// `code` is an errno value (0 if none) or a backend error code.
-  KREX_DETAIL_COLD error(krex::step s, const std::string& message, int code = 0,
-                         const std::string& hint = {})
-      : std::runtime_error(compose(s, message, code, hint)), m_step(s), m_code(code), m_hint(hint) {}
-  /// The same, from texts (no std::string built where it is thrown); a null
-  /// `hint` is none.
-  KREX_DETAIL_COLD error(krex::step s, const char* message, int code = 0,
-                         const char* hint = nullptr)
-      : error(s, std::string(message), code, hint != nullptr ? std::string(hint) : std::string()) {}
-  KREX_DETAIL_COLD error(krex::step s, const std::string& message, int code, const char* hint)
-      : error(s, message, code, hint != nullptr ? std::string(hint) : std::string()) {}
-
-  /// The step that failed.
-  krex::step where() const noexcept { return m_step; }
-  /// errno or backend error code; 0 when the failure has none.
-  int code() const noexcept { return m_code; }
-  /// What the user can do about it (may be empty).
-  const std::string& hint() const noexcept { return m_hint; }
-
- private:
-  static std::string compose(krex::step s, const std::string& message, int code,
-                             const std::string& hint) {
-    std::string out = "krex: ";
-    out += to_string(s);
-    out += ": ";
-    out += message;
-    if (code > 0 && s != krex::step::backend) {
-      out += ": ";
-      out += std::system_category().message(code);  // strerror is not thread-safe
-    } else if (code != 0) {
-      out += " (code " + std::to_string(code) + ")";
-    }
-    if (!hint.empty()) {
-      out += " — ";
-      out += hint;
-    }
-    return out;
-  }
-
-  krex::step m_step;
-  int m_code;
-  std::string m_hint;
-};
-
 namespace detail {
 
 /// One piece of a message that cat() joins: a text, or an integer written as
@@ -146,4 +98,53 @@ KREX_DETAIL_NOINLINE inline std::string cat(std::initializer_list<piece> pieces)
 }
 
 }  // namespace detail
+
+/// Every failure krex reports. `what()` reads
+/// "krex: <step>: <what happened>[: <strerror>] — <what to do>".
+class error : public std::runtime_error {
+ public:
+  /// `code` is an errno value (0 if none) or a backend error code.
+  KREX_DETAIL_COLD error(krex::step s, const std::string& message, int code = 0,
+                         const std::string& hint = {})
+      : std::runtime_error(compose(s, message, code, hint)), m_step(s), m_code(code), m_hint(hint) {}
+  /// The same, from texts (no std::string built where it is thrown); a null
+  /// `hint` is none.
+  KREX_DETAIL_COLD error(krex::step s, const char* message, int code = 0,
+                         const char* hint = nullptr)
+      : error(s, std::string(message), code, hint != nullptr ? std::string(hint) : std::string()) {}
+  KREX_DETAIL_COLD error(krex::step s, const std::string& message, int code, const char* hint)
+      : error(s, message, code, hint != nullptr ? std::string(hint) : std::string()) {}
+
+  /// The step that failed.
+  krex::step where() const noexcept { return m_step; }
+  /// errno or backend error code; 0 when the failure has none.
+  int code() const noexcept { return m_code; }
+  /// What the user can do about it (may be empty).
+  const std::string& hint() const noexcept { return m_hint; }
+
+ private:
+  static std::string compose(krex::step s, const std::string& message, int code,
+                             const std::string& hint) {
+    std::string out = "krex: ";
+    out += to_string(s);
+    out += ": ";
+    out += message;
+    if (code > 0 && s != krex::step::backend) {
+      out += ": ";
+      out += std::system_category().message(code);  // strerror is not thread-safe
+    } else if (code != 0) {
+      out += detail::cat({" (code ", code, ")"});
+    }
+    if (!hint.empty()) {
+      out += " — ";
+      out += hint;
+    }
+    return out;
+  }
+
+  krex::step m_step;
+  int m_code;
+  std::string m_hint;
+};
+
 }  // namespace krex

@@ -193,7 +193,7 @@ inline std::string derive_root(const std::string& own) {
       if (named_krex(grandparent)) return grandparent;
     }
   }
-  return own == "/" ? "/krex" : own + "/krex";
+  return own == "/" ? "/krex" : cat({own, "/krex"});
 }
 
 /// The filesystem magic of `path`, or of its nearest existing ancestor.

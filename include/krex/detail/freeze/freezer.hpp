@@ -227,7 +227,7 @@ class freezer {
   bool left_its_leaf(const sibling& s) const {
     std::string text;
     if (cgroup::read_file(file(leaf(s.slot), table().procs), text) != 0) return false;
-    if (has_line(text, std::to_string(s.pid).c_str())) return false;
+    if (has_line(text, cat({s.pid}).c_str())) return false;
     return ::kill(s.pid, 0) == 0;  // gone is not escaped
   }
 
@@ -595,7 +595,7 @@ class freezer {
       ++moved;
       if (!have_mask) continue;
       // Every thread of it (a task list read fails only if it ended).
-      if (DIR* d = ::opendir(("/proc/" + pid + "/task").c_str())) {
+      if (DIR* d = ::opendir(cat({"/proc/", pid, "/task"}).c_str())) {
         while (const dirent* e = ::readdir(d))  // NOLINT(concurrency-mt-unsafe): one reader
           if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
             ::sched_setaffinity(static_cast<pid_t>(std::atoi(e->d_name)), sizeof mask, &mask);
