@@ -30,15 +30,11 @@
 #define KREX_DECL inline
 #endif  // defined(KREX_SEPARATE_COMPILATION)
 
-// Error paths and message writers: compiled once per translation unit, out of
-// line and for size, so that every place that throws or builds a message is a
-// call and not an inlined copy of std::string's code (a header-only harness
-// compiles every one of them: lab/results/compile-time.md, "A lighter
-// header-only mode").
+// Out of line (cold: for size) error paths and message writers (compile-time.md).
 #if defined(__GNUC__)
 #define KREX_DETAIL_COLD __attribute__((cold, noinline))
 #define KREX_DETAIL_NOINLINE __attribute__((noinline))
 #else
 #define KREX_DETAIL_COLD
 #define KREX_DETAIL_NOINLINE
-#endif  // defined(__GNUC__)
+#endif

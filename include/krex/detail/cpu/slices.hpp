@@ -55,14 +55,6 @@ inline void check_allowed(const std::vector<int>& cpus, const char* what) {
                 0, "widen the cpuset/taskset, or disable pinning with KREX_PIN=0");
 }
 
-// Sorts `v` stably by `less`: an insertion sort, for the few elements split
-// sorts (cores, devices), without std::stable_sort's merge code.
-template <class T, class Less>
-void insertion_sort(std::vector<T>& v, Less less) {
-  for (std::size_t i = 1; i < v.size(); ++i)
-    for (std::size_t j = i; j > 0 && less(v[j], v[j - 1]); --j) std::swap(v[j], v[j - 1]);
-}
-
 inline pid_t gettid() noexcept { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
 // Sets thread `tid` to `m`; returns 0 or the errno.
@@ -109,7 +101,7 @@ KREX_DETAIL_COLD inline std::vector<slice> split(const topology& topo, int n_dev
     cores[k].node = std::min(cores[k].node, c.node);
     all.push_back(c.cpu);
   }
-  pin_impl::insertion_sort(cores, [](const core& a, const core& b) { return a.id < b.id; });
+  insertion_sort(cores, [](const core& a, const core& b) { return a.id < b.id; });
   for (core& c : cores) std::sort(c.cpus.begin(), c.cpus.end());
   const int n_cores = static_cast<int>(cores.size());
   const long long needed = static_cast<long long>(n_devices) * reserved_cores + 1;
@@ -146,7 +138,7 @@ KREX_DETAIL_COLD inline std::vector<slice> split(const topology& topo, int n_dev
   // The most constrained devices choose first; no preference chooses last.
   std::vector<int> order(n_devices);
   for (int d = 0; d < n_devices; ++d) order[d] = d;
-  pin_impl::insertion_sort(order, [&](int a, int b) {
+  insertion_sort(order, [&](int a, int b) {
     const int la = n_local[a] == 0 ? n_cores + 1 : n_local[a];
     const int lb = n_local[b] == 0 ? n_cores + 1 : n_local[b];
     return la < lb;
@@ -172,7 +164,7 @@ KREX_DETAIL_COLD inline std::vector<slice> split(const topology& topo, int n_dev
   std::vector<slice> out(n_devices);
   for (int d = 0; d < n_devices; ++d) {
     std::vector<std::size_t> pick = mine[d];  // ascending core order
-    pin_impl::insertion_sort(pick, [&](std::size_t a, std::size_t b) {
+    insertion_sort(pick, [&](std::size_t a, std::size_t b) {
       if (local[d][a] != local[d][b]) return static_cast<bool>(local[d][a]);
       return a > b;
     });

@@ -82,6 +82,14 @@ KREX_DETAIL_COLD inline std::string format_cpulist(const std::vector<int>& cpus)
   return out;
 }
 
+/// Sorts `v` stably by `less`: an insertion sort, for the few and mostly sorted
+/// elements of the topology and the slicing (no std::stable_sort merge code).
+template <class T, class Less>
+void insertion_sort(std::vector<T>& v, Less less) {
+  for (std::size_t i = 1; i < v.size(); ++i)
+    for (std::size_t j = i; j > 0 && less(v[j], v[j - 1]); --j) std::swap(v[j], v[j - 1]);
+}
+
 /// Contents of a small (pseudo-)file through the syscall seam; nullopt if it
 /// cannot be opened or read. Topology is advisory: a missing file degrades.
 inline std::optional<std::string> read_small_file(const std::string& path) {
@@ -224,15 +232,11 @@ struct topology {
     else
       present = numbered_entries(cpu_dir, "cpu");
 
-    std::vector<int> node_of;  // by CPU; -1: none (the first node listing a CPU wins)
+    std::vector<int> node_of;  // CPU, node, CPU, node, ...: the first node listing a CPU wins
     const std::string node_dir = cat({sysfs_root, "/devices/system/node"});
     for (int n : numbered_entries(node_dir, "node"))
       if (auto list = read_cpulist_file(cat({node_dir, "/node", n, "/cpulist"})))
-        for (int c : *list) {
-          if (static_cast<std::size_t>(c) >= node_of.size())
-            node_of.resize(static_cast<std::size_t>(c) + 1, -1);
-          if (node_of[static_cast<std::size_t>(c)] < 0) node_of[static_cast<std::size_t>(c)] = n;
-        }
+        for (int c : *list) node_of.insert(node_of.end(), {c, n});
 
     // Physical cores are (package, core_id) pairs over all present CPUs, not
     // only allowed ones, so every process names a core the same way.
@@ -246,12 +250,6 @@ struct topology {
       const auto cid = read_int_file(cat({t, "core_id"}));
       raws.push_back({c, cid ? *cid : -1, pkg});
     }
-    // The lowest CPU of `r`'s (package, core_id): the first such in raws.
-    const auto first_cpu = [&raws](const raw& r) {
-      for (const raw& x : raws)
-        if (x.package == r.package && x.core_id == r.core_id) return x.cpu;
-      return r.cpu;
-    };
 
     const std::vector<int>& allow = allowed ? *allowed : allowed_cpus();
     topology topo;
@@ -261,17 +259,19 @@ struct topology {
           std::find_if(raws.begin(), raws.end(), [c](const raw& x) { return x.cpu == c; });
       if (r != raws.end()) {
         info.package = r->package;
-        if (r->core_id >= 0) info.core = first_cpu(*r);
+        if (r->core_id >= 0)  // the lowest CPU of its (package, core_id): the first in raws
+          info.core = std::find_if(raws.begin(), r + 1, [r](const raw& x) {
+                        return x.package == r->package && x.core_id == r->core_id;
+                      })->cpu;
       }
-      if (c >= 0 && static_cast<std::size_t>(c) < node_of.size() &&
-          node_of[static_cast<std::size_t>(c)] >= 0)
-        info.node = node_of[static_cast<std::size_t>(c)];
+      for (std::size_t k = 0; k < node_of.size(); k += 2)
+        if (node_of[k] == c) {
+          info.node = node_of[k + 1];
+          break;
+        }
       topo.cpus.push_back(info);
     }
-    // By CPU number (an insertion sort: `allow` is sorted already).
-    for (std::size_t i = 1; i < topo.cpus.size(); ++i)
-      for (std::size_t j = i; j > 0 && topo.cpus[j].cpu < topo.cpus[j - 1].cpu; --j)
-        std::swap(topo.cpus[j], topo.cpus[j - 1]);
+    insertion_sort(topo.cpus, [](const cpu_info& a, const cpu_info& b) { return a.cpu < b.cpu; });
     return topo;
   }
 };

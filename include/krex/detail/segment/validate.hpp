@@ -54,11 +54,10 @@ inline std::vector<std::string> queue_problems(const node_state& n) {
 /// them again where it uses them: the segment may change after this).
 KREX_DETAIL_COLD inline std::vector<std::string> validate(const node_state& n) {
   std::vector<std::string> out;
-  const auto bad = [&](const char* what, std::uint64_t v) { out.push_back(cat({what, " = ", v})); };
-  // `what` of device or slot `at`.
-  const auto bad_at = [&](const std::string& at, const char* what, std::uint64_t v) {
-    out.push_back(cat({at, what, " = ", v}));
+  const auto bad_at = [&](std::string_view at, const char* what, std::uint64_t v) {
+    out.push_back(cat({at, what, " = ", v}));  // `at`: "device 3 ", "tenant slot 7 " or ""
   };
+  const auto bad = [&](const char* what, std::uint64_t v) { bad_at({}, what, v); };
   if (n.magic.load() != segment_magic) bad("node magic", n.magic.load());
   if (n.layout.load() != layout_version) bad("node layout version", n.layout.load());
   if (n.ready.load(std::memory_order_acquire) != segment_ready) bad("ready word", n.ready.load());
