@@ -124,7 +124,7 @@ struct env_misspelling {
 /// What `name` was meant as, if it looks like a misspelling of a known
 /// variable (see env_misspelling; `near` empty: far from all of them, such
 /// as a script's own KREX_CUTLASS_REPS, which is not krex's business).
-inline env_misspelling misspelling_of(const std::string& name,
+KREX_DETAIL_COLD inline env_misspelling misspelling_of(const std::string& name,
                                       const std::vector<std::string>& known) {
   env_misspelling m{name, "", true};
   if (std::find(known.begin(), known.end(), name) != known.end()) return m;

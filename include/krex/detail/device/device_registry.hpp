@@ -370,7 +370,7 @@ bool visit_entries(int dir,
 
 /// The registry directory: KREX_DEVICE_REGISTRY (an absolute path without
 /// '..'), else default_device_registry. "" (with `why`) if the variable is invalid.
-inline std::string device_registry_dir(std::string& why) {
+KREX_DETAIL_COLD inline std::string device_registry_dir(std::string& why) {
   const char* env = std::getenv("KREX_DEVICE_REGISTRY");  // NOLINT(concurrency-mt-unsafe)
   std::string d = env != nullptr && *env != '\0' ? env : default_device_registry;
   if (d[0] != '/' || d.find("/..") != std::string::npos) {

@@ -179,7 +179,7 @@ inline bool is_leaf_name(const std::string& p) {
 /// The default krex root for a process whose cgroup is at filesystem path
 /// `own`: the enclosing krex root if `own` is ".../krex/t<N>" or
 /// ".../krex/<segment>/t<N>", else own + "/krex".
-inline std::string derive_root(const std::string& own) {
+KREX_DETAIL_COLD inline std::string derive_root(const std::string& own) {
   if (is_leaf_name(own)) {
     const auto named_krex = [](const std::string& p) {
       const size_t s = p.rfind('/');

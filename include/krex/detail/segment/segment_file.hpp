@@ -171,7 +171,7 @@ inline std::string user_text(uid_t u) {
     s += cat({" (", r->pw_name, ")"});
   return s;
 }
-inline std::string group_text(gid_t g) {
+KREX_DETAIL_COLD inline std::string group_text(gid_t g) {
   group gr{};
   group* r = nullptr;
   char buf[1024];
@@ -180,7 +180,7 @@ inline std::string group_text(gid_t g) {
     s += cat({" (", r->gr_name, ")"});
   return s;
 }
-inline std::string mode_text(mode_t m) {
+KREX_DETAIL_COLD inline std::string mode_text(mode_t m) {
   char b[8];
   std::snprintf(b, sizeof b, "0%03o", static_cast<unsigned>(m & 07777));
   return b;
@@ -201,7 +201,7 @@ inline bool owned_by(const struct stat& st, const segment_domain& d) {
 }
 
 /// Why the file described by `st` cannot be a segment of domain `d` ("" if it can).
-inline std::string file_problem(const struct stat& st, const segment_domain& d) {
+KREX_DETAIL_COLD inline std::string file_problem(const struct stat& st, const segment_domain& d) {
   if (S_ISREG(st.st_mode) && owned_by(st, d) && (st.st_mode & 07777) == d.mode()) return {};
   return cat({"is a ", file_type_text(st.st_mode), " owned by ", user_text(st.st_uid), ", ",
               group_text(st.st_gid), ", mode ", mode_text(st.st_mode),
@@ -211,7 +211,7 @@ inline std::string file_problem(const struct stat& st, const segment_domain& d) 
 }
 
 /// What to do about a file that is not a usable segment.
-inline std::string remove_hint(const segment_id& id, bool ours) {
+KREX_DETAIL_COLD inline std::string remove_hint(const segment_id& id, bool ours) {
   if (!ours)
     return cat({"krex never uses a file someone else made: find out who made it (ls -l ", id.path(),
                 "), then have them or root remove it (root: `", id.clean_command(),

@@ -28,7 +28,7 @@ inline bool queue_consistent(const device_state& dev, std::uint32_t& serving,
 }
 
 /// The line naming device `d`'s corrupt queue (see queue_consistent).
-inline std::string queue_problem(std::uint32_t d, std::uint32_t serving, std::uint32_t next) {
+KREX_DETAIL_COLD inline std::string queue_problem(std::uint32_t d, std::uint32_t serving, std::uint32_t next) {
   return cat({"device ", d, " region-lock queue is corrupt: now_serving ", serving,
               " is ahead of next_ticket ", next,
               " (a word of the segment was overwritten); `krexctl recover` repairs it"});

@@ -160,7 +160,7 @@ struct drain_result {
 
 /// What a laggard's slot shows (an open gated call, a sync under way, work
 /// not yet synced) and its process state from /proc (S, D, T stopped, ...).
-inline std::string undrained_why(member& m, const sibling& sb) {
+KREX_DETAIL_COLD inline std::string undrained_why(member& m, const sibling& sb) {
   tenant_slot& s = m.slot_at(sb.slot);
   const std::uint32_t open = s.in_submit.load();
   const proc_stat st = read_proc_stat(sb.pid);

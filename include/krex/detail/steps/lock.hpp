@@ -45,7 +45,7 @@ inline void (*release_hook)() noexcept = nullptr;
 
 /// Why slot `s`'s owner counts as alive without krex being able to see it,
 /// for errors and notes ("" when it was seen alive or dead).
-inline std::string unverified_why(const tenant_slot& s) {
+KREX_DETAIL_COLD inline std::string unverified_why(const tenant_slot& s) {
   const slot_life sl = probe_slot(s);
   const auto pid = s.owner.load();
   if (sl.foreign)
@@ -60,7 +60,7 @@ inline std::string unverified_why(const tenant_slot& s) {
 /// "; <why>" when the current lease holder (pid `lp`) counts as alive only
 /// because krex cannot see it (unverified_why): the wait lasts until its
 /// lease ends, and the error says so. "" otherwise.
-inline std::string holder_unverified(member& m, std::int32_t lp) {
+KREX_DETAIL_COLD inline std::string holder_unverified(member& m, std::int32_t lp) {
   const std::uint32_t h = m.dev->lease_slot.load() & lease_slot_mask;
   if (lp <= 0 || h == 0 || h > max_tenants || m.slot_at(h - 1).owner.load() != lp) return "";
   const std::string why = unverified_why(m.slot_at(h - 1));
