@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -27,10 +26,10 @@ namespace krex {
 // their names and to_string() are detail/option_table.hpp's.
 
 namespace detail {
-[[noreturn]] inline void bad_option(const std::string& name, const std::string& value,
-                                    const std::string& accepted) {
-  throw error(step::options, "invalid value '" + value + "' for " + name, 0,
-              "accepted: " + accepted);
+[[noreturn]] KREX_DETAIL_COLD inline void bad_option(std::string_view name, std::string_view value,
+                                                     std::string_view accepted) {
+  throw error(step::options, cat({"invalid value '", value, "' for ", name}), 0,
+              cat({"accepted: ", accepted}));
 }
 
 /// The value (its enum's) of choice `c` named `v`; else an error naming
@@ -125,7 +124,7 @@ struct env_misspelling {
 /// What `name` was meant as, if it looks like a misspelling of a known
 /// variable (see env_misspelling; `near` empty: far from all of them, such
 /// as a script's own KREX_CUTLASS_REPS, which is not krex's business).
-inline env_misspelling misspelling_of(const std::string& name,
+KREX_DETAIL_COLD inline env_misspelling misspelling_of(const std::string& name,
                                       const std::vector<std::string>& known) {
   env_misspelling m{name, "", true};
   if (std::find(known.begin(), known.end(), name) != known.end()) return m;
@@ -147,7 +146,7 @@ inline env_misspelling misspelling_of(const std::string& name,
 
 /// Every `KREX_*` name in `env` (name=value strings, nullptr-terminated)
 /// that looks like a misspelling of a known one (misspelling_of).
-inline std::vector<env_misspelling> misspelled_env(const char* const* env,
+KREX_DETAIL_COLD inline std::vector<env_misspelling> misspelled_env(const char* const* env,
                                                    const std::vector<std::string>& known) {
   std::vector<env_misspelling> out;
   for (; env != nullptr && *env != nullptr; ++env) {
@@ -366,19 +365,19 @@ class options {
   static std::size_t slot(const detail::option_spec& s) { return detail::value_slot(s.id); }
 
   static std::string range(const detail::option_spec& s) {
-    return std::to_string(s.lo) + ".." + std::to_string(s.hi);
+    return detail::cat({s.lo, "..", s.hi});
   }
 
   /// The setters' checks, by kind (bool and enum values need none).
   static void check(const detail::option_spec& s, int v) {
-    if (v < s.lo || v > s.hi) detail::bad_option(s.name, std::to_string(v), range(s));
+    if (v < s.lo || v > s.hi) detail::bad_option(s.name, detail::cat({v}), range(s));
   }
   static void check(const detail::option_spec& s, ms t) {
     if (s.hi < detail::max_env_ms && t.count() > s.hi)
-      detail::bad_option(s.name, std::to_string(t.count()) + " ms", range(s) + " ms");
+      detail::bad_option(s.name, detail::cat({t.count(), " ms"}), detail::cat({range(s), " ms"}));
     if (t.count() < s.lo)
-      detail::bad_option(s.name, std::to_string(t.count()) + " ms",
-                         "a duration of at least " + std::to_string(s.lo) + " ms");
+      detail::bad_option(s.name, detail::cat({t.count(), " ms"}),
+                         detail::cat({"a duration of at least ", s.lo, " ms"}));
   }
   static void check(const detail::option_spec& s, const std::string& v) {
     if (s.kind == detail::option_kind::segment_name) {
@@ -397,14 +396,14 @@ class options {
   /// A variable's value for a field of type T, parsed and checked (the
   /// message names the variable).
   static int from_env(const detail::option_spec& s, const std::string& v, int*) {
-    return static_cast<int>(detail::parse_int(s.env, v, s.lo, s.hi, "an integer " + range(s)));
+    return static_cast<int>(
+        detail::parse_int(s.env, v, s.lo, s.hi, detail::cat({"an integer ", range(s)})));
   }
   static ms from_env(const detail::option_spec& s, const std::string& v, ms*) {
     const long long x = detail::parse_int(
         s.env, v, s.lo, detail::max_env_ms,
-        "milliseconds " + std::to_string(s.lo) + ".." + std::to_string(detail::max_env_ms));
-    if (s.hi < detail::max_env_ms && x > s.hi)
-      detail::bad_option(s.env, std::to_string(x), s.env_cap);
+        detail::cat({"milliseconds ", s.lo, "..", detail::max_env_ms}));
+    if (s.hi < detail::max_env_ms && x > s.hi) detail::bad_option(s.env, detail::cat({x}), s.env_cap);
     return ms(x);
   }
   static bool from_env(const detail::option_spec& s, const std::string& v, bool*) {
@@ -430,21 +429,22 @@ class options {
   /// Set variables that look like misspellings of env_variables(): an
   /// error for the sure ones, all named; a warning (stderr, once per name)
   /// for the others.
-  static void check_env_names() {
+  KREX_DETAIL_COLD static void check_env_names() {
     static std::mutex lock;
-    static std::set<std::string> warned;
+    static std::vector<std::string> warned;  // few: a vector, not a set
     std::string wrong, fix;
     for (const detail::env_misspelling& m : detail::misspelled_env(environ, env_variables())) {
       if (m.sure) {
         const bool ms = m.near.compare(m.near.size() - 3, 3, "_MS") == 0;
-        wrong += (wrong.empty() ? "" : "; ") + m.name +
-                 " is not a krex variable and would be ignored: did you mean " + m.near +
-                 (ms ? " (milliseconds)" : "") + "?";
-        fix = fix.empty() ? "rename " + m.name + " to " + m.near : "rename each";
+        wrong += detail::cat({wrong.empty() ? "" : "; ", m.name,
+                              " is not a krex variable and would be ignored: did you mean ",
+                              m.near, ms ? " (milliseconds)" : "", "?"});
+        fix = fix.empty() ? detail::cat({"rename ", m.name, " to ", m.near}) : "rename each";
         continue;
       }
       const std::lock_guard<std::mutex> g(lock);
-      if (!warned.insert(m.name).second) continue;
+      if (std::find(warned.begin(), warned.end(), m.name) != warned.end()) continue;
+      warned.push_back(m.name);
       std::fprintf(stderr,
                    "krex: options: warning: %s is not a krex variable and is ignored; did you "
                    "mean %s?\n",
@@ -452,7 +452,7 @@ class options {
     }
     if (!wrong.empty())
       throw error(step::options, wrong, 0,
-                  fix + ", or unset it (`krexctl options` lists every KREX_* variable)");
+                  detail::cat({fix, ", or unset it (`krexctl options` lists every KREX_* variable)"}));
   }
 
   /// Applies the `KREX_*` variables `env(name)` returns (nullptr: unset), in
@@ -472,10 +472,10 @@ class options {
     const ms entry = drain_deadline() + 3 * freeze_deadline();
     if (lease() > entry) return;
     throw error(step::options,
-                "lease (" + std::to_string(lease().count()) +
-                    " ms) must be longer than a region's longest entry, drain_deadline + 3 x "
-                    "freeze_deadline (" +
-                    std::to_string(entry.count()) + " ms)",
+                detail::cat({"lease (", lease().count(),
+                             " ms) must be longer than a region's longest entry, drain_deadline + 3 x "
+                             "freeze_deadline (",
+                             entry.count(), " ms)"}),
                 0,
                 "raise lease / KREX_LEASE_MS, or lower drain_deadline / KREX_DRAIN_DEADLINE_MS "
                 "and freeze_deadline / KREX_FREEZE_DEADLINE_MS");

@@ -32,7 +32,7 @@ class host {
   std::uint64_t device_key(int ordinal) const noexcept {
     return 0x686f737400000000ULL | static_cast<std::uint64_t>(ordinal + 1);  // "host" | n
   }
-  std::string device_name(int ordinal) const { return "host:" + std::to_string(ordinal); }
+  std::string device_name(int ordinal) const { return detail::cat({"host:", ordinal}); }
   std::vector<int> local_cpus(int /*ordinal*/) const { return {}; }
   void bind(int /*ordinal*/) noexcept {}
   void sync() noexcept {}

@@ -29,3 +29,12 @@
 #else
 #define KREX_DECL inline
 #endif  // defined(KREX_SEPARATE_COMPILATION)
+
+// Out of line (cold: for size) error paths and message writers (compile-time.md).
+#if defined(__GNUC__)
+#define KREX_DETAIL_COLD __attribute__((cold, noinline))
+#define KREX_DETAIL_NOINLINE __attribute__((noinline))
+#else
+#define KREX_DETAIL_COLD
+#define KREX_DETAIL_NOINLINE
+#endif

@@ -335,7 +335,7 @@ inline int pidfd_signal(int pidfd, int sig) noexcept {
 /// uid or gid (as in the segment's name) and pid namespace. `file`: the
 /// fstat of the file it mapped (the tenant's); without it the path is
 /// stat()ed, which names whatever file is there now (tests, tools).
-inline identity_domain make_identity_domain(segment_access a, const char* segment_path,
+KREX_DETAIL_COLD inline identity_domain make_identity_domain(segment_access a, const char* segment_path,
                                             const struct stat* file = nullptr) noexcept {
   identity_domain d;
   d.access = a;

@@ -38,6 +38,142 @@
 
 namespace krex::detail {
 
+// The join's own slot work (here, not in slots/slots.hpp, which guards include).
+
+/// Claims a free slot for this process on device `device`. The second pass
+/// reaps dead slots and claims the first one it frees. Returns max_tenants
+/// when every slot is taken (membership.hpp's claim_free_slot waits out
+/// slots taken for a moment, and says who holds them).
+KREX_DETAIL_COLD inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
+  const auto me = static_cast<std::int32_t>(::getpid());
+  const std::uint64_t start = self_start_time();
+  const std::uint64_t pidns = as_safe::pid_namespace();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::uint32_t i = 0; i < max_tenants; ++i) {
+      tenant_slot& s = n.tenants[i];
+      std::int32_t expected = 0;
+      if (s.owner.load() != 0) {
+        if (pass == 0) continue;
+        if (!reap_if_dead(n, i)) continue;  // a live tenant's
+      }
+      if (!s.owner.compare_exchange_strong(expected, me)) continue;
+      s.domain_hash.store(0);  // the previous owner's, if any: not this tenant's
+      s.state.store(slot_claiming);
+      s.start_time.store(start);
+      s.device.store(device);
+      s.pidns.store(pidns);
+      s.uid.store(static_cast<std::uint32_t>(::getuid()));
+      s.gid.store(static_cast<std::uint32_t>(::getgid()));
+      s.stop_target.store(0);
+      s.stop_start_time.store(0);
+      clear_holder_words(s);
+      s.in_submit_waiters.store(0);
+      s.submits.store(0);
+      s.ack_epoch.store(0);
+      s.active.store(0);
+      s.drains.store(0);
+      s.syncs.store(0);
+      s.joined_ns.store(now_ns());
+      s.heartbeat_ns.store(now_ns());
+      // Stays slot_claiming until the tenant has joined its freeze domain
+      // (the tenant core marks it slot_active): no holder proxy-acks it before.
+      return i;
+    }
+  }
+  return max_tenants;
+}
+
+/// Signal freezing reaches only processes of the holder's own pid namespace
+/// (a pid is namespace-local): a tenant joining from another namespace than
+/// the segment's live tenants is refused, clearly, instead of never being
+/// frozen (or, worse, having some other process of this namespace named by
+/// its pid). Reads only what slots recorded at join; signals are verified
+/// on their own (identity.hpp).
+KREX_DETAIL_COLD inline void check_signal_namespace(node_state& n, std::uint32_t self, std::uint64_t pidns) {
+  if (pidns == 0) return;
+  for (std::uint32_t i = 0; i < max_tenants; ++i) {
+    if (i == self) continue;
+    const tenant_slot& s = n.tenants[i];
+    const std::uint64_t theirs = s.pidns.load();
+    if (s.owner.load() <= 0 || theirs == 0 || theirs == pidns) continue;
+    throw error(step::join,
+                cat({"signal freezing cannot reach across pid namespaces: this process is in pid "
+                     "namespace ",
+                     pidns, ", the tenant in slot ", i, " (pid ", s.owner.load(),
+                     " there) joined from pid namespace ", theirs}),
+                0,
+                "run every tenant of a segment in one pid namespace, use cgroup freezing "
+                "(KREX_FREEZE=cgroup2 or cgroup1), or give each namespace its own KREX_SEGMENT");
+  }
+}
+
+/// Finds (or claims) the segment's index for the device with node-wide identity `key`.
+KREX_DETAIL_COLD inline std::uint32_t device_index(node_state& n, std::uint64_t key, const std::string& name) {
+  for (std::uint32_t i = 0; i < max_devices; ++i) {
+    std::uint64_t k = n.devices[i].key.load();
+    if (k == key) return i;
+    if (k == 0) {
+      if (n.devices[i].key.compare_exchange_strong(k, key)) return i;
+      if (k == key) return i;
+    }
+  }
+  throw error(step::join,
+              cat({"the node segment already tracks ", max_devices,
+                   " devices and has no entry for ", name}),
+              0, "remove stale segments with `krexctl clean`");
+}
+
+inline void store_text(std::atomic<std::uint64_t> (&out)[32], const std::string& s) noexcept {
+  for (std::size_t w = 0; w < 32; ++w) {
+    std::uint64_t v = 0;
+    for (std::size_t b = 0; b < 8; ++b) {
+      const std::size_t i = w * 8 + b;
+      if (i < s.size() && i < 255) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(s[i])) << (8 * b);
+    }
+    out[w].store(v, std::memory_order_relaxed);
+  }
+}
+
+/// Records (first tenant) or checks (every later one) the segment's freeze
+/// method and cgroup root. Another recorded domain is replaced when no live
+/// tenant joined under it (a new run of another configuration), also when
+/// the new run's tenants join at once. Throws krex::error(step::join) while a
+/// live tenant of another domain remains.
+///
+/// Each tenant publishes its domain in its slot before it looks at the
+/// others' (seq_cst both): of two tenants of different domains joining at
+/// once, at least one sees the other's, so they never both re-record.
+KREX_DETAIL_COLD inline void check_freeze_domain(node_state& n, std::uint32_t self, freeze_method m,
+                                const std::string& root) {
+  const std::uint64_t h = freeze_domain_hash(m, root);
+  const std::string mine = cat({to_string(m), ":", root.empty() ? std::string_view("-") : root});
+  n.tenants[self].domain_hash.store(h);
+  std::uint64_t seen = n.cgroup_root_hash.load();
+  while (seen != h) {
+    if (seen != 0) {
+      // Another domain is recorded: it stays while a live tenant joined under it.
+      for (std::uint32_t i = 0; i < max_tenants; ++i) {
+        const std::uint64_t theirs = n.tenants[i].domain_hash.load();
+        if (i == self || n.tenants[i].owner.load() == 0 || theirs == 0 || theirs == h) continue;
+        if (reap_if_dead(n, i)) continue;
+        n.tenants[self].domain_hash.store(0);
+        throw error(step::join,
+                    cat({"this tenant's freeze method and cgroup root (", mine,
+                         ") differ from those of the tenants already on this node (",
+                         load_text(n.cgroup_root_text), ")"}),
+                    0,
+                    "every tenant of a segment must use the same KREX_FREEZE and "
+                    "KREX_CGROUP_ROOT (or a different KREX_SEGMENT)");
+      }
+    }
+    if (n.cgroup_root_hash.compare_exchange_strong(seen, h)) {
+      store_text(n.cgroup_root_text, mine);
+      return;
+    }
+    // `seen` is what another joiner recorded meanwhile: look again.
+  }
+}
+
 /// How long a joiner retries when every slot is taken but some only for a
 /// moment (being claimed, reaped or left).
 inline constexpr std::uint64_t claim_retry_ns = 2'000'000'000ULL;
@@ -48,7 +184,7 @@ inline constexpr std::uint64_t claim_retry_ns = 2'000'000'000ULL;
 /// claim_retry_ns. A table of joined tenants fails at once. The error counts
 /// the slots of each kind (issue 38: 300 joiners were told "256 tenants are
 /// already joined" when 254 were).
-inline std::uint32_t claim_free_slot(node_state& n, std::uint32_t device) {
+KREX_DETAIL_COLD inline std::uint32_t claim_free_slot(node_state& n, std::uint32_t device) {
   const std::uint64_t give_up = now_ns() + claim_retry_ns;
   std::uint64_t nap = 2'000'000;
   for (;;) {
@@ -73,14 +209,13 @@ inline std::uint32_t claim_free_slot(node_state& n, std::uint32_t device) {
       continue;
     }
     throw error(step::join,
-                "no free tenant slot: all " + std::to_string(max_tenants) +
-                    " slots of this node's segment are taken: " + std::to_string(joined) +
-                    " by joined tenants, " + std::to_string(joining) +
-                    " by tenants still joining, " + std::to_string(leaving) +
-                    " by tenants leaving, " + std::to_string(reserved) + " reserved by reapers" +
-                    (moment != 0 ? " (still so after retrying for " +
-                                       std::to_string(claim_retry_ns / 1'000'000) + " ms)"
-                                 : std::string()),
+                cat({"no free tenant slot: all ", max_tenants,
+                     " slots of this node's segment are taken: ", joined, " by joined tenants, ",
+                     joining, " by tenants still joining, ", leaving, " by tenants leaving, ",
+                     reserved, " reserved by reapers",
+                     moment != 0 ? cat({" (still so after retrying for ",
+                                        claim_retry_ns / 1'000'000, " ms)"})
+                                 : std::string()}),
                 0, "wait for some to leave, or run `krexctl status` to see who holds them");
   }
 }

@@ -150,8 +150,8 @@ class region_core {
   void record_clocks(device_clocks& into, const char* when) {
     into = m_ops.clocks();
     if (const unsigned long long slow = into.slowdown())
-      m_report.warnings.push_back("clocks: " + slowdown_names(slow) + " active at region " + when +
-                                  " (SM " + std::to_string(into.sm_mhz) + " MHz)");
+      m_report.warnings.push_back(cat({"clocks: ", slowdown_names(slow), " active at region ", when,
+                                       " (SM ", into.sm_mhz, " MHz)"}));
   }
 
   void finish() noexcept {

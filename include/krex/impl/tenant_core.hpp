@@ -145,9 +145,8 @@ class tenant_core {
     if (!m_forked && (!m_joined || m_owner_pid == ::getpid())) return;
     throw error(
         s,
-        "this krex::tenant was joined by process " + std::to_string(m_owner_pid) + "; process " +
-            std::to_string(::getpid()) +
-            " is a forked child and holds only a copy of it, which is not a member",
+        cat({"this krex::tenant was joined by process ", m_owner_pid, "; process ", ::getpid(),
+             " is a forked child and holds only a copy of it, which is not a member"}),
         0, "a forked child must construct its own krex::tenant (the parent's stays the parent's)");
   }
   /// The freezer regions use for siblings.
@@ -181,21 +180,21 @@ class tenant_core {
   };
 
   // The join, phase by phase (the constructor).
-  void join(const options& o) {
+  KREX_DETAIL_COLD void join(const options& o) {
     join_clock clk;
     m_member.opts = o;
     const int count = m_backend.device_count();
     if (count == 0)
       throw error(step::options,
-                  std::string("the ") + m_backend.name() +
-                      " backend sees no device here (no GPU, no driver, or the *_VISIBLE_DEVICES "
-                      "variable hides them)",
+                  cat({"the ", m_backend.name(),
+                       " backend sees no device here (no GPU, no driver, or the *_VISIBLE_DEVICES "
+                       "variable hides them)"}),
                   0, "run where a device is visible, or build krex with the host backend");
     if (o.device() >= count)
       throw error(step::options,
-                  "device " + std::to_string(o.device()) + " is out of range: the " +
-                      m_backend.name() + " backend has " + std::to_string(count) + " device(s)",
-                  0, "use a device in 0.." + std::to_string(count - 1) + " (KREX_DEVICE)");
+                  cat({"device ", o.device(), " is out of range: the ", m_backend.name(),
+                       " backend has ", count, " device(s)"}),
+                  0, cat({"use a device in 0..", count - 1, " (KREX_DEVICE)"}));
     const std::uint64_t key = m_backend.device_key(o.device());
     const std::string dev_name = m_backend.device_name(o.device());
     clk.lap(m_join.driver_ns);
@@ -207,8 +206,8 @@ class tenant_core {
     if (std::uint32_t serving = 0, next = 0; !queue_consistent(*m_member.dev, serving, next))
       throw error(
           step::segment,
-          "segment " + m_segment->path() + ": " + queue_problem(m_member.device, serving, next), 0,
-          "run `krexctl recover --segment " + o.segment() + "`, then join again");
+          cat({"segment ", m_segment->path(), ": ", queue_problem(m_member.device, serving, next)}),
+          0, cat({"run `krexctl recover --segment ", o.segment(), "`, then join again"}));
     clk.lap(m_join.segment_ns);
     m_membership = std::make_unique<membership>(m_backend, m_member);
     membership& j = *m_membership;
@@ -221,8 +220,8 @@ class tenant_core {
       // Found by device, whatever the segment: see detail/device/device_registry.hpp.
       m_device_entry.emplace(key, m_segment->file_stat(), m_segment->path(), &n);
       if (!m_device_entry->available())
-        m_notes.push_back("split segments: not checked (" + m_device_entry->why() +
-                          "): another segment on this device would go unreported");
+        m_notes.push_back(cat({"split segments: not checked (", m_device_entry->why(),
+                               "): another segment on this device would go unreported"}));
       char name[16];
       as_safe::agent_thread_name(m_member.index, name);
       j.agent.emplace(m_member, m_backend, name,
@@ -245,7 +244,7 @@ class tenant_core {
       throw;
     } catch (const std::exception& e) {
       leave();
-      throw error(step::join, std::string("cannot start the agent thread: ") + e.what());
+      throw error(step::join, cat({"cannot start the agent thread: ", e.what()}));
     }
     m_join.total_ns = now_ns() - clk.start;
   }
@@ -264,7 +263,7 @@ class tenant_core {
 
   // Steps 3 and 4, tenant side: join the freeze domain (own leaf cgroup) and
   // keep off every device's reserved cores.
-  void isolate(isolation& iso, int device_count, join_clock& clk) {
+  KREX_DETAIL_COLD void isolate(isolation& iso, int device_count, join_clock& clk) {
     const options& o = m_member.opts;
     m_freezer.emplace(freezer::open(o.freeze(), o.cgroup_root(), m_segment->name()));
     iso.hold(*m_freezer);
@@ -307,7 +306,7 @@ class tenant_core {
   }
 
   // Says, once, every way this tenant's regions fall short of full protection.
-  void note_downgrades() {
+  KREX_DETAIL_COLD void note_downgrades() {
     const options& o = m_member.opts;
     const freeze_method m = m_freezer->method();
     if (o.freeze() == freeze_method::none)
@@ -315,18 +314,18 @@ class tenant_core {
           "freeze: off (freeze=none / KREX_FREEZE=none): siblings keep running "
           "during regions");
     else if (o.freeze() == freeze_method::automatic && m != freeze_method::cgroup_v2)
-      m_notes.push_back(std::string("freeze: auto chose ") + to_string(m) + " because " +
-                        (m_freezer->notes().empty() ? std::string("cgroup2 is not available")
-                                                    : m_freezer->notes()));
+      m_notes.push_back(cat({"freeze: auto chose ", to_string(m), " because ",
+                             m_freezer->notes().empty() ? "cgroup2 is not available"
+                                                        : std::string_view(m_freezer->notes())}));
     if (m == freeze_method::signal)
       m_notes.push_back(
           "freeze: signal stops a sibling's process group only; children that left "
           "it keep running");
     if (!m_segment->moved_because().empty())
-      m_notes.push_back("segment: " + m_segment->moved_because() + ", so this user's segment is " +
-                        m_segment->path() +
-                        " (every tenant of this user follows the same move; "
-                        "remove the squatting file as root, or set KREX_SHM_DIR)");
+      m_notes.push_back(cat({"segment: ", m_segment->moved_because(),
+                             ", so this user's segment is ", m_segment->path(),
+                             " (every tenant of this user follows the same move; "
+                             "remove the squatting file as root, or set KREX_SHM_DIR)"}));
     if (!o.pin())
       m_notes.push_back(
           "pin: off (pin=false / KREX_PIN=0): the measuring thread is "
@@ -341,7 +340,7 @@ class tenant_core {
 
   // What a recoverer of this tenant thaws by: its own method and root, and
   // the cgroup it came from (where a guardian it starts moves itself).
-  void prepare_recovery() {
+  KREX_DETAIL_COLD void prepare_recovery() {
     const std::string& root = m_freezer->root();
     m_recovery = make_recovery_config(m_freezer->method(), root);
     recovery_config& c = m_recovery;

@@ -83,20 +83,20 @@ struct cpu_activity {
       r.reserved_foreign_ns = static_cast<long long>(foreign_ns);
       const std::uint64_t floor_ns = 2 * tick_ns * std::max<std::size_t>(1, r.pinned_cpus.size());
       if (foreign_ns > floor_ns && foreign_ns * 100 > r.body_ns)
-        r.warnings.push_back("other tasks ran about " + std::to_string(foreign_ns / 1'000'000) +
-                             " ms on the reserved CPUs " + format_cpulist(r.pinned_cpus) +
-                             " during the " + std::to_string(static_cast<long long>(body_ms)) +
-                             " ms body: " +
-                             (r.other_segments.empty()
-                                  ? std::string("a non-krex process or kernel work")
-                                  : "another krex segment's tenants (" + r.other_segments.front() +
-                                        ", see its warning), a non-krex process or kernel work") +
-                             " shares the measuring cores");
+        r.warnings.push_back(
+            cat({"other tasks ran about ", foreign_ns / 1'000'000, " ms on the reserved CPUs ",
+                 format_cpulist(r.pinned_cpus), " during the ", static_cast<long long>(body_ms),
+                 " ms body: ",
+                 r.other_segments.empty()
+                     ? std::string("a non-krex process or kernel work")
+                     : cat({"another krex segment's tenants (", r.other_segments.front(),
+                            ", see its warning), a non-krex process or kernel work"}),
+                 " shares the measuring cores"}));
     }
     if (static_cast<double>(involuntary_switches) > 2.0 + body_ms / 100.0)
-      r.warnings.push_back("the measuring thread was preempted " +
-                           std::to_string(involuntary_switches) + " times during the " +
-                           std::to_string(static_cast<long long>(body_ms)) + " ms body");
+      r.warnings.push_back(cat({"the measuring thread was preempted ", involuntary_switches,
+                                " times during the ", static_cast<long long>(body_ms),
+                                " ms body"}));
   }
 };
 

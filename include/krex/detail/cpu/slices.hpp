@@ -17,8 +17,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <map>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,12 +46,12 @@ inline bool subset(const std::vector<int>& a, const std::vector<int>& sorted_b) 
 inline void check_allowed(const std::vector<int>& cpus, const char* what) {
   const std::vector<int>& allowed = allowed_cpus();
   if (cpus.empty())
-    throw error(step::pin, std::string(what) + ": empty CPU list", 0,
-                "pass at least one CPU from the allowed set " + format_cpulist(allowed));
+    throw error(step::pin, cat({what, ": empty CPU list"}), 0,
+                cat({"pass at least one CPU from the allowed set ", format_cpulist(allowed)}));
   if (!subset(cpus, allowed))
     throw error(step::pin,
-                std::string(what) + ": CPUs " + format_cpulist(cpus) +
-                    " are not within the allowed set " + format_cpulist(allowed),
+                cat({what, ": CPUs ", format_cpulist(cpus), " are not within the allowed set ",
+                     format_cpulist(allowed)}),
                 0, "widen the cpuset/taskset, or disable pinning with KREX_PIN=0");
 }
 
@@ -84,44 +82,41 @@ inline std::vector<pid_t> list_tasks() {
 /// Throws krex::error(step::pin) if n_devices < 1, reserved_cores < 0, or
 /// there are fewer than n_devices*reserved_cores + 1 physical cores (one
 /// unreserved core must remain for work outside regions).
-inline std::vector<slice> split(const topology& topo, int n_devices, int reserved_cores,
+KREX_DETAIL_COLD inline std::vector<slice> split(const topology& topo, int n_devices, int reserved_cores,
                                 const std::vector<std::vector<int>>& local_cpus = {}) {
   using pin_impl::core;
   if (n_devices < 1)
-    throw error(step::pin, "split: " + std::to_string(n_devices) + " devices", 0,
-                "pass at least one device");
+    throw error(step::pin, cat({"split: ", n_devices, " devices"}), 0, "pass at least one device");
   if (reserved_cores < 0)
-    throw error(step::pin, "split: " + std::to_string(reserved_cores) + " reserved cores", 0,
+    throw error(step::pin, cat({"split: ", reserved_cores, " reserved cores"}), 0,
                 "KREX_RESERVED_CORES must be at least 0");
 
-  std::map<int, core> by_id;  // ordered by core id = lowest CPU: deterministic
+  std::vector<core> cores;  // ordered by core id = lowest CPU: deterministic
   std::vector<int> all;
   for (const cpu_info& c : topo.cpus) {
-    auto it = by_id.try_emplace(c.core, core{c.core, c.node, {}}).first;
-    it->second.cpus.push_back(c.cpu);
-    it->second.node = std::min(it->second.node, c.node);
+    std::size_t k = 0;
+    while (k < cores.size() && cores[k].id != c.core) ++k;
+    if (k == cores.size()) cores.push_back(core{c.core, c.node, {}});
+    cores[k].cpus.push_back(c.cpu);
+    cores[k].node = std::min(cores[k].node, c.node);
     all.push_back(c.cpu);
   }
-  std::vector<core> cores;
-  for (auto& kv : by_id) {
-    std::sort(kv.second.cpus.begin(), kv.second.cpus.end());
-    cores.push_back(std::move(kv.second));
-  }
+  insertion_sort(cores, [](const core& a, const core& b) { return a.id < b.id; });
+  for (core& c : cores) std::sort(c.cpus.begin(), c.cpus.end());
   const int n_cores = static_cast<int>(cores.size());
   const long long needed = static_cast<long long>(n_devices) * reserved_cores + 1;
   if (n_cores < needed)
     throw error(step::pin,
-                "cannot reserve " + std::to_string(reserved_cores) + " core(s) for each of " +
-                    std::to_string(n_devices) + " device(s): only " + std::to_string(n_cores) +
-                    " physical core(s) allowed (CPUs " + format_cpulist(all) + "), " +
-                    std::to_string(needed) + " needed",
+                cat({"cannot reserve ", reserved_cores, " core(s) for each of ", n_devices,
+                     " device(s): only ", n_cores, " physical core(s) allowed (CPUs ",
+                     format_cpulist(all), "), ", needed, " needed"}),
                 0,
                 "lower KREX_RESERVED_CORES, widen the cpuset/taskset, or disable pinning "
                 "with KREX_PIN=0");
 
   // Which cores are local to each device, and on which nodes they lie.
   std::vector<std::vector<bool>> local(n_devices, std::vector<bool>(cores.size(), false));
-  std::vector<std::set<int>> local_nodes(n_devices);
+  std::vector<std::vector<int>> local_nodes(n_devices);  // each node once
   std::vector<int> n_local(n_devices, 0);
   for (int d = 0; d < n_devices && d < static_cast<int>(local_cpus.size()); ++d) {
     std::vector<int> l = local_cpus[d];
@@ -130,7 +125,9 @@ inline std::vector<slice> split(const topology& topo, int n_devices, int reserve
       for (int c : cores[k].cpus)
         if (std::binary_search(l.begin(), l.end(), c)) {
           local[d][k] = true;
-          local_nodes[d].insert(cores[k].node);
+          if (std::find(local_nodes[d].begin(), local_nodes[d].end(), cores[k].node) ==
+              local_nodes[d].end())
+            local_nodes[d].push_back(cores[k].node);
           ++n_local[d];
           break;
         }
@@ -141,7 +138,7 @@ inline std::vector<slice> split(const topology& topo, int n_devices, int reserve
   // The most constrained devices choose first; no preference chooses last.
   std::vector<int> order(n_devices);
   for (int d = 0; d < n_devices; ++d) order[d] = d;
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+  insertion_sort(order, [&](int a, int b) {
     const int la = n_local[a] == 0 ? n_cores + 1 : n_local[a];
     const int lb = n_local[b] == 0 ? n_cores + 1 : n_local[b];
     return la < lb;
@@ -158,13 +155,16 @@ inline std::vector<slice> split(const topology& topo, int n_devices, int reserve
   };
   for (int d : order) take(d, [&](std::size_t k) { return local[d][k]; });
   for (int d : order)
-    take(d, [&](std::size_t k) { return local_nodes[d].count(cores[k].node) > 0; });
+    take(d, [&](std::size_t k) {
+      return std::find(local_nodes[d].begin(), local_nodes[d].end(), cores[k].node) !=
+             local_nodes[d].end();
+    });
   for (int d : order) take(d, [](std::size_t) { return true; });
 
   std::vector<slice> out(n_devices);
   for (int d = 0; d < n_devices; ++d) {
     std::vector<std::size_t> pick = mine[d];  // ascending core order
-    std::stable_sort(pick.begin(), pick.end(), [&](std::size_t a, std::size_t b) {
+    insertion_sort(pick, [&](std::size_t a, std::size_t b) {
       if (local[d][a] != local[d][b]) return static_cast<bool>(local[d][a]);
       return a > b;
     });
@@ -200,18 +200,18 @@ inline std::vector<int> current_affinity() { return thread_affinity(0); }
 /// calling thread's previous mask. Throws krex::error(step::pin) if `cpus`
 /// is empty or not within allowed_cpus() (naming both lists), or if a call
 /// fails (with its errno); threads already moved are then moved back.
-inline std::vector<int> confine_process(const std::vector<int>& cpus) {
+KREX_DETAIL_COLD inline std::vector<int> confine_process(const std::vector<int>& cpus) {
   pin_impl::check_allowed(cpus, "confine_process");
   std::vector<int> previous = current_affinity();
   const cpu_mask target = cpu_mask::of(cpus);
   std::vector<std::pair<pid_t, std::vector<int>>> moved;  // to undo a partial confinement
-  std::set<pid_t> done;
+  std::vector<pid_t> done;
   // A thread not yet moved may start another one with the old mask: repeat
   // until a pass over /proc/self/task finds no thread it has not moved.
   for (bool again = true; again;) {
     again = false;
     for (pid_t tid : pin_impl::list_tasks()) {
-      if (done.count(tid)) continue;
+      if (std::find(done.begin(), done.end(), tid) != done.end()) continue;
       again = true;
       std::vector<int> old;
       int err = 0;
@@ -222,18 +222,18 @@ inline std::vector<int> confine_process(const std::vector<int>& cpus) {
         err = e.code();
       }
       if (err == ESRCH) {  // the thread exited meanwhile
-        done.insert(tid);
+        done.push_back(tid);
         continue;
       }
       if (err != 0) {
         for (const auto& m : moved) pin_impl::set_affinity(m.first, cpu_mask::of(m.second));
         throw error(step::pin,
-                    "confine_process: cannot set the affinity of thread " + std::to_string(tid) +
-                        " to CPUs " + format_cpulist(cpus),
+                    cat({"confine_process: cannot set the affinity of thread ", tid, " to CPUs ",
+                         format_cpulist(cpus)}),
                     err, "disable confinement with KREX_CONFINE=0");
       }
       moved.emplace_back(tid, std::move(old));
-      done.insert(tid);
+      done.push_back(tid);
     }
   }
   return previous;
@@ -259,7 +259,7 @@ class pin_guard {
     if (const int err = pin_impl::set_affinity(m_tid, cpu_mask::of(m_pinned)))
       throw error(
           step::pin,
-          "cannot pin thread " + std::to_string(m_tid) + " to CPUs " + format_cpulist(m_pinned),
+          cat({"cannot pin thread ", m_tid, " to CPUs ", format_cpulist(m_pinned)}),
           err, "disable pinning with KREX_PIN=0");
   }
   ~pin_guard() { pin_impl::set_affinity(m_tid, m_restore); }

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,9 +26,9 @@ inline constexpr int max_cpu = 65535;
 /// Parses a Linux cpulist ("0-3,8,10-11", surrounding whitespace allowed,
 /// empty = no CPUs) into sorted, unique CPU numbers.
 /// Throws krex::error(step::pin) on anything else, quoting the input.
-inline std::vector<int> parse_cpulist(const std::string& s) {
+KREX_DETAIL_COLD inline std::vector<int> parse_cpulist(const std::string& s) {
   const auto bad = [&](const char* why) -> error {
-    return {step::pin, "bad cpulist '" + s + "': " + why, 0,
+    return {step::pin, cat({"bad cpulist '", s, "': ", why}), 0,
             "expected comma-separated CPUs or ranges, e.g. 0-3,8,10-11"};
   };
   std::size_t b = 0;
@@ -67,7 +66,7 @@ inline std::vector<int> parse_cpulist(const std::string& s) {
 }
 
 /// The inverse of parse_cpulist: sorted, compact ranges ("0-3,8,10-11"); "" for none.
-inline std::string format_cpulist(const std::vector<int>& cpus) {
+KREX_DETAIL_COLD inline std::string format_cpulist(const std::vector<int>& cpus) {
   std::vector<int> v = cpus;
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
@@ -76,11 +75,19 @@ inline std::string format_cpulist(const std::vector<int>& cpus) {
     std::size_t j = i;
     while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
     if (!out.empty()) out += ',';
-    out += std::to_string(v[i]);
-    if (j > i) out += '-' + std::to_string(v[j]);
+    out += cat({v[i]});
+    if (j > i) out += cat({"-", v[j]});
     i = j + 1;
   }
   return out;
+}
+
+/// Sorts `v` stably by `less`: an insertion sort, for the few and mostly sorted
+/// elements of the topology and the slicing (no std::stable_sort merge code).
+template <class T, class Less>
+void insertion_sort(std::vector<T>& v, Less less) {
+  for (std::size_t i = 1; i < v.size(); ++i)
+    for (std::size_t j = i; j > 0 && less(v[j], v[j - 1]); --j) std::swap(v[j], v[j - 1]);
 }
 
 /// Contents of a small (pseudo-)file through the syscall seam; nullopt if it
@@ -98,7 +105,7 @@ inline std::optional<std::vector<int>> read_cpulist_file(const std::string& path
   try {
     return parse_cpulist(*text);
   } catch (const error& e) {
-    throw error(step::pin, path + ": " + e.what(), 0, "is sysfs mounted normally?");
+    throw error(step::pin, cat({path, ": ", e.what()}), 0, "is sysfs mounted normally?");
   }
 }
 
@@ -119,7 +126,7 @@ inline std::optional<int> read_int_file(const std::string& path) {
 }
 
 /// Numeric suffixes of the entries "<prefix>N" of a directory, sorted.
-inline std::vector<int> numbered_entries(const std::string& dir, const std::string& prefix) {
+KREX_DETAIL_COLD inline std::vector<int> numbered_entries(const std::string& dir, const std::string& prefix) {
   std::vector<int> out;
   DIR* d = ::opendir(dir.c_str());
   if (!d) return out;
@@ -186,7 +193,7 @@ inline std::vector<int> thread_affinity(pid_t tid) {
     if (sys().sched_getaffinity(tid, m.size(), m.get()) == 0) return m.cpus();
     if (errno != EINVAL) {
       const int err = errno;
-      throw error(step::pin, "sched_getaffinity(" + std::to_string(tid) + ") failed", err);
+      throw error(step::pin, cat({"sched_getaffinity(", tid, ") failed"}), err);
     }
   }
   throw error(step::pin, "sched_getaffinity: no mask size up to 65536 CPUs accepted", EINVAL);
@@ -216,34 +223,32 @@ struct topology {
   /// physical_package_id its package is 0; without node directories every
   /// CPU is on node 0. Allowed CPUs that sysfs does not list are kept, each
   /// its own core on package 0, node 0.
-  static topology read(const std::string& sysfs_root = "/sys",
+  KREX_DETAIL_COLD static topology read(const std::string& sysfs_root = "/sys",
                        const std::optional<std::vector<int>>& allowed = std::nullopt) {
-    const std::string cpu_dir = sysfs_root + "/devices/system/cpu";
+    const std::string cpu_dir = cat({sysfs_root, "/devices/system/cpu"});
     std::vector<int> present;
-    if (auto online = read_cpulist_file(cpu_dir + "/online"))
+    if (auto online = read_cpulist_file(cat({cpu_dir, "/online"})))
       present = std::move(*online);
     else
       present = numbered_entries(cpu_dir, "cpu");
 
-    std::map<int, int> node_of;
-    const std::string node_dir = sysfs_root + "/devices/system/node";
+    std::vector<int> node_of;  // CPU, node, CPU, node, ...: the first node listing a CPU wins
+    const std::string node_dir = cat({sysfs_root, "/devices/system/node"});
     for (int n : numbered_entries(node_dir, "node"))
-      if (auto list = read_cpulist_file(node_dir + "/node" + std::to_string(n) + "/cpulist"))
-        for (int c : *list) node_of.emplace(c, n);
+      if (auto list = read_cpulist_file(cat({node_dir, "/node", n, "/cpulist"})))
+        for (int c : *list) node_of.insert(node_of.end(), {c, n});
 
     // Physical cores are (package, core_id) pairs over all present CPUs, not
     // only allowed ones, so every process names a core the same way.
     struct raw {
       int cpu, core_id, package;
     };
-    std::vector<raw> raws;
-    std::map<std::pair<int, int>, int> first_cpu;  // (package, core_id) -> lowest CPU
+    std::vector<raw> raws;  // in `present`'s order: sorted by CPU
     for (int c : present) {
-      const std::string t = cpu_dir + "/cpu" + std::to_string(c) + "/topology/";
-      const int pkg = read_int_file(t + "physical_package_id").value_or(0);
-      const auto cid = read_int_file(t + "core_id");
+      const std::string t = cat({cpu_dir, "/cpu", c, "/topology/"});
+      const int pkg = read_int_file(cat({t, "physical_package_id"})).value_or(0);
+      const auto cid = read_int_file(cat({t, "core_id"}));
       raws.push_back({c, cid ? *cid : -1, pkg});
-      if (cid) first_cpu.emplace(std::make_pair(pkg, *cid), c);  // present is sorted
     }
 
     const std::vector<int>& allow = allowed ? *allowed : allowed_cpus();
@@ -254,13 +259,19 @@ struct topology {
           std::find_if(raws.begin(), raws.end(), [c](const raw& x) { return x.cpu == c; });
       if (r != raws.end()) {
         info.package = r->package;
-        if (r->core_id >= 0) info.core = first_cpu.at({r->package, r->core_id});
+        if (r->core_id >= 0)  // the lowest CPU of its (package, core_id): the first in raws
+          info.core = std::find_if(raws.begin(), r + 1, [r](const raw& x) {
+                        return x.package == r->package && x.core_id == r->core_id;
+                      })->cpu;
       }
-      if (auto n = node_of.find(c); n != node_of.end()) info.node = n->second;
+      for (std::size_t k = 0; k < node_of.size(); k += 2)
+        if (node_of[k] == c) {
+          info.node = node_of[k + 1];
+          break;
+        }
       topo.cpus.push_back(info);
     }
-    std::sort(topo.cpus.begin(), topo.cpus.end(),
-              [](const cpu_info& a, const cpu_info& b) { return a.cpu < b.cpu; });
+    insertion_sort(topo.cpus, [](const cpu_info& a, const cpu_info& b) { return a.cpu < b.cpu; });
     return topo;
   }
 };
@@ -282,7 +293,7 @@ inline std::vector<int> pci_local_cpus(const std::string& pci_bus_id,
   const std::string id = normalize_pci_bus_id(pci_bus_id);
   if (id.empty() || id.find('/') != std::string::npos || id.find("..") != std::string::npos)
     return {};
-  return read_cpulist_file(sysfs_root + "/bus/pci/devices/" + id + "/local_cpulist")
+  return read_cpulist_file(cat({sysfs_root, "/bus/pci/devices/", id, "/local_cpulist"}))
       .value_or(std::vector<int>{});
 }
 

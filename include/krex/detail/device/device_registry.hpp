@@ -101,15 +101,15 @@ inline void describe_other_segments(std::vector<other_segment>&& others, const c
     const auto end = r.other_segments.begin() + static_cast<std::ptrdiff_t>(known);
     if (std::find(r.other_segments.begin(), end, o.path) != end) continue;
     std::string pids;
-    for (int p : o.pids) pids += (pids.empty() ? "" : ", ") + std::to_string(p);
+    for (int p : o.pids) pids += cat({pids.empty() ? "" : ", ", p});
     r.warnings.push_back(
-        "another krex segment " + std::string(what) + ": " + o.path + " (tenant pid " + pids +
-        (o.other_pidns ? ", in another pid namespace or not checkable here: its entry was "
-                         "refreshed within the last 10 s"
-                       : "") +
-        "): its tenants were not drained or frozen for this region, nor is this region "
-        "visible to them; give every harness on a device the same KREX_SEGMENT, "
-        "KREX_SEGMENT_ACCESS and KREX_SHM_DIR (and one user, or group mode)");
+        cat({"another krex segment ", what, ": ", o.path, " (tenant pid ", pids,
+             o.other_pidns ? ", in another pid namespace or not checkable here: its entry was "
+                             "refreshed within the last 10 s"
+                           : "",
+             "): its tenants were not drained or frozen for this region, nor is this region "
+             "visible to them; give every harness on a device the same KREX_SEGMENT, "
+             "KREX_SEGMENT_ACCESS and KREX_SHM_DIR (and one user, or group mode)"}));
     r.other_segments.push_back(std::move(o.path));
   }
 }
@@ -122,14 +122,14 @@ inline int open_dir(const std::string& path, std::string& why) {
   if (::mkdir(path.c_str(), 01777) == 0) ::chmod(path.c_str(), 01777);  // past the umask
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    why = path + ": " + std::system_category().message(errno);
+    why = cat({path, ": ", std::system_category().message(errno)});
     return -1;
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || (st.st_uid != 0 && st.st_uid != ::geteuid()) ||
       ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)) {
-    why = path + " belongs to uid " + std::to_string(st.st_uid) +
-          " or is writable by others without the sticky bit";
+    why = cat({path, " belongs to uid ", st.st_uid,
+               " or is writable by others without the sticky bit"});
     ::close(fd);
     return -1;
   }
@@ -370,11 +370,11 @@ bool visit_entries(int dir,
 
 /// The registry directory: KREX_DEVICE_REGISTRY (an absolute path without
 /// '..'), else default_device_registry. "" (with `why`) if the variable is invalid.
-inline std::string device_registry_dir(std::string& why) {
+KREX_DETAIL_COLD inline std::string device_registry_dir(std::string& why) {
   const char* env = std::getenv("KREX_DEVICE_REGISTRY");  // NOLINT(concurrency-mt-unsafe)
   std::string d = env != nullptr && *env != '\0' ? env : default_device_registry;
   if (d[0] != '/' || d.find("/..") != std::string::npos) {
-    why = "KREX_DEVICE_REGISTRY " + d + " is not an absolute path without '..'";
+    why = cat({"KREX_DEVICE_REGISTRY ", d, " is not an absolute path without '..'"});
     return {};
   }
   while (d.size() > 1 && d.back() == '/') d.pop_back();
@@ -386,7 +386,7 @@ inline std::string device_registry_dir(std::string& why) {
 /// directory of every device `n` tracks, at most registry_scan_cap names
 /// each. Needs the link a tenant of this process made (device_entry);
 /// nothing without one. Returns the entries removed. Async-signal-safe.
-inline unsigned sweep_segment_entries(const node_state& n) noexcept {
+KREX_DETAIL_COLD inline unsigned sweep_segment_entries(const node_state& n) noexcept {
   const registry_impl::link* l = nullptr;
   for (const registry_impl::link& x : registry_impl::links)
     if (x.node.load() == static_cast<const void*>(&n)) l = &x;
@@ -427,7 +427,7 @@ class device_entry {
   /// Registers this process as a tenant of the segment file `segment`
   /// (its fstat: device and inode) at `path`, on the device with `key`.
   /// `node`: the segment's mapping, for its guardian's sweep (may be null).
-  device_entry(std::uint64_t key, const struct stat& segment, const std::string& path,
+  KREX_DETAIL_COLD device_entry(std::uint64_t key, const struct stat& segment, const std::string& path,
                const void* node = nullptr) {
     try {
       const std::string root = device_registry_dir(m_why);
@@ -435,16 +435,15 @@ class device_entry {
       const int top = registry_impl::open_dir(root, m_why);
       if (top < 0) return;
       ::close(top);
-      m_dir = root + "/" + registry_impl::key_text(key);
+      m_dir = cat({root, "/", registry_impl::key_text(key)});
       const int dir = registry_impl::open_dir(m_dir, m_why);
       if (dir < 0) return;
       m_dir_fd = dir;
       m_dev = static_cast<std::uint64_t>(segment.st_dev);
       m_ino = static_cast<std::uint64_t>(segment.st_ino);
-      m_name = registry_impl::entry_prefix(m_dev, m_ino) + std::to_string(::getpid());
-      m_text = std::to_string(::getpid()) + " " + std::to_string(self_start_time()) + " " +
-               std::to_string(::geteuid()) + " " + std::to_string(as_safe::pid_namespace()) + "\n" +
-               path + "\n";
+      m_name = cat({registry_impl::entry_prefix(m_dev, m_ino), ::getpid()});
+      m_text = cat({::getpid(), " ", self_start_time(), " ", ::geteuid(), " ",
+                    as_safe::pid_namespace(), "\n", path, "\n"});
       // A file under this name is a dead process's of the same pid (ours to replace).
       ::unlinkat(dir, m_name.c_str(), 0);
       m_registered.store(write_entry());
@@ -526,7 +525,7 @@ class device_entry {
                             O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
       try {
-        m_why = m_dir + "/" + m_name + ": " + std::system_category().message(errno);
+        m_why = cat({m_dir, "/", m_name, ": ", std::system_category().message(errno)});
       } catch (...) {
       }
       return false;
@@ -575,11 +574,11 @@ class device_entry {
         });
     ::close(dir);
     m_note = all ? std::string()
-                 : "split segments: the device registry " + m_dir + " holds more than " +
-                       std::to_string(registry_scan_cap) +
-                       " entries; only that many were read, so another segment on this device "
-                       "may have gone unreported (entries of live tenants, or planted ones: their "
-                       "owner or root can remove them)";
+                 : cat({"split segments: the device registry ", m_dir, " holds more than ",
+                        registry_scan_cap,
+                        " entries; only that many were read, so another segment on this device "
+                        "may have gone unreported (entries of live tenants, or planted ones: their "
+                        "owner or root can remove them)"});
     return out;
   }
 

@@ -95,7 +95,7 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 /// The cgroup mounts listed in a mountinfo text.
-inline std::vector<mount> parse_mountinfo(const std::string& text) {
+KREX_DETAIL_COLD inline std::vector<mount> parse_mountinfo(const std::string& text) {
   std::vector<mount> out;
   for (const std::string& line : split(text, '\n')) {
     const std::vector<std::string> f = split(line, ' ');
@@ -114,7 +114,7 @@ inline std::vector<mount> parse_mountinfo(const std::string& text) {
   return out;
 }
 
-inline std::vector<membership> parse_proc_cgroup(const std::string& text) {
+KREX_DETAIL_COLD inline std::vector<membership> parse_proc_cgroup(const std::string& text) {
   std::vector<membership> out;
   for (const std::string& line : split(text, '\n')) {
     const size_t a = line.find(':');
@@ -179,7 +179,7 @@ inline bool is_leaf_name(const std::string& p) {
 /// The default krex root for a process whose cgroup is at filesystem path
 /// `own`: the enclosing krex root if `own` is ".../krex/t<N>" or
 /// ".../krex/<segment>/t<N>", else own + "/krex".
-inline std::string derive_root(const std::string& own) {
+KREX_DETAIL_COLD inline std::string derive_root(const std::string& own) {
   if (is_leaf_name(own)) {
     const auto named_krex = [](const std::string& p) {
       const size_t s = p.rfind('/');
@@ -193,7 +193,7 @@ inline std::string derive_root(const std::string& own) {
       if (named_krex(grandparent)) return grandparent;
     }
   }
-  return own == "/" ? "/krex" : own + "/krex";
+  return own == "/" ? "/krex" : cat({own, "/krex"});
 }
 
 /// The filesystem magic of `path`, or of its nearest existing ancestor.
@@ -223,7 +223,7 @@ struct self_view {
   int err = 0;  ///< errno from reading /proc/self/{mountinfo,cgroup}
   const char* failed = nullptr;
 
-  static self_view read() {
+  KREX_DETAIL_COLD static self_view read() {
     self_view v;
     std::string text;
     if ((v.err = read_file("/proc/self/mountinfo", text)) != 0) {
@@ -239,7 +239,7 @@ struct self_view {
     return v;
   }
 
-  location locate(bool v2) const {
+  KREX_DETAIL_COLD location locate(bool v2) const {
     location l;
     l.m = find_mount(mounts, v2);
     const membership* c = find_membership(groups, v2);
@@ -261,15 +261,15 @@ class backoff {
 };
 
 /// "<what> <path>" with errno and hint, as a freeze-step error.
-[[noreturn]] inline void fail(const std::string& what, const std::string& path, int err,
-                              const std::string& hint) {
+[[noreturn]] KREX_DETAIL_COLD inline void fail(std::string_view what, std::string_view path,
+                                               int err, std::string_view hint) {
   // Out of descriptors is this process's limit, not a permission problem.
   if (err == EMFILE || err == ENFILE)
-    throw krex::error(krex::step::freeze, what + " " + path, err,
+    throw krex::error(krex::step::freeze, cat({what, " ", path}), err,
                       err == EMFILE ? "this process is at its open-file limit: close descriptors "
                                       "it no longer needs, or raise it (ulimit -n)"
                                     : "the system is out of open files (fs.file-max)");
-  throw krex::error(krex::step::freeze, what + " " + path, err, hint);
+  throw krex::error(krex::step::freeze, cat({what, " ", path}), err, std::string(hint));
 }
 
 }  // namespace krex::detail::cgroup

@@ -167,7 +167,7 @@ inline int resume(stop_record& r) {
 inline int stat_of(pid_t pid, char& state, pid_t& group) {
   state = 0;
   std::string text;
-  const int e = cgroup::read_file("/proc/" + std::to_string(pid) + "/stat", text);
+  const int e = cgroup::read_file(cat({"/proc/", pid, "/stat"}), text);
   if (e == ENOENT || e == ESRCH) return 0;
   if (e) return e;
   // "pid (comm) S ppid pgrp ...": comm may itself hold ") ".

@@ -70,7 +70,7 @@ class freezer {
   /// krex::error(step::freeze) when an explicit method cannot work, or when
   /// `root_option` is set and no cgroup method can use it (an explicit root is
   /// never silently replaced by signals), naming the path and what to do.
-  static freezer open(freeze_method requested, const std::string& root_option,
+  KREX_DETAIL_COLD static freezer open(freeze_method requested, const std::string& root_option,
                       const std::string& domain = {}) {
     if (requested == freeze_method::none || requested == freeze_method::signal)
       return {requested, {}, {}};
@@ -89,15 +89,15 @@ class freezer {
         return f;
       }
       if (requested == m) cgroup::fail(a.what, a.path, a.err, a.hint);
-      notes +=
-          std::string(to_string(m)) + ": " + a.what + " " + a.path +
-          (a.err > 0 ? std::string(": ") + std::system_category().message(a.err) : std::string()) +
-          "; ";
+      notes += cat({to_string(m), ": ", a.what, " ", a.path,
+                    a.err > 0 ? cat({": ", std::system_category().message(a.err)}) : std::string(),
+                    "; "});
     }
     // An operator who names a root wants cgroup freezing there: falling back
     // to signals would silently weaken every region of the job.
     if (!root_option.empty())
-      cgroup::fail("KREX_CGROUP_ROOT is set but no cgroup freezer can use it (" + notes + ") root:",
+      cgroup::fail(cat({"KREX_CGROUP_ROOT is set but no cgroup freezer can use it (", notes,
+                        ") root:"}),
                    root_option, EINVAL,
                    "fix the root (a writable directory in a cgroup v2 or v1 freezer hierarchy), "
                    "unset KREX_CGROUP_ROOT to derive one, or choose KREX_FREEZE=signal explicitly");
@@ -118,7 +118,7 @@ class freezer {
   /// (made with the first leaf, removed with the last).
   bool owns_root() const noexcept { return m_own_dir; }
   /// The leaf of `slot`: root + "/t" + slot.
-  std::string leaf(std::uint32_t slot) const { return m_root + "/t" + std::to_string(slot); }
+  std::string leaf(std::uint32_t slot) const { return cat({m_root, "/t", slot}); }
 
   /// Who may be signalled (signal method): only processes verified as
   /// members of this domain (see detail/identity.hpp); without a domain,
@@ -150,8 +150,8 @@ class freezer {
     record r;
     if (!m_ops->freezes) return r;  // none: nothing to freeze
     std::vector<sibling> started;
-    const auto give_up = [&](const std::string& what, const std::string& path, int err,
-                             const std::string& hint) {
+    const auto give_up = [&](std::string_view what, std::string_view path, int err,
+                             std::string_view hint) {
       thaw(r, started);
       cgroup::fail(what, path, err, hint);
     };
@@ -162,7 +162,7 @@ class freezer {
       const int e = start(r, s);
       started.push_back(s);  // a failed write or signal may still have taken effect
       if (e)
-        give_up("cannot freeze sibling slot " + std::to_string(s.slot) + " at", leaf_or_pid(s), e,
+        give_up(cat({"cannot freeze sibling slot ", s.slot, " at"}), leaf_or_pid(s), e,
                 e == ENOENT ? "the sibling has no leaf under this process's root: all tenants "
                               "must use the same KREX_CGROUP_ROOT"
                             : hint_text);
@@ -183,7 +183,7 @@ class freezer {
       if (std::chrono::steady_clock::now() >= deadline) {
         std::string late;
         for (size_t i = 0; i < siblings.size(); ++i)
-          if (!done[i]) late += (late.empty() ? "" : ", ") + status_path(siblings[i]);
+          if (!done[i]) late += cat({late.empty() ? "" : ", ", status_path(siblings[i])});
         give_up("siblings not frozen by the deadline (thawed again):", late, ETIMEDOUT,
                 "a task in uninterruptible sleep (a driver call, I/O) cannot freeze; drain must "
                 "finish first, or raise KREX_FREEZE_DEADLINE_MS");
@@ -227,7 +227,7 @@ class freezer {
   bool left_its_leaf(const sibling& s) const {
     std::string text;
     if (cgroup::read_file(file(leaf(s.slot), table().procs), text) != 0) return false;
-    if (has_line(text, std::to_string(s.pid).c_str())) return false;
+    if (has_line(text, cat({s.pid}).c_str())) return false;
     return ::kill(s.pid, 0) == 0;  // gone is not escaped
   }
 
@@ -246,7 +246,7 @@ class freezer {
   bool thaw_one(record& r, const sibling& s) noexcept {
     int e = 0;
     try {
-      if ((e = undo(r, s)) != 0) note_error("cannot thaw " + leaf_or_pid(s), e);
+      if ((e = undo(r, s)) != 0) note_error(cat({"cannot thaw ", leaf_or_pid(s)}), e);
     } catch (...) {
       e = ENOMEM;
     }
@@ -268,7 +268,7 @@ class freezer {
   freezer(freeze_method m, std::string root, std::string notes)
       : m_method(m), m_ops(&ops_of(m)), m_root(std::move(root)), m_notes(std::move(notes)) {}
 
-  static attempt resolve(const freeze_table& t, const std::string& root_option,
+  KREX_DETAIL_COLD static attempt resolve(const freeze_table& t, const std::string& root_option,
                          const std::string& domain, const cgroup::self_view& view) {
     attempt a;
     a.hint = hint_text;
@@ -282,9 +282,9 @@ class freezer {
     const char* name = t.hierarchy;
     const cgroup::location here = view.locate(t.v2);
     if (!here.m)
-      return no(ENOENT, std::string("no ") + name + " is mounted:", "/proc/self/mountinfo");
+      return no(ENOENT, cat({"no ", name, " is mounted:"}), "/proc/self/mountinfo");
     if (here.own.empty())
-      return no(ENOENT, std::string("this process's cgroup is not visible in the ") + name + " at",
+      return no(ENOENT, cat({"this process's cgroup is not visible in the ", name, " at"}),
                 here.m->point);
     if (root_option.empty()) {
       a.root = cgroup::derive_root(here.own);
@@ -295,11 +295,11 @@ class freezer {
       const long magic = cgroup::fs_magic(a.root, err);
       if (magic != t.magic ||
           (!t.v2 && a.root.compare(0, here.m->point.size() + 1, here.m->point + "/") != 0)) {
-        a.hint = std::string("KREX_CGROUP_ROOT must lie in the ") + name + " (mounted at " +
-                 here.m->point + "), or choose the KREX_FREEZE method that matches the root";
+        a.hint = cat({"KREX_CGROUP_ROOT must lie in the ", name, " (mounted at ", here.m->point,
+                      "), or choose the KREX_FREEZE method that matches the root"});
         return no(err ? err : EINVAL,
-                  std::string("KREX_CGROUP_ROOT is not in the ") + name +
-                      " that KREX_FREEZE=" + to_string(t.method) + " needs:",
+                  cat({"KREX_CGROUP_ROOT is not in the ", name, " that KREX_FREEZE=",
+                       to_string(t.method), " needs:"}),
                   a.root);
       }
     }
@@ -315,14 +315,14 @@ class freezer {
     // a directory of its own (an explicit root is the operator's, per segment).
     // enter() creates it with the first leaf; leave() removes it with the last,
     // so opening a freezer (krexctl status) leaves nothing behind.
-    if (root_option.empty() && !domain.empty()) a.root += "/" + domain;
+    if (root_option.empty() && !domain.empty()) a.root += cat({"/", domain});
     // Moving back at leave needs write access to this process's cgroup.
     if (const int e = cgroup::probe_open(file(here.own, t.procs), O_WRONLY))
       return no(e, "cannot move processes out of this process's cgroup", file(here.own, t.procs));
     return a;
   }
 
-  void enter_as(std::uint32_t slot) {
+  KREX_DETAIL_COLD void enter_as(std::uint32_t slot) {
     const freeze_table& t = table();
     const std::string l = leaf(slot);
     int made = -1;
@@ -351,15 +351,15 @@ class freezer {
         const int moved =
             here.empty() || !m_identity.valid() ? 0 : evacuate(t, l, here, &m_identity);
         if (moved < 0)
-          cgroup::fail("the leaf of slot " + std::to_string(slot) +
-                           " still has live processes, and they cannot be moved out:",
+          cgroup::fail(cat({"the leaf of slot ", slot,
+                            " still has live processes, and they cannot be moved out:"}),
                        l, -moved,
                        "a crashed run left processes there: kill them (krexctl clean) and "
                        "join again");
         if (const int e = is_busy(t, l, busy))
           cgroup::fail("cannot inspect the stale leaf", l, e, hint_text);
         if (busy)
-          cgroup::fail("the leaf of slot " + std::to_string(slot) + " still has live processes:",
+          cgroup::fail(cat({"the leaf of slot ", slot, " still has live processes:"}),
                        l, EBUSY,
                        "another tenant holds this slot, or a crashed run left processes "
                        "there: kill them (krexctl clean) and join again");
@@ -374,7 +374,7 @@ class freezer {
     share_with_group(l);
     const std::string origin = cgroup::self_view::read().locate(t.v2).own;
     int e = origin.empty() ? ENOENT : 0;
-    if (!e) e = cgroup::write_file(file(l, t.procs), std::to_string(::getpid()));
+    if (!e) e = cgroup::write_file(file(l, t.procs), cat({::getpid()}));
     if (e) {
       sys().rmdir(l.c_str());
       cgroup::fail("cannot move this process into its leaf", file(l, t.procs), e, hint_text);
@@ -399,7 +399,7 @@ class freezer {
       const int e = errno;
       sys().rmdir(l.c_str());
       cgroup::fail(
-          "cannot give the segment's group (gid " + std::to_string(g) + ") write access to", path,
+          cat({"cannot give the segment's group (gid ", g, ") write access to"}), path,
           e,
           "group mode (KREX_SEGMENT_ACCESS=group) with cgroup freezing makes every leaf "
           "writable by the segment's group: run every tenant with that group as its "
@@ -414,23 +414,23 @@ class freezer {
     share(file(l, t.control), 0664);
   }
 
-  void leave_as(std::uint32_t slot) noexcept {
+  KREX_DETAIL_COLD void leave_as(std::uint32_t slot) noexcept {
     const freeze_table& t = table();
     try {
       const std::string l = leaf(slot);
       if (m_entered && m_slot == slot) {
-        if (const int e = cgroup::write_file(file(m_origin, t.procs), std::to_string(::getpid())))
-          note_error("cannot move this process back to " + m_origin, e);
+        if (const int e = cgroup::write_file(file(m_origin, t.procs), cat({::getpid()})))
+          note_error(cat({"cannot move this process back to ", m_origin}), e);
         m_entered = false;
         // Processes this tenant started that outlive it (a child exec'd
         // inside a region) follow it back, off the reserved cores: a leaf
         // left busy would fail every later join of this slot.
         const int moved = evacuate(t, l, m_origin);
-        if (moved < 0) note_error("cannot move this tenant's children out of " + l, -moved);
+        if (moved < 0) note_error(cat({"cannot move this tenant's children out of ", l}), -moved);
       }
-      if (const int e = request(t, l, false); e && e != ENOENT) note_error("cannot thaw " + l, e);
+      if (const int e = request(t, l, false); e && e != ENOENT) note_error(cat({"cannot thaw ", l}), e);
       if (sys().rmdir(l.c_str()) != 0 && errno != ENOENT)
-        note_error("cannot remove " + l + " (children still in it?)", errno);
+        note_error(cat({"cannot remove ", l, " (children still in it?)"}), errno);
       // The segment's own directory goes with its last leaf (EBUSY otherwise).
       if (m_own_dir) sys().rmdir(m_root.c_str());
     } catch (...) {
@@ -523,10 +523,10 @@ class freezer {
     return e;
   }
   static std::string signal_where(const freezer&, const sibling& s) {
-    return "pid " + std::to_string(s.pid);
+    return cat({"pid ", s.pid});
   }
   static std::string signal_status(const freezer&, const sibling& s) {
-    return "/proc/" + std::to_string(s.pid) + "/stat";
+    return cat({"/proc/", s.pid, "/stat"});
   }
   static void no_enter(freezer&, std::uint32_t) {}
   static void no_leave(freezer&, std::uint32_t) noexcept {}
@@ -554,7 +554,7 @@ class freezer {
   std::string status_path(const sibling& s) const { return m_ops->status(*this, s); }
 
   // --- the cgroup freezer: every operation is the table's file and value ---
-  static std::string file(const std::string& dir, const char* name) { return dir + "/" + name; }
+  static std::string file(const std::string& dir, const char* name) { return cat({dir, "/", name}); }
   static bool has_line(const std::string& text, const char* line) {
     const std::vector<std::string> lines = cgroup::split(text, '\n');
     return std::find(lines.begin(), lines.end(), line) != lines.end();
@@ -571,7 +571,7 @@ class freezer {
   /// its threads this thread's CPU mask (off the reserved cores: a child
   /// forked by a pinned measuring thread inherited them). Returns how many
   /// processes it moved, or -errno when one could not be moved.
-  static int evacuate(const freeze_table& t, const std::string& l, const std::string& to,
+  KREX_DETAIL_COLD static int evacuate(const freeze_table& t, const std::string& l, const std::string& to,
                       const identity_domain* unmapped_only = nullptr) {
     std::string text;
     if (const int e = cgroup::read_file(file(l, t.procs), text)) return e == ENOENT ? 0 : -e;
@@ -595,7 +595,7 @@ class freezer {
       ++moved;
       if (!have_mask) continue;
       // Every thread of it (a task list read fails only if it ended).
-      if (DIR* d = ::opendir(("/proc/" + pid + "/task").c_str())) {
+      if (DIR* d = ::opendir(cat({"/proc/", pid, "/task"}).c_str())) {
         while (const dirent* e = ::readdir(d))  // NOLINT(concurrency-mt-unsafe): one reader
           if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
             ::sched_setaffinity(static_cast<pid_t>(std::atoi(e->d_name)), sizeof mask, &mask);
@@ -612,8 +612,8 @@ class freezer {
                                   : text.find_first_of("0123456789") != std::string::npos;
     return 0;
   }
-  void note_error(const std::string& what, int err) {
-    m_last_error = what + ": " + std::system_category().message(err);
+  KREX_DETAIL_COLD void note_error(const std::string& what, int err) {
+    m_last_error = cat({what, ": ", std::system_category().message(err)});
   }
 
   freeze_method m_method;

@@ -159,7 +159,7 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
   return !n.guardian_pid.compare_exchange_strong(expected, me);
 }
 
-[[noreturn]] inline void run(node_state& n, const recovery_config& c, std::int32_t claim) noexcept {
+[[noreturn]] KREX_DETAIL_COLD inline void run(node_state& n, const recovery_config& c, std::int32_t claim) noexcept {
   detach_from_tenant();
   const auto me = static_cast<std::int32_t>(::getpid());
   n.guardian_start_time.store(read_proc_stat(me).start_time);
@@ -247,7 +247,7 @@ inline bool retire(node_state& n, std::int32_t me) noexcept {
 /// `c`: the caller's own recovery configuration (the guardian thaws by it).
 /// Returns true if this call forked one. Never throws; a failed fork leaves
 /// the next tenant action to try again.
-inline bool ensure_guardian(node_state& n, const recovery_config& c) noexcept {
+KREX_DETAIL_COLD inline bool ensure_guardian(node_state& n, const recovery_config& c) noexcept {
   std::int32_t g = n.guardian_pid.load();
   // A live guardian with a fresh heartbeat stays. One that stopped beating
   // (frozen, stuck) is replaced: it exits once it sees another pid recorded.

@@ -179,7 +179,7 @@ inline void release_recovery(device_state& dev, std::uint64_t mine) noexcept {
 /// it resumes: it never thaws, lowers or releases what the next holder owns.
 /// Order: thaw, lower the gate, reap a dead holder, release the lease, move
 /// the lock, so the next holder can never freeze a sibling this thaw then lets run.
-inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_config& c,
+KREX_DETAIL_COLD inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_config& c,
                                bool force = false) noexcept {
   if (d >= max_devices) return recovery::nothing;
   device_state& dev = n.devices[d];
@@ -271,7 +271,7 @@ inline recovery recover_device(node_state& n, std::uint32_t d, const recovery_co
 /// in its member, so that its parked submitters and lock waiters get a dead
 /// or expired holder out of their way, and what the guardian and krexctl
 /// hand to advance_queue. True if this call recovered device `d`.
-inline bool recover_dead_holder(node_state& n, std::uint32_t d, const recovery_config& c) noexcept {
+KREX_DETAIL_COLD inline bool recover_dead_holder(node_state& n, std::uint32_t d, const recovery_config& c) noexcept {
   const recovery r = recover_device(n, d, c);
   return r == recovery::holder_dead || r == recovery::lease_expired ||
          r == recovery::holder_alive;
@@ -302,7 +302,7 @@ inline std::uint32_t reap_dead_tenants(node_state& n, const recovery_config& c) 
 /// than `self`) is thawed and removed while the slot is reserved for the
 /// cleaner (owner = -pid), so no joiner can be creating it at the same time.
 /// A leaf with live processes stays (rmdir fails). Returns leaves removed.
-inline std::uint32_t clean_stale_leaves(node_state& n, const recovery_config& c,
+KREX_DETAIL_COLD inline std::uint32_t clean_stale_leaves(node_state& n, const recovery_config& c,
                                         std::uint32_t self) noexcept {
   if (!freeze_table_of(c.method).cgroup()) return 0;
   const std::int32_t me = -static_cast<std::int32_t>(::getpid());
@@ -324,7 +324,7 @@ inline std::uint32_t clean_stale_leaves(node_state& n, const recovery_config& c,
 
 /// Recovers every device with a dead or expired holder and reaps dead
 /// tenants: what a joining tenant and the guardian do to a stale segment.
-inline void recover_node(node_state& n, const recovery_config& c) noexcept {
+KREX_DETAIL_COLD inline void recover_node(node_state& n, const recovery_config& c) noexcept {
   for (std::uint32_t d = 0; d < max_devices; ++d)
     if (n.devices[d].key.load() != 0 || n.devices[d].lease_slot.load() != 0 ||
         (n.devices[d].gate.load() & 1U) != 0)

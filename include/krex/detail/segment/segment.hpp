@@ -56,14 +56,13 @@ inline std::string segment_name(const options& o) {
 /// Why `n` (a file of `file_size` bytes, at least segment_size) is not a
 /// complete node state of this build: the header fields, then validate().
 /// Empty when it can be used.
-inline std::vector<std::string> header_problems(const node_state& n, std::uint64_t file_size) {
+KREX_DETAIL_COLD inline std::vector<std::string> header_problems(const node_state& n, std::uint64_t file_size) {
   std::vector<std::string> out;
   const auto bad = [&](const std::string& what, std::uint64_t v, std::uint64_t want) {
-    out.push_back(what + " = " + std::to_string(v) + " (expected " + std::to_string(want) + ")");
+    out.push_back(cat({what, " = ", v, " (expected ", want, ")"}));
   };
   if (n.ready.load(std::memory_order_acquire) != segment_ready)
-    out.emplace_back("it was never completely initialized (ready = " +
-                     std::to_string(n.ready.load()) + ")");
+    out.push_back(cat({"it was never completely initialized (ready = ", n.ready.load(), ")"}));
   if (n.size.load() != file_size) bad("header size", n.size.load(), file_size);
   return out;
 }
@@ -71,50 +70,50 @@ inline std::vector<std::string> header_problems(const node_state& n, std::uint64
 /// Checks the first bytes of a found file (its size from fstat): empty, too
 /// short, not a krex segment, another layout, another size. Throws
 /// krex::error(step::segment). `head` holds min(size, 12) bytes.
-inline void check_head(const segment_id& id, const unsigned char* head, std::uint64_t size) {
+KREX_DETAIL_COLD inline void check_head(const segment_id& id, const unsigned char* head, std::uint64_t size) {
   const std::string path = id.path();
   const std::string hint = remove_hint(id, true);
   if (size == 0)
     throw error(step::segment,
-                "segment " + path + " is an empty file (0 bytes): not a krex segment (a krex "
-                "creator publishes its segment only once complete)",
+                cat({"segment ", path,
+                     " is an empty file (0 bytes): not a krex segment (a krex "
+                     "creator publishes its segment only once complete)"}),
                 0, hint);
   std::uint64_t magic = 0;
   std::uint32_t layout = 0;
   if (size >= 8) std::memcpy(&magic, head, 8);
   if (size < 12 || magic != segment_magic)
     throw error(step::segment,
-                "segment " + path + " is not a krex segment (" + std::to_string(size) +
-                    " bytes, " + (size < 12 ? "too short" : "no krex magic number") + ")",
+                cat({"segment ", path, " is not a krex segment (", size, " bytes, ",
+                     size < 12 ? "too short" : "no krex magic number", ")"}),
                 0, hint);
   std::memcpy(&layout, head + 8, 4);
   if (layout != layout_version)
     throw error(step::segment,
-                "segment " + path + " has layout version " + std::to_string(layout) +
-                    " but this build of krex uses " + std::to_string(layout_version),
+                cat({"segment ", path, " has layout version ", layout,
+                     " but this build of krex uses ", layout_version}),
                 0,
-                "processes built against different krex versions cannot share a segment; "
-                "rebuild them against one version, or " + hint);
+                cat({"processes built against different krex versions cannot share a segment; "
+                     "rebuild them against one version, or ",
+                     hint}));
   if (size != segment_size)
     throw error(step::segment,
-                "segment " + path + " is " + std::to_string(size) + " bytes, but a layout " +
-                    std::to_string(layout_version) + " segment is " +
-                    std::to_string(segment_size) + " bytes",
+                cat({"segment ", path, " is ", size, " bytes, but a layout ", layout_version,
+                     " segment is ", segment_size, " bytes"}),
                 0, hint);
 }
 
 /// Throws krex::error(step::segment) for the first problems of a full image.
-inline void check_image(const segment_id& id, const node_state& n, std::uint64_t size) {
+KREX_DETAIL_COLD inline void check_image(const segment_id& id, const node_state& n, std::uint64_t size) {
   std::vector<std::string> p = header_problems(n, size);
   const bool header = !p.empty();
   if (!header) p = validate(n);
   if (p.empty()) return;
   throw error(step::segment,
-              "segment " + id.path() + (header ? " is unusable (" : " holds a corrupt node state (") +
-                  p[0] +
-                  (p.size() > 1 ? ", and " + std::to_string(p.size() - 1) + " more problem(s)"
-                                : std::string()) +
-                  ")",
+              cat({"segment ", id.path(), header ? " is unusable (" : " holds a corrupt node state (",
+                   p[0],
+                   p.size() > 1 ? cat({", and ", p.size() - 1, " more problem(s)"}) : std::string(),
+                   ")"}),
               0, remove_hint(id, true));
 }
 
@@ -142,13 +141,13 @@ inline std::unique_ptr<node_state> read_segment(const segment_id& id) {
                               static_cast<off_t>(done));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0)
-      throw error(step::segment, "cannot read segment " + id.path(), r < 0 ? errno : EIO,
+      throw error(step::segment, cat({"cannot read segment ", id.path()}), r < 0 ? errno : EIO,
                   "it shrank while being read");
     done += static_cast<std::size_t>(r);
   }
   const std::vector<std::string> p = header_problems(*n, segment_size);
   if (!p.empty())
-    throw error(step::segment, "segment " + id.path() + " is unusable (" + p[0] + ")", 0,
+    throw error(step::segment, cat({"segment ", id.path(), " is unusable (", p[0], ")"}), 0,
                 remove_hint(id, true));
   return n;
 }
@@ -163,7 +162,7 @@ class segment {
 
   /// Opens segment `id`, creating it if `create`; without `create`, a missing
   /// segment throws krex::error with code ENOENT.
-  segment(segment_id id, bool create) : m_id(std::move(id)) {
+  KREX_DETAIL_COLD segment(segment_id id, bool create) : m_id(std::move(id)) {
     // A creator killed between publishing and removing its temporary name
     // leaves a temporary file behind a complete segment: any joiner removes it.
     if (create) (void)remove_dead_temp_files(m_id);
@@ -180,7 +179,7 @@ class segment {
       create_and_publish();
     }
     throw error(step::segment,
-                "segment " + m_id.path() + " kept appearing and disappearing while joining", 0,
+                cat({"segment ", m_id.path(), " kept appearing and disappearing while joining"}), 0,
                 "something removes it in a loop: stop it, or choose another KREX_SEGMENT");
   }
 
@@ -201,7 +200,7 @@ class segment {
   const struct stat& file_stat() const noexcept { return m_stat; }
 
  private:
-  void map_existing(found_file f) {
+  KREX_DETAIL_COLD void map_existing(found_file f) {
     unsigned char head[12];
     (void)read_head(f.fd.get(), head);
     check_head(m_id, head, static_cast<std::uint64_t>(f.st.st_size));
@@ -209,11 +208,11 @@ class segment {
     // in a full tmpfs: allocate them now, where a failure is an error.
     if (static_cast<std::uint64_t>(f.st.st_blocks) * 512 < segment_size)
       if (const int e = ::posix_fallocate(f.fd.get(), 0, static_cast<off_t>(segment_size)))
-        throw error(step::segment, "cannot allocate the sparse segment " + m_id.path(), e,
+        throw error(step::segment, cat({"cannot allocate the sparse segment ", m_id.path()}), e,
                     space_hint());
     void* p = ::mmap(nullptr, segment_size, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd.get(), 0);
     if (p == MAP_FAILED)
-      throw error(step::segment, "cannot map segment " + m_id.path(), errno);
+      throw error(step::segment, cat({"cannot map segment ", m_id.path()}), errno);
     auto* n = static_cast<node_state*>(p);
     try {
       check_image(m_id, *n, segment_size);
@@ -228,8 +227,8 @@ class segment {
   // Builds the segment under a temporary name and links it to the final one.
   // Whether it published or found the final name taken (or its temporary
   // file removed), the caller's next round maps the file by its final name.
-  void create_and_publish() {
-    std::string tmp = m_id.dir + "/" + temp_file_name(m_id.name);
+  KREX_DETAIL_COLD void create_and_publish() {
+    std::string tmp = cat({m_id.dir, "/", temp_file_name(m_id.name)});
     ::unlink(tmp.c_str());  // this very process's, from an earlier round
     unique_fd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     // The name is predictable: another user may have planted a file there
@@ -240,18 +239,21 @@ class segment {
       std::uint32_t nonce = 0;
       if (::getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof nonce))
         nonce = static_cast<std::uint32_t>(now_ns());
-      tmp = m_id.dir + "/" + temp_file_name(m_id.name, nonce | 1U);
+      tmp = cat({m_id.dir, "/", temp_file_name(m_id.name, nonce | 1U)});
       fd = unique_fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     }
     if (fd.get() < 0) {
       const int e = errno;
-      throw error(step::segment, "cannot create segment " + tmp, e,
+      throw error(step::segment, cat({"cannot create segment ", tmp}), e,
                   e == ENOSPC || e == EDQUOT ? space_hint()
                   : e == EEXIST
-                      ? "temporary names in " + m_id.dir + " are taken by files this user cannot "
-                            "remove (" + planted + " and 8 more): remove them as root, or set "
-                            "KREX_SHM_DIR to a directory only this user can write"
-                      : "check that " + m_id.dir + " is writable");
+                      ? cat({"temporary names in ", m_id.dir,
+                             " are taken by files this user cannot "
+                             "remove (",
+                             planted,
+                             " and 8 more): remove them as root, or set "
+                             "KREX_SHM_DIR to a directory only this user can write"})
+                      : cat({"check that ", m_id.dir, " is writable"}));
     }
     struct unlink_guard {
       const std::string& path;
@@ -260,14 +262,13 @@ class segment {
     // Exact mode and group whatever the umask and the directory.
     if ((m_id.domain.group && ::fchown(fd.get(), static_cast<uid_t>(-1), m_id.domain.gid) != 0) ||
         ::fchmod(fd.get(), m_id.domain.mode()) != 0)
-      throw error(step::segment, "cannot set the mode of segment " + tmp, errno);
+      throw error(step::segment, cat({"cannot set the mode of segment ", tmp}), errno);
     if (const int e = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(segment_size)))
       throw error(step::segment,
-                  "cannot reserve " + std::to_string(segment_size) + " bytes for segment " +
-                      m_id.path(),
+                  cat({"cannot reserve ", segment_size, " bytes for segment ", m_id.path()}),
                   e, space_hint());
     void* p = ::mmap(nullptr, segment_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-    if (p == MAP_FAILED) throw error(step::segment, "cannot map segment " + tmp, errno);
+    if (p == MAP_FAILED) throw error(step::segment, cat({"cannot map segment ", tmp}), errno);
     auto* n = new (p) node_state();  // value-initialized: every byte zero
     n->magic.store(segment_magic, std::memory_order_relaxed);
     n->layout.store(layout_version, std::memory_order_relaxed);
@@ -284,8 +285,8 @@ class segment {
       const int e = errno;
       ::munmap(p, segment_size);
       if (e == EEXIST || e == ENOENT) return;  // theirs won / our temp was removed
-      throw error(step::segment, "cannot publish segment " + m_id.path(), e,
-                  "check that " + m_id.dir + " is writable and supports hard links");
+      throw error(step::segment, cat({"cannot publish segment ", m_id.path()}), e,
+                  cat({"check that ", m_id.dir, " is writable and supports hard links"}));
     }
     // Published. The mapping goes, and the caller maps the file again by its
     // final name: /proc/<pid>/maps must name the segment as every other
@@ -295,9 +296,9 @@ class segment {
   }
 
   std::string space_hint() const {
-    return "free space in " + m_id.dir + " (df -h " + m_id.dir +
-           "; krexctl clean --all removes stale segments), or set KREX_SHM_DIR to another tmpfs "
-           "directory";
+    return cat({"free space in ", m_id.dir, " (df -h ", m_id.dir,
+                "; krexctl clean --all removes stale segments), or set KREX_SHM_DIR to another tmpfs "
+                "directory"});
   }
 
   segment_id m_id;

@@ -43,7 +43,7 @@ struct segment_domain {
   mode_t mode() const noexcept { return group ? 0660 : 0600; }
   /// "u1000" or "g1000": the domain part of segment names.
   std::string tag() const {
-    return group ? "g" + std::to_string(gid) : "u" + std::to_string(uid);
+    return group ? cat({"g", gid}) : cat({"u", uid});
   }
   static segment_domain of(segment_access a) noexcept {
     return {a == segment_access::group, ::geteuid(), ::getegid()};
@@ -60,29 +60,29 @@ struct segment_id {
   /// owner and the segment moved to this domain's private directory (see
   /// segment_id_of): what was found there, for the tenant's notes.
   std::string moved_because;
-  std::string path() const { return dir + "/" + name; }
+  std::string path() const { return cat({dir, "/", name}); }
   /// The `krexctl clean` command that removes this segment.
   std::string clean_command() const {
-    return "krexctl clean --segment " + base + (domain.group ? " --group" : "");
+    return cat({"krexctl clean --segment ", base, domain.group ? " --group" : ""});
   }
 };
 
 /// "krex-L5-u1000-krex": layout version, security domain, base name.
 inline std::string segment_file_name(const std::string& base, const segment_domain& d) {
-  return "krex-L" + std::to_string(layout_version) + "-" + d.tag() + "-" + base;
+  return cat({"krex-L", layout_version, "-", d.tag(), "-", base});
 }
 
 /// The directory segment files live in: KREX_SHM_DIR, else /dev/shm. A
 /// directory others can write to must be sticky (else they could rename
 /// our files away); it must be owned by root or by this user. Throws
 /// krex::error(step::segment) naming the directory and what is wrong.
-inline std::string shm_dir() {
+KREX_DETAIL_COLD inline std::string shm_dir() {
   // getenv races only with setenv, which a harness does not call while joining.
   const char* env = std::getenv("KREX_SHM_DIR");  // NOLINT(concurrency-mt-unsafe)
   std::string d = env != nullptr && *env != '\0' ? env : default_shm_dir;
   const std::string what = env != nullptr && *env != '\0' ? "KREX_SHM_DIR " : "";
   const auto fail = [&](const std::string& why, int err) {
-    throw error(step::segment, "segment directory " + what + d + " " + why, err,
+    throw error(step::segment, cat({"segment directory ", what, d, " ", why}), err,
                 "set KREX_SHM_DIR to an absolute path of a tmpfs directory owned by root or "
                 "by you, sticky if others can write to it (like /dev/shm), or unset it");
   };
@@ -94,7 +94,7 @@ inline std::string shm_dir() {
   if (::stat(d.c_str(), &st) != 0) fail("cannot be used", errno);
   if (!S_ISDIR(st.st_mode)) fail("is not a directory", ENOTDIR);
   if (st.st_uid != 0 && st.st_uid != ::geteuid())
-    fail("belongs to uid " + std::to_string(st.st_uid) + ", not to root or you", EPERM);
+    fail(cat({"belongs to uid ", st.st_uid, ", not to root or you"}), EPERM);
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
     fail("is writable by others but not sticky (others could replace segment files)", EPERM);
   return d;
@@ -109,7 +109,7 @@ inline bool owned_by(const struct stat& st, const segment_domain& d);
 /// mode 0700) for a user, /run/krex (made here, mode 0755, under a root-owned
 /// /run) for root. Empty where there is none, and for group mode (several
 /// users must reach the file: KREX_SHM_DIR names a shared directory then).
-inline std::string private_segment_dir(const segment_domain& d) {
+KREX_DETAIL_COLD inline std::string private_segment_dir(const segment_domain& d) {
   if (d.group) return {};
   const uid_t me = ::geteuid();
   const auto owned_private = [me](const std::string& p, mode_t others_mask) {
@@ -118,7 +118,7 @@ inline std::string private_segment_dir(const segment_domain& d) {
            (st.st_mode & others_mask) == 0;
   };
   if (me != 0) {
-    const std::string p = "/run/user/" + std::to_string(me);
+    const std::string p = cat({"/run/user/", me});
     return owned_private(p, 0077) ? p : std::string();
   }
   if (!owned_private("/run", S_IWGRP | S_IWOTH)) return {};
@@ -128,7 +128,7 @@ inline std::string private_segment_dir(const segment_domain& d) {
 
 /// Where the segment's file for options `o` is named: KREX_SHM_DIR, else
 /// /dev/shm (what krexctl and the checks of a found file look at).
-inline segment_id segment_id_of(const options& o) {
+KREX_DETAIL_COLD inline segment_id segment_id_of(const options& o) {
   segment_id id;
   id.dir = shm_dir();
   id.base = o.segment();
@@ -146,7 +146,7 @@ inline segment_id segment_id_of(const options& o) {
 /// the tenant notes it (protection notes), and krexctl still reports the
 /// squatter at the default name. Without a private directory the squatter
 /// is refused as before, with the error that says what to do.
-inline segment_id joined_segment_id(const options& o) {
+KREX_DETAIL_COLD inline segment_id joined_segment_id(const options& o) {
   segment_id id = segment_id_of(o);
   const char* env = std::getenv("KREX_SHM_DIR");  // NOLINT(concurrency-mt-unsafe): see shm_dir
   if (env != nullptr && *env != '\0') return id;
@@ -155,8 +155,8 @@ inline segment_id joined_segment_id(const options& o) {
   if (S_ISREG(st.st_mode) && owned_by(st, id.domain)) return id;
   const std::string priv = private_segment_dir(id.domain);
   if (priv.empty()) return id;
-  id.moved_because = id.path() + " is taken by a " + file_type_text(st.st_mode) + " of " +
-                     user_text(st.st_uid);
+  id.moved_because =
+      cat({id.path(), " is taken by a ", file_type_text(st.st_mode), " of ", user_text(st.st_uid)});
   id.dir = priv;
   return id;
 }
@@ -166,21 +166,21 @@ inline std::string user_text(uid_t u) {
   passwd pw{};
   passwd* r = nullptr;
   char buf[1024];
-  std::string s = "uid " + std::to_string(u);
+  std::string s = cat({"uid ", u});
   if (::getpwuid_r(u, &pw, buf, sizeof buf, &r) == 0 && r != nullptr)
-    s += std::string(" (") + r->pw_name + ")";
+    s += cat({" (", r->pw_name, ")"});
   return s;
 }
-inline std::string group_text(gid_t g) {
+KREX_DETAIL_COLD inline std::string group_text(gid_t g) {
   group gr{};
   group* r = nullptr;
   char buf[1024];
-  std::string s = "gid " + std::to_string(g);
+  std::string s = cat({"gid ", g});
   if (::getgrgid_r(g, &gr, buf, sizeof buf, &r) == 0 && r != nullptr)
-    s += std::string(" (") + r->gr_name + ")";
+    s += cat({" (", r->gr_name, ")"});
   return s;
 }
-inline std::string mode_text(mode_t m) {
+KREX_DETAIL_COLD inline std::string mode_text(mode_t m) {
   char b[8];
   std::snprintf(b, sizeof b, "0%03o", static_cast<unsigned>(m & 07777));
   return b;
@@ -201,25 +201,23 @@ inline bool owned_by(const struct stat& st, const segment_domain& d) {
 }
 
 /// Why the file described by `st` cannot be a segment of domain `d` ("" if it can).
-inline std::string file_problem(const struct stat& st, const segment_domain& d) {
+KREX_DETAIL_COLD inline std::string file_problem(const struct stat& st, const segment_domain& d) {
   if (S_ISREG(st.st_mode) && owned_by(st, d) && (st.st_mode & 07777) == d.mode()) return {};
-  const std::string found = std::string("is a ") + file_type_text(st.st_mode) + " owned by " +
-                            user_text(st.st_uid) + ", " + group_text(st.st_gid) + ", mode " +
-                            mode_text(st.st_mode);
-  const std::string want =
-      d.group ? "a regular file of " + group_text(d.gid) + " with mode 0660"
-              : "a regular file owned by " + user_text(d.uid) + " with mode 0600";
-  return found + "; a krex segment of this domain must be " + want;
+  return cat({"is a ", file_type_text(st.st_mode), " owned by ", user_text(st.st_uid), ", ",
+              group_text(st.st_gid), ", mode ", mode_text(st.st_mode),
+              "; a krex segment of this domain must be ",
+              d.group ? cat({"a regular file of ", group_text(d.gid), " with mode 0660"})
+                      : cat({"a regular file owned by ", user_text(d.uid), " with mode 0600"})});
 }
 
 /// What to do about a file that is not a usable segment.
-inline std::string remove_hint(const segment_id& id, bool ours) {
+KREX_DETAIL_COLD inline std::string remove_hint(const segment_id& id, bool ours) {
   if (!ours)
-    return "krex never uses a file someone else made: find out who made it (ls -l " + id.path() +
-           "), then have them or root remove it (root: `" + id.clean_command() +
-           " --any-owner`), or choose another KREX_SEGMENT";
-  return "once no process uses it, remove it (`" + id.clean_command() + "` or rm " + id.path() +
-         "), or choose another KREX_SEGMENT";
+    return cat({"krex never uses a file someone else made: find out who made it (ls -l ", id.path(),
+                "), then have them or root remove it (root: `", id.clean_command(),
+                " --any-owner`), or choose another KREX_SEGMENT"});
+  return cat({"once no process uses it, remove it (`", id.clean_command(), "` or rm ", id.path(),
+              "), or choose another KREX_SEGMENT"});
 }
 
 /// An existing segment file, opened and checked as a file (not yet its bytes).
@@ -234,7 +232,7 @@ struct found_file {
 /// krex::error(step::segment): code ENOENT when there is no such file (the
 /// only case a caller may create it), else naming the path, what was found
 /// and what to do.
-inline found_file open_segment_file(const segment_id& id, bool writable) {
+KREX_DETAIL_COLD inline found_file open_segment_file(const segment_id& id, bool writable) {
   found_file f;
   const std::string path = id.path();
   f.fd = unique_fd(::open(path.c_str(),
@@ -242,25 +240,25 @@ inline found_file open_segment_file(const segment_id& id, bool writable) {
                               O_CLOEXEC));
   if (f.fd.get() < 0) {
     const int e = errno;
-    if (e == ENOENT) throw error(step::segment, "no segment " + path, ENOENT);
+    if (e == ENOENT) throw error(step::segment, cat({"no segment ", path}), ENOENT);
     struct stat lst {};
     const bool have = ::lstat(path.c_str(), &lst) == 0;
     if (e == ELOOP && have && S_ISLNK(lst.st_mode))
       throw error(step::segment,
-                  "segment " + path + " is a symbolic link (owned by " + user_text(lst.st_uid) +
-                      "); krex never follows one",
+                  cat({"segment ", path, " is a symbolic link (owned by ", user_text(lst.st_uid),
+                       "); krex never follows one"}),
                   ELOOP, remove_hint(id, owned_by(lst, id.domain)));
     if (have && !file_problem(lst, id.domain).empty())
-      throw error(step::segment, "segment " + path + " " + file_problem(lst, id.domain), e,
+      throw error(step::segment, cat({"segment ", path, " ", file_problem(lst, id.domain)}), e,
                   remove_hint(id, owned_by(lst, id.domain)));
-    throw error(step::segment, "cannot open segment " + path, e,
-                "check the permissions of " + id.dir + " and of the file");
+    throw error(step::segment, cat({"cannot open segment ", path}), e,
+                cat({"check the permissions of ", id.dir, " and of the file"}));
   }
   if (::fstat(f.fd.get(), &f.st) != 0)
-    throw error(step::segment, "cannot stat segment " + path, errno);
+    throw error(step::segment, cat({"cannot stat segment ", path}), errno);
   const std::string problem = file_problem(f.st, id.domain);
   if (!problem.empty())
-    throw error(step::segment, "segment " + path + " " + problem, 0,
+    throw error(step::segment, cat({"segment ", path, " ", problem}), 0,
                 remove_hint(id, owned_by(f.st, id.domain)));
   return f;
 }
@@ -271,15 +269,15 @@ inline found_file open_segment_file(const segment_id& id, bool writable) {
 /// random nonce (no segment base name contains a `+`, so no segment is ever
 /// taken for one).
 inline std::string temp_file_name(const std::string& name, std::uint32_t nonce = 0) {
-  return name + "+tmp-" + std::to_string(::getpid()) + "-" + std::to_string(self_start_time()) +
-         (nonce != 0 ? "-" + std::to_string(nonce) : std::string());
+  return cat({name, "+tmp-", ::getpid(), "-", self_start_time(),
+              nonce != 0 ? cat({"-", nonce}) : std::string()});
 }
 
 /// If `entry` is a temporary file of segment `name`, its creator's pid and
 /// start time.
 inline bool parse_temp_name(const std::string& entry, const std::string& name, std::int64_t& pid,
                             std::uint64_t& start) {
-  const std::string prefix = name + "+tmp-";
+  const std::string prefix = cat({name, "+tmp-"});
   if (entry.compare(0, prefix.size(), prefix) != 0) return false;
   std::string rest = entry.substr(prefix.size());
   // An optional third field: the nonce (digits).
@@ -304,7 +302,7 @@ inline bool parse_temp_name(const std::string& entry, const std::string& name, s
 /// Removes temporary files that creators of segment `id` left when they
 /// died: only regular files of this domain's owner (uid, whatever the mode)
 /// whose creating process is gone. Returns the names removed.
-inline std::vector<std::string> remove_dead_temp_files(const segment_id& id) {
+KREX_DETAIL_COLD inline std::vector<std::string> remove_dead_temp_files(const segment_id& id) {
   std::vector<std::string> removed;
   DIR* dir = ::opendir(id.dir.c_str());
   if (dir == nullptr) return removed;

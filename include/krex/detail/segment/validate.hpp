@@ -7,6 +7,7 @@
 // layout alone, so the segment does not pull in krexctl's status view.
 
 #include <krex/detail/layout.hpp>
+#include <krex/error.hpp>
 
 #include <cstdint>
 #include <string>
@@ -27,10 +28,10 @@ inline bool queue_consistent(const device_state& dev, std::uint32_t& serving,
 }
 
 /// The line naming device `d`'s corrupt queue (see queue_consistent).
-inline std::string queue_problem(std::uint32_t d, std::uint32_t serving, std::uint32_t next) {
-  return "device " + std::to_string(d) + " region-lock queue is corrupt: now_serving " +
-         std::to_string(serving) + " is ahead of next_ticket " + std::to_string(next) +
-         " (a word of the segment was overwritten); `krexctl recover` repairs it";
+KREX_DETAIL_COLD inline std::string queue_problem(std::uint32_t d, std::uint32_t serving, std::uint32_t next) {
+  return cat({"device ", d, " region-lock queue is corrupt: now_serving ", serving,
+              " is ahead of next_ticket ", next,
+              " (a word of the segment was overwritten); `krexctl recover` repairs it"});
 }
 
 /// The queue words checked against each other, device by device: one line
@@ -51,11 +52,12 @@ inline std::vector<std::string> queue_problems(const node_state& n) {
 /// counts; segment.hpp checked the file's size) and that every index and enumerated
 /// value a tenant reads from the segment is in range (a tenant bounds-checks
 /// them again where it uses them: the segment may change after this).
-inline std::vector<std::string> validate(const node_state& n) {
+KREX_DETAIL_COLD inline std::vector<std::string> validate(const node_state& n) {
   std::vector<std::string> out;
-  const auto bad = [&](const std::string& what, std::uint64_t v) {
-    out.push_back(what + " = " + std::to_string(v));
+  const auto bad_at = [&](std::string_view at, const char* what, std::uint64_t v) {
+    out.push_back(cat({at, what, " = ", v}));  // `at`: "device 3 ", "tenant slot 7 " or ""
   };
+  const auto bad = [&](const char* what, std::uint64_t v) { bad_at({}, what, v); };
   if (n.magic.load() != segment_magic) bad("node magic", n.magic.load());
   if (n.layout.load() != layout_version) bad("node layout version", n.layout.load());
   if (n.ready.load(std::memory_order_acquire) != segment_ready) bad("ready word", n.ready.load());
@@ -66,23 +68,23 @@ inline std::vector<std::string> validate(const node_state& n) {
   if (n.tenant_size.load() != sizeof(tenant_slot)) bad("tenant slot size", n.tenant_size.load());
   for (std::uint32_t d = 0; d < max_devices; ++d) {
     const device_state& dev = n.devices[d];
-    const std::string at = "device " + std::to_string(d) + " ";
-    if (dev.holder.load() > max_tenants) bad(at + "gate holder", dev.holder.load());
+    const std::string at = cat({"device ", d, " "});
+    if (dev.holder.load() > max_tenants) bad_at(at, "gate holder", dev.holder.load());
     const std::uint32_t ls = dev.lease_slot.load();
     if ((ls & ~(lease_slot_mask | lease_exiting | lease_recovering)) != 0 ||
         (ls & lease_slot_mask) > max_tenants || (ls != 0 && (ls & lease_slot_mask) == 0))
-      bad(at + "lease slot", ls);
-    if (dev.phase.load() > phase_exiting) bad(at + "phase", dev.phase.load());
+      bad_at(at, "lease slot", ls);
+    if (dev.phase.load() > phase_exiting) bad_at(at, "phase", dev.phase.load());
     if (dev.lease_pid.load() < 0)
-      bad(at + "lease pid", static_cast<std::uint32_t>(dev.lease_pid.load()));
+      bad_at(at, "lease pid", static_cast<std::uint32_t>(dev.lease_pid.load()));
     if (dev.key.load() == 0 && (ls != 0 || (dev.gate.load() & 1U) != 0))
-      out.push_back(at + "is unused (key 0) but holds a lease or a raised gate");
+      out.push_back(cat({at, "is unused (key 0) but holds a lease or a raised gate"}));
   }
   for (std::uint32_t i = 0; i < max_tenants; ++i) {
     const tenant_slot& s = n.tenants[i];
-    const std::string at = "tenant slot " + std::to_string(i) + " ";
-    if (s.state.load() > slot_leaving) bad(at + "state", s.state.load());
-    if (s.owner.load() != 0 && s.device.load() >= max_devices) bad(at + "device", s.device.load());
+    const std::string at = cat({"tenant slot ", i, " "});
+    if (s.state.load() > slot_leaving) bad_at(at, "state", s.state.load());
+    if (s.owner.load() != 0 && s.device.load() >= max_devices) bad_at(at, "device", s.device.load());
   }
   return out;
 }

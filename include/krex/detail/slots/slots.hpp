@@ -132,7 +132,7 @@ inline void clear_holder_words(tenant_slot& s) noexcept {
 /// dropped, and (given the reaper's recovery config) its leaf cgroup thawed
 /// and removed while the slot is still reserved. Only one reaper wins (CAS on
 /// the owner). Returns true if this call reaped it. Async-signal-safe.
-inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid,
+KREX_DETAIL_COLD inline bool reap_slot(node_state& n, std::uint32_t i, std::int32_t dead_pid,
                       const recovery_config* c = nullptr) noexcept {
   if (i >= max_tenants || dead_pid <= 0) return false;
   tenant_slot& s = n.tenants[i];
@@ -189,117 +189,24 @@ inline bool reap_if_dead(node_state& n, std::uint32_t i,
   return true;
 }
 
-/// Claims a free slot for this process on device `device`. The second pass
-/// reaps dead slots and claims the first one it frees. Returns max_tenants
-/// when every slot is taken (membership.hpp's claim_free_slot waits out
-/// slots taken for a moment, and says who holds them).
-inline std::uint32_t claim_slot(node_state& n, std::uint32_t device) {
-  const auto me = static_cast<std::int32_t>(::getpid());
-  const std::uint64_t start = self_start_time();
-  const std::uint64_t pidns = as_safe::pid_namespace();
-  for (int pass = 0; pass < 2; ++pass) {
-    for (std::uint32_t i = 0; i < max_tenants; ++i) {
-      tenant_slot& s = n.tenants[i];
-      std::int32_t expected = 0;
-      if (s.owner.load() != 0) {
-        if (pass == 0) continue;
-        if (!reap_if_dead(n, i)) continue;  // a live tenant's
-      }
-      if (!s.owner.compare_exchange_strong(expected, me)) continue;
-      s.domain_hash.store(0);  // the previous owner's, if any: not this tenant's
-      s.state.store(slot_claiming);
-      s.start_time.store(start);
-      s.device.store(device);
-      s.pidns.store(pidns);
-      s.uid.store(static_cast<std::uint32_t>(::getuid()));
-      s.gid.store(static_cast<std::uint32_t>(::getgid()));
-      s.stop_target.store(0);
-      s.stop_start_time.store(0);
-      clear_holder_words(s);
-      s.in_submit_waiters.store(0);
-      s.submits.store(0);
-      s.ack_epoch.store(0);
-      s.active.store(0);
-      s.drains.store(0);
-      s.syncs.store(0);
-      s.joined_ns.store(now_ns());
-      s.heartbeat_ns.store(now_ns());
-      // Stays slot_claiming until the tenant has joined its freeze domain
-      // (the tenant core marks it slot_active): no holder proxy-acks it before.
-      return i;
-    }
-  }
-  return max_tenants;
-}
-
-/// Signal freezing reaches only processes of the holder's own pid namespace
-/// (a pid is namespace-local): a tenant joining from another namespace than
-/// the segment's live tenants is refused, clearly, instead of never being
-/// frozen (or, worse, having some other process of this namespace named by
-/// its pid). Reads only what slots recorded at join; signals are verified
-/// on their own (identity.hpp).
-inline void check_signal_namespace(node_state& n, std::uint32_t self, std::uint64_t pidns) {
-  if (pidns == 0) return;
-  for (std::uint32_t i = 0; i < max_tenants; ++i) {
-    if (i == self) continue;
-    const tenant_slot& s = n.tenants[i];
-    const std::uint64_t theirs = s.pidns.load();
-    if (s.owner.load() <= 0 || theirs == 0 || theirs == pidns) continue;
-    throw error(step::join,
-                "signal freezing cannot reach across pid namespaces: this process is in pid "
-                "namespace " + std::to_string(pidns) + ", the tenant in slot " +
-                    std::to_string(i) + " (pid " + std::to_string(s.owner.load()) +
-                    " there) joined from pid namespace " + std::to_string(theirs),
-                0,
-                "run every tenant of a segment in one pid namespace, use cgroup freezing "
-                "(KREX_FREEZE=cgroup2 or cgroup1), or give each namespace its own KREX_SEGMENT");
-  }
-}
-
-/// Finds (or claims) the segment's index for the device with node-wide identity `key`.
-inline std::uint32_t device_index(node_state& n, std::uint64_t key, const std::string& name) {
-  for (std::uint32_t i = 0; i < max_devices; ++i) {
-    std::uint64_t k = n.devices[i].key.load();
-    if (k == key) return i;
-    if (k == 0) {
-      if (n.devices[i].key.compare_exchange_strong(k, key)) return i;
-      if (k == key) return i;
-    }
-  }
-  throw error(step::join, "the node segment already tracks " + std::to_string(max_devices) +
-                              " devices and has no entry for " + name,
-              0, "remove stale segments with `krexctl clean`");
-}
-
 /// FNV-1a of the freeze method and the cgroup root: what every tenant of a
 /// segment must agree on (the holder freezes siblings by its own root).
 inline std::uint64_t freeze_domain_hash(freeze_method m, const std::string& root) {
-  return fnv1a(std::string(to_string(m)) + ":" + root);
+  return fnv1a(cat({to_string(m), ":", root}));
 }
 
 /// What a recoverer that freezes by method `m` under the krex cgroup root
 /// `root` thaws by: the one way a tenant and krexctl build it. The rest
 /// (`home`, `identity`) is the caller's. Throws krex::error(step::freeze)
 /// for a root longer than the config holds.
-inline recovery_config make_recovery_config(freeze_method m, const std::string& root) {
+KREX_DETAIL_COLD inline recovery_config make_recovery_config(freeze_method m, const std::string& root) {
   recovery_config c;
   c.method = m;
   c.domain_hash = freeze_domain_hash(m, root);
   if (!as_safe::copy_text(c.root, sizeof c.root, root.c_str()))
-    throw error(step::freeze, "the krex cgroup root path is too long: " + root, ENAMETOOLONG,
+    throw error(step::freeze, cat({"the krex cgroup root path is too long: ", root}), ENAMETOOLONG,
                 "choose a shorter KREX_CGROUP_ROOT");
   return c;
-}
-
-inline void store_text(std::atomic<std::uint64_t> (&out)[32], const std::string& s) noexcept {
-  for (std::size_t w = 0; w < 32; ++w) {
-    std::uint64_t v = 0;
-    for (std::size_t b = 0; b < 8; ++b) {
-      const std::size_t i = w * 8 + b;
-      if (i < s.size() && i < 255) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(s[i])) << (8 * b);
-    }
-    out[w].store(v, std::memory_order_relaxed);
-  }
 }
 
 inline std::string load_text(const std::atomic<std::uint64_t> (&in)[32]) {
@@ -313,46 +220,6 @@ inline std::string load_text(const std::atomic<std::uint64_t> (&in)[32]) {
     }
   }
   return s;
-}
-
-/// Records (first tenant) or checks (every later one) the segment's freeze
-/// method and cgroup root. Another recorded domain is replaced when no live
-/// tenant joined under it (a new run of another configuration), also when
-/// the new run's tenants join at once. Throws krex::error(step::join) while a
-/// live tenant of another domain remains.
-///
-/// Each tenant publishes its domain in its slot before it looks at the
-/// others' (seq_cst both): of two tenants of different domains joining at
-/// once, at least one sees the other's, so they never both re-record.
-inline void check_freeze_domain(node_state& n, std::uint32_t self, freeze_method m,
-                                const std::string& root) {
-  const std::uint64_t h = freeze_domain_hash(m, root);
-  const std::string mine = std::string(to_string(m)) + ":" + (root.empty() ? "-" : root);
-  n.tenants[self].domain_hash.store(h);
-  std::uint64_t seen = n.cgroup_root_hash.load();
-  while (seen != h) {
-    if (seen != 0) {
-      // Another domain is recorded: it stays while a live tenant joined under it.
-      for (std::uint32_t i = 0; i < max_tenants; ++i) {
-        const std::uint64_t theirs = n.tenants[i].domain_hash.load();
-        if (i == self || n.tenants[i].owner.load() == 0 || theirs == 0 || theirs == h) continue;
-        if (reap_if_dead(n, i)) continue;
-        n.tenants[self].domain_hash.store(0);
-        throw error(step::join,
-                    "this tenant's freeze method and cgroup root (" + mine +
-                        ") differ from those of the tenants already on this node (" +
-                        load_text(n.cgroup_root_text) + ")",
-                    0,
-                    "every tenant of a segment must use the same KREX_FREEZE and "
-                    "KREX_CGROUP_ROOT (or a different KREX_SEGMENT)");
-      }
-    }
-    if (n.cgroup_root_hash.compare_exchange_strong(seen, h)) {
-      store_text(n.cgroup_root_text, mine);
-      return;
-    }
-    // `seen` is what another joiner recorded meanwhile: look again.
-  }
 }
 
 }  // namespace krex::detail

@@ -79,9 +79,9 @@ struct region_context {
   void check_lease(const char* what) const {
     if (lease_held(m)) return;
     throw error(step::lock,
-                std::string("the region's lease expired or was taken away before ") + what +
-                    " (this process was stopped or starved for longer than its lease, or "
-                    "`krexctl recover --force` ran): the device was handed on",
+                cat({"the region's lease expired or was taken away before ", what,
+                     " (this process was stopped or starved for longer than its lease, or "
+                     "`krexctl recover --force` ran): the device was handed on"}),
                 0, "enter the region again; raise lease / KREX_LEASE_MS if entering is slow");
   }
 };

@@ -160,16 +160,16 @@ struct drain_result {
 
 /// What a laggard's slot shows (an open gated call, a sync under way, work
 /// not yet synced) and its process state from /proc (S, D, T stopped, ...).
-inline std::string undrained_why(member& m, const sibling& sb) {
+KREX_DETAIL_COLD inline std::string undrained_why(member& m, const sibling& sb) {
   tenant_slot& s = m.slot_at(sb.slot);
   const std::uint32_t open = s.in_submit.load();
   const proc_stat st = read_proc_stat(sb.pid);
-  return (open > 0                ? "inside a gated call (" + std::to_string(open) + " open)"
-          : s.syncing.load() != 0 ? std::string("its agent is still synchronizing its device work")
-          : s.dirty.load() != 0   ? std::string("device work its agent has not synchronized")
-                                  : std::string("its agent has not answered")) +
-         (st.exists ? std::string("; process state ") + st.state
-                    : std::string("; no such process"));
+  return cat({open > 0                ? cat({"inside a gated call (", open, " open)"})
+               : s.syncing.load() != 0 ? "its agent is still synchronizing its device work"
+               : s.dirty.load() != 0   ? "device work its agent has not synchronized"
+                                       : "its agent has not answered",
+               st.exists ? "; process state " : "; no such process",
+               st.exists ? std::string_view(&st.state, 1) : std::string_view()});
 }
 
 /// Why a laggard's process is, by positive evidence, no longer the tenant of
@@ -211,7 +211,7 @@ inline drain_result drain_siblings(member& m, std::vector<sibling>& sibs, std::u
         m.node->reaped.fetch_add(1, std::memory_order_relaxed);
       sb.gone = true;
       ++r.gone;
-      r.released.push_back("pid " + std::to_string(sb.pid) + ": " + not_member);
+      r.released.push_back(cat({"pid ", sb.pid, ": ", not_member}));
     } else {
       r.undrained.push_back(sb.pid);
       r.why.push_back(undrained_why(m, sb));
@@ -241,9 +241,8 @@ class drain_step {
     m_result = drain_siblings(m, sibs, epoch, deadline_ns, quiet);
     if (m_result.ok || m_result.contended) return;
     throw error(step::drain,
-                std::to_string(m_result.undrained.size()) + " sibling(s) (" +
-                    undrained_text(m_result) + ") did not drain within " +
-                    std::to_string(m.opts.drain_deadline().count()) + " ms",
+                cat({m_result.undrained.size(), " sibling(s) (", undrained_text(m_result),
+                     ") did not drain within ", m.opts.drain_deadline().count(), " ms"}),
                 0,
                 "a sibling is stuck in a submission or a persistent kernel; raise "
                 "drain_deadline / KREX_DRAIN_DEADLINE_MS, or allow_contended(true) / "
@@ -261,17 +260,17 @@ class drain_step {
     else
       r.contended = true;
     if (!d.undrained.empty())
-      r.notes.push_back("drain: did not drain in time (" + undrained_text(d) + ")");
+      r.notes.push_back(cat({"drain: did not drain in time (", undrained_text(d), ")"}));
     for (const std::string& why : d.released)
-      r.notes.push_back("drain: released the slot of a sibling that is no tenant any more (" + why +
-                        ")");
+      r.notes.push_back(
+          cat({"drain: released the slot of a sibling that is no tenant any more (", why, ")"}));
   }
 
   /// "pid 4280: inside a gated call (1 open); process state S, pid ...".
   static std::string undrained_text(const drain_result& r) {
     std::string t;
     for (std::size_t i = 0; i < r.undrained.size(); ++i)
-      t += (i == 0 ? "pid " : ", pid ") + std::to_string(r.undrained[i]) + ": " + r.why[i];
+      t += cat({i == 0 ? "pid " : ", pid ", r.undrained[i], ": ", r.why[i]});
     return t;
   }
 

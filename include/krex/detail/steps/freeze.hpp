@@ -226,26 +226,25 @@ class freeze_step {
       const sibling& l = f.leafless[i];
       r.unverified_pids.push_back(l.pid);
       r.warnings.push_back(
-          "freeze: sibling slot " + std::to_string(l.slot) + " (pid " + std::to_string(l.pid) +
-          ") has no leaf under the krex cgroup root, so its process is no tenant of this "
-          "freeze domain (a slot written into the segment by hand?): it ran unfrozen beside "
-          "this region" +
-          (f.reaped[i] ? "; its slot was freed"
-                       : "; its slot is kept while its heartbeat is fresh (`krexctl status`)"));
+          cat({"freeze: sibling slot ", l.slot, " (pid ", l.pid,
+               ") has no leaf under the krex cgroup root, so its process is no tenant of this "
+               "freeze domain (a slot written into the segment by hand?): it ran unfrozen beside "
+               "this region",
+               f.reaped[i] ? "; its slot was freed"
+                           : "; its slot is kept while its heartbeat is fresh (`krexctl status`)"}));
     }
     for (const sibling& t : f.record.found_stopped) {
       r.stopped_pids.push_back(t.pid);
-      r.notes.push_back("freeze: sibling pid " + std::to_string(t.pid) +
-                        " was already stopped by someone else: left stopped, krex will not "
-                        "continue it");
+      r.notes.push_back(cat({"freeze: sibling pid ", t.pid,
+                             " was already stopped by someone else: left stopped, krex will not "
+                             "continue it"}));
     }
     for (const sibling& t : f.frozen) r.frozen_pids.push_back(t.pid);
     r.frozen = true;
     if (f.idle > 0)
-      r.notes.push_back("freeze: scope " + std::string(to_string(m_c.m.opts.scope())) + " left " +
-                        std::to_string(f.idle) +
-                        " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
-                        "freezes them too)");
+      r.notes.push_back(cat({"freeze: scope ", to_string(m_c.m.opts.scope()), " left ", f.idle,
+                             " sibling(s) with no device work unfrozen (KREX_FREEZE_SCOPE=all "
+                             "freezes them too)"}));
   }
 
  private:

@@ -45,31 +45,30 @@ inline void (*release_hook)() noexcept = nullptr;
 
 /// Why slot `s`'s owner counts as alive without krex being able to see it,
 /// for errors and notes ("" when it was seen alive or dead).
-inline std::string unverified_why(const tenant_slot& s) {
+KREX_DETAIL_COLD inline std::string unverified_why(const tenant_slot& s) {
   const slot_life sl = probe_slot(s);
-  const std::string pid = std::to_string(s.owner.load());
+  const auto pid = s.owner.load();
   if (sl.foreign)
-    return "pid " + pid + " is in another pid namespace (" + std::to_string(s.pidns.load()) +
-           "): judged by its heartbeat, " + std::to_string(sl.beat_age_ns / 1'000'000) +
-           " ms old";
+    return cat({"pid ", pid, " is in another pid namespace (", s.pidns.load(),
+                "): judged by its heartbeat, ", sl.beat_age_ns / 1'000'000, " ms old"});
   if (sl.l.verdict != liveness::unknown) return "";
-  return "/proc/" + pid + " cannot be read (" + std::string(std::strerror(sl.l.err)) +
-         (sl.l.err == ENOENT ? ": /proc mounted with hidepid?" : "") +
-         "): treated as alive until its lease ends";
+  return cat({"/proc/", pid, " cannot be read (", std::strerror(sl.l.err),
+              sl.l.err == ENOENT ? ": /proc mounted with hidepid?" : "",
+              "): treated as alive until its lease ends"});
 }
 
 /// "; <why>" when the current lease holder (pid `lp`) counts as alive only
 /// because krex cannot see it (unverified_why): the wait lasts until its
 /// lease ends, and the error says so. "" otherwise.
-inline std::string holder_unverified(member& m, std::int32_t lp) {
+KREX_DETAIL_COLD inline std::string holder_unverified(member& m, std::int32_t lp) {
   const std::uint32_t h = m.dev->lease_slot.load() & lease_slot_mask;
   if (lp <= 0 || h == 0 || h > max_tenants || m.slot_at(h - 1).owner.load() != lp) return "";
   const std::string why = unverified_why(m.slot_at(h - 1));
   if (why.empty()) return "";
   const std::uint64_t deadline = m.dev->lease_deadline_ns.load();
   const std::uint64_t now = now_ns();
-  return "; it cannot be verified: " + why +
-         (deadline > now ? ", in " + std::to_string((deadline - now) / 1'000'000) + " ms" : "");
+  return cat({"; it cannot be verified: ", why,
+              deadline > now ? cat({", in ", (deadline - now) / 1'000'000, " ms"}) : std::string()});
 }
 
 /// Waits for this tenant's turn and takes the region: claims the served
@@ -103,8 +102,8 @@ inline std::uint32_t acquire_region_lock(member& m) {
         // to 2^31 tickets (a spin past any lock_wait). Give up at once.
         s.ticket.store(no_ticket);
         throw error(step::lock, queue_problem(m.device, serving, next), 0,
-                    "run `krexctl recover --segment " + m.opts.segment() +
-                        "` to repair it, then retry the region");
+                    cat({"run `krexctl recover --segment ", m.opts.segment(),
+                         "` to repair it, then retry the region"}));
       }
       // Our turn was skipped (we did not take it within the hand-off
       // deadline): queue again rather than fail a caller that merely ran late.
@@ -119,13 +118,12 @@ inline std::uint32_t acquire_region_lock(member& m) {
       skip_abandoned_tickets(m);
       const std::int32_t lp = m.dev->lease_pid.load();
       throw error(step::lock,
-                  "timed out after " + std::to_string(m.opts.lock_wait().count()) +
-                      " ms waiting for the region lock (" +
-                      (ticket_after(t, now)
-                           ? std::to_string(static_cast<std::uint32_t>(t - now)) + " regions ahead"
-                           : std::string("its turn passed while it did not run")) +
-                      "; holder pid " + std::to_string(lp) +
-                      holder_unverified(m, lp) + ")",
+                  cat({"timed out after ", m.opts.lock_wait().count(),
+                       " ms waiting for the region lock (",
+                       ticket_after(t, now)
+                           ? cat({static_cast<std::uint32_t>(t - now), " regions ahead"})
+                           : std::string("its turn passed while it did not run"),
+                       "; holder pid ", lp, holder_unverified(m, lp), ")"}),
                   0, "raise lock_wait / KREX_LOCK_WAIT_MS, or check `krexctl status`");
     }
     futex_wait(m.dev->now_serving, now, deadline, park);

@@ -185,10 +185,10 @@ class quiet_step {
         std::string l;
         append_int_list(l, m_foreign);
         r.warnings.push_back(
-            "device: " + std::to_string(m_foreign.size()) +
-            " process(es) outside this krex segment hold a context on the device (pids " + l +
-            "): krex neither gates nor freezes them; run them under krex (the same segment) "
-            "or elsewhere");
+            cat({"device: ", m_foreign.size(),
+                 " process(es) outside this krex segment hold a context on the device (pids ", l,
+                 "): krex neither gates nor freezes them; run them under krex (the same segment) "
+                 "or elsewhere"}));
       }
     }
     if (!m_probed) {
@@ -208,18 +208,18 @@ class quiet_step {
       return std::string(b);
     };
     if (!q.checked) {
-      if (!q.why_not.empty()) r.notes.push_back("quiet: not probed: " + q.why_not);
+      if (!q.why_not.empty()) r.notes.push_back(cat({"quiet: not probed: ", q.why_not}));
     } else if (!q.quiet)
       r.warnings.push_back(
-          "quiet: the device was still busy after " + std::to_string(q.waited_ns / 1'000'000) +
-          " ms (probe " + pct(q.last_ratio) +
-          " slower than idle): a process outside krex or a "
-          "long driver operation shares it; raise quiet_deadline / KREX_QUIET_DEADLINE_MS");
+          cat({"quiet: the device was still busy after ", q.waited_ns / 1'000'000, " ms (probe ",
+               pct(q.last_ratio),
+               " slower than idle): a process outside krex or a "
+               "long driver operation shares it; raise quiet_deadline / KREX_QUIET_DEADLINE_MS"}));
     else if (q.waited_ns != 0)
-      r.notes.push_back("quiet: waited " + std::to_string(q.waited_ns / 1000) +
-                        " us for the device to become quiet (probe " + pct(q.first_ratio) +
-                        " slower than idle at entry: the driver's work after a large "
-                        "free, or a context teardown)");
+      r.notes.push_back(cat({"quiet: waited ", q.waited_ns / 1000,
+                             " us for the device to become quiet (probe ", pct(q.first_ratio),
+                             " slower than idle at entry: the driver's work after a large "
+                             "free, or a context teardown)"}));
   }
 
  private:
