@@ -48,6 +48,7 @@ installed with the CUDA backend (`pip install ./python`), or on PYTHONPATH.
 
 import argparse
 import faulthandler
+import fcntl
 import json
 import os
 import queue
@@ -145,14 +146,16 @@ def worker(args):
     out = {"pid": os.getpid(), "worker": args.index, "import": how, "patched": patched,
            "krex": krex is not None, "t_started": t_started, "t_cuda": t_cuda, "problems": {}}
     last = None
+    lockf = open(args.lock, "a") if args.lock else None  # noqa: SIM115
     for pid in problems:
         path = problem_file(args.kernelbench, pid)
+        t_loaded = time.monotonic()
         ctx = {}
         with open(path) as f:
             exec(compile(f.read(), path, "exec"), ctx)  # as kernelbench.eval.load_original_model_and_inputs
         Model, get_inputs, get_init_inputs = ctx["Model"], ctx["get_inputs"], ctx["get_init_inputs"]
         log("problem %s: loaded %s" % (pid, os.path.basename(path)))
-        rec = {"name": os.path.basename(path), "calls": []}
+        rec = {"name": os.path.basename(path), "calls": [], "t_loaded": t_loaded}
         with torch.no_grad():
             torch.manual_seed(42)
             init = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in get_init_inputs()]
@@ -170,14 +173,24 @@ def worker(args):
             torch.manual_seed(42)
             inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in get_inputs()]
             torch.cuda.synchronize()
+            rec["t_ready"] = time.monotonic()  # loaded, built, checked, inputs on the device
             for _ in range(args.reps):
                 t0 = time.monotonic()
-                times = kt.get_timing_function(args.method)(
-                    model, inputs, num_warmup=args.warmup, num_trials=args.trials,
-                    discard_first=1, verbose=False, device=dev)
+                if lockf is not None:  # the lock mode: one timing call at a time, nothing else
+                    fcntl.flock(lockf, fcntl.LOCK_EX)
+                t_locked = time.monotonic()
+                try:
+                    times = kt.get_timing_function(args.method)(
+                        model, inputs, num_warmup=args.warmup, num_trials=args.trials,
+                        discard_first=1, verbose=False, device=dev)
+                finally:
+                    if lockf is not None:
+                        fcntl.flock(lockf, fcntl.LOCK_UN)
                 t1 = time.monotonic()
                 call = {"t0": t0, "t1": t1, "median_ms": statistics.median(times),
                         "mean_ms": statistics.fmean(times), "n": len(times)}
+                if lockf is not None:
+                    call["flock_ms"] = (t_locked - t0) * 1e3
                 if krex is not None:
                     rep = krex.last_report()
                     if rep is None or rep is last:  # this call made no region of its own
@@ -278,7 +291,26 @@ class Proc:
         self.p.stdin.flush()
 
 
-def run_phase(args, name, n, krex_on, segment):
+def parse_mode(mode):
+    """A phase's mode: "unprotected", "lock" (an flock around each timing call,
+    no krex: what any one-at-a-time scheme costs) or "krex", the last with
+    optional KREX_* settings for its workers ("krex@KREX_HANDOFF_GRACE_MS=20",
+    several joined by "@"). Returns (kind, {variable: value})."""
+    kind, *sets = mode.split("@")
+    if kind not in ("unprotected", "lock", "krex"):
+        raise ValueError("mode %r: unprotected, lock or krex[@KREX_VAR=value...]" % mode)
+    env = {}
+    for kv in sets:
+        k, eq, v = kv.partition("=")
+        if kind != "krex" or not eq or not k.startswith("KREX_"):
+            raise ValueError("mode %r: settings are krex@KREX_VAR=value" % mode)
+        env[k] = v
+    return kind, env
+
+
+def run_phase(args, name, n, mode, segment):
+    kind, settings = parse_mode(mode)
+    krex_on = kind == "krex"
     cmd = [sys.executable] + (["-m", "krex.run"] if krex_on else []) + [
         HERE, "--worker", "--kernelbench", args.kernelbench, "--problems", args.problems,
         "--method", args.method, "--reps", str(args.reps), "--trials", str(args.trials),
@@ -290,6 +322,9 @@ def run_phase(args, name, n, krex_on, segment):
         env["KREX_PATCH"] = "0"
     elif args.release_on_leave:
         env["KREX_RELEASE_ON_LEAVE"] = "1"
+    env.update(settings)
+    if kind == "lock":
+        cmd += ["--lock", os.path.join(args.out, "timing-%s.lock" % segment)]
     logs = os.path.join(args.out, "worker-logs")
     os.makedirs(logs, exist_ok=True)
     procs = [Proc(cmd + ["--index", str(i), "--log",
@@ -319,6 +354,12 @@ def run_phase(args, name, n, krex_on, segment):
             if p.p.poll() is None:
                 p.p.kill()
                 p.p.wait()
+
+
+def phase_name(mode, n):
+    """krex-8, unprotected-16, krex-8@KREX_HANDOFF_GRACE_MS=20."""
+    kind, _, sets = mode.partition("@")
+    return "%s-%d%s" % (kind, n, "@" + sets if sets else "")
 
 
 def remove_segment(name):
@@ -382,6 +423,11 @@ def analyze(phases, solo_name="solo"):
                             k = classify_foreign(fp, t_entry, workers)
                             who[k] = who.get(k, 0) + 1
         rate = calls / ph["wall"]
+        # Each problem's preparation in each worker: loaded, built, checked, inputs on the device.
+        preps = [rec["t_ready"] - rec["t_loaded"] for r in ph["results"]
+                 for rec in r["problems"].values() if "t_ready" in rec and "t_loaded" in rec]
+        flocks = [c["flock_ms"] for r in ph["results"] for rec in r["problems"].values()
+                  for c in rec["calls"] if "flock_ms" in c]
         out["phases"][name] = {
             "workers": ph["workers"], "wall_s": ph["wall"], "calls": calls,
             "throughput_x_solo": rate / solo_rate,
@@ -393,6 +439,8 @@ def analyze(phases, solo_name="solo"):
             "import": sorted({r.get("import", "?").split(" (")[0] for r in ph["results"]}),
             "nonzero_exit": [r["pid"] for r in ph["results"] if r.get("status") not in (0, None)],
             "timeline": timeline(ph["results"]),
+            "prep_s": dict(stats(preps), sum=sum(preps)) if preps else None,
+            "flock_wait_s": sum(flocks) / 1e3 if flocks else None,
         }
     return out
 
@@ -482,6 +530,17 @@ def markdown(a, cfg):
             notes.append("workers exited non-zero: %s" % p["nonzero_exit"])
         if notes:
             lines.append("%s: %s" % (name, "; ".join(notes)))
+    prep = {n: p for n, p in a["phases"].items() if p.get("prep_s")}
+    if prep:
+        lines += ["", "Each problem's preparation in each worker (loaded, model built, checked, "
+                  "inputs on the device; seconds), and the lock mode's wait for its flock:", "",
+                  "| phase | preparations | median | p95 | max | sum | flock wait sum |",
+                  "|---|---|---|---|---|---|---|"]
+        for n, p in prep.items():
+            s = p["prep_s"]
+            lines.append("| %s | %d | %.2f | %.2f | %.2f | %.1f | %s |" % (
+                n, s["n"], s["median"], s["p95"], s["max"], s["sum"],
+                "%.1f" % p["flock_wait_s"] if p.get("flock_wait_s") is not None else "-"))
     tl = {n: p["timeline"] for n, p in a["phases"].items() if p.get("timeline")}
     if tl:
         lines += ["", "Where the krex phases' time went (seconds; a region holds the device "
@@ -530,7 +589,9 @@ def main():
     ap.add_argument("--trials", type=int, default=100, help="num_trials of each timing call")
     ap.add_argument("--warmup", type=int, default=3, help="num_warmup of each timing call")
     ap.add_argument("--check-trials", type=int, default=2, help="correctness trials per problem")
-    ap.add_argument("--modes", default="unprotected,krex", help="of: unprotected, krex")
+    ap.add_argument("--modes", default="unprotected,krex",
+                    help="of: unprotected, lock (an flock around each timing call), krex, "
+                         "krex@KREX_VAR=value[@...] (krex with settings)")
     ap.add_argument("--no-solo-again", action="store_true", help="skip the noise-floor repeat")
     ap.add_argument("--solo-from", help="reuse the solo phases of an earlier run's "
                                         "kernelbench_real.json (same problems and method)")
@@ -544,6 +605,7 @@ def main():
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--log", help=argparse.SUPPRESS)  # a worker's timestamped steps
+    ap.add_argument("--lock", help=argparse.SUPPRESS)  # the lock mode's file
     args = ap.parse_args()
     args.kernelbench = os.path.abspath(args.kernelbench)
     if args.worker:
@@ -555,12 +617,18 @@ def main():
         problem_file(args.kernelbench, pid)
     counts = [int(x) for x in args.workers.split(",") if x]
     modes = [m for m in args.modes.split(",") if m]
-    if any(m not in ("unprotected", "krex") for m in modes) or not counts:
-        ap.error("--modes: unprotected and/or krex; --workers: one or more counts")
+    if not counts:
+        ap.error("--workers: one or more counts")
+    for m in modes:
+        try:
+            parse_mode(m)
+        except ValueError as e:
+            ap.error("--modes: %s" % e)
     os.makedirs(args.out, exist_ok=True)
     segment = "kbreal-%d" % os.getpid()
     t_start = time.monotonic()
-    plan = [("solo", 1, False)] + ([] if args.no_solo_again else [("solo-again", 1, False)])
+    plan = [("solo", 1, "unprotected")] + (
+        [] if args.no_solo_again else [("solo-again", 1, "unprotected")])
     phases = {}
     if args.solo_from:
         with open(args.solo_from) as f:
@@ -576,12 +644,12 @@ def main():
         if "solo" not in phases or "solo" not in old["analysis"].get("walls", {}):
             ap.error("--solo-from %s: no solo phase with its wall time in it" % args.solo_from)
         plan = [p for p in plan if p[0] not in phases]
-    plan += [("%s-%d" % (m, n), n, m == "krex") for n in counts for m in modes]
+    plan += [(phase_name(m, n), n, m) for n in counts for m in modes]
     try:
-        for name, n, krex_on in plan:
+        for name, n, mode in plan:
             print("%s: %d worker(s) started at %.0f s" % (name, n, time.monotonic() - t_start),
                   flush=True)
-            res, wall = run_phase(args, name, n, krex_on, segment)
+            res, wall = run_phase(args, name, n, mode, segment)
             phases[name] = {"results": res, "wall": wall, "workers": n}
             print("%s done (%.0f s)" % (name, wall), flush=True)
             # What a run cut short still leaves: every finished phase's raw results.

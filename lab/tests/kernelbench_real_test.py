@@ -84,6 +84,24 @@ class Analysis(unittest.TestCase):
         self.assertIn("not a worker of this run: 1", md)
         self.assertIn("| a_p.py | 1.000 |", md)
 
+    def test_preparation_and_flock_wait(self):
+        solo = [worker(1, {"a": [1.0], "b": [2.0]})]
+        lock = [worker(2, {"a": [1.0], "b": [2.0]},
+                       calls_extra={("a", 0): {"flock_ms": 300.0}, ("b", 0): {"flock_ms": 100.0}})]
+        for r, (pa, pb) in ((solo[0], (1.0, 3.0)), (lock[0], (2.0, 6.0))):
+            r["problems"]["a"].update(t_loaded=10.0, t_ready=10.0 + pa)
+            r["problems"]["b"].update(t_loaded=20.0, t_ready=20.0 + pb)
+        a = kr.analyze({"solo": {"results": solo, "wall": 10.0, "workers": 1},
+                        "lock-1": {"results": lock, "wall": 10.0, "workers": 1}})
+        p = a["phases"]["lock-1"]
+        self.assertEqual(p["prep_s"]["n"], 2)
+        self.assertAlmostEqual(p["prep_s"]["sum"], 8.0)
+        self.assertAlmostEqual(p["prep_s"]["max"], 6.0)
+        self.assertAlmostEqual(p["flock_wait_s"], 0.4)
+        md = kr.markdown(a, {"method": "cuda_event", "trials": 100, "reps": 1})
+        self.assertIn("| lock-1 | 2 | ", md)
+        self.assertIn("| 8.0 | 0.4 |", md)
+
     def test_a_worker_foreign_while_running_is_named(self):
         w = {7: {"t_started": 1.0, "t_done": 9.0}}
         self.assertEqual(kr.classify_foreign(7, 5.0, w), "a worker while running")
@@ -106,6 +124,24 @@ class UserErrors(unittest.TestCase):
                                 "--out", d], capture_output=True, text=True, timeout=60)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("level-1 problem 777 not found", p.stderr)
+
+    def test_modes_lock_and_krex_with_settings(self):
+        self.assertEqual(kr.parse_mode("lock"), ("lock", {}))
+        self.assertEqual(kr.parse_mode("krex@KREX_HANDOFF_GRACE_MS=20@KREX_FREEZE=none"),
+                         ("krex", {"KREX_HANDOFF_GRACE_MS": "20", "KREX_FREEZE": "none"}))
+        self.assertEqual(kr.phase_name("krex@KREX_FREEZE=none", 8), "krex-8@KREX_FREEZE=none")
+        self.assertEqual(kr.phase_name("lock", 16), "lock-16")
+        for bad in ("mutex", "unprotected@KREX_FREEZE=none", "krex@FREEZE=none", "krex@KREX_X"):
+            with self.assertRaises(ValueError, msg=bad):
+                kr.parse_mode(bad)
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "KernelBench", "level1"))
+            open(os.path.join(d, "KernelBench", "level1", "1_Square.py"), "w").close()
+            p = subprocess.run([sys.executable, SCRIPT, "--kernelbench", d, "--problems", "1",
+                                "--modes", "krex,fast", "--out", d],
+                               capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--modes: mode 'fast'", p.stderr)
 
 
 
