@@ -40,7 +40,9 @@
 //   krex/report   the whole region report as JSON (docs/REPORT.md)
 //
 // The tenants (one per device the program uses: nvbench's --devices) join
-// with krex::options{} (or what krex::nvbench::configure() set) and KREX_*
+// with krex::options{} and release_on_leave on (default_options(): they leave
+// at the program's exit, resetting the device inside the gate), or with what
+// krex::nvbench::configure() set, and KREX_*
 // overrides: under NVBENCH_MAIN, right after it has parsed its command line,
 // before any benchmark touches a device (include this header before
 // <nvbench/nvbench.cuh>; see join()); otherwise at each device's first exec.
@@ -123,12 +125,20 @@ inline int device_of(const ::nvbench::state& st) {
   return dev ? dev->get_id() : -1;
 }
 
+/// The tenants' options when configure() was not called: options{} with
+/// release_on_leave on. The tenants leave at the program's exit, when it is
+/// done with the GPU; the reset inside the gate then keeps the teardown of its
+/// CUDA context from running beside other processes' regions (where it shows
+/// as a foreign process, "-shared"). KREX_RELEASE_ON_LEAVE=0 turns it off;
+/// options given to configure() are used as given.
+inline options default_options() { return options{}.release_on_leave(true); }
+
 /// The tenant for `device` (-1: the configured device), joined on first use.
 /// Throws krex::error.
 inline krex::tenant& tenant_on(int device) {
   state& s = global();
   std::lock_guard<std::mutex> g(s.lock);
-  options o = s.opts.value_or(options{});
+  options o = s.opts ? *s.opts : default_options();
   const int key = device >= 0 ? device : o.device();
   auto it = s.tenants.find(key);
   if (it == s.tenants.end()) {
@@ -296,7 +306,7 @@ inline void configure(const options& o) {
   s.opts = o;
 }
 
-/// Joins the tenant of `device` now (-1: the configured device, options{}: 0),
+/// Joins the tenant of `device` now (-1: the configured device, default_options(): 0),
 /// if it has not joined yet. A process that joins before its first CUDA call
 /// on a device is a member from the start: its setup work there (contexts,
 /// allocations, inputs) is gated and drained like any sibling's, instead of

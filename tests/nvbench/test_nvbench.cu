@@ -204,6 +204,17 @@ TEST(nvbench, the_main_hook_joins_each_device_once) {
   EXPECT_EQ(krex::nvbench::detail::global().tenants.size(), 1U);
 }
 
+TEST(nvbench, tenants_leave_with_a_reset_unless_configured_otherwise) {
+  // Without configure(): release_on_leave on (the exit's context teardown
+  // inside the gate). This binary configured its segment's options, which
+  // leave it off: they are used as given.
+  EXPECT_TRUE(krex::nvbench::detail::default_options().release_on_leave());
+  EXPECT_FALSE(krex::options{}.release_on_leave());
+  krex::nvbench::join();
+  ASSERT_FALSE(krex::nvbench::detail::global().tenants.empty());
+  EXPECT_FALSE(krex::nvbench::detail::global().tenants.begin()->second->opts().release_on_leave());
+}
+
 TEST(nvbench, exec_twice_on_one_state_is_an_error) {
   krex::nvbench::strict(false);  // this test fails an exec on purpose
   state_tester st{cpu_bench()};
