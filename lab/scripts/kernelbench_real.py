@@ -201,6 +201,11 @@ def worker(args):
                         # The region's other steps, for the timeline (analyze: timeline()).
                         call.update({k[:-3] + "_ms": rep[k] / 1e6 for k in STEP_FIELDS
                                      if isinstance(rep.get(k), (int, float)) and rep[k] >= 0})
+                        # The card's clocks, power and throttle reasons at the region's
+                        # entry and exit (NVML; absent where krex cannot read them).
+                        for end in ("entry", "exit"):
+                            if isinstance(rep.get("clocks_" + end), dict):
+                                call["clocks_" + end] = rep["clocks_" + end]
                     last = rep
                 rec["calls"].append(call)
                 log("problem %s: timing call in %.2f s, median %.3f ms%s"
@@ -374,6 +379,18 @@ def stats(v):
             "max": max(v) if v else float("nan")}
 
 
+def clock_stats(clocks):
+    """The SM clock (MHz) and power (W) at the regions' exits, and how many
+    exits reported a throttle reason (NVML's clocks_event_reasons, not 0)."""
+    if not clocks:
+        return None
+    sm = [float(c["sm_mhz"]) for c in clocks if "sm_mhz" in c]
+    w = [c["power_mw"] / 1e3 for c in clocks if "power_mw" in c]
+    return {"n": len(clocks), "sm_mhz": stats(sm) if sm else None,
+            "sm_mhz_min": min(sm) if sm else None, "power_w": stats(w) if w else None,
+            "throttled": sum(1 for c in clocks if c.get("reasons", 0) not in (0, None))}
+
+
 def classify_foreign(pid, t, workers):
     """Who a foreign pid of a region entered at time t was, among this phase's workers."""
     w = workers.get(pid)
@@ -428,6 +445,8 @@ def analyze(phases, solo_name="solo"):
                  for rec in r["problems"].values() if "t_ready" in rec and "t_loaded" in rec]
         flocks = [c["flock_ms"] for r in ph["results"] for rec in r["problems"].values()
                   for c in rec["calls"] if "flock_ms" in c]
+        clocks = [c["clocks_exit"] for r in ph["results"] for rec in r["problems"].values()
+                  for c in rec["calls"] if isinstance(c.get("clocks_exit"), dict)]
         out["phases"][name] = {
             "workers": ph["workers"], "wall_s": ph["wall"], "calls": calls,
             "throughput_x_solo": rate / solo_rate,
@@ -441,6 +460,7 @@ def analyze(phases, solo_name="solo"):
             "timeline": timeline(ph["results"]),
             "prep_s": dict(stats(preps), sum=sum(preps)) if preps else None,
             "flock_wait_s": sum(flocks) / 1e3 if flocks else None,
+            "clocks_exit": clock_stats(clocks),
         }
     return out
 
@@ -541,6 +561,15 @@ def markdown(a, cfg):
             lines.append("| %s | %d | %.2f | %.2f | %.2f | %.1f | %s |" % (
                 n, s["n"], s["median"], s["p95"], s["max"], s["sum"],
                 "%.1f" % p["flock_wait_s"] if p.get("flock_wait_s") is not None else "-"))
+    clk = {n: p["clocks_exit"] for n, p in a["phases"].items() if p.get("clocks_exit")}
+    if clk:
+        lines += ["", "The card at the regions' exits (NVML): SM clock median / min (MHz), "
+                  "power median / max (W), exits with a throttle reason:", "",
+                  "| phase | regions | SM clock | power | throttled |", "|---|---|---|---|---|"]
+        for n, c in clk.items():
+            sm = ("%.0f / %.0f" % (c["sm_mhz"]["median"], c["sm_mhz_min"])) if c["sm_mhz"] else "-"
+            pw = ("%.0f / %.0f" % (c["power_w"]["median"], c["power_w"]["max"])) if c["power_w"] else "-"
+            lines.append("| %s | %d | %s | %s | %d |" % (n, c["n"], sm, pw, c["throttled"]))
     tl = {n: p["timeline"] for n, p in a["phases"].items() if p.get("timeline")}
     if tl:
         lines += ["", "Where the krex phases' time went (seconds; a region holds the device "

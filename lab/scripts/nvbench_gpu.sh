@@ -91,13 +91,21 @@ build() {
   echo "nvbench_gpu.sh: built ${#examples[@]} examples into $work/bin"
 }
 
-# One worker: every example once, from example number $2 on, into $out/$1-w$2-<example>.json.
+# One worker: every example once, from example number $2 on, into $out/$1-w$2-<example>.json;
+# each example process's pid, start and end (seconds since the epoch) into
+# $out/$1-w$2-pids.txt, so that a region's foreign pids can be told apart as
+# processes starting or ending (nvbench_inflation.py).
 worker() {
-  local mode=$1 w=$2 n=${#examples[@]} k e
+  local mode=$1 w=$2 n=${#examples[@]} k e pid rc
   for ((k = 0; k < n; k++)); do
     e=${examples[$(((w + k) % n))]}
-    "$work/bin/$e" "${nvb_args[@]}" --json "$out/$mode-w$w-$e.json" >"$out/$mode-w$w-$e.md" 2>&1 ||
-      echo "nvbench_gpu.sh: $mode worker $w: $e exited $? (see $out/$mode-w$w-$e.md)" >&2
+    "$work/bin/$e" "${nvb_args[@]}" --json "$out/$mode-w$w-$e.json" >"$out/$mode-w$w-$e.md" 2>&1 &
+    pid=$!
+    echo "$pid $e start $(date +%s.%N)" >>"$out/$mode-w$w-pids.txt"
+    rc=0
+    wait "$pid" || rc=$?
+    echo "$pid $e end $(date +%s.%N)" >>"$out/$mode-w$w-pids.txt"
+    [ "$rc" = 0 ] || echo "nvbench_gpu.sh: $mode worker $w: $e exited $rc (see $out/$mode-w$w-$e.md)" >&2
   done
 }
 

@@ -71,6 +71,73 @@ def load(out_dir, metric):
     return runs
 
 
+PIDS = re.compile(r"^(krex)-w(\d+)-pids\.txt$")
+
+
+def load_pids(out_dir):
+    """{pid: (worker, example, start, end)} of the krex run's example
+    processes, from nvbench_gpu.sh's krex-wI-pids.txt ("PID EXAMPLE start|end
+    SECONDS" lines); {} where there are none."""
+    procs = {}
+    for name in sorted(os.listdir(out_dir)):
+        m = PIDS.match(name)
+        if not m:
+            continue
+        with open(os.path.join(out_dir, name)) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) != 4 or parts[2] not in ("start", "end"):
+                    continue
+                pid, example, what, t = int(parts[0]), parts[1], parts[2], float(parts[3])
+                p = procs.setdefault(pid, [int(m.group(2)), example, None, None])
+                p[2 if what == "start" else 3] = t
+    return {pid: tuple(p) for pid, p in procs.items()}
+
+
+def foreign_report(out_dir):
+    """For each foreign pid of a krex state's region report: was that process
+    starting or ending while the state's own process ran? Returns
+    {"starting": n, "ending": n, "both": n, "running throughout": n,
+    "not an example process": n, "states": n}, or None without pid files."""
+    procs = load_pids(out_dir)
+    if not procs:
+        return None
+    own = {(w, e): (s, t) for pid, (w, e, s, t) in procs.items()}
+    out = {"starting": 0, "ending": 0, "both": 0, "running throughout": 0,
+           "not an example process": 0, "states": 0}
+    for name in sorted(os.listdir(out_dir)):
+        m = NAME.match(name)
+        if not m or m.group(1) != "krex":
+            continue
+        try:
+            with open(os.path.join(out_dir, name)) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        life = own.get((int(m.group(2)), m.group(3)))
+        for bench in data.get("benchmarks") or []:
+            for st in bench.get("states") or []:
+                rep = summary_value(st, "krex/report")
+                try:
+                    pids = json.loads(rep).get("foreign_pids") or [] if isinstance(rep, str) else []
+                except ValueError:
+                    pids = []
+                if not pids:
+                    continue
+                out["states"] += 1
+                for fp in pids:
+                    p = procs.get(fp)
+                    if p is None or life is None or None in p[2:] or None in life:
+                        out["not an example process"] += 1
+                        continue
+                    started = life[0] <= p[2] <= life[1]
+                    ended = life[0] <= p[3] <= life[1]
+                    key = ("both" if started and ended else "starting" if started else
+                           "ending" if ended else "running throughout")
+                    out[key] += 1
+    return out
+
+
 def not_fully_protected(level):
     return (not isinstance(level, str) or not level.startswith("gate+drain")
             or any(w in level for w in ("-shared", "-split", "contended", "busy", "WARNING")))
@@ -156,6 +223,12 @@ def main(argv=None):
                                                         levels["states"]))
     for e in levels["examples"]:
         print("  " + e)
+    fr = foreign_report(args.out_dir)
+    result["foreign"] = fr
+    if fr:
+        print("foreign processes of krex states (%d states), by what they were doing while the "
+              "state's own process ran: %s" % (fr["states"], ", ".join(
+                  "%s %d" % (k, v) for k, v in fr.items() if k != "states")))
     if any(missing.values()):
         print("states solo measured but a run did not (skipped, failed or timed out): "
               + ", ".join("%s %d" % (m, n) for m, n in missing.items()))

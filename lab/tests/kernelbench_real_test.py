@@ -102,6 +102,20 @@ class Analysis(unittest.TestCase):
         self.assertIn("| lock-1 | 2 | ", md)
         self.assertIn("| 8.0 | 0.4 |", md)
 
+    def test_clocks_at_the_regions_exits(self):
+        solo = [worker(1, {"a": [1.0, 1.0]})]
+        ck = {("a", 0): dict(FULL, clocks_exit={"sm_mhz": 1980, "power_mw": 300000, "reasons": 0}),
+              ("a", 1): dict(FULL, clocks_exit={"sm_mhz": 1500, "power_mw": 700000, "reasons": 4})}
+        krex = [worker(2, {"a": [1.0, 1.1]}, calls_extra=ck)]
+        a = kr.analyze({"solo": {"results": solo, "wall": 10.0, "workers": 1},
+                        "krex-1": {"results": krex, "wall": 10.0, "workers": 1}})
+        c = a["phases"]["krex-1"]["clocks_exit"]
+        self.assertEqual((c["n"], c["throttled"], c["sm_mhz_min"]), (2, 1, 1500.0))
+        self.assertAlmostEqual(c["power_w"]["max"], 700.0)
+        self.assertIsNone(a["phases"]["krex-1"]["prep_s"])
+        md = kr.markdown(a, {"method": "cuda_event", "trials": 100, "reps": 2})
+        self.assertIn("| krex-1 | 2 | 1740 / 1500 | 500 / 700 | 1 |", md)
+
     def test_a_worker_foreign_while_running_is_named(self):
         w = {7: {"t_started": 1.0, "t_done": 9.0}}
         self.assertEqual(kr.classify_foreign(7, 5.0, w), "a worker while running")

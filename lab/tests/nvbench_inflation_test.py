@@ -89,5 +89,32 @@ class NvbenchInflation(unittest.TestCase):
         self.assertIn("nvbench_gpu.sh solo", p.stderr)
 
 
+    def test_foreign_processes_starting_or_ending(self):
+        good = "gate+drain+freeze(cgroup2)+pin"
+        shared = good + "-shared(1 foreign)"
+
+        def with_reports(data, foreign):
+            for st, pids in zip(data["benchmarks"][0]["states"], foreign):
+                st["summaries"].append(summary("krex/report", json.dumps(
+                    {"level": shared if pids else good, "foreign_pids": pids}), "string"))
+            return data
+        # Worker 0's example ran 10-20 s (pid 100). Foreign: pid 201 started at
+        # 15 (starting), 202 ended at 12 (ending), 203 ran 5-30 (throughout),
+        # 999 is no example process of the run.
+        p, out = self.run_script({
+            "solo-w0-ex.json": nvbench_json([1e-3, 2e-3, 3e-3]),
+            "krex-w0-ex.json": with_reports(nvbench_json([1e-3, 2e-3, 3e-3], shared),
+                                            [[201, 202], [203, 999], []]),
+            "krex-w0-pids.txt": "100 ex start 10.0\n100 ex end 20.0\n",
+            "krex-w1-pids.txt": "201 ex start 15.0\n201 ex end 40.0\n"
+                                "202 other start 1.0\n202 other end 12.0\n"
+                                "203 ex2 start 5.0\n203 ex2 end 30.0\n",
+        })
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(out["foreign"], {"starting": 1, "ending": 1, "both": 0,
+                                          "running throughout": 1,
+                                          "not an example process": 1, "states": 2})
+        self.assertIn("starting 1, ending 1", p.stdout)
+
 if __name__ == "__main__":
     unittest.main()
