@@ -133,12 +133,15 @@ inline int device_of(const ::nvbench::state& st) {
 /// options given to configure() are used as given.
 inline options default_options() { return options{}.release_on_leave(true); }
 
+/// The options a tenant of `s` joins with: configure()'s, or default_options().
+inline options tenant_options(const state& s) { return s.opts ? *s.opts : default_options(); }
+
 /// The tenant for `device` (-1: the configured device), joined on first use.
 /// Throws krex::error.
 inline krex::tenant& tenant_on(int device) {
   state& s = global();
   std::lock_guard<std::mutex> g(s.lock);
-  options o = s.opts ? *s.opts : default_options();
+  options o = tenant_options(s);
   const int key = device >= 0 ? device : o.device();
   auto it = s.tenants.find(key);
   if (it == s.tenants.end()) {

@@ -210,6 +210,12 @@ TEST(nvbench, tenants_leave_with_a_reset_unless_configured_otherwise) {
   // leave it off: they are used as given.
   EXPECT_TRUE(krex::nvbench::detail::default_options().release_on_leave());
   EXPECT_FALSE(krex::options{}.release_on_leave());
+  krex::nvbench::detail::state unconfigured;
+  EXPECT_TRUE(krex::nvbench::detail::tenant_options(unconfigured).release_on_leave());
+  unconfigured.opts = krex::options{}.drain_deadline(std::chrono::milliseconds(1234));
+  EXPECT_FALSE(krex::nvbench::detail::tenant_options(unconfigured).release_on_leave());
+  EXPECT_EQ(krex::nvbench::detail::tenant_options(unconfigured).drain_deadline(),
+            std::chrono::milliseconds(1234));
   krex::nvbench::join();
   ASSERT_FALSE(krex::nvbench::detail::global().tenants.empty());
   EXPECT_FALSE(krex::nvbench::detail::global().tenants.begin()->second->opts().release_on_leave());
