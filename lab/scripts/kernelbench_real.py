@@ -206,6 +206,9 @@ def worker(args):
                         for end in ("entry", "exit"):
                             if isinstance(rep.get("clocks_" + end), dict):
                                 call["clocks_" + end] = rep["clocks_" + end]
+                        # The whole report (docs/REPORT.md), for what the tables do not
+                        # show yet: the pinned CPUs, the quiet step's probes, the notes.
+                        call["report"] = dict(rep)
                     last = rep
                 rec["calls"].append(call)
                 log("problem %s: timing call in %.2f s, median %.3f ms%s"
