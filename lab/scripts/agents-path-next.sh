@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The agents' Python path's open H200 questions (lab/results/python.md, "the
+# rest split, and a lock beside krex"; lab/results/nvbench.md), one device
+# call per plan, each under the 600 s a call may run:
+#
+#   lab/scripts/agents-path-next.sh kb      the real KernelBench at 8 workers: krex, krex without
+#                                           the pin (KREX_PIN=0) and a lock, against solo on the
+#                                           same machine; the regions' reports (pinned CPUs,
+#                                           clocks, quiet probes) kept per call. About 380 s.
+#                                           Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh nvb     nvbench's examples (8 of 9, as in nvbench.md) with each
+#                                           example process's pid, start and end logged, so the
+#                                           remaining "-shared" states are told apart (starting,
+#                                           ending, running throughout); beside its build, the
+#                                           GPU suite (test_cuda), run before any measurement.
+#                                           About 450 s. Carry .deps/cuda-bench,
+#                                           .deps/nvbench-examples and .deps/pylibs.
+#
+# Output: $OUT/<plan>.tgz (every file) and $OUT/<plan>.log (the console).
+# Each phase runs under a time limit; a phase cut short says so in the log
+# and leaves what it finished.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+plan=${1:?"usage: $0 kb|nvb"}
+out=${OUT:-/tmp/agents-path-next}
+mkdir -p "$out"
+log=$out/$plan.log
+t0=$(date +%s)
+elapsed() { echo $(($(date +%s) - t0)); }
+
+# limited SECONDS COMMAND...: runs COMMAND in its own process group and ends
+# the whole group when it runs past SECONDS.
+limited() {
+  local s=$1 p k=0 rc
+  shift
+  setsid "$@" >>"$log" 2>&1 &
+  p=$!
+  while kill -0 "$p" 2>/dev/null && [ "$k" -lt "$s" ]; do sleep 1; k=$((k + 1)); done
+  if kill -0 "$p" 2>/dev/null; then
+    echo "agents-path-next: CUT after $s s: $*" >>"$log"
+    kill -- "-$p" 2>/dev/null
+    sleep 2
+    kill -9 -- "-$p" 2>/dev/null
+  fi
+  wait "$p"
+  rc=$?
+  echo "agents-path-next: exit $rc at $(elapsed) s: $*" >>"$log"
+  return "$rc"
+}
+
+case "$plan" in
+  kb)
+    limited 520 env OUT= KB_TAG=next KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+      --workers 8 --timeout 150 --modes krex,krex@KREX_PIN=0,lock
+    tar czf "$out/kb.tgz" -C build-cuda/kernelbench-real next 2>>"$log"
+    ;;
+  nvb)
+    export NVB_EXAMPLES="throughput auto_throughput enums exec_tag_sync exec_tag_timer skip stream summaries"
+    export NVB_OUT=build-nvbench-gpu/out
+    # The GPU suite builds beside nvbench's examples and runs before any measurement.
+    (cmake --preset cuda -DKREX_BUILD_PYTHON=OFF -DKREX_BUILD_EXAMPLES=OFF >"$out/suite-build.log" 2>&1 &&
+      cmake --build build-cuda -j8 --target test_cuda >>"$out/suite-build.log" 2>&1) &
+    suite=$!
+    limited 120 bash lab/scripts/nvbench_gpu.sh build
+    if wait "$suite"; then
+      limited 150 build-cuda/tests/test_cuda --gtest_brief=1
+    else
+      echo "agents-path-next: test_cuda did not build (suite-build.log)" >>"$log"
+    fi
+    limited 60 bash lab/scripts/nvbench_gpu.sh solo
+    limited 80 bash lab/scripts/nvbench_gpu.sh unprotected
+    limited $((560 - $(elapsed))) bash lab/scripts/nvbench_gpu.sh krex
+    limited 30 bash lab/scripts/nvbench_gpu.sh compare
+    tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
+    ;;
+  *)
+    echo "agents-path-next: unknown plan '$plan' (kb, nvb)" >&2
+    exit 2
+    ;;
+esac
+echo "agents-path-next: $plan done at $(elapsed) s" >>"$log"
+tail -60 "$log"
