@@ -29,22 +29,14 @@ log=$out/$plan.log
 t0=$(date +%s)
 elapsed() { echo $(($(date +%s) - t0)); }
 
-# limited SECONDS COMMAND...: runs COMMAND in its own process group and ends
-# the whole group when it runs past SECONDS.
+# limited SECONDS COMMAND...: COMMAND under coreutils' timeout, which runs it
+# in a process group of its own and ends the whole group when it runs past
+# SECONDS (KILL 5 s after TERM: a frozen process does not take TERM).
 limited() {
-  local s=$1 p k=0 rc
+  local s=$1 rc=0
   shift
-  setsid "$@" >>"$log" 2>&1 &
-  p=$!
-  while kill -0 "$p" 2>/dev/null && [ "$k" -lt "$s" ]; do sleep 1; k=$((k + 1)); done
-  if kill -0 "$p" 2>/dev/null; then
-    echo "agents-path-next: CUT after $s s: $*" >>"$log"
-    kill -- "-$p" 2>/dev/null
-    sleep 2
-    kill -9 -- "-$p" 2>/dev/null
-  fi
-  wait "$p"
-  rc=$?
+  timeout --kill-after=5 "$s" "$@" >>"$log" 2>&1 || rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "agents-path-next: CUT after $s s: $*" >>"$log"; fi
   echo "agents-path-next: exit $rc at $(elapsed) s: $*" >>"$log"
   return "$rc"
 }
