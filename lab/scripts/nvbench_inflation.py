@@ -43,8 +43,10 @@ def summary_value(state, tag):
     return None
 
 
-def load(out_dir, metric):
-    """{mode: {worker: {(example, bench, state): (value, krex level or None)}}}"""
+def load(out_dir, metric, foreign=None):
+    """{mode: {worker: {(example, bench, state): (value, krex level or None)}}}.
+    With `foreign` (a dict), also fills it with the krex run's foreign pids:
+    {(worker, example): [the foreign_pids of each state's report that has any]}."""
     runs = {}
     for name in sorted(os.listdir(out_dir)):
         m = NAME.match(name)
@@ -63,6 +65,10 @@ def load(out_dir, metric):
             for st in bench.get("states") or []:
                 if st.get("is_skipped"):
                     continue
+                if foreign is not None and mode == "krex":
+                    pids = report_foreign_pids(st)
+                    if pids:
+                        foreign.setdefault((worker, example), []).append(pids)
                 v = summary_value(st, metric)
                 if not isinstance(v, float) or v <= 0:
                     continue
@@ -94,47 +100,43 @@ def load_pids(out_dir):
     return {pid: tuple(p) for pid, p in procs.items()}
 
 
-def foreign_report(out_dir):
-    """For each foreign pid of a krex state's region report: was that process
-    starting or ending while the state's own process ran? Returns
-    {"starting": n, "ending": n, "both": n, "running throughout": n,
-    "not an example process": n, "states": n}, or None without pid files."""
+def report_foreign_pids(state):
+    """The foreign_pids of a state's krex report (its krex/report summary), or []."""
+    rep = summary_value(state, "krex/report")
+    if not isinstance(rep, str):
+        return []
+    try:
+        return json.loads(rep).get("foreign_pids") or []
+    except ValueError:
+        return []
+
+
+def foreign_report(out_dir, foreign):
+    """For each foreign pid of a krex state's region report (`foreign`, as
+    load() fills it): was that process starting or ending while the state's
+    own process ran? Returns {"starting": n, "ending": n, "both": n, "running
+    throughout": n, "not an example process": n, "states": n}, or None
+    without pid files."""
     procs = load_pids(out_dir)
     if not procs:
         return None
     own = {(w, e): (s, t) for pid, (w, e, s, t) in procs.items()}
     out = {"starting": 0, "ending": 0, "both": 0, "running throughout": 0,
            "not an example process": 0, "states": 0}
-    for name in sorted(os.listdir(out_dir)):
-        m = NAME.match(name)
-        if not m or m.group(1) != "krex":
-            continue
-        try:
-            with open(os.path.join(out_dir, name)) as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            continue
-        life = own.get((int(m.group(2)), m.group(3)))
-        for bench in data.get("benchmarks") or []:
-            for st in bench.get("states") or []:
-                rep = summary_value(st, "krex/report")
-                try:
-                    pids = json.loads(rep).get("foreign_pids") or [] if isinstance(rep, str) else []
-                except ValueError:
-                    pids = []
-                if not pids:
+    for holder, states in sorted(foreign.items()):
+        life = own.get(holder)
+        for pids in states:
+            out["states"] += 1
+            for fp in pids:
+                p = procs.get(fp)
+                if p is None or life is None or None in p[2:] or None in life:
+                    out["not an example process"] += 1
                     continue
-                out["states"] += 1
-                for fp in pids:
-                    p = procs.get(fp)
-                    if p is None or life is None or None in p[2:] or None in life:
-                        out["not an example process"] += 1
-                        continue
-                    started = life[0] <= p[2] <= life[1]
-                    ended = life[0] <= p[3] <= life[1]
-                    key = ("both" if started and ended else "starting" if started else
-                           "ending" if ended else "running throughout")
-                    out[key] += 1
+                started = life[0] <= p[2] <= life[1]
+                ended = life[0] <= p[3] <= life[1]
+                key = ("both" if started and ended else "starting" if started else
+                       "ending" if ended else "running throughout")
+                out[key] += 1
     return out
 
 
@@ -190,7 +192,8 @@ def main(argv=None):
     ap.add_argument("--json", help="also write the numbers here")
     ap.add_argument("--metric", default="nv/cold/time/gpu/mean")
     args = ap.parse_args(argv)
-    runs = load(args.out_dir, args.metric)
+    foreign = {}
+    runs = load(args.out_dir, args.metric, foreign)
     per_bench, overall, missing, levels = analyse(runs)
 
     result = {"metric": args.metric, "workers": args.workers, "benchmarks": [], "overall": {},
@@ -223,7 +226,7 @@ def main(argv=None):
                                                         levels["states"]))
     for e in levels["examples"]:
         print("  " + e)
-    fr = foreign_report(args.out_dir)
+    fr = foreign_report(args.out_dir, foreign)
     result["foreign"] = fr
     if fr:
         print("foreign processes of krex states (%d states), by what they were doing while the "
