@@ -201,13 +201,9 @@ def worker(args):
                         # The region's other steps, for the timeline (analyze: timeline()).
                         call.update({k[:-3] + "_ms": rep[k] / 1e6 for k in STEP_FIELDS
                                      if isinstance(rep.get(k), (int, float)) and rep[k] >= 0})
-                        # The card's clocks, power and throttle reasons at the region's
-                        # entry and exit (NVML; absent where krex cannot read them).
-                        for end in ("entry", "exit"):
-                            if isinstance(rep.get("clocks_" + end), dict):
-                                call["clocks_" + end] = rep["clocks_" + end]
-                        # The whole report (docs/REPORT.md), for what the tables do not
-                        # show yet: the pinned CPUs, the quiet step's probes, the notes.
+                        # The whole report (docs/REPORT.md): the card's clocks, power and
+                        # throttle reasons at entry and exit (clock_stats), and what the
+                        # tables do not show yet (the pinned CPUs, the quiet probes, notes).
                         call["report"] = dict(rep)
                     last = rep
                 rec["calls"].append(call)
@@ -448,8 +444,10 @@ def analyze(phases, solo_name="solo"):
                  for rec in r["problems"].values() if "t_ready" in rec and "t_loaded" in rec]
         flocks = [c["flock_ms"] for r in ph["results"] for rec in r["problems"].values()
                   for c in rec["calls"] if "flock_ms" in c]
-        clocks = [c["clocks_exit"] for r in ph["results"] for rec in r["problems"].values()
-                  for c in rec["calls"] if isinstance(c.get("clocks_exit"), dict)]
+        # The card at each region's exit (NVML; absent where krex cannot read it).
+        clocks = [c["report"]["clocks_exit"] for r in ph["results"]
+                  for rec in r["problems"].values() for c in rec["calls"]
+                  if isinstance(c.get("report", {}).get("clocks_exit"), dict)]
         out["phases"][name] = {
             "workers": ph["workers"], "wall_s": ph["wall"], "calls": calls,
             "throughput_x_solo": rate / solo_rate,

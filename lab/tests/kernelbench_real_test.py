@@ -104,8 +104,10 @@ class Analysis(unittest.TestCase):
 
     def test_clocks_at_the_regions_exits(self):
         solo = [worker(1, {"a": [1.0, 1.0]})]
-        ck = {("a", 0): dict(FULL, clocks_exit={"sm_mhz": 1980, "power_mw": 300000, "reasons": 0}),
-              ("a", 1): dict(FULL, clocks_exit={"sm_mhz": 1500, "power_mw": 700000, "reasons": 4})}
+        ck = {("a", 0): dict(FULL, report={"clocks_exit": {"sm_mhz": 1980, "power_mw": 300000,
+                                                           "reasons": 0}}),
+              ("a", 1): dict(FULL, report={"clocks_exit": {"sm_mhz": 1500, "power_mw": 700000,
+                                                           "reasons": 4}})}
         krex = [worker(2, {"a": [1.0, 1.1]}, calls_extra=ck)]
         a = kr.analyze({"solo": {"results": solo, "wall": 10.0, "workers": 1},
                         "krex-1": {"results": krex, "wall": 10.0, "workers": 1}})
