@@ -9,6 +9,11 @@
 #                                           same machine; the regions' reports (pinned CPUs,
 #                                           clocks, quiet probes) kept per call. About 380 s.
 #                                           Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh kb2     the real KernelBench's 8 workers run one after another,
+#                                           each alone (serial-8: solo in the shape of the 8-worker
+#                                           phases, 8 processes with the same problem orders), then
+#                                           krex-8: is krex-8's p95 the spread of 8 solo processes?
+#                                           About 450 s. Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh nvb     nvbench's examples (8 of 9, as in nvbench.md) with each
 #                                           example process's pid, start and end logged, so the
 #                                           remaining "-shared" states are told apart (starting,
@@ -22,7 +27,7 @@
 # and leaves what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-plan=${1:?"usage: $0 kb|nvb"}
+plan=${1:?"usage: $0 kb|kb2|nvb"}
 out=${OUT:-/tmp/agents-path-next}
 mkdir -p "$out"
 log=$out/$plan.log
@@ -47,6 +52,11 @@ case "$plan" in
       --workers 8 --timeout 150 --modes krex,krex@KREX_PIN=0,lock
     tar czf "$out/kb.tgz" -C build-cuda/kernelbench-real next 2>>"$log"
     ;;
+  kb2)
+    limited 540 env OUT= KB_TAG=kb2 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+      --workers 8 --timeout 330 --modes serial,krex
+    tar czf "$out/kb2.tgz" -C build-cuda/kernelbench-real kb2 2>>"$log"
+    ;;
   nvb)
     export NVB_EXAMPLES="throughput auto_throughput enums exec_tag_sync exec_tag_timer skip stream summaries"
     export NVB_OUT=build-nvbench-gpu/out
@@ -67,7 +77,7 @@ case "$plan" in
     tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
     ;;
   *)
-    echo "agents-path-next: unknown plan '$plan' (kb, nvb)" >&2
+    echo "agents-path-next: unknown plan '$plan' (kb, kb2, nvb)" >&2
     exit 2
     ;;
 esac

@@ -297,12 +297,14 @@ class Proc:
 
 def parse_mode(mode):
     """A phase's mode: "unprotected", "lock" (an flock around each timing call,
-    no krex: what any one-at-a-time scheme costs) or "krex", the last with
+    no krex: what any one-at-a-time scheme costs), "serial" (the same N workers,
+    same problem orders, each run alone one after another: solo in the shape
+    of the N-worker phases, N processes' placements) or "krex", the last with
     optional KREX_* settings for its workers ("krex@KREX_HANDOFF_GRACE_MS=20",
     several joined by "@"). Returns (kind, {variable: value})."""
     kind, *sets = mode.split("@")
-    if kind not in ("unprotected", "lock", "krex"):
-        raise ValueError("mode %r: unprotected, lock or krex[@KREX_VAR=value...]" % mode)
+    if kind not in ("unprotected", "lock", "serial", "krex"):
+        raise ValueError("mode %r: unprotected, lock, serial or krex[@KREX_VAR=value...]" % mode)
     env = {}
     for kv in sets:
         k, eq, v = kv.partition("=")
@@ -331,11 +333,13 @@ def run_phase(args, name, n, mode, segment):
         cmd += ["--lock", os.path.join(args.out, "timing-%s.lock" % segment)]
     logs = os.path.join(args.out, "worker-logs")
     os.makedirs(logs, exist_ok=True)
-    procs = [Proc(cmd + ["--index", str(i), "--log",
-                         os.path.join(logs, "%s-w%02d.log" % (name, i))], env,
-                  os.path.join(logs, "%s-w%02d.log" % (name, i)))
-             for i in range(n)]
+    def start(i):
+        log = os.path.join(logs, "%s-w%02d.log" % (name, i))
+        return Proc(cmd + ["--index", str(i), "--log", log], env, log)
     deadline = time.monotonic() + args.timeout
+    if kind == "serial":
+        return run_serial(args, start, n, deadline)
+    procs = [start(i) for i in range(n)]
     try:
         for p in procs:
             p.line("ready", deadline)
@@ -358,6 +362,31 @@ def run_phase(args, name, n, mode, segment):
             if p.p.poll() is None:
                 p.p.kill()
                 p.p.wait()
+
+
+def run_serial(args, start, n, deadline):
+    """The serial mode: worker 0 alone from start to exit, then worker 1, ...
+    The wall is the sum of their times from "go" to the result."""
+    results, wall = [], 0.0
+    for i in range(n):
+        p = start(i)
+        try:
+            p.line("ready", deadline)
+            t0 = time.monotonic()
+            p.send("go")
+            r = json.loads(p.line("result ", deadline))
+            wall += time.monotonic() - t0
+            if args.linger:
+                p.send("exit")
+            p.p.wait(max(1.0, deadline - time.monotonic()))
+            r["t_exit"] = p.t_exit if p.t_exit is not None else time.monotonic()
+            r["status"] = p.p.returncode
+            results.append(r)
+        finally:
+            if p.p.poll() is None:
+                p.p.kill()
+                p.p.wait()
+    return results, wall
 
 
 def phase_name(mode, n):
@@ -620,7 +649,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3, help="num_warmup of each timing call")
     ap.add_argument("--check-trials", type=int, default=2, help="correctness trials per problem")
     ap.add_argument("--modes", default="unprotected,krex",
-                    help="of: unprotected, lock (an flock around each timing call), krex, "
+                    help="of: unprotected, lock (an flock around each timing call), serial "
+                         "(the N workers one after another, each alone), krex, "
                          "krex@KREX_VAR=value[@...] (krex with settings)")
     ap.add_argument("--no-solo-again", action="store_true", help="skip the noise-floor repeat")
     ap.add_argument("--solo-from", help="reuse the solo phases of an earlier run's "

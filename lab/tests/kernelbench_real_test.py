@@ -244,5 +244,36 @@ class Driver(unittest.TestCase):
             p.p.kill()
             p.p.wait(timeout=20)
 
+    def test_the_serial_mode_runs_each_worker_alone_in_turn(self):
+        # Each stand-in worker reports when it started and finished; the serial
+        # mode must start worker i+1 only after worker i exited, with i's index.
+        _, cmd = self.child(
+            "import json, sys, time\n"
+            "i = int(sys.argv[sys.argv.index('--index') + 1])\n"
+            "t = time.monotonic()\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.readline()\n"
+            "time.sleep(0.2)\n"
+            "print('result ' + json.dumps({'pid': i, 't_started': t, 't_done': time.monotonic(),"
+            " 'problems': {}}), flush=True)\n")
+        with tempfile.TemporaryDirectory() as logs:
+            def start(i):
+                log = os.path.join(logs, "w%d.log" % i)
+                return kr.Proc(cmd + ["--index", str(i), "--log", log], dict(os.environ), log)
+
+            class Args:
+                linger = False
+            res, wall = kr.run_serial(Args, start, 3, time.monotonic() + 30)
+        self.assertEqual([r["pid"] for r in res], [0, 1, 2])
+        self.assertEqual([r["status"] for r in res], [0, 0, 0])
+        for a, b in zip(res, res[1:]):
+            self.assertGreaterEqual(b["t_started"], a["t_exit"])
+        self.assertGreaterEqual(wall, 0.6)
+        self.assertEqual(kr.parse_mode("serial"), ("serial", {}))
+        self.assertEqual(kr.phase_name("serial", 8), "serial-8")
+        with self.assertRaises(ValueError):
+            kr.parse_mode("serial@KREX_PIN=0")
+
+
 if __name__ == "__main__":
     unittest.main()
