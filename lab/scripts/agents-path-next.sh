@@ -54,7 +54,7 @@ case "$plan" in
     ;;
   kb2)
     limited 540 env OUT= KB_TAG=kb2 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
-      --workers 8 --timeout 330 --modes serial,krex
+      --workers 8 --timeout 380 --modes serial,krex
     tar czf "$out/kb2.tgz" -C build-cuda/kernelbench-real kb2 2>>"$log"
     ;;
   nvb)
