@@ -492,7 +492,33 @@ def analyze(phases, solo_name="solo"):
             "flock_wait_s": sum(flocks) / 1e3 if flocks else None,
             "clocks_exit": clock_stats(clocks),
         }
+    out["against_serial"] = against_serial(phases)
     return out
+
+
+def against_serial(phases):
+    """Where a serial phase ran (the N workers one after another, each
+    alone): every phase's calls against the serial phase's median of each
+    problem, a reference taken over N processes (the solo median is one
+    process's, and where that process's buffers landed moves some problems
+    by several percent). Returns {"reference": phase, "phases": {name:
+    {"median", "p95", "max", "n", "over_2pct"}}}, or None without a serial phase."""
+    serial = [n for n in phases if n.startswith("serial-")]
+    if not serial:
+        return None
+    ref_name = serial[0]
+    ref = {}
+    for r in phases[ref_name]["results"]:
+        for pid, rec in r["problems"].items():
+            ref.setdefault(pid, []).extend(c["median_ms"] for c in rec["calls"])
+    ref = {pid: statistics.median(v) for pid, v in ref.items()}
+    out = {}
+    for name, ph in phases.items():
+        v = [(c["median_ms"] / ref[pid] - 1) * 100 for r in ph["results"]
+             for pid, rec in r["problems"].items() if pid in ref for c in rec["calls"]]
+        if v:
+            out[name] = dict(stats(v), over_2pct=sum(1 for x in v if x >= 2.0))
+    return {"reference": ref_name, "phases": out}
 
 
 def timeline(results):
@@ -557,6 +583,16 @@ def markdown(a, cfg):
             name, p["workers"], p["wall_s"], p["throughput_x_solo"], f % s["median"],
             f % s["p95"], f % s["max"], regions if regions else "-",
             p["shared_regions"] if regions else "-", who))
+    ag = a.get("against_serial")
+    if ag:
+        lines += ["", "Against %s's median of each problem (a reference over its %d processes, "
+                  "each alone), every phase's calls:" % (ag["reference"], a["phases"][
+                      ag["reference"]]["workers"]), "",
+                  "| phase | calls | median | p95 | max | calls +2% or more |", "|---|---|---|---|---|---|"]
+        for name, s in ag["phases"].items():
+            lines.append("| %s | %d | %s | %s | %s | %d (%.0f%%) |" % (
+                name, s["n"], f % s["median"], f % s["p95"], f % s["max"], s["over_2pct"],
+                100.0 * s["over_2pct"] / s["n"]))
     lines += ["", "Per problem (inflation over the solo median: median / p95 / max):", ""]
     phases = list(a["phases"])
     lines.append("| problem | solo ms | " + " | ".join(phases) + " |")

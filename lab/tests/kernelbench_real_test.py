@@ -84,6 +84,31 @@ class Analysis(unittest.TestCase):
         self.assertIn("not a worker of this run: 1", md)
         self.assertIn("| a_p.py | 1.000 |", md)
 
+    def test_against_the_serial_phase_s_median(self):
+        # The solo process landed slow on "a" (1.05); the serial phase's four
+        # calls put its median at 1.0, and krex's 1.04 reads +4% against it.
+        solo = [worker(1, {"a": [1.05, 1.05], "b": [2.0, 2.0]})]
+        serial = [worker(10, {"a": [1.0, 1.0], "b": [2.0, 2.0]}),
+                  worker(11, {"a": [1.0, 1.05], "b": [2.0, 2.0]})]
+        krex = [worker(20, {"a": [1.04, 1.0], "b": [2.0, 2.0]})]
+        phases = {"solo": {"results": solo, "wall": 4.0, "workers": 1},
+                  "serial-2": {"results": serial, "wall": 8.0, "workers": 2},
+                  "krex-2": {"results": krex, "wall": 4.0, "workers": 2}}
+        a = kr.analyze(phases)
+        ag = a["against_serial"]
+        self.assertEqual(ag["reference"], "serial-2")
+        self.assertAlmostEqual(ag["phases"]["krex-2"]["max"], 4.0)
+        self.assertEqual(ag["phases"]["krex-2"]["over_2pct"], 1)
+        self.assertEqual(ag["phases"]["serial-2"]["over_2pct"], 1)    # its own 1.05
+        self.assertAlmostEqual(ag["phases"]["solo"]["median"], 2.5)   # 1.05 x2, 2.0 x2
+        # Against solo, krex's "a" reads below it: the reference moved, not krex.
+        self.assertLess(a["phases"]["krex-2"]["per_problem_pct"]["a"]["median"], 0)
+        md = kr.markdown(a, {"method": "cuda_event", "trials": 100, "reps": 2})
+        self.assertIn("Against serial-2's median of each problem", md)
+        self.assertIn("| krex-2 | 4 | +0.00% |", md)
+        self.assertIsNone(kr.analyze({"solo": phases["solo"],
+                                      "krex-2": phases["krex-2"]})["against_serial"])
+
     def test_preparation_and_flock_wait(self):
         solo = [worker(1, {"a": [1.0], "b": [2.0]})]
         lock = [worker(2, {"a": [1.0], "b": [2.0]},
