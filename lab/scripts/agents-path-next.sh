@@ -14,6 +14,12 @@
 #                                           phases, 8 processes with the same problem orders), then
 #                                           krex-8: is krex-8's p95 the spread of 8 solo processes?
 #                                           About 450 s. Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh kb3     whether memory alone brings the slow placements: the
+#                                           8 workers one after another, each beside 7 processes
+#                                           that only hold device memory (held-8, 4 GB each with
+#                                           holes), then krex-8; solo, solo-again and serial-8
+#                                           taken from run F (lab/results/python.md). About 400 s.
+#                                           Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh nvb     nvbench's examples (8 of 9, as in nvbench.md) with each
 #                                           example process's pid, start and end logged, so the
 #                                           remaining "-shared" states are told apart (starting,
@@ -27,7 +33,7 @@
 # and leaves what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-plan=${1:?"usage: $0 kb|kb2|nvb"}
+plan=${1:?"usage: $0 kb|kb2|kb3|nvb"}
 out=${OUT:-/tmp/agents-path-next}
 mkdir -p "$out"
 log=$out/$plan.log
@@ -57,6 +63,12 @@ case "$plan" in
       --workers 8 --timeout 380 --modes serial,krex
     tar czf "$out/kb2.tgz" -C build-cuda/kernelbench-real kb2 2>>"$log"
     ;;
+  kb3)
+    limited 540 env OUT= KB_TAG=kb3 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+      --workers 8 --timeout 380 --modes serial,held,krex \
+      --solo-from lab/results/h200-python/kernelbench-real-w8-serial/kernelbench_real.json
+    tar czf "$out/kb3.tgz" -C build-cuda/kernelbench-real kb3 2>>"$log"
+    ;;
   nvb)
     export NVB_EXAMPLES="throughput auto_throughput enums exec_tag_sync exec_tag_timer skip stream summaries"
     export NVB_OUT=build-nvbench-gpu/out
@@ -77,7 +89,7 @@ case "$plan" in
     tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
     ;;
   *)
-    echo "agents-path-next: unknown plan '$plan' (kb, kb2, nvb)" >&2
+    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, nvb)" >&2
     exit 2
     ;;
 esac

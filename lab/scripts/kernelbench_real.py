@@ -19,7 +19,11 @@ region. The workers of a phase start together, right after importing
 PyTorch: their CUDA start-up, inputs and checks overlap the others' timing.
 
 Phases: solo (one worker, alone), solo-again (the noise floor), then for
-each N in --workers: unprotected-N, krex-N.
+each N in --workers one phase per --modes entry (default unprotected-N,
+krex-N; also lock-N, serial-N, held-N and krex-N@KREX_VAR=value: see
+parse_mode). Where a serial phase ran (or came with --solo-from), every
+phase is also compared with its median of each problem, a reference over
+N processes.
 
 Each worker writes its timestamped steps (imports, CUDA context, each
 problem loaded, checked and timed) to --out/worker-logs/PHASE-wNN.log, and
@@ -221,6 +225,32 @@ def worker(args):
     return 0
 
 
+def ballast(args):
+    """The held mode's memory holder: allocates device memory in chunks of
+    mixed sizes up to twice --ballast-gb, frees every other chunk back to
+    the driver (PyTorch's empty_cache), so that what it keeps has holes
+    between its pieces, as a worker's memory has after its problems came
+    and went; then holds it, with no GPU work, until killed or told."""
+    import random  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    torch.cuda.set_device(0)
+    rng = random.Random(args.index)
+    chunks, total = [], 0
+    while total < 2 * args.ballast_gb * 2**30:
+        mb = rng.choice((2, 8, 32, 96, 256, 512))
+        chunks.append(torch.empty(mb << 20, dtype=torch.uint8, device="cuda"))
+        chunks[-1].fill_(1)
+        total += mb << 20
+    keep = chunks[::2]
+    del chunks
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    print("holding " + json.dumps({"pid": os.getpid(), "chunks": len(keep),
+                                   "bytes": sum(t.numel() for t in keep)}), flush=True)
+    sys.stdin.readline()
+    return 0
+
+
 # -------------------------------------------------------------- the driver
 class Proc:
     """A worker process and its output: stdout's lines are read by a thread
@@ -299,12 +329,16 @@ def parse_mode(mode):
     """A phase's mode: "unprotected", "lock" (an flock around each timing call,
     no krex: what any one-at-a-time scheme costs), "serial" (the same N workers,
     same problem orders, each run alone one after another: solo in the shape
-    of the N-worker phases, N processes' placements) or "krex", the last with
+    of the N-worker phases, N processes' placements), "held" (serial, each
+    worker beside N-1 processes that only hold device memory, --ballast-gb
+    each, with holes: the memory a sibling keeps, without its work) or
+    "krex", the last with
     optional KREX_* settings for its workers ("krex@KREX_HANDOFF_GRACE_MS=20",
     several joined by "@"). Returns (kind, {variable: value})."""
     kind, *sets = mode.split("@")
-    if kind not in ("unprotected", "lock", "serial", "krex"):
-        raise ValueError("mode %r: unprotected, lock, serial or krex[@KREX_VAR=value...]" % mode)
+    if kind not in ("unprotected", "lock", "serial", "held", "krex"):
+        raise ValueError("mode %r: unprotected, lock, serial, held or krex[@KREX_VAR=value...]"
+                         % mode)
     env = {}
     for kv in sets:
         k, eq, v = kv.partition("=")
@@ -339,6 +373,22 @@ def run_phase(args, name, n, mode, segment):
     deadline = time.monotonic() + args.timeout
     if kind == "serial":
         return run_serial(args, start, n, deadline)
+    if kind == "held":
+        ballast = [Proc([sys.executable, HERE, "--ballast", "--index", str(i),
+                         "--ballast-gb", str(args.ballast_gb)], env) for i in range(n - 1)]
+        try:
+            held = [json.loads(b.line("holding ", deadline)) for b in ballast]
+            print("%s: %d processes hold %.1f GB of device memory" % (
+                name, len(held), sum(h["bytes"] for h in held) / 2**30), flush=True)
+            res, wall = run_serial(args, start, n, deadline)
+            for r in res:
+                r["ballast"] = held
+            return res, wall
+        finally:
+            for b in ballast:
+                if b.p.poll() is None:
+                    b.p.kill()
+                    b.p.wait()
     procs = [start(i) for i in range(n)]
     try:
         for p in procs:
@@ -690,7 +740,10 @@ def main():
                          "krex@KREX_VAR=value[@...] (krex with settings)")
     ap.add_argument("--no-solo-again", action="store_true", help="skip the noise-floor repeat")
     ap.add_argument("--solo-from", help="reuse the solo phases of an earlier run's "
-                                        "kernelbench_real.json (same problems and method)")
+                                        "kernelbench_real.json (same problems and method), "
+                                        "and its serial-N phases where --modes names serial")
+    ap.add_argument("--ballast-gb", type=float, default=4.0,
+                    help="held mode: device memory each holder keeps (GB)")
     ap.add_argument("--release-on-leave", action="store_true",
                     help="krex phases: KREX_RELEASE_ON_LEAVE=1 (a leaving worker resets its "
                          "device inside the gate)")
@@ -699,6 +752,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "kernelbench-real-out"))
     ap.add_argument("--timeout", type=float, default=900, help="seconds per phase")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--ballast", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--log", help=argparse.SUPPRESS)  # a worker's timestamped steps
     ap.add_argument("--lock", help=argparse.SUPPRESS)  # the lock mode's file
@@ -706,6 +760,10 @@ def main():
     args.kernelbench = os.path.abspath(args.kernelbench)
     if args.worker:
         return worker(args)
+    if args.ballast:
+        return ballast(args)
+    if args.ballast_gb <= 0:
+        ap.error("--ballast-gb: more than 0")
     if not os.path.isdir(os.path.join(args.kernelbench, "KernelBench", "level1")):
         ap.error("--kernelbench %s: not a KernelBench checkout (no KernelBench/level1)"
                  % args.kernelbench)
@@ -725,6 +783,7 @@ def main():
     t_start = time.monotonic()
     plan = [("solo", 1, "unprotected")] + (
         [] if args.no_solo_again else [("solo-again", 1, "unprotected")])
+    plan += [(phase_name(m, n), n, m) for n in counts for m in modes]
     phases = {}
     if args.solo_from:
         with open(args.solo_from) as f:
@@ -733,14 +792,16 @@ def main():
         if (oc["problems"], oc["method"], oc["trials"]) != (args.problems, args.method, args.trials):
             ap.error("--solo-from %s: its problems, method or trials differ from this run's"
                      % args.solo_from)
-        for name in [n for n, _, _ in plan if n in old["raw"]]:
-            walls = old["analysis"].get("walls", {})
-            phases[name] = {"results": old["raw"][name], "wall": walls.get(name, float("nan")),
-                            "workers": 1}
-        if "solo" not in phases or "solo" not in old["analysis"].get("walls", {}):
+        walls = old["analysis"].get("walls", {})
+        if "solo" not in old["raw"] or "solo" not in walls:
             ap.error("--solo-from %s: no solo phase with its wall time in it" % args.solo_from)
+        reused = [(name, n) for name, n, mode in plan if name in old["raw"] and (
+            name in ("solo", "solo-again") or parse_mode(mode)[0] == "serial")]
+        for name, n in reused:
+            phases[name] = {"results": old["raw"][name], "wall": walls.get(name, float("nan")),
+                            "workers": n}
+            print("%s: taken from %s" % (name, args.solo_from), flush=True)
         plan = [p for p in plan if p[0] not in phases]
-    plan += [(phase_name(m, n), n, m) for n in counts for m in modes]
     try:
         for name, n, mode in plan:
             print("%s: %d worker(s) started at %.0f s" % (name, n, time.monotonic() - t_start),

@@ -5,6 +5,7 @@ results (no GPU, no PyTorch): inflation over the solo median per problem,
 throughput against one worker, region levels, and who the foreign processes
 of "-shared" regions were; and the driver's user errors."""
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -108,6 +109,64 @@ class Analysis(unittest.TestCase):
         self.assertIn("| krex-2 | 4 | +0.00% |", md)
         self.assertIsNone(kr.analyze({"solo": phases["solo"],
                                       "krex-2": phases["krex-2"]})["against_serial"])
+
+    def test_solo_from_reuses_an_earlier_serial_phase(self):
+        # --modes serial with --solo-from a run that has serial-2: no worker
+        # starts, and the report compares against the reused serial phase.
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "KernelBench", "level1"))
+            for prob in ("1_Square", "2_Other"):
+                open(os.path.join(d, "KernelBench", "level1", prob + ".py"), "w").close()
+            raw = {"solo": [worker(1, {"1": [1.0, 1.0], "2": [2.0, 2.0]})],
+                   "solo-again": [worker(2, {"1": [1.0, 1.01], "2": [2.0, 2.0]})],
+                   "serial-2": [worker(3, {"1": [1.0, 1.0], "2": [2.0, 2.0]}),
+                                worker(4, {"1": [1.03, 1.0], "2": [2.0, 2.0]})]}
+            old = {"raw": raw, "analysis": {
+                "config": {"problems": "1,2", "method": "cuda_event", "trials": 100},
+                "walls": {"solo": 4.0, "solo-again": 4.0, "serial-2": 8.0}}}
+            path = os.path.join(d, "old.json")
+            with open(path, "w") as f:
+                json.dump(old, f)
+            out = os.path.join(d, "out")
+            p = subprocess.run([sys.executable, SCRIPT, "--kernelbench", d, "--problems", "1,2",
+                                "--workers", "2", "--modes", "serial", "--solo-from", path,
+                                "--out", out], capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("serial-2: taken from", p.stdout)
+            self.assertNotIn("worker(s) started", p.stdout)
+            with open(os.path.join(out, "kernelbench_real.md")) as f:
+                md = f.read()
+        self.assertIn("Against serial-2's median of each problem", md)
+        self.assertIn("| serial-2 | 8 | +0.00% |", md)
+
+    def test_the_held_mode_s_memory_holder(self):
+        # A stand-in torch: the holder allocates mixed chunks to twice its
+        # share, keeps every other one, says what it holds, waits for a line.
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "torch"))
+            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+                f.write("uint8 = 'uint8'\n"
+                        "class _T:\n"
+                        "    def __init__(self, n): self.n = n\n"
+                        "    def numel(self): return self.n\n"
+                        "    def fill_(self, v): return self\n"
+                        "def empty(n, dtype=None, device=None): return _T(n)\n"
+                        "class cuda:\n"
+                        "    set_device = staticmethod(lambda i: None)\n"
+                        "    synchronize = staticmethod(lambda: None)\n"
+                        "    empty_cache = staticmethod(lambda: None)\n")
+            env = dict(os.environ, PYTHONPATH=d)
+            p = kr.Proc([sys.executable, SCRIPT, "--ballast", "--index", "3",
+                         "--ballast-gb", "1"], env)
+            held = json.loads(p.line("holding ", time.monotonic() + 30))
+            self.assertIsNone(p.p.poll())            # holds until told
+            p.send("")
+            self.assertEqual(p.p.wait(timeout=20), 0)
+        self.assertGreater(held["chunks"], 1)
+        self.assertGreater(held["bytes"], 0.5 * 2**30)   # about half of twice 1 GB
+        self.assertLess(held["bytes"], 1.5 * 2**30)
+        self.assertEqual(kr.parse_mode("held"), ("held", {}))
+        self.assertEqual(kr.phase_name("held", 8), "held-8")
 
     def test_preparation_and_flock_wait(self):
         solo = [worker(1, {"a": [1.0], "b": [2.0]})]
