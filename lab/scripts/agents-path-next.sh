@@ -20,6 +20,10 @@
 #                                           holes), then krex-8; solo, solo-again and serial-8
 #                                           taken from run F (lab/results/python.md). About 400 s.
 #                                           Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh pool    krex.Pool's throughput at 8 workers (bench/python's
+#                                           kernelbench_throughput.py, pool shape): unprotected,
+#                                           lock, krex and krex without the 2 ms hand-off
+#                                           (KREX_HANDOFF_GRACE_MS=0). About 250 s. No carry.
 #   lab/scripts/agents-path-next.sh nvb     nvbench's examples (8 of 9, as in nvbench.md) with each
 #                                           example process's pid, start and end logged, so the
 #                                           remaining "-shared" states are told apart (starting,
@@ -33,7 +37,7 @@
 # and leaves what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-plan=${1:?"usage: $0 kb|kb2|kb3|nvb"}
+plan=${1:?"usage: $0 kb|kb2|kb3|pool|nvb"}
 out=${OUT:-/tmp/agents-path-next}
 mkdir -p "$out"
 log=$out/$plan.log
@@ -69,6 +73,11 @@ case "$plan" in
       --solo-from lab/results/h200-python/kernelbench-real-w8-serial/kernelbench_real.json
     tar czf "$out/kb3.tgz" -C build-cuda/kernelbench-real kb3 2>>"$log"
     ;;
+  pool)
+    limited 400 env OUT="$out/pool" bash bench/python/run_gpu.sh --throughput --shapes pool \
+      --workers 8 --modes unprotected,lock,krex,krex@KREX_HANDOFF_GRACE_MS=0
+    tar czf "$out/pool.tgz" -C "$out" pool 2>>"$log"
+    ;;
   nvb)
     export NVB_EXAMPLES="throughput auto_throughput enums exec_tag_sync exec_tag_timer skip stream summaries"
     export NVB_OUT=build-nvbench-gpu/out
@@ -89,7 +98,7 @@ case "$plan" in
     tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
     ;;
   *)
-    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, nvb)" >&2
+    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, pool, nvb)" >&2
     exit 2
     ;;
 esac
