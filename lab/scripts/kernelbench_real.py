@@ -736,7 +736,8 @@ def main():
     ap.add_argument("--check-trials", type=int, default=2, help="correctness trials per problem")
     ap.add_argument("--modes", default="unprotected,krex",
                     help="of: unprotected, lock (an flock around each timing call), serial "
-                         "(the N workers one after another, each alone), krex, "
+                         "(the N workers one after another, each alone), held (serial, beside "
+                         "N-1 processes holding --ballast-gb of device memory each), krex, "
                          "krex@KREX_VAR=value[@...] (krex with settings)")
     ap.add_argument("--no-solo-again", action="store_true", help="skip the noise-floor repeat")
     ap.add_argument("--solo-from", help="reuse the solo phases of an earlier run's "
