@@ -324,6 +324,18 @@ class Proc:
         self.p.stdin.write(s + "\n")
         self.p.stdin.flush()
 
+    def exited(self, result):
+        """`result` (its parsed result line) with when it exited and its status."""
+        result["t_exit"] = self.t_exit if self.t_exit is not None else time.monotonic()
+        result["status"] = self.p.returncode
+        return result
+
+    def stop(self):
+        """Kills it if it still runs, and reaps it."""
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
 
 def parse_mode(mode):
     """A phase's mode: "unprotected", "lock" (an flock around each timing call,
@@ -386,9 +398,7 @@ def run_phase(args, name, n, mode, segment):
             return res, wall
         finally:
             for b in ballast:
-                if b.p.poll() is None:
-                    b.p.kill()
-                    b.p.wait()
+                b.stop()
     procs = [start(i) for i in range(n)]
     try:
         for p in procs:
@@ -403,15 +413,10 @@ def run_phase(args, name, n, mode, segment):
                 p.send("exit")
         for p in procs:
             p.p.wait(max(1.0, deadline - time.monotonic()))
-        for r, p in zip(results, procs):
-            r["t_exit"] = p.t_exit if p.t_exit is not None else time.monotonic()
-            r["status"] = p.p.returncode
-        return results, wall
+        return [p.exited(r) for r, p in zip(results, procs)], wall
     finally:
         for p in procs:
-            if p.p.poll() is None:
-                p.p.kill()
-                p.p.wait()
+            p.stop()
 
 
 def run_serial(args, start, n, deadline):
@@ -429,13 +434,9 @@ def run_serial(args, start, n, deadline):
             if args.linger:
                 p.send("exit")
             p.p.wait(max(1.0, deadline - time.monotonic()))
-            r["t_exit"] = p.t_exit if p.t_exit is not None else time.monotonic()
-            r["status"] = p.p.returncode
-            results.append(r)
+            results.append(p.exited(r))
         finally:
-            if p.p.poll() is None:
-                p.p.kill()
-                p.p.wait()
+            p.stop()
     return results, wall
 
 
@@ -485,11 +486,7 @@ def analyze(phases, solo_name="solo"):
     """phases: {name: {"results": [worker results], "wall": s, "workers": n}}.
     Inflation of every timing call over the solo median of its problem."""
     solo = phases[solo_name]["results"]
-    ref = {}
-    for r in solo:
-        for pid, rec in r["problems"].items():
-            ref.setdefault(pid, []).extend(c["median_ms"] for c in rec["calls"])
-    ref = {pid: statistics.median(v) for pid, v in ref.items()}
+    ref = problem_medians(solo)
     names = {pid: rec["name"] for r in solo for pid, rec in r["problems"].items()}
     calls_solo = sum(len(rec["calls"]) for r in solo for rec in r["problems"].values())
     solo_rate = calls_solo / phases[solo_name]["wall"]
@@ -546,6 +543,15 @@ def analyze(phases, solo_name="solo"):
     return out
 
 
+def problem_medians(results):
+    """Each problem's median over every timing call of a phase's workers."""
+    calls = {}
+    for r in results:
+        for pid, rec in r["problems"].items():
+            calls.setdefault(pid, []).extend(c["median_ms"] for c in rec["calls"])
+    return {pid: statistics.median(v) for pid, v in calls.items()}
+
+
 def against_serial(phases):
     """Where a serial phase ran (the N workers one after another, each
     alone): every phase's calls against the serial phase's median of each
@@ -557,11 +563,7 @@ def against_serial(phases):
     if not serial:
         return None
     ref_name = serial[0]
-    ref = {}
-    for r in phases[ref_name]["results"]:
-        for pid, rec in r["problems"].items():
-            ref.setdefault(pid, []).extend(c["median_ms"] for c in rec["calls"])
-    ref = {pid: statistics.median(v) for pid, v in ref.items()}
+    ref = problem_medians(phases[ref_name]["results"])
     out = {}
     for name, ph in phases.items():
         v = [(c["median_ms"] / ref[pid] - 1) * 100 for r in ph["results"]
