@@ -20,6 +20,12 @@
 #                                           holes), then krex-8; solo, solo-again and serial-8
 #                                           taken from run F (lab/results/python.md). About 400 s.
 #                                           Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh kb4     each call's trials over 8 placements of its inputs
+#                                           (--placements 8: krex.over_placements; under krex
+#                                           KREX_PLACEMENTS=8): solo, solo-again and krex-8 so, and
+#                                           krex-8 with one placement per call beside them; first
+#                                           the GPU test of placements. About 330 s.
+#                                           Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh pool    krex.Pool's throughput at 8 workers (bench/python's
 #                                           kernelbench_throughput.py, pool shape): unprotected,
 #                                           lock, krex and krex without the 2 ms hand-off
@@ -37,7 +43,7 @@
 # and leaves what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-plan=${1:?"usage: $0 kb|kb2|kb3|pool|nvb"}
+plan=${1:?"usage: $0 kb|kb2|kb3|kb4|pool|nvb"}
 out=${OUT:-/tmp/agents-path-next}
 mkdir -p "$out"
 log=$out/$plan.log
@@ -73,6 +79,11 @@ case "$plan" in
       --solo-from lab/results/h200-python/kernelbench-real-w8-serial/kernelbench_real.json
     tar czf "$out/kb3.tgz" -C build-cuda/kernelbench-real kb3 2>>"$log"
     ;;
+  kb4)
+    limited 560 env OUT= KB_TAG=kb4 KREX_KB_TEST_ONLY=placements bash lab/scripts/kernelbench_real.sh \
+      --workers 8 --timeout 200 --placements 8 --modes krex,krex@KREX_PLACEMENTS=1
+    tar czf "$out/kb4.tgz" -C build-cuda/kernelbench-real kb4 2>>"$log"
+    ;;
   pool)
     limited 400 env OUT="$out/pool" bash bench/python/run_gpu.sh --throughput --shapes pool \
       --workers 8 --modes unprotected,lock,krex,krex@KREX_HANDOFF_GRACE_MS=0
@@ -98,7 +109,7 @@ case "$plan" in
     tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
     ;;
   *)
-    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, pool, nvb)" >&2
+    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, pool, nvb)" >&2
     exit 2
     ;;
 esac

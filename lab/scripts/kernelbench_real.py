@@ -134,6 +134,10 @@ def worker(args):
     fn = kt.get_timing_function(args.method)
     patched = hasattr(fn, "__krex_original__")
     log("imported torch and the timing module (%s), patched by krex: %s" % (how, patched))
+    placed = None  # --placements outside krex.run: krex.over_placements, no region
+    if args.placements > 1 and not patched:
+        import krex as krex_lib  # noqa: PLC0415 (no join: only its placements helper)
+        placed = krex_lib.over_placements(fn, args.placements)
     print("ready", flush=True)
     log("ready: waiting for go")
     if sys.stdin.readline().strip() != "go":
@@ -184,7 +188,8 @@ def worker(args):
                     fcntl.flock(lockf, fcntl.LOCK_EX)
                 t_locked = time.monotonic()
                 try:
-                    times = kt.get_timing_function(args.method)(
+                    timing = placed or kt.get_timing_function(args.method)
+                    times = timing(
                         model, inputs, num_warmup=args.warmup, num_trials=args.trials,
                         discard_first=1, verbose=False, device=dev)
                 finally:
@@ -369,9 +374,13 @@ def run_phase(args, name, n, mode, segment):
         "--warmup", str(args.warmup), "--check-trials", str(args.check_trials)]
     if args.linger:
         cmd.append("--linger")
+    if args.placements > 1:
+        cmd += ["--placements", str(args.placements)]
     env = dict(os.environ, KREX_SEGMENT=segment)
     if not krex_on:
         env["KREX_PATCH"] = "0"
+    elif args.placements > 1:
+        env["KREX_PLACEMENTS"] = str(args.placements)
     elif args.release_on_leave:
         env["KREX_RELEASE_ON_LEAVE"] = "1"
     env.update(settings)
@@ -622,8 +631,10 @@ def timeline(results):
 
 def markdown(a, cfg):
     f = "%+.2f%%"
-    lines = ["# The real KernelBench: %s, %d trials per call, %d calls per problem and worker"
-             % (cfg["method"], cfg["trials"], cfg["reps"]), "",
+    lines = ["# The real KernelBench: %s, %d trials per call%s, %d calls per problem and worker"
+             % (cfg["method"], cfg["trials"],
+                " over %d placements" % cfg["placements"] if cfg.get("placements", 1) > 1 else "",
+                cfg["reps"]), "",
              "| phase | workers | wall | throughput (x one worker) | inflation median | p95 | max "
              "| regions | -shared | foreign processes seen |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -736,6 +747,10 @@ def main():
     ap.add_argument("--trials", type=int, default=100, help="num_trials of each timing call")
     ap.add_argument("--warmup", type=int, default=3, help="num_warmup of each timing call")
     ap.add_argument("--check-trials", type=int, default=2, help="correctness trials per problem")
+    ap.add_argument("--placements", type=int, default=1,
+                    help="spread each call's trials over K placements of its inputs "
+                         "(krex.over_placements: KREX_PLACEMENTS=K in the krex phases, the "
+                         "helper alone in the others); 1: KernelBench's call as it is")
     ap.add_argument("--modes", default="unprotected,krex",
                     help="of: unprotected, lock (an flock around each timing call), serial "
                          "(the N workers one after another, each alone), held (serial, beside "
@@ -767,6 +782,8 @@ def main():
         return ballast(args)
     if args.ballast_gb <= 0:
         ap.error("--ballast-gb: more than 0")
+    if not 1 <= args.placements <= 64:
+        ap.error("--placements: 1 to 64")
     if not os.path.isdir(os.path.join(args.kernelbench, "KernelBench", "level1")):
         ap.error("--kernelbench %s: not a KernelBench checkout (no KernelBench/level1)"
                  % args.kernelbench)
@@ -792,9 +809,10 @@ def main():
         with open(args.solo_from) as f:
             old = json.load(f)
         oc = old["analysis"]["config"]
-        if (oc["problems"], oc["method"], oc["trials"]) != (args.problems, args.method, args.trials):
-            ap.error("--solo-from %s: its problems, method or trials differ from this run's"
-                     % args.solo_from)
+        if (oc["problems"], oc["method"], oc["trials"], oc.get("placements", 1)) != (
+                args.problems, args.method, args.trials, args.placements):
+            ap.error("--solo-from %s: its problems, method, trials or placements differ from "
+                     "this run's" % args.solo_from)
         walls = old["analysis"].get("walls", {})
         if "solo" not in old["raw"] or "solo" not in walls:
             ap.error("--solo-from %s: no solo phase with its wall time in it" % args.solo_from)

@@ -15,7 +15,8 @@
 # reuse its solo phases: --solo-from build-cuda/kernelbench-real/run/kernelbench_real.json):
 # install.log, env.txt, gpu_test.log, kernelbench_real.{md,json}, run.log,
 # kernelbench_real.partial.json and worker-logs/ (each worker's steps); and
-# copies them to $OUT when it is set. KREX_KB_TEST=0 skips the GPU test.
+# copies them to $OUT when it is set. KREX_KB_TEST=0 skips the GPU test;
+# KREX_KB_TEST_ONLY=substring runs only its tests of that name.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="build-cuda/kernelbench-real/${KB_TAG:-run}"
@@ -53,7 +54,8 @@ echo "KernelBench $kb at commit $(cat "$kb/.krex-commit" 2>/dev/null || git -C "
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv >>"$out/env.txt" 2>&1 || true
 
 if [ "${KREX_KB_TEST:-1}" != 0 ]; then
-  "$py" tests/python/run_tests.py tests/python/test_kernelbench.py 2>&1 | tee "$out/gpu_test.log"
+  "$py" tests/python/run_tests.py ${KREX_KB_TEST_ONLY:+-k "$KREX_KB_TEST_ONLY"} \
+    tests/python/test_kernelbench.py 2>&1 | tee "$out/gpu_test.log"
   echo "GPU test: exit ${PIPESTATUS[0]}"
 fi
 

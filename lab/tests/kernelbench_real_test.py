@@ -138,6 +138,32 @@ class Analysis(unittest.TestCase):
                 md = f.read()
         self.assertIn("Against serial-2's median of each problem", md)
         self.assertIn("| serial-2 | 8 | +0.00% |", md)
+        self.assertIn("100 trials per call, 2 calls", md)  # one placement: said as before
+
+    def test_placements_are_checked_and_must_match_a_reused_run(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "KernelBench", "level1"))
+            open(os.path.join(d, "KernelBench", "level1", "1_Square.py"), "w").close()
+            base = [sys.executable, SCRIPT, "--kernelbench", d, "--problems", "1", "--out", d]
+            p = subprocess.run(base + ["--placements", "0"], capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--placements: 1 to 64", p.stderr)
+            old = {"raw": {"solo": [worker(1, {"1": [1.0]})]}, "analysis": {
+                "config": {"problems": "1", "method": "cuda_event", "trials": 100},
+                "walls": {"solo": 4.0}}}
+            path = os.path.join(d, "old.json")
+            with open(path, "w") as f:
+                json.dump(old, f)
+            p = subprocess.run(base + ["--placements", "8", "--solo-from", path],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("trials or placements differ", p.stderr)
+        md = kr.markdown(kr.analyze({"solo": {"results": [worker(1, {"1": [1.0]})],
+                                              "wall": 1.0, "workers": 1}}),
+                         {"method": "cuda_event", "trials": 100, "reps": 2, "placements": 8})
+        self.assertIn("# The real KernelBench: cuda_event, 100 trials per call over 8 placements,",
+                      md)
 
     def test_the_held_mode_s_memory_holder(self):
         # A stand-in torch: the holder allocates mixed chunks to twice its
