@@ -26,6 +26,10 @@
 #                                           krex-8 with one placement per call beside them; first
 #                                           the GPU test of placements. About 330 s.
 #                                           Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh kb5     krex-8 beside krex-8 with every sibling frozen
+#                                           (KREX_FREEZE_SCOPE=all: those only computing on the
+#                                           host too), solo and solo-again fresh; each call's
+#                                           trials kept. About 300 s. Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh pool    krex.Pool's throughput at 8 workers (bench/python's
 #                                           kernelbench_throughput.py, pool shape): unprotected,
 #                                           lock, krex and krex without the 2 ms hand-off
@@ -43,7 +47,7 @@
 # and leaves what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-plan=${1:?"usage: $0 kb|kb2|kb3|kb4|pool|nvb"}
+plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|pool|nvb"}
 out=${OUT:-/tmp/agents-path-next}
 mkdir -p "$out"
 log=$out/$plan.log
@@ -84,6 +88,11 @@ case "$plan" in
       --workers 8 --timeout 200 --placements 8 --modes krex,krex@KREX_PLACEMENTS=1
     tar czf "$out/kb4.tgz" -C build-cuda/kernelbench-real kb4 2>>"$log"
     ;;
+  kb5)
+    limited 540 env OUT= KB_TAG=kb5 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+      --workers 8 --timeout 200 --modes krex,krex@KREX_FREEZE_SCOPE=all
+    tar czf "$out/kb5.tgz" -C build-cuda/kernelbench-real kb5 2>>"$log"
+    ;;
   pool)
     limited 400 env OUT="$out/pool" bash bench/python/run_gpu.sh --throughput --shapes pool \
       --workers 8 --modes unprotected,lock,krex,krex@KREX_HANDOFF_GRACE_MS=0
@@ -109,7 +118,7 @@ case "$plan" in
     tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
     ;;
   *)
-    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, pool, nvb)" >&2
+    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, pool, nvb)" >&2
     exit 2
     ;;
 esac

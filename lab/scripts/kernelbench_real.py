@@ -197,7 +197,8 @@ def worker(args):
                         fcntl.flock(lockf, fcntl.LOCK_UN)
                 t1 = time.monotonic()
                 call = {"t0": t0, "t1": t1, "median_ms": statistics.median(times),
-                        "mean_ms": statistics.fmean(times), "n": len(times)}
+                        "mean_ms": statistics.fmean(times), "n": len(times),
+                        "times_ms": [round(x, 5) for x in times]}  # each trial, in order
                 if lockf is not None:
                     call["flock_ms"] = (t_locked - t0) * 1e3
                 if krex is not None:
