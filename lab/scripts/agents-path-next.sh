@@ -21,11 +21,12 @@
 #                                           taken from run F (lab/results/python.md). About 400 s.
 #                                           Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh kb4     each call's trials over 8 placements of its inputs
-#                                           (--placements 8: krex.over_placements; under krex
-#                                           KREX_PLACEMENTS=8): solo, solo-again and krex-8 so, and
-#                                           krex-8 with one placement per call beside them; first
-#                                           the GPU test of placements. About 330 s.
-#                                           Carry .deps/KernelBench.
+#                                           (--placements 8): solo, solo-again and krex-8 so. Run H
+#                                           (lab/results/python.md) ran it at 1495c76, where the
+#                                           spread was krex's (KREX_PLACEMENTS, one region per
+#                                           call), with krex-8@KREX_PLACEMENTS=1 beside it; the
+#                                           driver now spreads the trials itself (one region per
+#                                           part). About 250 s. Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh kb5     krex-8 beside krex-8 with every sibling frozen
 #                                           (KREX_FREEZE_SCOPE=all: those only computing on the
 #                                           host too), solo and solo-again fresh; each call's
@@ -84,8 +85,8 @@ case "$plan" in
     tar czf "$out/kb3.tgz" -C build-cuda/kernelbench-real kb3 2>>"$log"
     ;;
   kb4)
-    limited 560 env OUT= KB_TAG=kb4 KREX_KB_TEST_ONLY=placements bash lab/scripts/kernelbench_real.sh \
-      --workers 8 --timeout 200 --placements 8 --modes krex,krex@KREX_PLACEMENTS=1
+    limited 560 env OUT= KB_TAG=kb4 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+      --workers 8 --timeout 200 --placements 8 --modes krex
     tar czf "$out/kb4.tgz" -C build-cuda/kernelbench-real kb4 2>>"$log"
     ;;
   kb5)

@@ -109,6 +109,39 @@ def import_timing(kernelbench):
     return kt, "source (package __init__ not run: %s)" % why
 
 
+# --placements: placement p >= 1 of a call's inputs sits behind a spacer of
+# p * PLACEMENT_STEP bytes (9 of the driver's 2 MiB pages, no power-of-two stride).
+PLACEMENT_STEP = 18 << 20
+
+
+def over_placements(timing_fn, k):
+    """--placements K: a KernelBench timing function (fn(kernel_fn, args,
+    num_warmup, num_trials, ...) -> one time per trial) whose calls split
+    num_trials into K near-equal parts, one call of timing_fn each (its own
+    warm-up, and under krex.run its own region): part 0 on args as given,
+    part p on copies of args' tensors made after PyTorch's cache is emptied,
+    behind a spacer of p * 18 MiB, so the copies and the call's own outputs
+    and L2-flush buffer land elsewhere. Returns the parts' times, in order.
+    (Run H measured this inside krex, one region per call, as
+    krex.over_placements at 1495c76; lab/results/python.md.)"""
+    import torch  # noqa: PLC0415
+
+    def placed(kernel_fn, args, num_warmup=3, num_trials=10, **kw):
+        parts = max(1, min(k, num_trials))
+        times = []
+        for p in range(parts):
+            n = num_trials // parts + (1 if p < num_trials % parts else 0)
+            spacer, xs = None, args
+            if p:
+                torch.cuda.empty_cache()
+                spacer = torch.empty(p * PLACEMENT_STEP, dtype=torch.uint8, device=kw.get("device"))
+                xs = [x.clone() if isinstance(x, torch.Tensor) else x for x in args]
+            times += timing_fn(kernel_fn, xs, num_warmup=num_warmup, num_trials=n, **kw)
+            del spacer, xs
+        return times
+    return placed
+
+
 def problem_file(kernelbench, pid):
     d = os.path.join(kernelbench, "KernelBench", "level1")
     for f in sorted(os.listdir(d)):
@@ -134,10 +167,6 @@ def worker(args):
     fn = kt.get_timing_function(args.method)
     patched = hasattr(fn, "__krex_original__")
     log("imported torch and the timing module (%s), patched by krex: %s" % (how, patched))
-    placed = None  # --placements outside krex.run: krex.over_placements, no region
-    if args.placements > 1 and not patched:
-        import krex as krex_lib  # noqa: PLC0415 (no join: only its placements helper)
-        placed = krex_lib.over_placements(fn, args.placements)
     print("ready", flush=True)
     log("ready: waiting for go")
     if sys.stdin.readline().strip() != "go":
@@ -188,7 +217,9 @@ def worker(args):
                     fcntl.flock(lockf, fcntl.LOCK_EX)
                 t_locked = time.monotonic()
                 try:
-                    timing = placed or kt.get_timing_function(args.method)
+                    timing = kt.get_timing_function(args.method)
+                    if args.placements > 1:
+                        timing = over_placements(timing, args.placements)
                     times = timing(
                         model, inputs, num_warmup=args.warmup, num_trials=args.trials,
                         discard_first=1, verbose=False, device=dev)
@@ -380,8 +411,6 @@ def run_phase(args, name, n, mode, segment):
     env = dict(os.environ, KREX_SEGMENT=segment)
     if not krex_on:
         env["KREX_PATCH"] = "0"
-    elif args.placements > 1:
-        env["KREX_PLACEMENTS"] = str(args.placements)
     elif args.release_on_leave:
         env["KREX_RELEASE_ON_LEAVE"] = "1"
     env.update(settings)
@@ -750,8 +779,8 @@ def main():
     ap.add_argument("--check-trials", type=int, default=2, help="correctness trials per problem")
     ap.add_argument("--placements", type=int, default=1,
                     help="spread each call's trials over K placements of its inputs "
-                         "(krex.over_placements: KREX_PLACEMENTS=K in the krex phases, the "
-                         "helper alone in the others); 1: KernelBench's call as it is")
+                         "(K calls of the timing function, on copies behind growing spacers; "
+                         "under krex K regions); 1: KernelBench's call as it is")
     ap.add_argument("--modes", default="unprotected,krex",
                     help="of: unprotected, lock (an flock around each timing call), serial "
                          "(the N workers one after another, each alone), held (serial, beside "

@@ -140,6 +140,44 @@ class Analysis(unittest.TestCase):
         self.assertIn("| serial-2 | 8 | +0.00% |", md)
         self.assertIn("100 trials per call, 2 calls", md)  # one placement: said as before
 
+    def test_over_placements_splits_the_trials_over_copies_behind_spacers(self):
+        import types
+        events = []
+
+        class Tensor:
+            def clone(self):
+                events.append("clone")
+                return Tensor()
+        fake = types.ModuleType("torch")
+        fake.Tensor, fake.uint8 = Tensor, "uint8"
+        fake.empty = lambda n, dtype=None, device=None: events.append(("empty", n, device))
+        fake.cuda = types.SimpleNamespace(empty_cache=lambda: events.append("empty_cache"))
+        calls = []
+
+        def timing(kernel_fn, args, num_warmup=3, num_trials=10, **kw):
+            calls.append((args, num_trials, num_warmup, kw))
+            return [float(len(calls))] * num_trials
+        x = Tensor()
+        saved = sys.modules.get("torch")
+        sys.modules["torch"] = fake
+        try:
+            times = kr.over_placements(timing, 4)(None, [x, 7], num_warmup=2, num_trials=10,
+                                                  device="cuda:0")
+        finally:
+            if saved is None:
+                del sys.modules["torch"]
+            else:
+                sys.modules["torch"] = saved
+        self.assertEqual(times, [1.0] * 3 + [2.0] * 3 + [3.0] * 2 + [4.0] * 2)
+        self.assertEqual([c[1] for c in calls], [3, 3, 2, 2])
+        self.assertIs(calls[0][0][0], x)  # placement 0: the caller's tensors
+        for args, _, warmup, kw in calls[1:]:
+            self.assertIsNot(args[0], x)
+            self.assertEqual((args[1], warmup, kw), (7, 2, {"device": "cuda:0"}))
+        step = kr.PLACEMENT_STEP
+        self.assertEqual(events, [e for p in (1, 2, 3)
+                                  for e in ("empty_cache", ("empty", p * step, "cuda:0"), "clone")])
+
     def test_placements_are_checked_and_must_match_a_reused_run(self):
         with tempfile.TemporaryDirectory() as d:
             os.makedirs(os.path.join(d, "KernelBench", "level1"))

@@ -26,7 +26,7 @@ from ._krex import measure as _measure
 from ._krex import prepare_measure
 
 __all__ = ["Error", "Tenant", "backend", "region", "measure", "compare", "prepare_measure", "patch",
-           "unpatch", "patched", "over_placements",
+           "unpatch", "patched",
            "process_tenant", "last_report", "in_region", "Pool", "PoolError", "WorkerDied",
            "worker_tenant"]
 
@@ -156,5 +156,5 @@ def compare(r, fns, names=None, warmup=3, samples=200, warmup_ms=0.0, timer="aut
                     seed=seed)
 
 
-from .patch import last_report, over_placements, patch, patched, process_tenant, unpatch  # noqa: E402
+from .patch import last_report, patch, patched, process_tenant, unpatch  # noqa: E402
 from .pool import Pool, PoolError, WorkerDied, worker_tenant  # noqa: E402

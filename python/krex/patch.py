@@ -27,7 +27,6 @@ not count it as foreign ("-shared").
 import atexit
 import functools
 import importlib.abc
-import inspect
 import os
 import sys
 import threading
@@ -51,16 +50,6 @@ TARGETS = {
     "src.eval": ("time_execution_with_cuda_event",),
 }
 
-# KernelBench's timing functions that return one time per trial, and whose
-# trials over_placements() can split (the do_bench ones choose their own count).
-SPREADABLE = ("time_execution_with_cuda_event", "time_execution_with_host_time")
-# Placement p (p >= 1) allocates a spacer of p * PLACEMENT_STEP bytes on the
-# device before its copy of the inputs: 9 of the driver's 2 MiB pages, so the
-# copies and the call's own buffers land on other pages, and not on a
-# power-of-two stride.
-PLACEMENT_STEP = 18 << 20
-MAX_PLACEMENTS = 64
-
 _lock = threading.RLock()
 _state = {
     "active": False,
@@ -76,7 +65,6 @@ _state = {
     "adopted": {},         # device -> a tenant the process joined itself (Pool worker, Ray actor)
     "warned_device": False,
     "prepared": set(),     # devices whose tenant ran prepare_measure()
-    "placements": 1,       # patch(placements=) / KREX_PLACEMENTS
 }
 
 
@@ -184,136 +172,20 @@ def patched():
                        for ns, a, _, _ in _state["replaced"]})
 
 
-def _options_error(what, hint):
-    e = _krex.Error("krex: options: %s — %s" % (what, hint))
-    e.step, e.hint, e.code = "options", hint, 0
-    return e
-
-
-def _placements_value(v, source):
-    """A placements count: an int (or its decimal digits) from 1 to
-    MAX_PLACEMENTS; anything else is a krex.Error naming ``source``."""
-    k = None
-    if isinstance(v, int) and not isinstance(v, bool):
-        k = v
-    elif isinstance(v, str) and v.strip().isdigit():
-        k = int(v.strip())
-    if k is None or not 1 <= k <= MAX_PLACEMENTS:
-        raise _options_error(
-            "invalid value '%s' for %s" % (v, source),
-            "a whole number from 1 to %d (1: each call times one placement, as KernelBench "
-            "does alone)" % MAX_PLACEMENTS)
-    return k
-
-
-def _place(inputs, p, device):
-    """Placement p's inputs: PyTorch's cache emptied (the previous part's
-    buffers go back to the driver), a spacer of p * PLACEMENT_STEP bytes on
-    the inputs' device, then a copy of every tensor in ``inputs``. Returns
-    (spacer, copies); the caller keeps both alive for the part."""
-    torch = sys.modules.get("torch")
-    if torch is None or not hasattr(torch, "Tensor"):
-        return None, list(inputs)
-    dev = next((x.device for x in inputs if isinstance(x, torch.Tensor) and x.is_cuda), device)
-    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", MemoryError)
-    try:
-        if dev is not None:
-            torch.cuda.empty_cache()
-        spacer = None if dev is None else torch.empty(p * PLACEMENT_STEP, dtype=torch.uint8,
-                                                      device=dev)
-        return spacer, [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-    except oom as e:
-        raise _options_error(
-            "placement %d of the timed call's inputs does not fit in device memory (%s)"
-            % (p, str(e).splitlines()[0] if str(e) else type(e).__name__),
-            "it needs a copy of the inputs and %d MiB more; lower placements "
-            "(KREX_PLACEMENTS, patch(placements=)) or free device memory"
-            % (p * PLACEMENT_STEP >> 20)) from e
-
-
-def over_placements(timing_fn, placements):
-    """A KernelBench-style timing function whose calls spread their trials
-    over ``placements`` placements of the inputs.
-
-    ``timing_fn(kernel_fn, args, num_warmup=, num_trials=, ...)`` returns one
-    time per trial: KernelBench's ``time_execution_with_cuda_event`` and
-    ``time_execution_with_host_time``. One call of it times one placement:
-    wherever ``args``, the outputs and (cuda_event) its L2-flush buffer
-    happen to lie in device memory, and that moves some kernels' times by a
-    few percent from call to call. The returned function splits
-    ``num_trials`` into ``placements`` near-equal parts and calls
-    ``timing_fn`` once per part, each with its own warm-up: part 0 on
-    ``args`` as given, part p on fresh copies of the tensors in ``args``,
-    allocated after PyTorch's cache is emptied and behind a spacer of p x 18
-    MiB, so that the copies and the buffers the call allocates land on other
-    memory. It returns the parts' times, concatenated: ``num_trials`` of
-    them. ``placements=1`` returns ``timing_fn`` itself. Raises krex.Error
-    for a count outside 1-64, for a function without ``args`` and
-    ``num_trials`` parameters, and when a part's copies do not fit.
-
-    ``patch(placements=K)`` (or KREX_PLACEMENTS=K under ``python -m
-    krex.run``) applies it to the KernelBench functions it wraps, inside
-    their region.
-    """
-    k = _placements_value(placements, "placements")
-    if k == 1:
-        return timing_fn
-    try:
-        sig = inspect.signature(timing_fn)
-    except (TypeError, ValueError):
-        sig = None
-    if sig is None or not {"args", "num_trials"} <= set(sig.parameters):
-        raise _options_error(
-            "over_placements: %s has no 'args' and 'num_trials' parameters"
-            % getattr(timing_fn, "__qualname__", repr(timing_fn)),
-            "it spreads the trials of a KernelBench-style timing function, "
-            "fn(kernel_fn, args, num_warmup=, num_trials=, ...) -> one time per trial")
-
-    @functools.wraps(timing_fn)
-    def placed(*a, **kw):
-        bound = sig.bind(*a, **kw)
-        bound.apply_defaults()
-        n, inputs = bound.arguments["num_trials"], bound.arguments["args"]
-        parts = min(k, n) if isinstance(n, int) else 1
-        if parts <= 1 or not isinstance(inputs, (list, tuple)):
-            return timing_fn(*a, **kw)
-        times = []
-        for p in range(parts):
-            bound.arguments["num_trials"] = n // parts + (1 if p < n % parts else 0)
-            spacer, copies = (None, inputs) if p == 0 else _place(
-                inputs, p, bound.arguments.get("device"))
-            bound.arguments["args"] = type(inputs)(copies)
-            try:
-                times.extend(timing_fn(*bound.args, **bound.kwargs))
-            finally:
-                bound.arguments["args"] = inputs
-                del spacer, copies
-        return times
-
-    placed.__krex_placements__ = k
-    return placed
-
-
 def _wrap(original, name):
     wrapper = _state["wrappers"].get(id(original))
     if wrapper is not None:
         return wrapper
-    spreadable = name.rpartition(".")[2] in SPREADABLE
-    placed = {1: original}  # placements -> original spread over them
 
     @functools.wraps(original)
     def krex_timed(*args, **kwargs):
         pkg = _package()
-        k = _state["placements"] if spreadable else 1
-        fn = placed.get(k)
-        if fn is None:
-            fn = placed[k] = over_placements(original, k)
         if pkg.in_region():
-            return fn(*args, **kwargs)
+            return original(*args, **kwargs)
         t = process_tenant()
         _prepare_measure(t.device)
         with pkg.region(t) as r:
-            result = fn(*args, **kwargs)
+            result = original(*args, **kwargs)
         _state["last_report"] = r.report
         _state["calls"] += 1
         return result
@@ -413,10 +285,6 @@ def patch(also=(), join=False, **options):
     is gated and drained like any tenant's and other tenants' regions do not
     see it as foreign; KREX_PATCH_JOIN=1 or 0 overrides it (``python -m
     krex.run`` passes True). A join that fails raises krex.Error here.
-    ``placements``: K > 1 spreads the trials of each call of KernelBench's
-    cuda_event and host_time functions over K placements of its inputs
-    (over_placements(), inside the call's one region); KREX_PLACEMENTS
-    overrides it; default 1 (each call as KernelBench makes it).
     ``options``: keyword options of the process-wide tenant (as krex.Tenant
     takes them; device included). Returns True, or False when KREX_PATCH=0
     turns krex off (the control run of a comparison).
@@ -425,11 +293,6 @@ def patch(also=(), join=False, **options):
     if not _env_switch("KREX_PATCH", True):
         return False
     join = _env_switch("KREX_PATCH_JOIN", bool(join))
-    placements = options.pop("placements", None)
-    if placements is not None:
-        placements = _placements_value(placements, "placements")
-    if os.environ.get("KREX_PLACEMENTS") is not None:
-        placements = _placements_value(os.environ["KREX_PLACEMENTS"], "KREX_PLACEMENTS")
     with _lock:
         targets = {k: tuple(v) for k, v in TARGETS.items()}
         for pair in also:
@@ -439,8 +302,6 @@ def patch(also=(), join=False, **options):
             targets[module] = tuple(dict.fromkeys(attrs + targets.get(module, ())))
         _state["targets"] = targets
         _state["options"].update(options)
-        if placements is not None:
-            _state["placements"] = placements
         _state["active"] = True
         if _state["finder"] is None:
             _state["finder"] = _Finder()
@@ -484,7 +345,6 @@ def unpatch(leave=True):
         _state["active"] = False
         _state["targets"] = {}
         _state["options"] = {}
-        _state["placements"] = 1
         if leave:
             _leave_all()
             _state["early_device"] = next(iter(_state["adopted"]), None)
