@@ -31,6 +31,10 @@
 #                                           (KREX_FREEZE_SCOPE=all: those only computing on the
 #                                           host too), solo and solo-again fresh; each call's
 #                                           trials kept. About 300 s. Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh kb6     krex-8 beside krex-8 joining at the first timing call
+#                                           (KREX_PATCH_JOIN=0, as when the issue was filed: the
+#                                           workers' preparation ungated), solo fresh, no
+#                                           solo-again. About 300 s. Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh pool    krex.Pool's throughput at 8 workers (bench/python's
 #                                           kernelbench_throughput.py, pool shape): unprotected,
 #                                           lock, krex and krex without the 2 ms hand-off
@@ -48,7 +52,7 @@
 # and leaves what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|pool|nvb"}
+plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|kb6|pool|nvb"}
 out=${OUT:-/tmp/agents-path-next}
 mkdir -p "$out"
 log=$out/$plan.log
@@ -94,6 +98,11 @@ case "$plan" in
       --workers 8 --timeout 200 --modes krex,krex@KREX_FREEZE_SCOPE=all
     tar czf "$out/kb5.tgz" -C build-cuda/kernelbench-real kb5 2>>"$log"
     ;;
+  kb6)
+    limited 540 env OUT= KB_TAG=kb6 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+      --workers 8 --timeout 200 --no-solo-again --modes krex,krex@KREX_PATCH_JOIN=0
+    tar czf "$out/kb6.tgz" -C build-cuda/kernelbench-real kb6 2>>"$log"
+    ;;
   pool)
     limited 400 env OUT="$out/pool" bash bench/python/run_gpu.sh --throughput --shapes pool \
       --workers 8 --modes unprotected,lock,krex,krex@KREX_HANDOFF_GRACE_MS=0
@@ -119,7 +128,7 @@ case "$plan" in
     tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
     ;;
   *)
-    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, pool, nvb)" >&2
+    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, kb6, pool, nvb)" >&2
     exit 2
     ;;
 esac
