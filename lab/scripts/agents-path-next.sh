@@ -35,6 +35,16 @@
 #                                           (KREX_PATCH_JOIN=0, as when the issue was filed: the
 #                                           workers' preparation ungated), solo fresh, no
 #                                           solo-again. About 300 s. Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh kb7     the card's clocks, power, temperatures and throttle
+#                                           reasons sampled through every call (nvidia-smi every
+#                                           50 ms, --smi-ms): solo, krex-8, then serial-8 (the
+#                                           same workers one at a time). About 380 s.
+#                                           Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh kb8     churn-8: the 8 workers one after another under krex,
+#                                           each beside 7 krex tenants that only allocate and
+#                                           free device memory between its regions; krex-8
+#                                           beside it; clocks sampled as in kb7. About 380 s.
+#                                           Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh pool    krex.Pool's throughput at 8 workers (bench/python's
 #                                           kernelbench_throughput.py, pool shape): unprotected,
 #                                           lock, krex and krex without the 2 ms hand-off
@@ -52,7 +62,7 @@
 # and leaves what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|kb6|pool|nvb"}
+plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|kb6|kb7|kb8|pool|nvb"}
 out=${OUT:-/tmp/agents-path-next}
 mkdir -p "$out"
 log=$out/$plan.log
@@ -103,6 +113,16 @@ case "$plan" in
       --workers 8 --timeout 200 --no-solo-again --modes krex,krex@KREX_PATCH_JOIN=0
     tar czf "$out/kb6.tgz" -C build-cuda/kernelbench-real kb6 2>>"$log"
     ;;
+  kb7)
+    limited 560 env OUT= KB_TAG=kb7 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+      --workers 8 --timeout 300 --no-solo-again --smi-ms 50 --modes krex,serial
+    tar czf "$out/kb7.tgz" -C build-cuda/kernelbench-real kb7 2>>"$log"
+    ;;
+  kb8)
+    limited 560 env OUT= KB_TAG=kb8 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+      --workers 8 --timeout 300 --no-solo-again --smi-ms 50 --modes churn,krex
+    tar czf "$out/kb8.tgz" -C build-cuda/kernelbench-real kb8 2>>"$log"
+    ;;
   pool)
     limited 400 env OUT="$out/pool" bash bench/python/run_gpu.sh --throughput --shapes pool \
       --workers 8 --modes unprotected,lock,krex,krex@KREX_HANDOFF_GRACE_MS=0
@@ -128,7 +148,7 @@ case "$plan" in
     tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
     ;;
   *)
-    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, kb6, pool, nvb)" >&2
+    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, kb6, kb7, kb8, pool, nvb)" >&2
     exit 2
     ;;
 esac

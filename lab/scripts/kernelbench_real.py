@@ -20,7 +20,7 @@ PyTorch: their CUDA start-up, inputs and checks overlap the others' timing.
 
 Phases: solo (one worker, alone), solo-again (the noise floor), then for
 each N in --workers one phase per --modes entry (default unprotected-N,
-krex-N; also lock-N, serial-N, held-N and krex-N@KREX_VAR=value: see
+krex-N; also lock-N, serial-N, held-N, churn-N and krex-N@KREX_VAR=value: see
 parse_mode). Where a serial phase ran (or came with --solo-from), every
 phase is also compared with its median of each problem, a reference over
 N processes.
@@ -272,6 +272,8 @@ def ballast(args):
     import torch  # noqa: PLC0415
     torch.cuda.set_device(0)
     rng = random.Random(args.index)
+    if args.churn:
+        return churn(args, torch, rng)
     chunks, total = [], 0
     while total < 2 * args.ballast_gb * 2**30:
         mb = rng.choice((2, 8, 32, 96, 256, 512))
@@ -286,6 +288,115 @@ def ballast(args):
                                    "bytes": sum(t.numel() for t in keep)}), flush=True)
     sys.stdin.readline()
     return 0
+
+
+def churn(args, torch, rng):
+    """The churn mode's sibling (a krex tenant, under krex.run): allocates
+    and frees device memory in rounds, never a kernel: chunks of 2-64 MB up
+    to --ballast-gb, then a random half freed back to the driver
+    (empty_cache), and again, 20 ms apart, until killed. Its allocations and
+    frees are gated calls: they run between the worker's regions only."""
+    import select  # noqa: PLC0415
+    keep, rounds, said = [], 0, False
+    while True:
+        total = sum(t.numel() for t in keep)
+        while total < args.ballast_gb * 2**30:
+            mb = rng.choice((2, 4, 8, 20, 32, 64))
+            keep.append(torch.empty(mb << 20, dtype=torch.uint8, device="cuda"))
+            total += mb << 20
+        rng.shuffle(keep)
+        del keep[len(keep) // 2:]
+        torch.cuda.empty_cache()
+        rounds += 1
+        if not said:
+            print("holding " + json.dumps({"pid": os.getpid(), "chunks": len(keep),
+                                           "bytes": sum(t.numel() for t in keep),
+                                           "churn": True}), flush=True)
+            said = True
+        if select.select([sys.stdin], [], [], 0.02)[0] and not sys.stdin.readline():
+            return 0
+
+
+# The card's clocks, power, temperatures and throttle reasons, sampled by
+# nvidia-smi through each phase (--smi-ms), and what each call's body saw.
+SMI_FIELDS = ("timestamp", "clocks.sm", "clocks.mem", "power.draw", "temperature.gpu",
+              "temperature.memory", "clocks_throttle_reasons.active")
+
+
+class Smi:
+    """nvidia-smi --query-gpu=SMI_FIELDS -lms MS into PATH for one phase;
+    `anchor` maps its wall-clock timestamps to time.monotonic(), the
+    workers' clock. No nvidia-smi: `self.p` is None and nothing is written."""
+
+    def __init__(self, path, ms):
+        self.path, self.p = path, None
+        self.anchor = (time.time(), time.monotonic())
+        try:
+            self.f = open(path, "w")  # noqa: SIM115
+            self.p = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=" + ",".join(SMI_FIELDS),
+                 "--format=csv,noheader,nounits", "-lms", str(ms)],
+                stdout=self.f, stderr=subprocess.DEVNULL)
+        except OSError:
+            self.f.close()
+            os.unlink(path)
+            self.p = None
+
+    def stop(self):
+        if self.p is not None:
+            self.p.terminate()
+            try:
+                self.p.wait(5)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+            self.f.close()
+
+
+def parse_smi(text, anchor):
+    """nvidia-smi's CSV lines -> samples {t (monotonic), sm, mem, power, temp,
+    mem_temp, reasons}; a field it cannot read ("[N/A]", "N/A") is None; a
+    line that is not a sample is skipped."""
+    import datetime  # noqa: PLC0415
+    wall0, mono0 = anchor
+    out = []
+    for line in text.splitlines():
+        f = [x.strip() for x in line.split(",")]
+        if len(f) != len(SMI_FIELDS):
+            continue
+        try:
+            wall = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+        except ValueError:
+            continue
+
+        def num(x, conv=float):
+            try:
+                return conv(x)
+            except ValueError:
+                return None
+        out.append({"t": mono0 + (wall - wall0), "sm": num(f[1]), "mem": num(f[2]),
+                    "power": num(f[3]), "temp": num(f[4]), "mem_temp": num(f[5]),
+                    "reasons": num(f[6], lambda x: int(x, 16))})
+    return out
+
+
+def body_clocks(samples, t0, t1):
+    """What the samples between t0 and t1 (a call) read: their count, the
+    lowest SM clock, the mean power, the highest temperatures and the
+    throttle reasons seen (OR of the bitmasks, the idle bit 0x1 left out)."""
+    s = [x for x in samples if t0 <= x["t"] <= t1]
+    if not s:
+        return None
+
+    def vals(k):
+        return [x[k] for x in s if x[k] is not None]
+    reasons = 0
+    for r in vals("reasons"):
+        reasons |= r & ~0x1
+    return {"samples": len(s), "sm_min": min(vals("sm"), default=None),
+            "power_mean": statistics.fmean(vals("power")) if vals("power") else None,
+            "temp_max": max(vals("temp"), default=None),
+            "mem_temp_max": max(vals("mem_temp"), default=None), "reasons": reasons}
 
 
 # -------------------------------------------------------------- the driver
@@ -380,14 +491,16 @@ def parse_mode(mode):
     same problem orders, each run alone one after another: solo in the shape
     of the N-worker phases, N processes' placements), "held" (serial, each
     worker beside N-1 processes that only hold device memory, --ballast-gb
-    each, with holes: the memory a sibling keeps, without its work) or
-    "krex", the last with
+    each, with holes: the memory a sibling keeps, without its work),
+    "churn" (serial under krex, each worker beside N-1 krex tenants that only
+    allocate and free device memory, --ballast-gb each, between its regions:
+    the others' allocations without their kernels) or "krex", the last with
     optional KREX_* settings for its workers ("krex@KREX_HANDOFF_GRACE_MS=20",
     several joined by "@"). Returns (kind, {variable: value})."""
     kind, *sets = mode.split("@")
-    if kind not in ("unprotected", "lock", "serial", "held", "krex"):
-        raise ValueError("mode %r: unprotected, lock, serial, held or krex[@KREX_VAR=value...]"
-                         % mode)
+    if kind not in ("unprotected", "lock", "serial", "held", "churn", "krex"):
+        raise ValueError("mode %r: unprotected, lock, serial, held, churn or "
+                         "krex[@KREX_VAR=value...]" % mode)
     env = {}
     for kv in sets:
         k, eq, v = kv.partition("=")
@@ -398,8 +511,31 @@ def parse_mode(mode):
 
 
 def run_phase(args, name, n, mode, segment):
+    """One phase (run_workers), with nvidia-smi sampling the card through it
+    when --smi-ms is set: its CSV in --out/smi-NAME.csv, and each call gets
+    what was sampled during it (body_clocks)."""
+    if not args.smi_ms:
+        return run_workers(args, name, n, mode, segment)
+    smi = Smi(os.path.join(args.out, "smi-%s.csv" % name), args.smi_ms)
+    try:
+        res, wall = run_workers(args, name, n, mode, segment)
+    finally:
+        smi.stop()
+    if smi.p is None:
+        print("%s: no nvidia-smi, no clock samples" % name, flush=True)
+        return res, wall
+    with open(smi.path) as f:
+        samples = parse_smi(f.read(), smi.anchor)
+    for r in res:
+        for rec in r["problems"].values():
+            for c in rec["calls"]:
+                c["body_clocks"] = body_clocks(samples, c["t0"], c["t1"])
+    return res, wall
+
+
+def run_workers(args, name, n, mode, segment):
     kind, settings = parse_mode(mode)
-    krex_on = kind == "krex"
+    krex_on = kind in ("krex", "churn")
     cmd = [sys.executable] + (["-m", "krex.run"] if krex_on else []) + [
         HERE, "--worker", "--kernelbench", args.kernelbench, "--problems", args.problems,
         "--method", args.method, "--reps", str(args.reps), "--trials", str(args.trials),
@@ -424,9 +560,10 @@ def run_phase(args, name, n, mode, segment):
     deadline = time.monotonic() + args.timeout
     if kind == "serial":
         return run_serial(args, start, n, deadline)
-    if kind == "held":
-        ballast = [Proc([sys.executable, HERE, "--ballast", "--index", str(i),
-                         "--ballast-gb", str(args.ballast_gb)], env) for i in range(n - 1)]
+    if kind in ("held", "churn"):
+        ballast = [Proc([sys.executable] + (["-m", "krex.run"] if kind == "churn" else []) + [
+            HERE, "--ballast", "--index", str(i), "--ballast-gb", str(args.ballast_gb)] + (
+            ["--churn"] if kind == "churn" else []), env) for i in range(n - 1)]
         try:
             held = [json.loads(b.line("holding ", deadline)) for b in ballast]
             print("%s: %d processes hold %.1f GB of device memory" % (
@@ -436,7 +573,13 @@ def run_phase(args, name, n, mode, segment):
                 r["ballast"] = held
             return res, wall
         finally:
+            for b in ballast:  # end of input: they leave krex (churn) and exit
+                b.p.stdin.close()
             for b in ballast:
+                try:
+                    b.p.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
                 b.stop()
     procs = [start(i) for i in range(n)]
     try:
@@ -579,6 +722,43 @@ def analyze(phases, solo_name="solo"):
             "clocks_exit": clock_stats(clocks),
         }
     out["against_serial"] = against_serial(phases)
+    out["body_clocks"] = body_clock_stats(phases, ref)
+    return out
+
+
+def body_clock_stats(phases, ref):
+    """--smi-ms: per phase, the calls that read +2% or more over the solo
+    median ("slow") against the others, by what nvidia-smi sampled during
+    them (body_clocks): calls with samples, median and lowest SM clock
+    minimum, calls with a throttle reason, mean power, highest GPU and
+    memory temperature. Phases without samples are left out."""
+    out = {}
+    for name, ph in phases.items():
+        groups = {"slow": [], "other": []}
+        for r in ph["results"]:
+            for pid, rec in r["problems"].items():
+                for c in rec["calls"]:
+                    b = c.get("body_clocks")
+                    if b is None or pid not in ref:
+                        continue
+                    slow = (c["median_ms"] / ref[pid] - 1) * 100 >= 2.0
+                    groups["slow" if slow else "other"].append(b)
+        if not groups["slow"] and not groups["other"]:
+            continue
+        out[name] = {}
+        for g, bs in groups.items():
+            sm = [b["sm_min"] for b in bs if b["sm_min"] is not None]
+            pw = [b["power_mean"] for b in bs if b["power_mean"] is not None]
+            tp = [b["temp_max"] for b in bs if b["temp_max"] is not None]
+            mt = [b["mem_temp_max"] for b in bs if b["mem_temp_max"] is not None]
+            out[name][g] = {"calls": len(bs),
+                            "sm_min_median": statistics.median(sm) if sm else None,
+                            "sm_min_min": min(sm) if sm else None,
+                            "throttled": sum(1 for b in bs if b["reasons"]),
+                            "reasons": sorted({"0x%x" % b["reasons"] for b in bs if b["reasons"]}),
+                            "power_mean": statistics.fmean(pw) if pw else None,
+                            "temp_max": max(tp) if tp else None,
+                            "mem_temp_max": max(mt) if mt else None}
     return out
 
 
@@ -720,6 +900,26 @@ def markdown(a, cfg):
             lines.append("| %s | %d | %.2f | %.2f | %.2f | %.1f | %s |" % (
                 n, s["n"], s["median"], s["p95"], s["max"], s["sum"],
                 "%.1f" % p["flock_wait_s"] if p.get("flock_wait_s") is not None else "-"))
+    bc = a.get("body_clocks") or {}
+    if bc:
+        lines += ["", "What nvidia-smi sampled during the calls (--smi-ms), calls +2% or more "
+                  "over the solo median (slow) against the others: SM clock minimum in a call "
+                  "(median / lowest, MHz), calls with a throttle reason (the reasons, idle "
+                  "left out), mean power (W), highest GPU / memory temperature (C):", "",
+                  "| phase | calls | SM clock min | throttled | power | temperature |",
+                  "|---|---|---|---|---|---|"]
+
+        def fmt(x, f="%.0f"):
+            return "-" if x is None else f % x
+        for n, g in bc.items():
+            for k in ("slow", "other"):
+                v = g[k]
+                if not v["calls"]:
+                    continue
+                lines.append("| %s, %s | %d | %s / %s | %d%s | %s | %s / %s |" % (
+                    n, k, v["calls"], fmt(v["sm_min_median"]), fmt(v["sm_min_min"]),
+                    v["throttled"], " (%s)" % ", ".join(v["reasons"]) if v["reasons"] else "",
+                    fmt(v["power_mean"]), fmt(v["temp_max"]), fmt(v["mem_temp_max"])))
     clk = {n: p["clocks_exit"] for n, p in a["phases"].items() if p.get("clocks_exit")}
     if clk:
         lines += ["", "The card at the regions' exits (NVML): SM clock median / min (MHz), "
@@ -759,7 +959,8 @@ def markdown(a, cfg):
                  "phases: %s" % (", ".join(sorted({i for p in a["phases"].values()
                                                    for i in p["import"]})),
                                  ", ".join("%s=%s" % (n, p["patched"])
-                                           for n, p in a["phases"].items() if n.startswith("krex"))))
+                                           for n, p in a["phases"].items()
+                                           if n.startswith(("krex", "churn")))))
     return "\n".join(lines) + "\n"
 
 
@@ -784,14 +985,20 @@ def main():
     ap.add_argument("--modes", default="unprotected,krex",
                     help="of: unprotected, lock (an flock around each timing call), serial "
                          "(the N workers one after another, each alone), held (serial, beside "
-                         "N-1 processes holding --ballast-gb of device memory each), krex, "
+                         "N-1 processes holding --ballast-gb of device memory each), churn "
+                         "(serial under krex, beside N-1 krex tenants that only allocate and "
+                         "free), krex, "
                          "krex@KREX_VAR=value[@...] (krex with settings)")
     ap.add_argument("--no-solo-again", action="store_true", help="skip the noise-floor repeat")
     ap.add_argument("--solo-from", help="reuse the solo phases of an earlier run's "
                                         "kernelbench_real.json (same problems and method), "
                                         "and its serial-N phases where --modes names serial")
     ap.add_argument("--ballast-gb", type=float, default=4.0,
-                    help="held mode: device memory each holder keeps (GB)")
+                    help="held and churn modes: device memory each holder keeps (GB)")
+    ap.add_argument("--smi-ms", type=int, default=0,
+                    help="sample the card's clocks, power, temperatures and throttle reasons "
+                         "with nvidia-smi every MS ms through each phase (0: not)")
+    ap.add_argument("--churn", action="store_true", help=argparse.SUPPRESS)  # churn's sibling
     ap.add_argument("--release-on-leave", action="store_true",
                     help="krex phases: KREX_RELEASE_ON_LEAVE=1 (a leaving worker resets its "
                          "device inside the gate)")
@@ -814,6 +1021,8 @@ def main():
         ap.error("--ballast-gb: more than 0")
     if not 1 <= args.placements <= 64:
         ap.error("--placements: 1 to 64")
+    if args.smi_ms < 0 or 0 < args.smi_ms < 10:
+        ap.error("--smi-ms: 0 (off) or 10 and more")
     if not os.path.isdir(os.path.join(args.kernelbench, "KernelBench", "level1")):
         ap.error("--kernelbench %s: not a KernelBench checkout (no KernelBench/level1)"
                  % args.kernelbench)

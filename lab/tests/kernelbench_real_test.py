@@ -187,6 +187,10 @@ class Analysis(unittest.TestCase):
                                timeout=60)
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertIn("--placements: 1 to 64", p.stderr)
+            p = subprocess.run(base + ["--smi-ms", "5"], capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--smi-ms: 0 (off) or 10 and more", p.stderr)
             old = {"raw": {"solo": [worker(1, {"1": [1.0]})]}, "analysis": {
                 "config": {"problems": "1", "method": "cuda_event", "trials": 100},
                 "walls": {"solo": 4.0}}}
@@ -270,6 +274,58 @@ class Analysis(unittest.TestCase):
         w = {7: {"t_started": 1.0, "t_done": 9.0}}
         self.assertEqual(kr.classify_foreign(7, 5.0, w), "a worker while running")
         self.assertEqual(kr.classify_foreign(8, 5.0, w), "not a worker of this run")
+
+
+class BodyClocks(unittest.TestCase):
+    CSV = ("2026/12/04 05:00:00.000, 1980, 3201, 450.10, 50, 60, 0x0000000000000000\n"
+           "2026/12/04 05:00:00.050, 1755, 3201, 690.00, 51, 61, 0x0000000000000004\n"
+           "not a sample\n"
+           "2026/12/04 05:00:00.100, 1980, 3201, [N/A], 52, [N/A], 0x0000000000000001\n"
+           "2026/12/04 05:00:00.150, 1980, 3201, 400.00, 50, 60, 0x0000000000000000\n")
+
+    def samples(self):
+        import datetime
+        wall0 = datetime.datetime(2026, 12, 4, 5, 0, 0).timestamp()
+        return kr.parse_smi(self.CSV, (wall0, 100.0))  # monotonic 100.0 at 05:00:00
+
+    def test_nvidia_smi_lines_become_samples_on_the_workers_clock(self):
+        s = self.samples()
+        self.assertEqual(len(s), 4)
+        self.assertAlmostEqual(s[1]["t"], 100.05, places=3)
+        self.assertEqual((s[1]["sm"], s[1]["power"], s[1]["reasons"]), (1755, 690.0, 4))
+        self.assertIsNone(s[2]["power"])
+        self.assertIsNone(s[2]["mem_temp"])
+
+    def test_what_a_call_saw_and_slow_calls_against_the_others(self):
+        s = self.samples()
+        b = kr.body_clocks(s, 100.04, 100.11)  # the 2nd and 3rd samples
+        self.assertEqual(b["samples"], 2)
+        self.assertEqual((b["sm_min"], b["reasons"], b["temp_max"], b["mem_temp_max"]),
+                         (1755, 4, 52, 61))  # the idle bit (0x1) is left out
+        self.assertAlmostEqual(b["power_mean"], 690.0)
+        self.assertIsNone(kr.body_clocks(s, 200.0, 201.0))
+        quiet = kr.body_clocks(s, 100.14, 100.16)
+        self.assertEqual(quiet["reasons"], 0)
+        w = worker(1, {"1": [1.05, 1.0]}, calls_extra={("1", 0): {"body_clocks": b},
+                                                       ("1", 1): {"body_clocks": quiet}})
+        phases = {"solo": {"results": [worker(2, {"1": [1.0, 1.0]})], "wall": 2.0, "workers": 1},
+                  "krex-1": {"results": [w], "wall": 2.0, "workers": 1}}
+        a = kr.analyze(phases)
+        g = a["body_clocks"]["krex-1"]
+        self.assertEqual((g["slow"]["calls"], g["slow"]["throttled"], g["slow"]["reasons"]),
+                         (1, 1, ["0x4"]))
+        self.assertEqual((g["other"]["calls"], g["other"]["throttled"], g["other"]["sm_min_min"]),
+                         (1, 0, 1980))
+        self.assertNotIn("solo", a["body_clocks"])  # no samples there
+        md = kr.markdown(a, {"method": "cuda_event", "trials": 100, "reps": 2})
+        self.assertIn("| krex-1, slow | 1 | 1755 / 1755 | 1 (0x4) | 690 | 52 / 61 |", md)
+        self.assertIn("| krex-1, other | 1 | 1980 / 1980 | 0 | 400 | 50 / 60 |", md)
+
+    def test_the_churn_mode(self):
+        self.assertEqual(kr.parse_mode("churn"), ("churn", {}))
+        self.assertEqual(kr.phase_name("churn", 8), "churn-8")
+        with self.assertRaises(ValueError):
+            kr.parse_mode("churn@KREX_PIN=0")
 
 
 class UserErrors(unittest.TestCase):
