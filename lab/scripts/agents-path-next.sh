@@ -45,6 +45,13 @@
 #                                           free device memory between its regions; krex-8
 #                                           beside it; clocks sampled as in kb7. About 380 s.
 #                                           Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh kb9     one worker, 4 calls per problem: solo (no krex) against
+#                                           krex-1, krex-1 without CUPTI's callbacks
+#                                           (KREX_GATING=explicit) and krex-1 unpinned (KREX_PIN=0):
+#                                           whether krex's own host work in the measuring process
+#                                           brings the slow calls with no other worker at all
+#                                           (lab/results/python.md, "what the slow calls are not").
+#                                           About 330 s. Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh pool    krex.Pool's throughput at 8 workers (bench/python's
 #                                           kernelbench_throughput.py, pool shape): unprotected,
 #                                           lock, krex and krex without the 2 ms hand-off
@@ -62,7 +69,7 @@
 # and leaves what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|kb6|kb7|kb8|pool|nvb"}
+plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|kb6|kb7|kb8|kb9|pool|nvb"}
 out=${OUT:-/tmp/agents-path-next}
 mkdir -p "$out"
 log=$out/$plan.log
@@ -123,6 +130,12 @@ case "$plan" in
       --workers 8 --timeout 300 --no-solo-again --smi-ms 50 --modes churn,krex
     tar czf "$out/kb8.tgz" -C build-cuda/kernelbench-real kb8 2>>"$log"
     ;;
+  kb9)
+    limited 560 env OUT= KB_TAG=kb9 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+      --workers 1 --reps 4 --timeout 150 --no-solo-again \
+      --modes krex,krex@KREX_GATING=explicit,krex@KREX_PIN=0
+    tar czf "$out/kb9.tgz" -C build-cuda/kernelbench-real kb9 2>>"$log"
+    ;;
   pool)
     limited 400 env OUT="$out/pool" bash bench/python/run_gpu.sh --throughput --shapes pool \
       --workers 8 --modes unprotected,lock,krex,krex@KREX_HANDOFF_GRACE_MS=0
@@ -148,7 +161,7 @@ case "$plan" in
     tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
     ;;
   *)
-    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, kb6, kb7, kb8, pool, nvb)" >&2
+    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, kb6, kb7, kb8, kb9, pool, nvb)" >&2
     exit 2
     ;;
 esac

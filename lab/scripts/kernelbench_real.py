@@ -664,9 +664,11 @@ def classify_foreign(pid, t, workers):
     return "a worker while running"
 
 
-def analyze(phases, solo_name="solo"):
+def analyze(phases, solo_name="solo", per_call=None):
     """phases: {name: {"results": [worker results], "wall": s, "workers": n}}.
-    Inflation of every timing call over the solo median of its problem."""
+    Inflation of every timing call over the solo median of its problem.
+    per_call: calls of kernel_fn in one timing call (warm-up + discarded +
+    trials), for host_time_stats; None leaves that table out."""
     solo = phases[solo_name]["results"]
     ref = problem_medians(solo)
     names = {pid: rec["name"] for r in solo for pid, rec in r["problems"].items()}
@@ -723,6 +725,46 @@ def analyze(phases, solo_name="solo"):
         }
     out["against_serial"] = against_serial(phases)
     out["body_clocks"] = body_clock_stats(phases, ref)
+    if per_call:
+        out["host_time"] = host_time_stats(phases, ref, per_call)
+    return out
+
+
+def host_time_stats(phases, ref, per_call):
+    """Each call's host time per timed call of kernel_fn outside
+    KernelBench's timed window: the call's wall (the region's body under
+    krex, else its whole time less any flock wait) over `per_call` calls of
+    kernel_fn (warm-up, discarded and timed trials), less its mean trial
+    time, in us. Per phase, the calls that read +2% or more over the solo
+    median (slow) against the others: the median over problems of each
+    group's median, over the problems that have both, with the calls
+    counted; and every call's median. A GPU slower by x% lengthens the
+    timed trials, not this; a slower host lengthens both."""
+    out = {}
+    for name, ph in phases.items():
+        per, every = {}, []
+        for r in ph["results"]:
+            for pid, rec in r["problems"].items():
+                for c in rec["calls"]:
+                    if pid not in ref or "mean_ms" not in c:
+                        continue
+                    wall = c.get("body_ms")
+                    if wall is None:
+                        wall = (c["t1"] - c["t0"]) * 1e3 - c.get("flock_ms", 0.0)
+                    us = (wall / per_call - c["mean_ms"]) * 1e3
+                    every.append(us)
+                    slow = (c["median_ms"] / ref[pid] - 1) * 100 >= 2.0
+                    per.setdefault(pid, ([], []))[0 if slow else 1].append(us)
+        both = {pid: g for pid, g in per.items() if g[0] and g[1]}
+        out[name] = {
+            "median_us": statistics.median(every) if every else None,
+            "problems_with_slow": len(both),
+            "slow_calls": sum(len(g[0]) for g in both.values()),
+            "other_calls": sum(len(g[1]) for g in both.values()),
+            "slow_us": statistics.median(statistics.median(g[0]) for g in both.values())
+            if both else None,
+            "other_us": statistics.median(statistics.median(g[1]) for g in both.values())
+            if both else None}
     return out
 
 
@@ -900,6 +942,21 @@ def markdown(a, cfg):
             lines.append("| %s | %d | %.2f | %.2f | %.2f | %.1f | %s |" % (
                 n, s["n"], s["median"], s["p95"], s["max"], s["sum"],
                 "%.1f" % p["flock_wait_s"] if p.get("flock_wait_s") is not None else "-"))
+    ht = a.get("host_time") or {}
+    if ht:
+        lines += ["", "Host time per call of the timed function outside KernelBench's timed "
+                  "window (us: the call's wall, the region's body under krex, over its warm-up, "
+                  "discarded and timed calls, less the mean trial); calls +2% or more over the "
+                  "solo median (slow) against the others, each the median over the problems "
+                  "that have both:", "",
+                  "| phase | every call | problems | slow calls | others | slow | others |",
+                  "|---|---|---|---|---|---|---|"]
+        for n, v in ht.items():
+            lines.append("| %s | %s | %d | %d | %d | %s | %s |" % (
+                n, "-" if v["median_us"] is None else "%.0f" % v["median_us"],
+                v["problems_with_slow"], v["slow_calls"], v["other_calls"],
+                "-" if v["slow_us"] is None else "%.0f" % v["slow_us"],
+                "-" if v["other_us"] is None else "%.0f" % v["other_us"]))
     bc = a.get("body_clocks") or {}
     if bc:
         lines += ["", "What nvidia-smi sampled during the calls (--smi-ms), calls +2% or more "
@@ -1075,7 +1132,8 @@ def main():
                            "raw": {k: v["results"] for k, v in phases.items()}}, f)
     finally:
         remove_segment(segment)
-    a = analyze(phases)
+    per_call = args.trials + args.warmup + 1  # KernelBench's cuda_event: discard_first=1
+    a = analyze(phases, per_call=per_call if args.placements == 1 else None)
     a["walls"] = {k: v["wall"] for k, v in phases.items()}
     a["config"] = {k: v for k, v in vars(args).items() if k not in ("worker", "index")}
     a["total_s"] = time.monotonic() - t_start

@@ -321,6 +321,30 @@ class BodyClocks(unittest.TestCase):
         self.assertIn("| krex-1, slow | 1 | 1755 / 1755 | 1 (0x4) | 690 | 52 / 61 |", md)
         self.assertIn("| krex-1, other | 1 | 1980 / 1980 | 0 | 400 | 50 / 60 |", md)
 
+    def test_host_time_outside_the_timed_window(self):
+        # 10 calls of kernel_fn per timing call. Problem 1: a fast call with a
+        # 10.5 ms body at a 1.0 ms mean (50 us of host time per call) and a
+        # slow one (+5%) with a 11.5 ms body at 1.05 ms (100 us); solo's call
+        # took 10.2 ms (no region: t1 - t0) at 1.0 ms (20 us).
+        w = worker(1, {"1": [1.0, 1.05]}, calls_extra={
+            ("1", 0): {"mean_ms": 1.0, "body_ms": 10.5},
+            ("1", 1): {"mean_ms": 1.05, "body_ms": 11.5}})
+        solo = worker(2, {"1": [1.0]}, calls_extra={("1", 0): {"mean_ms": 1.0}})
+        solo["problems"]["1"]["calls"][0]["t1"] = solo["problems"]["1"]["calls"][0]["t0"] + 0.0102
+        phases = {"solo": {"results": [solo], "wall": 1.0, "workers": 1},
+                  "krex-1": {"results": [w], "wall": 1.0, "workers": 1}}
+        a = kr.analyze(phases, per_call=10)
+        h = a["host_time"]
+        self.assertAlmostEqual(h["solo"]["median_us"], 20.0, places=3)
+        self.assertEqual((h["krex-1"]["problems_with_slow"], h["krex-1"]["slow_calls"],
+                          h["krex-1"]["other_calls"]), (1, 1, 1))
+        self.assertAlmostEqual(h["krex-1"]["slow_us"], 100.0, places=3)
+        self.assertAlmostEqual(h["krex-1"]["other_us"], 50.0, places=3)
+        md = kr.markdown(a, {"method": "cuda_event", "trials": 8, "reps": 2})
+        self.assertIn("| krex-1 | 75 | 1 | 1 | 1 | 100 | 50 |", md)
+        self.assertIn("| solo | 20 | 0 | 0 | 0 | - | - |", md)
+        self.assertNotIn("host_time", kr.analyze(phases))  # no per_call: no table
+
     def test_the_churn_mode(self):
         self.assertEqual(kr.parse_mode("churn"), ("churn", {}))
         self.assertEqual(kr.phase_name("churn", 8), "churn-8")
