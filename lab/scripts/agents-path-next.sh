@@ -47,11 +47,12 @@
 #                                           Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh kb9     one worker, 4 calls per problem: solo (no krex) against
 #                                           krex-1, krex-1 without CUPTI's callbacks
-#                                           (KREX_GATING=explicit) and krex-1 unpinned (KREX_PIN=0):
+#                                           (KREX_GATING=explicit), krex-1 unpinned (KREX_PIN=0)
+#                                           and krex-1 with neither:
 #                                           whether krex's own host work in the measuring process
 #                                           brings the slow calls with no other worker at all
 #                                           (lab/results/python.md, "what the slow calls are not").
-#                                           About 330 s. Carry .deps/KernelBench.
+#                                           About 420 s. Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh pool    krex.Pool's throughput at 8 workers (bench/python's
 #                                           kernelbench_throughput.py, pool shape): unprotected,
 #                                           lock, krex and krex without the 2 ms hand-off
@@ -133,7 +134,7 @@ case "$plan" in
   kb9)
     limited 560 env OUT= KB_TAG=kb9 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
       --workers 1 --reps 4 --timeout 150 --no-solo-again \
-      --modes krex,krex@KREX_GATING=explicit,krex@KREX_PIN=0
+      --modes krex,krex@KREX_GATING=explicit,krex@KREX_PIN=0,krex@KREX_GATING=explicit@KREX_PIN=0
     tar czf "$out/kb9.tgz" -C build-cuda/kernelbench-real kb9 2>>"$log"
     ;;
   pool)
