@@ -89,53 +89,55 @@ limited() {
   return "$rc"
 }
 
+# kb_run SECONDS TAG kernelbench_real.py ARGS...: the real-KernelBench driver
+# (lab/scripts/kernelbench_real.sh, its GPU test skipped) into
+# build-cuda/kernelbench-real/TAG, under `limited`, then that folder as
+# $out/$plan.tgz.
+kb_run() {
+  local s=$1 tag=$2
+  shift 2
+  limited "$s" env OUT= KB_TAG="$tag" KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh "$@"
+  tar czf "$out/$plan.tgz" -C build-cuda/kernelbench-real "$tag" 2>>"$log"
+}
+
 case "$plan" in
   kb)
-    limited 520 env OUT= KB_TAG=next KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+    kb_run 520 next \
       --workers 8 --timeout 150 --modes krex,krex@KREX_PIN=0,lock
-    tar czf "$out/kb.tgz" -C build-cuda/kernelbench-real next 2>>"$log"
     ;;
   kb2)
-    limited 540 env OUT= KB_TAG=kb2 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+    kb_run 540 kb2 \
       --workers 8 --timeout 380 --modes serial,krex
-    tar czf "$out/kb2.tgz" -C build-cuda/kernelbench-real kb2 2>>"$log"
     ;;
   kb3)
-    limited 540 env OUT= KB_TAG=kb3 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+    kb_run 540 kb3 \
       --workers 8 --timeout 380 --modes serial,held,krex \
       --solo-from lab/results/h200-python/kernelbench-real-w8-serial/kernelbench_real.json
-    tar czf "$out/kb3.tgz" -C build-cuda/kernelbench-real kb3 2>>"$log"
     ;;
   kb4)
-    limited 560 env OUT= KB_TAG=kb4 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+    kb_run 560 kb4 \
       --workers 8 --timeout 200 --placements 8 --modes krex
-    tar czf "$out/kb4.tgz" -C build-cuda/kernelbench-real kb4 2>>"$log"
     ;;
   kb5)
-    limited 540 env OUT= KB_TAG=kb5 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+    kb_run 540 kb5 \
       --workers 8 --timeout 200 --modes krex,krex@KREX_FREEZE_SCOPE=all
-    tar czf "$out/kb5.tgz" -C build-cuda/kernelbench-real kb5 2>>"$log"
     ;;
   kb6)
-    limited 540 env OUT= KB_TAG=kb6 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+    kb_run 540 kb6 \
       --workers 8 --timeout 200 --no-solo-again --modes krex,krex@KREX_PATCH_JOIN=0
-    tar czf "$out/kb6.tgz" -C build-cuda/kernelbench-real kb6 2>>"$log"
     ;;
   kb7)
-    limited 560 env OUT= KB_TAG=kb7 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+    kb_run 560 kb7 \
       --workers 8 --timeout 300 --no-solo-again --smi-ms 50 --modes krex,serial
-    tar czf "$out/kb7.tgz" -C build-cuda/kernelbench-real kb7 2>>"$log"
     ;;
   kb8)
-    limited 560 env OUT= KB_TAG=kb8 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+    kb_run 560 kb8 \
       --workers 8 --timeout 300 --no-solo-again --smi-ms 50 --modes churn,krex
-    tar czf "$out/kb8.tgz" -C build-cuda/kernelbench-real kb8 2>>"$log"
     ;;
   kb9)
-    limited 560 env OUT= KB_TAG=kb9 KREX_KB_TEST=0 bash lab/scripts/kernelbench_real.sh \
+    kb_run 560 kb9 \
       --workers 1 --reps 4 --timeout 150 --no-solo-again \
       --modes krex,krex@KREX_GATING=explicit,krex@KREX_PIN=0,krex@KREX_GATING=explicit@KREX_PIN=0
-    tar czf "$out/kb9.tgz" -C build-cuda/kernelbench-real kb9 2>>"$log"
     ;;
   pool)
     limited 400 env OUT="$out/pool" bash bench/python/run_gpu.sh --throughput --shapes pool \

@@ -284,10 +284,16 @@ def ballast(args):
     del chunks
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
-    print("holding " + json.dumps({"pid": os.getpid(), "chunks": len(keep),
-                                   "bytes": sum(t.numel() for t in keep)}), flush=True)
+    say_holding(keep)
     sys.stdin.readline()
     return 0
+
+
+def say_holding(keep, **extra):
+    """A memory holder's "holding" line: its pid, chunks and bytes kept."""
+    print("holding " + json.dumps(dict({"pid": os.getpid(), "chunks": len(keep),
+                                        "bytes": sum(t.numel() for t in keep)}, **extra)),
+          flush=True)
 
 
 def churn(args, torch, rng):
@@ -297,7 +303,7 @@ def churn(args, torch, rng):
     (empty_cache), and again, 20 ms apart, until killed. Its allocations and
     frees are gated calls: they run between the worker's regions only."""
     import select  # noqa: PLC0415
-    keep, rounds, said = [], 0, False
+    keep, said = [], False
     while True:
         total = sum(t.numel() for t in keep)
         while total < args.ballast_gb * 2**30:
@@ -307,11 +313,8 @@ def churn(args, torch, rng):
         rng.shuffle(keep)
         del keep[len(keep) // 2:]
         torch.cuda.empty_cache()
-        rounds += 1
         if not said:
-            print("holding " + json.dumps({"pid": os.getpid(), "chunks": len(keep),
-                                           "bytes": sum(t.numel() for t in keep),
-                                           "churn": True}), flush=True)
+            say_holding(keep, churn=True)
             said = True
         if select.select([sys.stdin], [], [], 0.02)[0] and not sys.stdin.readline():
             return 0
@@ -331,16 +334,15 @@ class Smi:
     def __init__(self, path, ms):
         self.path, self.p = path, None
         self.anchor = (time.time(), time.monotonic())
+        self.f = open(path, "w")  # noqa: SIM115
         try:
-            self.f = open(path, "w")  # noqa: SIM115
             self.p = subprocess.Popen(
                 ["nvidia-smi", "--query-gpu=" + ",".join(SMI_FIELDS),
                  "--format=csv,noheader,nounits", "-lms", str(ms)],
                 stdout=self.f, stderr=subprocess.DEVNULL)
-        except OSError:
+        except OSError:  # no nvidia-smi
             self.f.close()
             os.unlink(path)
-            self.p = None
 
     def stop(self):
         if self.p is not None:
@@ -388,15 +390,15 @@ def body_clocks(samples, t0, t1):
     if not s:
         return None
 
-    def vals(k):
-        return [x[k] for x in s if x[k] is not None]
+    v = {k: [x[k] for x in s if x[k] is not None]
+         for k in ("sm", "power", "temp", "mem_temp", "reasons")}
     reasons = 0
-    for r in vals("reasons"):
+    for r in v["reasons"]:
         reasons |= r & ~0x1
-    return {"samples": len(s), "sm_min": min(vals("sm"), default=None),
-            "power_mean": statistics.fmean(vals("power")) if vals("power") else None,
-            "temp_max": max(vals("temp"), default=None),
-            "mem_temp_max": max(vals("mem_temp"), default=None), "reasons": reasons}
+    return {"samples": len(s), "sm_min": min(v["sm"], default=None),
+            "power_mean": statistics.fmean(v["power"]) if v["power"] else None,
+            "temp_max": max(v["temp"], default=None),
+            "mem_temp_max": max(v["mem_temp"], default=None), "reasons": reasons}
 
 
 # -------------------------------------------------------------- the driver
@@ -561,9 +563,11 @@ def run_workers(args, name, n, mode, segment):
     if kind == "serial":
         return run_serial(args, start, n, deadline)
     if kind in ("held", "churn"):
-        ballast = [Proc([sys.executable] + (["-m", "krex.run"] if kind == "churn" else []) + [
-            HERE, "--ballast", "--index", str(i), "--ballast-gb", str(args.ballast_gb)] + (
-            ["--churn"] if kind == "churn" else []), env) for i in range(n - 1)]
+        holder = [sys.executable, HERE, "--ballast", "--ballast-gb", str(args.ballast_gb)]
+        if kind == "churn":  # krex tenants whose allocations and frees are gated
+            holder[1:1] = ["-m", "krex.run"]
+            holder.append("--churn")
+        ballast = [Proc(holder + ["--index", str(i)], env) for i in range(n - 1)]
         try:
             held = [json.loads(b.line("holding ", deadline)) for b in ballast]
             print("%s: %d processes hold %.1f GB of device memory" % (
@@ -635,6 +639,15 @@ def remove_segment(name):
 
 
 # ------------------------------------------------------------ the analysis
+# A call "+2% or more" over its reference: the slow calls of the tables.
+SLOW_PCT = 2.0
+
+
+def inflation(call, ref_ms):
+    """A timing call's median over a reference median, in percent."""
+    return (call["median_ms"] / ref_ms - 1) * 100
+
+
 def stats(v):
     return {"n": len(v), "median": quantile(v, 0.5), "p95": quantile(v, 0.95),
             "max": max(v) if v else float("nan")}
@@ -687,7 +700,7 @@ def analyze(phases, solo_name="solo", per_call=None):
                 incorrect += 0 if rec.get("correct", True) else 1
                 for c in rec["calls"]:
                     calls += 1
-                    x = (c["median_ms"] / ref[pid] - 1) * 100
+                    x = inflation(c, ref[pid])
                     per.setdefault(pid, []).append(x)
                     every.append(x)
                     if "level" in c:
@@ -753,7 +766,7 @@ def host_time_stats(phases, ref, per_call):
                         wall = (c["t1"] - c["t0"]) * 1e3 - c.get("flock_ms", 0.0)
                     us = (wall / per_call - c["mean_ms"]) * 1e3
                     every.append(us)
-                    slow = (c["median_ms"] / ref[pid] - 1) * 100 >= 2.0
+                    slow = inflation(c, ref[pid]) >= SLOW_PCT
                     per.setdefault(pid, ([], []))[0 if slow else 1].append(us)
         both = {pid: g for pid, g in per.items() if g[0] and g[1]}
         out[name] = {
@@ -783,7 +796,7 @@ def body_clock_stats(phases, ref):
                     b = c.get("body_clocks")
                     if b is None or pid not in ref:
                         continue
-                    slow = (c["median_ms"] / ref[pid] - 1) * 100 >= 2.0
+                    slow = inflation(c, ref[pid]) >= SLOW_PCT
                     groups["slow" if slow else "other"].append(b)
         if not groups["slow"] and not groups["other"]:
             continue
@@ -827,10 +840,10 @@ def against_serial(phases):
     ref = problem_medians(phases[ref_name]["results"])
     out = {}
     for name, ph in phases.items():
-        v = [(c["median_ms"] / ref[pid] - 1) * 100 for r in ph["results"]
+        v = [inflation(c, ref[pid]) for r in ph["results"]
              for pid, rec in r["problems"].items() if pid in ref for c in rec["calls"]]
         if v:
-            out[name] = dict(stats(v), over_2pct=sum(1 for x in v if x >= 2.0))
+            out[name] = dict(stats(v), over_2pct=sum(1 for x in v if x >= SLOW_PCT))
     return {"reference": ref_name, "phases": out}
 
 
