@@ -53,6 +53,13 @@
 #                                           brings the slow calls with no other worker at all
 #                                           (lab/results/python.md, "what the slow calls are not").
 #                                           About 420 s. Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh levels  one process alone, no krex: whether KernelBench's
+#                                           per-call medians sit at levels set by where the
+#                                           buffers land (lab/scripts/kernelbench_levels.py:
+#                                           10 draws of each problem's inputs behind random
+#                                           spacers, 3 rounds), then again with 40 GB of device
+#                                           memory cut into holes. About 150 s. Carry
+#                                           .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh pool    krex.Pool's throughput at 8 workers (bench/python's
 #                                           kernelbench_throughput.py, pool shape): unprotected,
 #                                           lock, krex and krex without the 2 ms hand-off
@@ -70,7 +77,7 @@
 # and leaves what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|kb6|kb7|kb8|kb9|pool|nvb"}
+plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|kb6|kb7|kb8|kb9|levels|pool|nvb"}
 out=${OUT:-/tmp/agents-path-next}
 mkdir -p "$out"
 log=$out/$plan.log
@@ -139,6 +146,12 @@ case "$plan" in
       --workers 1 --reps 4 --timeout 150 --no-solo-again \
       --modes krex,krex@KREX_GATING=explicit,krex@KREX_PIN=0,krex@KREX_GATING=explicit@KREX_PIN=0
     ;;
+  levels)
+    limited 300 "${PYTHON:-python3}" lab/scripts/kernelbench_levels.py --kernelbench .deps/KernelBench \
+      --problems 10,6,1,16,50,88,95,12 --draws 10 --rounds 3 --trials 30 --fragment 40 \
+      --out "$out/levels"
+    tar czf "$out/levels.tgz" -C "$out" levels 2>>"$log"
+    ;;
   pool)
     limited 400 env OUT="$out/pool" bash bench/python/run_gpu.sh --throughput --shapes pool \
       --workers 8 --modes unprotected,lock,krex,krex@KREX_HANDOFF_GRACE_MS=0
@@ -164,7 +177,7 @@ case "$plan" in
     tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
     ;;
   *)
-    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, kb6, kb7, kb8, kb9, pool, nvb)" >&2
+    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, kb6, kb7, kb8, kb9, levels, pool, nvb)" >&2
     exit 2
     ;;
 esac
