@@ -60,6 +60,12 @@
 #                                           spacers, 3 rounds), then again with 40 GB of device
 #                                           memory cut into holes. About 150 s. Carry
 #                                           .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh series  one process alone, no krex: one draw of each problem
+#                                           timed round-robin for 150 s with the L2 flush's GPU
+#                                           time, the launch path and CPU steal per call
+#                                           (kernelbench_levels.py --series), nvidia-smi
+#                                           sampled every 100 ms beside it. About 180 s.
+#                                           Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh pool    krex.Pool's throughput at 8 workers (bench/python's
 #                                           kernelbench_throughput.py, pool shape): unprotected,
 #                                           lock, krex and krex without the 2 ms hand-off
@@ -77,7 +83,7 @@
 # and leaves what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|kb6|kb7|kb8|kb9|levels|pool|nvb"}
+plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|kb6|kb7|kb8|kb9|levels|series|pool|nvb"}
 out=${OUT:-/tmp/agents-path-next}
 mkdir -p "$out"
 log=$out/$plan.log
@@ -152,6 +158,17 @@ case "$plan" in
       --out "$out/levels"
     tar czf "$out/levels.tgz" -C "$out" levels 2>>"$log"
     ;;
+  series)
+    mkdir -p "$out/series"
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,temperature.memory,clocks_throttle_reasons.active,utilization.gpu,utilization.memory \
+      --format=csv,nounits -lms 100 >"$out/series/smi.csv" 2>>"$log" &
+    smi=$!
+    limited 240 "${PYTHON:-python3}" lab/scripts/kernelbench_levels.py --kernelbench .deps/KernelBench \
+      --problems 16,1,6,10,50,12,88 --series 150 --trials 30 --out "$out/series"
+    kill "$smi" 2>/dev/null
+    wait "$smi" 2>/dev/null
+    tar czf "$out/series.tgz" -C "$out" series 2>>"$log"
+    ;;
   pool)
     limited 400 env OUT="$out/pool" bash bench/python/run_gpu.sh --throughput --shapes pool \
       --workers 8 --modes unprotected,lock,krex,krex@KREX_HANDOFF_GRACE_MS=0
@@ -177,7 +194,7 @@ case "$plan" in
     tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
     ;;
   *)
-    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, kb6, kb7, kb8, kb9, levels, pool, nvb)" >&2
+    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, kb6, kb7, kb8, kb9, levels, series, pool, nvb)" >&2
     exit 2
     ;;
 esac

@@ -28,7 +28,16 @@ host-time table reads (lab/scripts/kernelbench_real.py).
     python3 lab/scripts/kernelbench_levels.py --kernelbench .deps/KernelBench \
         --problems 10,6,1,16,50,12 --draws 10 --rounds 3 --fragment 40 --out DIR
 
-Writes DIR/kernelbench_levels.{json,md}.
+--series SECONDS instead times one draw of each problem round-robin for
+SECONDS, each call KernelBench's own trial loop (time_execution_with_cuda_event's
+body, copied in kb_trials) with one more event, recorded before the L2
+flush: per trial the flush's GPU time beside the timed one, and the host's
+time from the start event's record to the end event's (the model's launch
+path); per call the CPU steal time the whole machine reported (/proc/stat).
+A slow stretch that is the GPU's shows in the flush's time; one that is the
+host's, in the launch path and steal.
+
+Writes DIR/kernelbench_levels.{json,md} (or DIR/kernelbench_series.{json,md}).
 """
 
 import argparse
@@ -110,6 +119,133 @@ def one_condition(args, torch, kt, rng, condition):
     return calls
 
 
+def steal_ticks():
+    """The machine's CPU steal time so far (/proc/stat's first line, clock ticks); -1 if unread."""
+    try:
+        with open("/proc/stat") as f:
+            v = f.readline().split()
+        return int(v[8]) if v[0] == "cpu" and len(v) > 8 else -1
+    except (OSError, ValueError):
+        return -1
+
+
+def kb_trials(torch, kt, model, inputs, trials, warmup, dev):
+    """KernelBench's time_execution_with_cuda_event loop (discard_first=1),
+    with an event recorded before clear_l2_cache: per trial (timed ms,
+    flush ms, launch-path us)."""
+    for _ in range(warmup):
+        model(*inputs)
+        torch.cuda.synchronize(device=dev)
+    torch.cuda.empty_cache()
+    out = []
+    for trial in range(trials + 1):
+        torch.cuda.synchronize(device=dev)
+        e_flush = torch.cuda.Event(enable_timing=True)
+        start_event = torch.cuda.Event(enable_timing=True)
+        end_event = torch.cuda.Event(enable_timing=True)
+        e_flush.record()
+        kt.clear_l2_cache(device=dev)
+        start_event.record()
+        h0 = time.perf_counter()
+        model(*inputs)
+        end_event.record()
+        h1 = time.perf_counter()
+        torch.cuda.synchronize(device=dev)
+        if trial >= 1:
+            out.append((start_event.elapsed_time(end_event), e_flush.elapsed_time(start_event),
+                        (h1 - h0) * 1e6))
+    return out
+
+
+def series(args, torch, kt):
+    """--series: one draw per problem, round-robin for args.series seconds."""
+    dev = torch.device("cuda:0")
+    draws = []
+    for pid in args.problems.split(","):
+        name, ctx = load_problem(args.kernelbench, pid)
+        torch.manual_seed(42)
+        model = ctx["Model"](*[x.to(dev) if isinstance(x, torch.Tensor) else x
+                              for x in ctx["get_init_inputs"]()]).to(dev)
+        inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in ctx["get_inputs"]()]
+        draws.append((pid, name, model, inputs))
+    calls, t_end, k = [], time.monotonic() + args.series, 0
+    hz = os.sysconf("SC_CLK_TCK")
+    while time.monotonic() < t_end:
+        pid, name, model, inputs = draws[k % len(draws)]
+        k += 1
+        st0, t0 = steal_ticks(), time.perf_counter()
+        with torch.no_grad():
+            tr = kb_trials(torch, kt, model, inputs, args.trials, args.warmup, dev)
+        wall, st1 = time.perf_counter() - t0, steal_ticks()
+        calls.append({"pid": pid, "name": name, "t": t0, "wall_s": wall,
+                      "median_ms": statistics.median(x[0] for x in tr),
+                      "flush_ms": statistics.median(x[1] for x in tr),
+                      "launch_us": statistics.median(x[2] for x in tr),
+                      "steal_ms": (st1 - st0) * 1e3 / hz if st0 >= 0 and st1 >= 0 else None})
+    return calls
+
+
+def analyze_series(calls, slow_pct=1.0):
+    """Per problem: calls at +slow_pct or more over its median (slow) against
+    the others: their flush time, launch path and steal; and the slow calls'
+    stretches (runs of consecutive calls of the series with a slow one)."""
+    rows = []
+    for pid in dict.fromkeys(c["pid"] for c in calls):
+        cs = [c for c in calls if c["pid"] == pid]
+        ref = statistics.median(c["median_ms"] for c in cs)
+        for c in cs:
+            c["pct"] = 100 * (c["median_ms"] / ref - 1)
+        slow = [c for c in cs if c["pct"] >= slow_pct]
+        other = [c for c in cs if c["pct"] < slow_pct]
+
+        def med(v, key):
+            xs = [c[key] for c in v if c[key] is not None]
+            return statistics.median(xs) if xs else None
+        rows.append({"pid": pid, "name": cs[0]["name"], "calls": len(cs), "median_ms": ref,
+                     "slow": len(slow), "max_pct": max(c["pct"] for c in cs),
+                     "flush_ms": (med(slow, "flush_ms"), med(other, "flush_ms")),
+                     "launch_us": (med(slow, "launch_us"), med(other, "launch_us")),
+                     "steal_ms": (med(slow, "steal_ms"), med(other, "steal_ms"))})
+    order = sorted(calls, key=lambda c: c["t"])
+    stretches, cur = [], []
+    for c in order:
+        if c["pct"] >= slow_pct:
+            cur.append(c)
+        elif cur:
+            stretches.append(cur)
+            cur = []
+    if cur:
+        stretches.append(cur)
+    t0 = order[0]["t"] if order else 0
+    spans = [{"from_s": s[0]["t"] - t0, "to_s": s[-1]["t"] + s[-1]["wall_s"] - t0, "calls": len(s),
+              "problems": sorted({c["pid"] for c in s}, key=lambda x: (len(x), x))}
+             for s in stretches]
+    return rows, spans
+
+
+def markdown_series(rows, spans, cfg, slow_pct=1.0):
+    def pair(p, f):
+        return " / ".join("-" if x is None else f % x for x in p)
+    lines = ["# KernelBench's slow calls over time: the GPU's or the host's", "",
+             "One process alone on the GPU, no krex; `%s`." % cfg["command"], "",
+             "Per problem: calls +%g%% or more over its median (slow); medians per call of the "
+             "L2 flush's GPU time, the model's launch path (start event's record to the end "
+             "event's, host) and the machine's CPU steal during the call, slow / others." % slow_pct,
+             "",
+             "| problem | calls | median ms | slow | max | flush ms | launch path us | steal ms |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| %s | %d | %.4f | %d | %+.2f%% | %s | %s | %s |" % (
+            r["name"][:-3], r["calls"], r["median_ms"], r["slow"], r["max_pct"],
+            pair(r["flush_ms"], "%.4f"), pair(r["launch_us"], "%.0f"), pair(r["steal_ms"], "%.1f")))
+    lines += ["", "Stretches of consecutive slow calls (seconds into the series): %d" % len(spans), ""]
+    for s in spans:
+        if s["calls"] > 1:
+            lines.append("- %.1f-%.1f s: %d calls, problems %s" % (
+                s["from_s"], s["to_s"], s["calls"], ", ".join(s["problems"])))
+    return "\n".join(lines) + "\n"
+
+
 def analyze(calls):
     """Per condition and problem: the spread of the medians across draws
     (placement) and across rounds with the draw held (time)."""
@@ -168,6 +304,8 @@ def main():
     ap.add_argument("--fragment", type=float, default=0.0,
                     help="GB cut into holes before a second pass (0: no second pass)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--series", type=float, default=0.0,
+                    help="seconds of round-robin calls on one draw per problem (see above)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     for k in ("draws", "rounds", "trials"):
@@ -180,17 +318,24 @@ def main():
     kt, how = import_timing(args.kernelbench)
     torch.cuda.set_device(0)
     torch.zeros(1, device="cuda")
+    cfg = {"command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+           "timing_import": how, "torch": torch.__version__,
+           "device": torch.cuda.get_device_name(0)}
+    os.makedirs(args.out, exist_ok=True)
+    if args.series > 0:
+        calls = series(args, torch, kt)
+        rows, spans = analyze_series(calls)
+        write_report(args.out, "kernelbench_series",
+                     {"config": cfg, "analysis": rows, "stretches": spans, "calls": calls},
+                     markdown_series(rows, spans, cfg), time.monotonic() - t_start)
+        return 0
     rng = random.Random(args.seed)
     calls = one_condition(args, torch, kt, rng, "fresh")
     if args.fragment > 0:
         keep = fragment(torch, args.fragment, rng)
         calls += one_condition(args, torch, kt, rng, "fragmented %g GB" % args.fragment)
         del keep
-    cfg = {"command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-           "timing_import": how, "torch": torch.__version__,
-           "device": torch.cuda.get_device_name(0)}
     rows = analyze(calls)
-    os.makedirs(args.out, exist_ok=True)
     write_report(args.out, "kernelbench_levels", {"config": cfg, "analysis": rows, "calls": calls},
                  markdown(rows, cfg), time.monotonic() - t_start)
     return 0
