@@ -313,6 +313,8 @@ def main():
             ap.error("--%s must be at least 1" % k)
     if args.fragment < 0:
         ap.error("--fragment must be 0 or more")
+    if args.series < 0:
+        ap.error("--series must be 0 or more")
     t_start = time.monotonic()
     import torch  # noqa: PLC0415
     kt, how = import_timing(args.kernelbench)
