@@ -66,6 +66,11 @@
 #                                           (kernelbench_levels.py --series), nvidia-smi
 #                                           sampled every 100 ms beside it. About 180 s.
 #                                           Carry .deps/KernelBench.
+#   lab/scripts/agents-path-next.sh burn    as series, 135 s, pinned to the last CPU, with 14 busy
+#                                           processes on the other CPUs through its middle
+#                                           45 s, and a CPU probe per call: whether load on
+#                                           the host's other CPUs brings the host-slow
+#                                           stretches. About 190 s. Carry .deps/KernelBench.
 #   lab/scripts/agents-path-next.sh pool    krex.Pool's throughput at 8 workers (bench/python's
 #                                           kernelbench_throughput.py, pool shape): unprotected,
 #                                           lock, krex and krex without the 2 ms hand-off
@@ -83,7 +88,7 @@
 # and leaves what it finished.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|kb6|kb7|kb8|kb9|levels|series|pool|nvb"}
+plan=${1:?"usage: $0 kb|kb2|kb3|kb4|kb5|kb6|kb7|kb8|kb9|levels|series|burn|pool|nvb"}
 out=${OUT:-/tmp/agents-path-next}
 mkdir -p "$out"
 log=$out/$plan.log
@@ -169,6 +174,11 @@ case "$plan" in
     wait "$smi" 2>/dev/null
     tar czf "$out/series.tgz" -C "$out" series 2>>"$log"
     ;;
+  burn)
+    limited 200 "${PYTHON:-python3}" lab/scripts/kernelbench_levels.py --kernelbench .deps/KernelBench \
+      --problems 16,1,6,10,50,12,88 --series 135 --burn 14 --trials 30 --out "$out/burn"
+    tar czf "$out/burn.tgz" -C "$out" burn 2>>"$log"
+    ;;
   pool)
     limited 400 env OUT="$out/pool" bash bench/python/run_gpu.sh --throughput --shapes pool \
       --workers 8 --modes unprotected,lock,krex,krex@KREX_HANDOFF_GRACE_MS=0
@@ -194,7 +204,7 @@ case "$plan" in
     tar czf "$out/nvb.tgz" build-nvbench-gpu/out 2>>"$log"
     ;;
   *)
-    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, kb6, kb7, kb8, kb9, levels, series, pool, nvb)" >&2
+    echo "agents-path-next: unknown plan '$plan' (kb, kb2, kb3, kb4, kb5, kb6, kb7, kb8, kb9, levels, series, burn, pool, nvb)" >&2
     exit 2
     ;;
 esac

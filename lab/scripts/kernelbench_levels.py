@@ -157,8 +157,46 @@ def kb_trials(torch, kt, model, inputs, trials, warmup, dev):
     return out
 
 
+def cpu_probe_us():
+    """The host's speed now: the best of 3 timings of a fixed pure-Python
+    integer loop (us); the same work each time, so a slower CPU reads longer."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        sum(range(20000))
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e6
+
+
+class Burners:
+    """--burn N: N busy processes, one per CPU other than the measuring
+    process's (which is pinned to the last CPU it may use), started and
+    stopped on request."""
+
+    def __init__(self, n):
+        cpus = sorted(os.sched_getaffinity(0))
+        self.own = cpus[-1]
+        os.sched_setaffinity(0, {self.own})
+        self.cpus = cpus[:-1][:n]
+        self.procs = []
+
+    def start(self):
+        import subprocess  # noqa: PLC0415
+        for c in self.cpus:
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-c", "import os; os.sched_setaffinity(0, {%d})\nwhile True: pass" % c]))
+
+    def stop(self):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        self.procs = []
+
+
 def series(args, torch, kt):
-    """--series: one draw per problem, round-robin for args.series seconds."""
+    """--series: one draw per problem, round-robin for args.series seconds
+    (with --burn, burners run through its middle third)."""
     dev = torch.device("cuda:0")
     draws = []
     for pid in args.problems.split(","):
@@ -168,21 +206,44 @@ def series(args, torch, kt):
                               for x in ctx["get_init_inputs"]()]).to(dev)
         inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in ctx["get_inputs"]()]
         draws.append((pid, name, model, inputs))
-    calls, t_end, k = [], time.monotonic() + args.series, 0
+    burners = Burners(args.burn) if args.burn > 0 else None
+    t_start = time.monotonic()
+    t_end = t_start + args.series
+    calls, k, burning = [], 0, "idle"
     hz = os.sysconf("SC_CLK_TCK")
-    while time.monotonic() < t_end:
-        pid, name, model, inputs = draws[k % len(draws)]
-        k += 1
-        st0, t0 = steal_ticks(), time.perf_counter()
-        with torch.no_grad():
-            tr = kb_trials(torch, kt, model, inputs, args.trials, args.warmup, dev)
-        wall, st1 = time.perf_counter() - t0, steal_ticks()
-        calls.append({"pid": pid, "name": name, "t": t0, "wall_s": wall,
-                      "median_ms": statistics.median(x[0] for x in tr),
-                      "flush_ms": statistics.median(x[1] for x in tr),
-                      "launch_us": statistics.median(x[2] for x in tr),
-                      "steal_ms": (st1 - st0) * 1e3 / hz if st0 >= 0 and st1 >= 0 else None})
+    try:
+        while time.monotonic() < t_end:
+            if burners is not None:
+                third = int(3 * (time.monotonic() - t_start) / args.series)
+                if third == 1 and burning == "idle":
+                    burners.start()
+                    burning = "burn"
+                elif third >= 2 and burning == "burn":
+                    burners.stop()
+                    burning = "after"
+            calls.append(series_call(args, torch, kt, draws[k % len(draws)], dev, hz))
+            calls[-1]["segment"] = burning if burners is not None else "idle"
+            k += 1
+    finally:
+        if burners is not None:
+            burners.stop()
     return calls
+
+
+def series_call(args, torch, kt, draw, dev, hz):
+    """One call of the series: KernelBench's trials on one draw, with the host's speed."""
+    pid, name, model, inputs = draw
+    probe = cpu_probe_us()
+    st0, t0 = steal_ticks(), time.perf_counter()
+    with torch.no_grad():
+        tr = kb_trials(torch, kt, model, inputs, args.trials, args.warmup, dev)
+    wall, st1 = time.perf_counter() - t0, steal_ticks()
+    return {"pid": pid, "name": name, "t": t0, "wall_s": wall,
+            "median_ms": statistics.median(x[0] for x in tr),
+            "flush_ms": statistics.median(x[1] for x in tr),
+            "launch_us": statistics.median(x[2] for x in tr),
+            "probe_us": probe,
+            "steal_ms": (st1 - st0) * 1e3 / hz if st0 >= 0 and st1 >= 0 else None}
 
 
 def analyze_series(calls, slow_pct=1.0):
@@ -223,7 +284,35 @@ def analyze_series(calls, slow_pct=1.0):
     return rows, spans
 
 
-def markdown_series(rows, spans, cfg, slow_pct=1.0):
+HOST_SLOW = 1.8  # a call's launch path this many times its problem's median: the host is slow
+
+
+def analyze_segments(calls, slow_pct=1.0):
+    """Per segment of the series (idle; with --burn: idle, burn, after): its
+    calls, those whose launch path is HOST_SLOW times their problem's median
+    or more (host-slow), the slow calls (+slow_pct) among host-slow calls and
+    among the others, and the CPU probe's median. Needs analyze_series first."""
+    launch = {}
+    for c in calls:
+        launch.setdefault(c["pid"], []).append(c["launch_us"])
+    ref = {p: statistics.median(v) for p, v in launch.items()}
+    out = []
+    for seg in dict.fromkeys(c.get("segment", "idle") for c in calls):
+        cs = [c for c in calls if c.get("segment", "idle") == seg]
+        hs = [c for c in cs if c["launch_us"] >= HOST_SLOW * ref[c["pid"]]]
+        other = [c for c in cs if c["launch_us"] < HOST_SLOW * ref[c["pid"]]]
+        probes = [c["probe_us"] for c in cs if c.get("probe_us") is not None]
+        out.append({"segment": seg, "calls": len(cs), "host_slow": len(hs),
+                    "slow_in_host_slow": sum(c["pct"] >= slow_pct for c in hs),
+                    "slow_in_others": sum(c["pct"] >= slow_pct for c in other),
+                    "probe_us": statistics.median(probes) if probes else None,
+                    "probe_us_host_slow": statistics.median(
+                        [c["probe_us"] for c in hs if c.get("probe_us") is not None] or [float("nan")])
+                    if hs else None})
+    return out
+
+
+def markdown_series(rows, spans, cfg, slow_pct=1.0, segments=None):
     def pair(p, f):
         return " / ".join("-" if x is None else f % x for x in p)
     lines = ["# KernelBench's slow calls over time: the GPU's or the host's", "",
@@ -238,6 +327,18 @@ def markdown_series(rows, spans, cfg, slow_pct=1.0):
         lines.append("| %s | %d | %.4f | %d | %+.2f%% | %s | %s | %s |" % (
             r["name"][:-3], r["calls"], r["median_ms"], r["slow"], r["max_pct"],
             pair(r["flush_ms"], "%.4f"), pair(r["launch_us"], "%.0f"), pair(r["steal_ms"], "%.1f")))
+    if segments:
+        lines += ["", "Per segment: calls whose launch path is %gx its problem's median or more "
+                  "(host-slow), slow calls among them and among the others, and the CPU probe "
+                  "(a fixed Python loop, us: median over the segment / over its host-slow calls):"
+                  % HOST_SLOW, "",
+                  "| segment | calls | host-slow | slow among host-slow | slow among others | "
+                  "CPU probe us |", "|---|---|---|---|---|---|"]
+        for g in segments:
+            lines.append("| %s | %d | %d | %d | %d | %s / %s |" % (
+                g["segment"], g["calls"], g["host_slow"], g["slow_in_host_slow"],
+                g["slow_in_others"], "-" if g["probe_us"] is None else "%.0f" % g["probe_us"],
+                "-" if g["probe_us_host_slow"] is None else "%.0f" % g["probe_us_host_slow"]))
     lines += ["", "Stretches of consecutive slow calls (seconds into the series): %d" % len(spans), ""]
     for s in spans:
         if s["calls"] > 1:
@@ -306,6 +407,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--series", type=float, default=0.0,
                     help="seconds of round-robin calls on one draw per problem (see above)")
+    ap.add_argument("--burn", type=int, default=0,
+                    help="with --series: N busy processes on the other CPUs through its middle third")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     for k in ("draws", "rounds", "trials"):
@@ -315,6 +418,8 @@ def main():
         ap.error("--fragment must be 0 or more")
     if args.series < 0:
         ap.error("--series must be 0 or more")
+    if args.burn < 0 or (args.burn and not args.series):
+        ap.error("--burn must be 0 or more, and only with --series")
     t_start = time.monotonic()
     import torch  # noqa: PLC0415
     kt, how = import_timing(args.kernelbench)
@@ -327,9 +432,12 @@ def main():
     if args.series > 0:
         calls = series(args, torch, kt)
         rows, spans = analyze_series(calls)
+        segments = analyze_segments(calls)
         write_report(args.out, "kernelbench_series",
-                     {"config": cfg, "analysis": rows, "stretches": spans, "calls": calls},
-                     markdown_series(rows, spans, cfg), time.monotonic() - t_start)
+                     {"config": cfg, "analysis": rows, "segments": segments, "stretches": spans,
+                      "calls": calls},
+                     markdown_series(rows, spans, cfg, segments=segments),
+                     time.monotonic() - t_start)
         return 0
     rng = random.Random(args.seed)
     calls = one_condition(args, torch, kt, rng, "fresh")

@@ -87,6 +87,28 @@ class Series(unittest.TestCase):
         self.assertIn("- 4.0-6.5 s: 3 calls, problems 1", kl.markdown_series(rows, spans, {"command": "x"}))
 
 
+class Segments(unittest.TestCase):
+    def test_host_slow_calls_per_segment(self):
+        # Launch path 20 us normally; 50 us (2.5x, host-slow) for two calls while burning,
+        # one of them slow (+3%).
+        calls = []
+        for i, seg in enumerate(["idle"] * 4 + ["burn"] * 4 + ["after"] * 4):
+            host_slow = i in (5, 6)
+            c = scall("16", i, 2.06 if i == 5 else 2.0, launch=50.0 if host_slow else 20.0)
+            c.update(segment=seg, probe_us=900.0 if host_slow else 300.0)
+            calls.append(c)
+        kl.analyze_series(calls)
+        segs = kl.analyze_segments(calls)
+        self.assertEqual([g["segment"] for g in segs], ["idle", "burn", "after"])
+        burn = segs[1]
+        self.assertEqual((burn["calls"], burn["host_slow"], burn["slow_in_host_slow"],
+                          burn["slow_in_others"]), (4, 2, 1, 0))
+        self.assertEqual((burn["probe_us"], burn["probe_us_host_slow"]), (600.0, 900.0))
+        self.assertEqual((segs[0]["host_slow"], segs[0]["probe_us_host_slow"]), (0, None))
+        md = kl.markdown_series(*kl.analyze_series(calls), {"command": "x"}, segments=segs)
+        self.assertIn("| burn | 4 | 2 | 1 | 0 | 600 / 900 |", md)
+
+
 class Errors(unittest.TestCase):
     def run_script(self, *args):
         return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
@@ -97,6 +119,9 @@ class Errors(unittest.TestCase):
             r = self.run_script("--kernelbench", "x", "--out", "y", flag, "0")
             self.assertEqual(r.returncode, 2)
             self.assertIn("%s must be at least 1" % flag, r.stderr)
+        r = self.run_script("--kernelbench", "x", "--out", "y", "--burn", "2")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--burn must be 0 or more, and only with --series", r.stderr)
         for flag in ("--fragment", "--series"):
             r = self.run_script("--kernelbench", "x", "--out", "y", flag, "-1")
             self.assertEqual(r.returncode, 2)
