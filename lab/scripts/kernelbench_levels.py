@@ -302,13 +302,12 @@ def analyze_segments(calls, slow_pct=1.0):
         hs = [c for c in cs if c["launch_us"] >= HOST_SLOW * ref[c["pid"]]]
         other = [c for c in cs if c["launch_us"] < HOST_SLOW * ref[c["pid"]]]
         probes = [c["probe_us"] for c in cs if c.get("probe_us") is not None]
+        hs_probes = [c["probe_us"] for c in hs if c.get("probe_us") is not None]
         out.append({"segment": seg, "calls": len(cs), "host_slow": len(hs),
                     "slow_in_host_slow": sum(c["pct"] >= slow_pct for c in hs),
                     "slow_in_others": sum(c["pct"] >= slow_pct for c in other),
                     "probe_us": statistics.median(probes) if probes else None,
-                    "probe_us_host_slow": statistics.median(
-                        [c["probe_us"] for c in hs if c.get("probe_us") is not None] or [float("nan")])
-                    if hs else None})
+                    "probe_us_host_slow": statistics.median(hs_probes) if hs_probes else None})
     return out
 
 

@@ -108,6 +108,14 @@ class Segments(unittest.TestCase):
         md = kl.markdown_series(*kl.analyze_series(calls), {"command": "x"}, segments=segs)
         self.assertIn("| burn | 4 | 2 | 1 | 0 | 600 / 900 |", md)
 
+    def test_without_probes(self):
+        # A series recorded before the CPU probe existed: no probe_us, one segment.
+        calls = [scall("1", t, 1.0, launch=80.0 if t == 3 else 20.0) for t in range(6)]
+        kl.analyze_series(calls)
+        (seg,) = kl.analyze_segments(calls)
+        self.assertEqual((seg["segment"], seg["host_slow"], seg["probe_us"],
+                          seg["probe_us_host_slow"]), ("idle", 1, None, None))
+
 
 class Errors(unittest.TestCase):
     def run_script(self, *args):
