@@ -33,15 +33,19 @@ SECONDS, each call KernelBench's own trial loop (time_execution_with_cuda_event'
 body, copied in kb_trials) with one more event, recorded before the L2
 flush: per trial the flush's GPU time beside the timed one, and the host's
 time from the start event's record to the end event's (the model's launch
-path); per call the CPU steal time the whole machine reported (/proc/stat).
-A slow stretch that is the GPU's shows in the flush's time; one that is the
-host's, in the launch path and steal.
+path); per call the CPU steal time the whole machine reported (/proc/stat)
+and a CPU probe (a fixed pure-Python loop, best of 3). The flush's span runs
+from the event before it to the start event, so it holds the flush kernel
+and any wait for a late host; a slow GPU lengthens it with the launch path
+unchanged, a slow host lengthens the launch path. --burn N adds N busy
+processes, one per other CPU (the measuring process pinned to its last
+CPU), through the series' middle third: the table per segment (idle, burn,
+after) says whether load on the other CPUs brings host-slow calls.
 
 Writes DIR/kernelbench_levels.{json,md} (or DIR/kernelbench_series.{json,md}).
 """
 
 import argparse
-import json
 import os
 import random
 import statistics
