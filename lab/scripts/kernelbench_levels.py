@@ -56,18 +56,17 @@ HERE = os.path.abspath(__file__)
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
-from kernelbench_real import import_timing, problem_file  # noqa: E402
+from kernelbench_real import import_timing, load_problem, on_device  # noqa: E402
 from report_files import write_report  # noqa: E402
 
 SPACER_STEP = 18 << 20  # as kernelbench_real.PLACEMENT_STEP: no power-of-two stride
 
 
-def load_problem(kernelbench, pid):
-    path = problem_file(kernelbench, pid)
-    ctx = {}
-    with open(path) as f:
-        exec(compile(f.read(), path, "exec"), ctx)  # as kernelbench.eval loads a reference
-    return os.path.basename(path), ctx
+def build_model(kernelbench, pid, torch, dev):
+    """A problem's file name, namespace and model on `dev` (init inputs seeded as the driver's)."""
+    name, ctx = load_problem(kernelbench, pid)
+    torch.manual_seed(42)
+    return name, ctx, ctx["Model"](*on_device(ctx["get_init_inputs"](), torch, dev)).to(dev)
 
 
 def fragment(torch, gb, rng):
@@ -90,15 +89,12 @@ def one_condition(args, torch, kt, rng, condition):
     dev = torch.device("cuda:0")
     draws = []
     for pid in args.problems.split(","):
-        name, ctx = load_problem(args.kernelbench, pid)
-        torch.manual_seed(42)
-        model = ctx["Model"](*[x.to(dev) if isinstance(x, torch.Tensor) else x
-                              for x in ctx["get_init_inputs"]()]).to(dev)
+        name, ctx, model = build_model(args.kernelbench, pid, torch, dev)
         for d in range(args.draws):
             spacer = torch.empty(rng.randrange(0, 64) * SPACER_STEP + 1, dtype=torch.uint8,
                                  device=dev)
             torch.manual_seed(42)
-            inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in ctx["get_inputs"]()]
+            inputs = on_device(ctx["get_inputs"](), torch, dev)
             addr = [x.data_ptr() for x in inputs if isinstance(x, torch.Tensor)]
             draws.append({"pid": pid, "name": name, "draw": d, "model": model, "inputs": inputs,
                           "spacer": spacer, "spacer_bytes": spacer.numel(), "addr": addr})
@@ -204,12 +200,9 @@ def series(args, torch, kt):
     dev = torch.device("cuda:0")
     draws = []
     for pid in args.problems.split(","):
-        name, ctx = load_problem(args.kernelbench, pid)
-        torch.manual_seed(42)
-        model = ctx["Model"](*[x.to(dev) if isinstance(x, torch.Tensor) else x
-                              for x in ctx["get_init_inputs"]()]).to(dev)
-        inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in ctx["get_inputs"]()]
-        draws.append((pid, name, model, inputs))
+        name, ctx, model = build_model(args.kernelbench, pid, torch, dev)
+        # The inputs follow the model on the generator seeded for it (no reseed: as first run).
+        draws.append((pid, name, model, on_device(ctx["get_inputs"](), torch, dev)))
     burners = Burners(args.burn) if args.burn > 0 else None
     t_start = time.monotonic()
     t_end = t_start + args.series

@@ -150,6 +150,21 @@ def problem_file(kernelbench, pid):
     raise SystemExit("level-1 problem %s not found in %s" % (pid, d))
 
 
+def load_problem(kernelbench, pid):
+    """A level-1 problem's file name and namespace (Model, get_inputs,
+    get_init_inputs), loaded as kernelbench.eval.load_original_model_and_inputs does."""
+    path = problem_file(kernelbench, pid)
+    ctx = {}
+    with open(path) as f:
+        exec(compile(f.read(), path, "exec"), ctx)
+    return os.path.basename(path), ctx
+
+
+def on_device(xs, torch, dev):
+    """A problem's inputs (or init inputs) with every tensor moved to `dev`."""
+    return [x.to(dev) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
 def worker(args):
     t_started = time.monotonic()  # the worker's first line (under krex.run: joined already)
     print("started", json.dumps({"pid": os.getpid(), "t": t_started}), flush=True)
@@ -185,22 +200,18 @@ def worker(args):
     last = None
     lockf = open(args.lock, "a") if args.lock else None  # noqa: SIM115
     for pid in problems:
-        path = problem_file(args.kernelbench, pid)
         t_loaded = time.monotonic()
-        ctx = {}
-        with open(path) as f:
-            exec(compile(f.read(), path, "exec"), ctx)  # as kernelbench.eval.load_original_model_and_inputs
-        Model, get_inputs, get_init_inputs = ctx["Model"], ctx["get_inputs"], ctx["get_init_inputs"]
-        log("problem %s: loaded %s" % (pid, os.path.basename(path)))
-        rec = {"name": os.path.basename(path), "calls": [], "t_loaded": t_loaded}
+        name, ctx = load_problem(args.kernelbench, pid)
+        get_inputs = ctx["get_inputs"]
+        log("problem %s: loaded %s" % (pid, name))
+        rec = {"name": name, "calls": [], "t_loaded": t_loaded}
         with torch.no_grad():
             torch.manual_seed(42)
-            init = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in get_init_inputs()]
-            model = Model(*init).to(dev)
+            model = ctx["Model"](*on_device(ctx["get_init_inputs"](), torch, dev)).to(dev)
             ok = True
             for trial in range(args.check_trials):  # KernelBench: fresh inputs per correctness trial
                 torch.manual_seed(1000 + trial)
-                xs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in get_inputs()]
+                xs = on_device(get_inputs(), torch, dev)
                 a, b = model(*xs), model(*xs)
                 ok = ok and bool(torch.allclose(a.float(), b.float(), atol=1e-2, rtol=1e-2))
                 del xs, a, b
@@ -208,7 +219,7 @@ def worker(args):
             log("problem %s: model built, %d check trial(s), correct: %s"
                 % (pid, args.check_trials, ok))
             torch.manual_seed(42)
-            inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in get_inputs()]
+            inputs = on_device(get_inputs(), torch, dev)
             torch.cuda.synchronize()
             rec["t_ready"] = time.monotonic()  # loaded, built, checked, inputs on the device
             for _ in range(args.reps):
